@@ -1,0 +1,33 @@
+# Two entry points, both self-contained on a fresh machine:
+#   make run   -> the main job
+#   make test  -> lint + test suite
+# Both create .venv on first use. torch is installed first, pinned, so pip takes the CPU wheel on disk
+# instead of resolving a CUDA build.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint venv clean-venv
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -qq --upgrade pip
+	$(PY) -m pip install -qq torch==2.13.0
+	$(PY) -m pip install -qq -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(PY) recipes/train_bnn.py $(ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+test: lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

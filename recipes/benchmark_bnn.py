@@ -1,0 +1,108 @@
+"""Benchmark the Bayesian dynamics model: batched N-sample forward and ELBO training steps.
+
+Prints, for hidden [32] (classic tasks, 4-dim obs + 1-dim action like CartpoleSwingup) and
+[64, 64] (locomotion, 20-dim obs + 6-dim action like HalfCheetah):
+
+* the time of one N = 10 sample forward on a batch of 5,000 transitions (one TRPO batch) and of 8
+  (one step of 8 batched envs), batched (``model(x, num_samples=10)``) against N looped
+  single-sample forwards (``[model(x) for _ in range(10)]``), and their ratio;
+* ELBO optimisation steps per second (forward, backward, Adam) for minibatches of 10 and 256.
+
+    python recipes/benchmark_bnn.py [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from torchrl_vase import BayesianMLP, VariationalELBOLoss
+
+CONFIGS = {
+    "[32] ReLU, obs 4 + act 1": (4, 1, [32], nn.ReLU),
+    "[64, 64] tanh, obs 20 + act 6": (20, 6, [64, 64], nn.Tanh),
+}
+
+
+def seconds(stmt, min_run_time: float) -> float:
+    """Median seconds per call of ``stmt`` (a callable) over rounds of repeated calls.
+
+    A warm-up of ``min_run_time / 4`` comes first: the allocator's first large blocks (page
+    faults) otherwise land in the measurement.
+    """
+    deadline = time.perf_counter() + min_run_time / 4
+    calls = 0
+    while time.perf_counter() < deadline or calls < 3:
+        stmt()
+        calls += 1
+    per_round = max(1, calls // 5)  # about 50 ms rounds
+    rounds = []
+    deadline = time.perf_counter() + min_run_time
+    while time.perf_counter() < deadline or len(rounds) < 5:
+        start = time.perf_counter()
+        for _ in range(per_round):
+            stmt()
+        rounds.append((time.perf_counter() - start) / per_round)
+    return statistics.median(rounds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch", type=int, nargs="+", default=[5000, 8])
+    parser.add_argument("--num-samples", type=int, default=10)
+    parser.add_argument("--min-run-time", type=float, default=1.0, help="seconds per timing")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    n = args.num_samples
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
+
+    print(f"Forward with N = {n} weight samples")
+    print(f"{'model':<32} {'batch':>6} {'batched ms':>11} {'looped ms':>10} {'looped/batched':>15}")
+    for name, (obs_dim, act_dim, cells, act_cls) in CONFIGS.items():
+        model = BayesianMLP(obs_dim + act_dim, obs_dim, cells, act_cls)
+        for size in args.batch:
+            x = torch.randn(size, obs_dim + act_dim)
+            with torch.no_grad():
+                batched = seconds(lambda m=model, x=x: m(x, num_samples=n), args.min_run_time)
+                looped = seconds(lambda m=model, x=x: [m(x) for _ in range(n)], args.min_run_time)
+            print(
+                f"{name:<32} {size:>6,} {batched * 1e3:>11.3f} {looped * 1e3:>10.3f} "
+                f"{looped / batched:>14.2f}x"
+            )
+
+    print(f"\nELBO steps per second (N = {n} samples, forward + backward + Adam)")
+    print(f"{'model':<32} {'minibatch 10':>13} {'minibatch 256':>14}")
+    for name, (obs_dim, act_dim, cells, act_cls) in CONFIGS.items():
+        model = BayesianMLP(obs_dim + act_dim, obs_dim, cells, act_cls)
+        loss_fn = VariationalELBOLoss(model, num_samples=n, kl_weight=0.2)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+        rates = []
+        for size in (10, 256):
+            batch = TensorDict(
+                {
+                    "observation": torch.randn(size, obs_dim),
+                    "action": torch.randn(size, act_dim),
+                    ("next", "observation"): torch.randn(size, obs_dim),
+                },
+                [size],
+            )
+
+            def step(batch=batch, loss_fn=loss_fn, optimizer=optimizer):
+                out = loss_fn(batch)
+                optimizer.zero_grad()
+                (out["loss_nll"] + out["loss_kl"]).backward()
+                optimizer.step()
+
+            rates.append(1.0 / seconds(step, args.min_run_time))
+        print(f"{name:<32} {rates[0]:>13,.0f} {rates[1]:>14,.0f}")
+
+
+if __name__ == "__main__":
+    main()

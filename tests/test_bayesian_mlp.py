@@ -1,0 +1,229 @@
+import math
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torch.distributions import Normal, kl_divergence
+
+from torchrl_vase import BayesianMLP
+
+
+def _random_posterior(model: BayesianMLP, seed: int = 0) -> None:
+    """Move every μ and ρ away from its initial value so the closed forms are exercised."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("rho"):
+                param.copy_(torch.randn(param.shape, generator=gen) - 1.0)
+            else:
+                param.copy_(torch.randn(param.shape, generator=gen))
+
+
+def _distributions(model: BayesianMLP) -> tuple[Normal, Normal]:
+    mu, sigma = model.posterior_mean(), model.posterior_std()
+    return Normal(mu, sigma), Normal(torch.zeros_like(mu), torch.full_like(mu, model.prior_std))
+
+
+@pytest.mark.parametrize("num_cells", [[], [32], [64, 64]])
+def test_entropy_and_kl_match_torch_distributions(num_cells):
+    model = BayesianMLP(5, 3, num_cells, prior_std=0.7, dtype=torch.float64)
+    _random_posterior(model)
+    q, prior = _distributions(model)
+    torch.testing.assert_close(model.entropy(), q.entropy().sum())
+    torch.testing.assert_close(model.kl_divergence(), kl_divergence(q, prior).sum())
+
+
+def test_parameter_count_covers_weights_and_biases():
+    model = BayesianMLP(4, 3, [32])
+    assert model.num_parameters == 4 * 32 + 32 + 32 * 3 + 3
+    assert model.posterior_std().shape == (model.num_parameters,)
+    # softplus(ρ) starts at the prior std by default, and at the given value otherwise
+    torch.testing.assert_close(model.posterior_std(), torch.full((model.num_parameters,), 0.5))
+    narrow = BayesianMLP(4, 3, [32], init_posterior_std=0.01)
+    torch.testing.assert_close(narrow.posterior_std(), torch.full((narrow.num_parameters,), 0.01))
+
+
+def test_entropy_and_kl_are_differentiable():
+    model = BayesianMLP(3, 2, [8])
+    (model.entropy() + model.kl_divergence()).backward()
+    for param in model.parameters():
+        assert param.grad is not None and torch.isfinite(param.grad).all()
+
+
+def _reference_forward(x, weights, activation):
+    """An independent single-weight-set MLP, layer by layer."""
+    h = x
+    for i, (w, b) in enumerate(weights):
+        h = h @ w.T + b
+        if i < len(weights) - 1:
+            h = activation(h)
+    return h
+
+
+@pytest.mark.parametrize(
+    "num_cells,activation_class", [([32], nn.ReLU), ([64, 64], nn.Tanh), ([], nn.ReLU)]
+)
+def test_batched_forward_equals_separate_forwards(num_cells, activation_class):
+    torch.manual_seed(0)
+    model = BayesianMLP(6, 4, num_cells, activation_class, dtype=torch.float64)
+    x = torch.randn(7, 5, 6, dtype=torch.float64)  # two batch dims
+    num_samples = 10
+    weights = model.sample_weights(num_samples)
+    batched = model(x, weights=weights)
+    assert batched.shape == (num_samples, 7, 5, 4)
+    for n in range(num_samples):
+        single = [(w[n], b[n]) for w, b in weights]
+        torch.testing.assert_close(batched[n], model(x, weights=single))
+        torch.testing.assert_close(batched[n], _reference_forward(x, single, activation_class()))
+
+
+def test_large_batches_are_blocked_without_changing_the_result():
+    # 3,000 rows x 10 samples x 64 units is larger than one cache block: exercises the blocking
+    torch.manual_seed(0)
+    model = BayesianMLP(26, 20, [64, 64], nn.Tanh)
+    x = torch.randn(3, 1000, 26)
+    weights = model.sample_weights(10)
+    batched = model(x, weights=weights)
+    assert batched.shape == (10, 3, 1000, 20)
+    for n in (0, 9):
+        expected = _reference_forward(x, [(w[n], b[n]) for w, b in weights], nn.Tanh())
+        torch.testing.assert_close(batched[n], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_num_samples_draws_distinct_weight_sets_shared_across_the_batch():
+    torch.manual_seed(0)
+    model = BayesianMLP(3, 2, [16])
+    x = torch.randn(1, 3).expand(4, 3)  # four copies of one input
+    out = model(x, num_samples=5)
+    assert out.shape == (5, 4, 2)
+    # one weight set per sample, shared by the batch: identical inputs give identical outputs
+    torch.testing.assert_close(out, out[:, :1].expand_as(out))
+    # and different samples differ
+    assert (out[0] - out[1]).abs().max() > 1e-3
+
+
+def test_sampling_follows_the_posterior():
+    torch.manual_seed(0)
+    model = BayesianMLP(2, 1, [], init_posterior_std=0.3)
+    _random_posterior(model, seed=3)
+    theta = model.sample_parameters(20000)
+    torch.testing.assert_close(theta.mean(0), model.mu.detach(), atol=0.02, rtol=0)
+    sigma = nn.functional.softplus(model.rho).detach()
+    torch.testing.assert_close(theta.std(0), sigma, atol=0.02, rtol=0.02)
+    # the per-layer views are slices of the same draw
+    (weight, bias), = model.unflatten(theta)
+    torch.testing.assert_close(weight.reshape(20000, -1), theta[:, :2])
+    torch.testing.assert_close(bias, theta[:, 2:])
+
+
+def test_mean_forward_uses_the_means_and_single_sample_is_unbatched():
+    torch.manual_seed(0)
+    model = BayesianMLP(3, 2, [8])
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(model(x, use_mean=True), model(x, weights=model.mean_weights()))
+    torch.testing.assert_close(
+        model(x, use_mean=True), _reference_forward(x, model.mean_weights(), nn.ReLU())
+    )
+    assert model(x).shape == (4, 2)
+    assert model(x[0]).shape == (2,)  # no batch dim at all
+
+
+def test_several_inputs_are_concatenated():
+    torch.manual_seed(0)
+    model = BayesianMLP(5, 2, [8])
+    obs, action = torch.randn(4, 3), torch.randn(4, 2)
+    weights = model.sample_weights(3)
+    torch.testing.assert_close(
+        model(obs, action, weights=weights), model(torch.cat([obs, action], -1), weights=weights)
+    )
+
+
+def test_works_inside_tensordict_module():
+    torch.manual_seed(0)
+    model = BayesianMLP(4, 3, [8])
+    module = TensorDictModule(model, in_keys=["observation", "action"], out_keys=["prediction"])
+    td = TensorDict({"observation": torch.randn(6, 3), "action": torch.randn(6, 1)}, [6])
+    torch.manual_seed(1)
+    module(td)
+    torch.manual_seed(1)
+    expected = model(td["observation"], td["action"])
+    torch.testing.assert_close(td["prediction"], expected)
+
+
+def test_state_dict_round_trip():
+    torch.manual_seed(0)
+    model = BayesianMLP(4, 3, [16, 16], nn.Tanh)
+    _random_posterior(model)
+    clone = BayesianMLP(4, 3, [16, 16], nn.Tanh)
+    clone.load_state_dict(model.state_dict())
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(clone(x, use_mean=True), model(x, use_mean=True))
+    torch.manual_seed(7)
+    sampled = model(x, num_samples=3)
+    torch.manual_seed(7)
+    torch.testing.assert_close(clone(x, num_samples=3), sampled)
+    assert set(model.state_dict()) == {"mu", "rho"}
+
+
+def test_monte_carlo_kl_from_log_density_ratio_matches_closed_form():
+    torch.manual_seed(0)
+    model = BayesianMLP(3, 2, [8], dtype=torch.float64)
+    _random_posterior(model)
+    with torch.no_grad():
+        estimate = model.log_density_ratio(model.sample_parameters(20000)).mean()
+        exact = model.kl_divergence()
+    assert math.isclose(estimate.item(), exact.item(), rel_tol=0.02)
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        ({"prior_std": 0.0}, ValueError, "prior_std"),
+        ({"prior_std": -1.0}, ValueError, "prior_std"),
+        ({"prior_std": float("nan")}, ValueError, "prior_std"),
+        ({"init_posterior_std": 0.0}, ValueError, "init_posterior_std"),
+        ({"in_features": 0}, ValueError, "in_features"),
+        ({"out_features": 2.5}, ValueError, "out_features"),
+        ({"num_cells": 32}, ValueError, "num_cells"),
+        ({"num_cells": [32, 0]}, ValueError, "num_cells"),
+        ({"dtype": torch.int64}, TypeError, "dtype"),
+    ],
+)
+def test_bad_construction_raises(kwargs, error, match):
+    args = {"in_features": 3, "out_features": 2, **kwargs}
+    with pytest.raises(error, match=match):
+        BayesianMLP(**args)
+
+
+@pytest.mark.parametrize(
+    "make_input,call_kwargs,error,match",
+    [
+        (lambda: torch.randn(4, 5), {}, ValueError, "in_features=3"),
+        (lambda: torch.randint(0, 3, (4, 3)), {}, TypeError, "floating point"),
+        (lambda: torch.randn(4, 3, dtype=torch.float64), {}, TypeError, "float64"),
+        (lambda: torch.tensor([[0.0, float("nan"), 1.0]]), {}, ValueError, "non-finite"),
+        (lambda: torch.tensor([[0.0, float("inf"), 1.0]]), {}, ValueError, "non-finite"),
+        (lambda: torch.tensor(1.0), {}, ValueError, "scalar"),
+        (lambda: torch.randn(4, 3), {"num_samples": 0}, ValueError, "num_samples"),
+        (lambda: torch.randn(4, 3), {"num_samples": 2.0}, TypeError, "num_samples"),
+        (lambda: torch.randn(4, 3), {"num_samples": 2, "use_mean": True}, ValueError, "at most"),
+    ],
+)
+def test_bad_forward_input_raises(make_input, call_kwargs, error, match):
+    model = BayesianMLP(3, 2, [8])
+    with pytest.raises(error, match=match):
+        model(make_input(), **call_kwargs)
+
+
+def test_bad_weights_raise():
+    model = BayesianMLP(3, 2, [8])
+    x = torch.randn(4, 3)
+    weights = model.sample_weights(2)
+    with pytest.raises(ValueError, match="one \\(weight, bias\\) pair per layer"):
+        model(x, weights=weights[:1])
+    with pytest.raises(ValueError, match="weights\\[1\\]"):
+        model(x, weights=[weights[0], (weights[1][0][:, :, :4], weights[1][1])])
+    with pytest.raises(ValueError, match="same N"):
+        model(x, weights=[weights[0], (weights[1][0][0], weights[1][1][0])])

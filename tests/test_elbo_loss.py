@@ -1,0 +1,282 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+from torch import nn
+from torch.distributions import Normal, kl_divergence
+
+from torchrl_vase import BayesianMLP, VariationalELBOLoss
+
+OBS, ACT = 3, 2
+
+
+def _transitions(batch: int = 16, seed: int = 0, dtype=torch.float32) -> TensorDict:
+    gen = torch.Generator().manual_seed(seed)
+    return TensorDict(
+        {
+            "observation": torch.randn(batch, OBS, generator=gen, dtype=dtype),
+            "action": torch.randn(batch, ACT, generator=gen, dtype=dtype),
+            ("next", "observation"): torch.randn(batch, OBS, generator=gen, dtype=dtype),
+        },
+        batch_size=[batch],
+    )
+
+
+def _model(dtype=torch.float32, num_cells=(16,)) -> BayesianMLP:
+    torch.manual_seed(0)
+    return BayesianMLP(OBS + ACT, OBS, list(num_cells), nn.Tanh, dtype=dtype)
+
+
+def _numpy_nll(x, y, weights, sigma_c):
+    """Independent float64 computation: mean over samples of −log N(y; f(x; θ_n), σ_c² I)."""
+    x, y = x.numpy().astype(np.float64), y.numpy().astype(np.float64)
+    nlls = []
+    for n in range(weights[0][0].shape[0]):
+        h = x
+        for i, (w, b) in enumerate(weights):
+            h = h @ w[n].detach().numpy().T + b[n].detach().numpy()
+            if i < len(weights) - 1:
+                h = np.tanh(h)
+        log_density = (
+            -0.5 * ((y - h) / sigma_c) ** 2 - np.log(sigma_c) - 0.5 * np.log(2 * np.pi)
+        ).sum(-1)
+        nlls.append(-log_density)
+    return np.mean(nlls, axis=0)
+
+
+@pytest.mark.parametrize("target", ["next_observation", "delta"])
+def test_loss_terms_match_an_independent_computation(target):
+    model = _model(torch.float64)
+    td = _transitions(dtype=torch.float64)
+    loss_fn = VariationalELBOLoss(model, sigma_c=0.7, num_samples=4, kl_weight=0.2, target=target)
+    torch.manual_seed(3)
+    weights = model.sample_weights(4)  # the loss draws its samples the same way
+    torch.manual_seed(3)
+    out = loss_fn(td)
+
+    x = torch.cat([td["observation"], td["action"]], -1)
+    y = td["next", "observation"]
+    if target == "delta":
+        y = y - td["observation"]
+    expected_nll = _numpy_nll(x, y, weights, 0.7).sum()
+    q = Normal(model.posterior_mean(), model.posterior_std())
+    prior = Normal(0.0, 0.5)
+    expected_kl = kl_divergence(q, prior).sum().item()
+    assert math.isclose(out["loss_nll"].item(), expected_nll, rel_tol=1e-9)
+    assert math.isclose(out["loss_kl"].item(), 0.2 * expected_kl, rel_tol=1e-9)
+    assert math.isclose(out["kl"].item(), expected_kl, rel_tol=1e-9)
+    assert math.isclose(out["elbo"].item(), -(expected_nll + 0.2 * expected_kl), rel_tol=1e-9)
+    assert math.isclose(out["entropy"].item(), q.entropy().sum().item(), rel_tol=1e-9)
+    assert not out["elbo"].requires_grad and out["loss_nll"].requires_grad
+
+
+def test_mean_reduction_is_the_sum_over_the_batch_size():
+    model, td = _model(), _transitions(batch=12)
+    torch.manual_seed(0)
+    summed = VariationalELBOLoss(model)(td)["loss_nll"]
+    torch.manual_seed(0)
+    averaged = VariationalELBOLoss(model, reduction="mean")(td)["loss_nll"]
+    torch.testing.assert_close(averaged, summed / 12)
+
+
+def test_monte_carlo_kl_estimator_agrees_with_closed_form():
+    model = _model(torch.float64)
+    td = _transitions(batch=2, dtype=torch.float64)
+    analytic = VariationalELBOLoss(model, kl_estimator="analytic")(td)["loss_kl"]
+    estimates = VariationalELBOLoss(model, kl_estimator="monte_carlo", num_samples=20000)(td)
+    assert math.isclose(estimates["loss_kl"].item(), analytic.item(), rel_tol=0.02)
+
+
+def test_gradients_reach_every_mean_and_rho():
+    model, td = _model(), _transitions()
+    out = VariationalELBOLoss(model)(td)
+    (out["loss_nll"] + out["loss_kl"]).backward()
+    for name, param in model.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, name
+
+
+def _linear_gaussian_data(n, seed):
+    """s' = A s + B a + ε, with the second action dim always 0: no data about its weights."""
+    gen = torch.Generator().manual_seed(seed)
+    a_matrix = torch.tensor([[0.9, 0.1, 0.0], [0.0, 0.8, 0.2], [-0.1, 0.0, 0.95]])
+    b_matrix = torch.tensor([[0.5, 3.0], [0.0, -2.0], [0.3, 1.0]])
+    obs = torch.randn(n, OBS, generator=gen)
+    action = torch.randn(n, ACT, generator=gen)
+    action[:, 1] = 0.0
+    next_obs = obs @ a_matrix.T + action @ b_matrix.T + 0.05 * torch.randn(n, OBS, generator=gen)
+    return TensorDict(
+        {"observation": obs, "action": action, ("next", "observation"): next_obs}, [n]
+    )
+
+
+def test_training_on_linear_gaussian_dynamics_lowers_nll_and_shrinks_std_where_data_is():
+    torch.manual_seed(0)
+    train, held_out = _linear_gaussian_data(2000, seed=1), _linear_gaussian_data(500, seed=2)
+    model = BayesianMLP(OBS + ACT, OBS, [], prior_std=0.5)  # a Bayesian linear model
+    batch_size = 50
+    loss_fn = VariationalELBOLoss(model, sigma_c=0.1, kl_weight=batch_size / len(train))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+
+    def held_out_nll():
+        with torch.no_grad():
+            return loss_fn(held_out)["loss_nll"].item() / len(held_out)
+
+    before = held_out_nll()
+    for _ in range(15):
+        for idx in torch.randperm(len(train)).split(batch_size):
+            out = loss_fn(train[idx])
+            optimizer.zero_grad()
+            (out["loss_nll"] + out["loss_kl"]).backward()
+            optimizer.step()
+    after = held_out_nll()
+
+    assert after < before - 10, (before, after)
+    (weight, _), = model.unflatten(model.posterior_std().detach())
+    sigma = weight
+    informed = sigma[:, : OBS + 1]  # weights on s and on the first action dim
+    uninformed = sigma[:, OBS + 1]  # weights on the action dim that is always 0
+    assert informed.max() < 0.15, informed  # from 0.5 at the start
+    assert uninformed.min() > 0.4, uninformed  # held near the prior's 0.5 by the KL term
+
+
+def test_set_keys_with_nested_keys_reads_the_same_data():
+    model, td = _model(), _transitions()
+    nested = TensorDict(
+        {
+            ("agent", "obs"): td["observation"],
+            ("agent", "act"): td["action"],
+            ("next", "agent", "obs"): td["next", "observation"],
+        },
+        batch_size=td.batch_size,
+    )
+    loss_fn = VariationalELBOLoss(model)
+    torch.manual_seed(0)
+    expected = loss_fn(td)
+    loss_fn.set_keys(
+        observation=("agent", "obs"),
+        action=("agent", "act"),
+        next_observation=("next", "agent", "obs"),
+    )
+    assert loss_fn.tensor_keys.observation == ("agent", "obs")
+    torch.manual_seed(0)
+    got = loss_fn(nested)
+    torch.testing.assert_close(got["loss_nll"], expected["loss_nll"])
+    with pytest.raises(KeyError, match="set_keys"):
+        loss_fn(td)
+    with pytest.raises(ValueError, match="not an accepted tensordict key"):
+        loss_fn.set_keys(reward="r")
+
+
+def test_normalisation_uses_running_statistics_kept_as_buffers():
+    model = _model()
+    td = _transitions(batch=64)
+    loss_fn = VariationalELBOLoss(model, normalize_inputs=True, normalize_targets=True)
+    torch.manual_seed(0)
+    normalized_out = loss_fn(td)
+
+    x = torch.cat([td["observation"], td["action"]], -1)
+    y = td["next", "observation"]
+    torch.testing.assert_close(loss_fn.input_stats.mean, x.mean(0), atol=1e-4, rtol=0)
+    torch.testing.assert_close(loss_fn.input_stats.var, x.var(0, unbiased=False), atol=1e-3, rtol=0)
+    torch.testing.assert_close(loss_fn.target_stats.mean, y.mean(0), atol=1e-4, rtol=0)
+
+    # the same loss as an un-normalised loss on data standardised with those statistics
+    def standardise(value, stats):
+        return (value - stats.mean) / stats.var.sqrt()
+
+    x_std, y_std = standardise(x, loss_fn.input_stats), standardise(y, loss_fn.target_stats)
+    manual = TensorDict(
+        {"observation": x_std[:, :OBS], "action": x_std[:, OBS:], ("next", "observation"): y_std},
+        [64],
+    )
+    torch.manual_seed(0)
+    plain_out = VariationalELBOLoss(model)(manual)
+    torch.testing.assert_close(normalized_out["loss_nll"], plain_out["loss_nll"])
+
+    # frozen in eval mode, updated in training mode
+    frozen = loss_fn.input_stats.mean.clone()
+    loss_fn.eval()
+    loss_fn(_transitions(batch=64, seed=5))
+    torch.testing.assert_close(loss_fn.input_stats.mean, frozen)
+    loss_fn.train()
+    loss_fn(_transitions(batch=64, seed=5))
+    assert not torch.allclose(loss_fn.input_stats.mean, frozen)
+
+    # statistics travel with state_dict
+    clone = VariationalELBOLoss(_model(), normalize_inputs=True, normalize_targets=True)
+    clone.load_state_dict(loss_fn.state_dict())
+    torch.testing.assert_close(clone.input_stats.var, loss_fn.input_stats.var)
+    torch.testing.assert_close(clone.target_stats.count, loss_fn.target_stats.count)
+
+
+def test_normalisation_is_off_by_default():
+    loss_fn = VariationalELBOLoss(_model())
+    assert loss_fn.input_stats is None and loss_fn.target_stats is None
+    assert not any("stats" in key for key in loss_fn.state_dict())
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        ({"sigma_c": 0.0}, ValueError, "sigma_c"),
+        ({"sigma_c": -5.0}, ValueError, "sigma_c"),
+        ({"num_samples": 0}, ValueError, "num_samples"),
+        ({"num_samples": 1.5}, TypeError, "num_samples"),
+        ({"kl_weight": -0.1}, ValueError, "kl_weight"),
+        ({"kl_weight": float("inf")}, ValueError, "kl_weight"),
+        ({"target": "next_state"}, ValueError, "target"),
+        ({"kl_estimator": "mc"}, ValueError, "kl_estimator"),
+        ({"reduction": "none"}, ValueError, "reduction"),
+    ],
+)
+def test_bad_construction_raises(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        VariationalELBOLoss(_model(), **kwargs)
+
+
+def test_non_bayesian_model_and_impossible_delta_target_raise():
+    with pytest.raises(TypeError, match="model must be a BayesianMLP"):
+        VariationalELBOLoss(nn.Linear(5, 3))
+    with pytest.raises(ValueError, match="target='delta'"):
+        VariationalELBOLoss(BayesianMLP(3, 3, [8]), target="delta")
+
+
+def _with(td: TensorDict, key, value) -> TensorDict:
+    td = td.clone()
+    td.set(key, value)
+    return td
+
+
+@pytest.mark.parametrize(
+    "mutate,error,match",
+    [
+        (lambda td: _with(td, "action", torch.randn(16, ACT + 1)), ValueError, "action"),
+        (lambda td: _with(td, ("next", "observation"), torch.randn(16, 4)), ValueError, "next"),
+        (lambda td: td.exclude("action").set("action", torch.zeros(16, 2, dtype=torch.long)),
+         TypeError, "one-hot"),
+        (lambda td: _with(td, "observation", torch.full((16, OBS), float("nan"))),
+         ValueError, "non-finite"),
+        (lambda td: td.double(), TypeError, "float64"),
+        (lambda td: td.exclude("action"), KeyError, "action"),
+    ],
+)
+def test_bad_tensordict_input_raises(mutate, error, match):
+    loss_fn = VariationalELBOLoss(_model())
+    with pytest.raises(error, match=match):
+        loss_fn(mutate(_transitions()))
+
+
+def test_batch_shapes_that_disagree_raise():
+    td = _transitions()
+    bad = TensorDict(
+        {
+            "observation": td["observation"],
+            "action": td["action"][:8],
+            ("next", "observation"): td["next", "observation"],
+        },
+        batch_size=[],
+    )
+    with pytest.raises(ValueError, match="action"):
+        VariationalELBOLoss(_model())(bad)

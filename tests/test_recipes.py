@@ -1,0 +1,44 @@
+"""The recipes run end to end on tiny budgets (wiring, not performance)."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_train_bnn_lowers_the_elbo_loss():
+    out = _run(
+        "recipes/train_bnn.py", "frames=1000", "train.epochs=3", "train.batch_size=20", "threads=1"
+    )
+    rows = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+-?\d", line)]
+    assert [int(r[0]) for r in rows] == [0, 1, 2, 3]
+    elbo = [float(r[1]) for r in rows]
+    held_out_nll = [float(r[4]) for r in rows]
+    assert elbo[-1] > elbo[0], elbo
+    assert held_out_nll[-1] < held_out_nll[0], held_out_nll
+
+
+def test_train_bnn_rejects_an_unknown_activation_before_collecting():
+    result = subprocess.run(
+        [sys.executable, "recipes/train_bnn.py", "model.activation=sigmoid"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode != 0
+    assert "model.activation must be one of ['relu', 'tanh']" in result.stderr
+    assert "collected" not in result.stdout
+
+
+def test_benchmark_bnn_prints_its_tables():
+    out = _run("recipes/benchmark_bnn.py", "--batch", "64", "--min-run-time", "0.02")
+    assert "looped/batched" in out and "ELBO steps per second" in out
+    assert len(re.findall(r"\d+\.\d+x", out)) == 2

@@ -1,0 +1,389 @@
+"""Mean-field Gaussian Bayesian MLP: the dynamics model ``f_m(s, a; θ)`` of the paper.
+
+Every weight and bias θ_i has its own Gaussian posterior ``q(θ_i) = N(μ_i, σ_i²)`` with
+``σ_i = softplus(ρ_i)`` (paper, Eq. 9), and the prior is ``P(θ_i) = N(0, σ_m²)`` (Eq. 13).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+#: Per layer, a ``(weight, bias)`` pair. Weights are ``[out, in]`` and biases ``[out]`` for one
+#: weight set, or ``[N, out, in]`` and ``[N, out]`` for N sampled weight sets.
+LayerWeights = list[tuple[Tensor, Tensor]]
+
+_HALF_LOG_2PI_E = 0.5 * math.log(2 * math.pi * math.e)
+# Floats per block of hidden activations in an N-sample forward (2 MiB): cache-sized.
+_BLOCK_FLOATS = 2**19
+
+
+def _inverse_softplus(value: float) -> float:
+    return math.log(math.expm1(value))
+
+
+def _check_positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}.")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value}.")
+    return float(value)
+
+
+def check_num_samples(num_samples: int) -> int:
+    """Validate a number of weight samples (a positive ``int``) and return it."""
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int):
+        raise TypeError(f"num_samples must be an int, got {type(num_samples).__name__}.")
+    if num_samples < 1:
+        raise ValueError(f"num_samples must be >= 1, got {num_samples}.")
+    return num_samples
+
+
+class BayesianMLP(nn.Module):
+    """A multi-layer perceptron with a fully factorised Gaussian posterior over all parameters.
+
+    ``q(θ; φ) = Π_i N(θ_i; μ_i, σ_i²)`` over every weight *and* bias (paper, Eq. 9), with
+    ``σ_i = softplus(ρ_i)`` and prior ``P(θ) = Π_i N(θ_i; 0, σ_m²)`` (Eq. 13). The output layer is
+    linear: the model predicts a next state (or its change).
+
+    ``forward(x)`` draws one weight set; ``forward(x, num_samples=N)`` draws N weight sets and
+    evaluates all of them in one batched computation, each weight set shared across the batch,
+    returning ``[N, *batch, out_features]``. ``forward(x, weights=...)`` evaluates explicitly given
+    weights (from :meth:`sample_weights` or :meth:`mean_weights`) and ``forward(x, use_mean=True)``
+    the posterior means.
+
+    Like :class:`torchrl.modules.MLP`, several inputs are concatenated along the last dim, so
+    the model drops into a :class:`~tensordict.nn.TensorDictModule` with one in_key per input::
+
+        TensorDictModule(bnn, in_keys=["observation", "action"], out_keys=["predicted_next"])
+
+    Inside a ``TensorDictModule`` each call draws one weight sample, which keeps the output's
+    batch shape equal to the tensordict's; N-sample evaluation is for code that reduces over
+    the sample dim itself (surprise measures, :class:`~torchrl_vase.VariationalELBOLoss`).
+
+    Args:
+        in_features: input size (for a dynamics model, ``obs_dim + action_dim``).
+        out_features: output size (``obs_dim``).
+        num_cells: widths of the hidden layers; ``[32]`` (paper, classic tasks) by default,
+            ``[64, 64]`` for locomotion, ``[]`` for a Bayesian linear model.
+        activation_class: activation after every hidden layer (``nn.ReLU`` for the classic
+            tasks, ``nn.Tanh`` for locomotion).
+        activation_kwargs: keyword arguments for ``activation_class``.
+
+    Keyword Args:
+        prior_std: σ_m, the prior std of every parameter (paper: 0.5).
+        init_posterior_std: the initial σ of every parameter. Defaults to ``prior_std``, as in
+            VIME's code: before any data the posterior is as wide as the prior.
+        device, dtype: where and how the parameters are allocated.
+
+    Examples:
+        >>> import torch
+        >>> bnn = BayesianMLP(in_features=3, out_features=2, num_cells=[32])
+        >>> x = torch.randn(5, 3)
+        >>> bnn(x).shape
+        torch.Size([5, 2])
+        >>> bnn(x, num_samples=10).shape
+        torch.Size([10, 5, 2])
+        >>> weights = bnn.sample_weights(10)
+        >>> third = [(w[3], b[3]) for w, b in weights]
+        >>> torch.allclose(bnn(x, weights=weights)[3], bnn(x, weights=third))
+        True
+        >>> bnn.entropy().shape, bnn.kl_divergence().shape
+        (torch.Size([]), torch.Size([]))
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        num_cells: Sequence[int] = (32,),
+        activation_class: type[nn.Module] = nn.ReLU,
+        activation_kwargs: dict | None = None,
+        *,
+        prior_std: float = 0.5,
+        init_posterior_std: float | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        for name, value in (("in_features", in_features), ("out_features", out_features)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        if isinstance(num_cells, int) or not all(
+            isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in num_cells
+        ):
+            raise ValueError(
+                f"num_cells must be a sequence of positive ints (e.g. [32]), got {num_cells!r}."
+            )
+        self.prior_std = _check_positive("prior_std", prior_std)
+        init_std = self.prior_std if init_posterior_std is None else init_posterior_std
+        init_std = _check_positive("init_posterior_std", init_std)
+        if dtype is not None and not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating point dtype, got {dtype}.")
+        self.in_features = in_features
+        self.out_features = out_features
+        self.num_cells = list(num_cells)
+        self.init_posterior_std = init_std
+        #: Per layer, the (input, output) widths.
+        self.layer_sizes = list(itertools.pairwise([in_features, *self.num_cells, out_features]))
+        # All means and all ρ live in two flat parameters (weights then bias, layer by layer):
+        # sampling, the KL and the entropy are then one vector op each, which keeps the
+        # autograd graph of an ELBO step small.
+        size = sum(n_out * (n_in + 1) for n_in, n_out in self.layer_sizes)
+        factory = {"device": device, "dtype": dtype}
+        self.mu = nn.Parameter(torch.empty(size, **factory))
+        self.rho = nn.Parameter(torch.empty(size, **factory))
+        activation_kwargs = activation_kwargs or {}
+        self.activations = nn.ModuleList(
+            activation_class(**activation_kwargs) for _ in self.num_cells
+        )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Means as :class:`torch.nn.Linear` initialises a layer; every σ at its initial value.
+
+        Each layer's weight and bias means are drawn from ``U(−1/√fan_in, 1/√fan_in)``.
+        """
+        with torch.no_grad():
+            for (n_in, _), (weight, bias) in zip(
+                self.layer_sizes, self.unflatten(self.mu), strict=True
+            ):
+                bound = 1 / math.sqrt(n_in)
+                weight.uniform_(-bound, bound)
+                bias.uniform_(-bound, bound)
+            self.rho.fill_(_inverse_softplus(self.init_posterior_std))
+
+    def unflatten(self, theta: Tensor) -> LayerWeights:
+        """Split flat parameters ``[..., |Θ|]`` into per-layer ``(weight, bias)`` views.
+
+        Leading dims (e.g. a sample dim) are kept: ``[N, |Θ|]`` gives ``[N, out, in]`` weights.
+        """
+        lead = theta.shape[:-1]
+        weights, offset = [], 0
+        for n_in, n_out in self.layer_sizes:
+            weight = theta[..., offset : offset + n_out * n_in].view(*lead, n_out, n_in)
+            offset += n_out * n_in
+            bias = theta[..., offset : offset + n_out]
+            offset += n_out
+            weights.append((weight, bias))
+        return weights
+
+    # ----------------------------------------------------------------------------------------
+    # The posterior q(θ; φ)
+    # ----------------------------------------------------------------------------------------
+    @property
+    def num_parameters(self) -> int:
+        """|Θ|, the number of stochastic parameters (weights and biases)."""
+        return self.mu.numel()
+
+    def posterior_std(self) -> Tensor:
+        """All σ_i = softplus(ρ_i) as one flat vector (weights then bias, layer by layer)."""
+        return F.softplus(self.rho)
+
+    def posterior_mean(self) -> Tensor:
+        """All μ_i as one flat vector (weights then bias, layer by layer)."""
+        return self.mu
+
+    def entropy(self) -> Tensor:
+        """``H(q) = ½ Σ_i log(2πe σ_i²)``, in closed form, summed over all parameters.
+
+        This is the confidence term of VASE (paper, Eq. 10). Differentiable in ρ.
+        """
+        return self.posterior_std().log().sum() + _HALF_LOG_2PI_E * self.num_parameters
+
+    def kl_divergence(self) -> Tensor:
+        """``KL(q(θ; φ) ‖ P(θ))`` in closed form, summed (not averaged) over all parameters.
+
+        ``Σ_i log(σ_m / σ_i) + (σ_i² + μ_i²) / (2σ_m²) − ½``, the regulariser of the ELBO
+        (paper, Eq. 12) for the prior of Eq. 13. Differentiable in μ and ρ.
+        """
+        sigma = self.posterior_std()
+        ratio = (sigma.square() + self.mu.square()) / (2 * self.prior_std**2)
+        return (math.log(self.prior_std) - sigma.log() + ratio - 0.5).sum()
+
+    def log_density_ratio(self, theta: Tensor) -> Tensor:
+        """``log q(θ) − log P(θ)`` for flat parameter samples ``[..., |Θ|]``, shape ``[...]``.
+
+        Its mean over ``θ ~ q`` (from :meth:`sample_parameters`) is a Monte-Carlo estimate of
+        :meth:`kl_divergence`.
+        """
+        self._check_flat(theta)
+        sigma = self.posterior_std()
+        log_q = -sigma.log() - 0.5 * ((theta - self.mu) / sigma).square()
+        log_p = -math.log(self.prior_std) - 0.5 * (theta / self.prior_std).square()
+        return (log_q - log_p).sum(-1)
+
+    # ----------------------------------------------------------------------------------------
+    # Weights
+    # ----------------------------------------------------------------------------------------
+    def sample_parameters(self, num_samples: int | None = None) -> Tensor:
+        """Draw flat parameters ``θ ~ q`` by reparameterisation (differentiable in μ and ρ).
+
+        Returns ``[|Θ|]`` for ``num_samples=None`` and ``[N, |Θ|]`` for an int N.
+        """
+        shape = self.mu.shape
+        if num_samples is not None:
+            shape = (check_num_samples(num_samples), *shape)
+        noise = torch.randn(shape, device=self.mu.device, dtype=self.mu.dtype)
+        return self.mu + self.posterior_std() * noise
+
+    def sample_weights(self, num_samples: int | None = None) -> LayerWeights:
+        """Draw weight sets ``θ ~ q``, split per layer (see :meth:`sample_parameters`).
+
+        ``num_samples=None`` gives one unbatched weight set; an int N gives N weight sets with a
+        leading sample dim on every tensor.
+        """
+        return self.unflatten(self.sample_parameters(num_samples))
+
+    def mean_weights(self) -> LayerWeights:
+        """The posterior means as a weight set (the model's most likely network)."""
+        return self.unflatten(self.mu)
+
+    def _check_flat(self, theta: Tensor) -> None:
+        if theta.dim() not in (1, 2) or theta.shape[-1] != self.num_parameters:
+            raise ValueError(
+                f"flat parameters must have shape [{self.num_parameters}] or "
+                f"[N, {self.num_parameters}], got {tuple(theta.shape)}."
+            )
+
+    def _check_weights(self, weights: LayerWeights) -> None:
+        if len(weights) != len(self.layer_sizes):
+            raise ValueError(
+                f"weights must hold one (weight, bias) pair per layer: expected "
+                f"{len(self.layer_sizes)}, got {len(weights)}."
+            )
+        lead = None
+        for i, ((weight, bias), (n_in, n_out)) in enumerate(
+            zip(weights, self.layer_sizes, strict=True)
+        ):
+            w_lead, b_lead = weight.shape[:-2], bias.shape[:-1]
+            if (
+                weight.shape[-2:] != (n_out, n_in)
+                or bias.shape[-1:] != (n_out,)
+                or w_lead != b_lead
+                or len(w_lead) > 1
+                or (lead is not None and w_lead != lead)
+            ):
+                raise ValueError(
+                    f"weights[{i}] has shapes {tuple(weight.shape)} and {tuple(bias.shape)}; "
+                    f"expected ([N,] {(n_out, n_in)}) and ([N,] {(n_out,)}) "
+                    "with the same N for every layer."
+                )
+            lead = w_lead
+
+    # ----------------------------------------------------------------------------------------
+    # Forward
+    # ----------------------------------------------------------------------------------------
+    def forward(
+        self,
+        *inputs: Tensor,
+        num_samples: int | None = None,
+        weights: LayerWeights | None = None,
+        use_mean: bool = False,
+    ) -> Tensor:
+        """Predict with one sampled weight set, N sampled sets, given weights or the means.
+
+        Args:
+            *inputs: tensors of shape ``[*batch, d_k]`` concatenated along the last dim, with
+                ``Σ d_k == in_features``.
+
+        Keyword Args:
+            num_samples: draw N weight sets; the output is ``[N, *batch, out_features]``.
+            weights: evaluate these weights (``[N, ...]``-batched or not) instead of sampling.
+            use_mean: evaluate the posterior means.
+
+        At most one of ``num_samples``, ``weights`` and ``use_mean`` may be given; with none,
+        one weight set is drawn and the output is ``[*batch, out_features]``.
+        """
+        x = self._check_inputs(inputs)
+        if sum((num_samples is not None, weights is not None, bool(use_mean))) > 1:
+            raise ValueError("Pass at most one of num_samples, weights and use_mean.")
+        if weights is not None:
+            self._check_weights(weights)
+        elif use_mean:
+            weights = self.mean_weights()
+        else:
+            weights = self.sample_weights(num_samples)
+        return self.apply_weights(x, weights)
+
+    def apply_weights(self, x: Tensor, weights: LayerWeights) -> Tensor:
+        """Evaluate the network with the given weights, without any input check.
+
+        The fast, composable core of :meth:`forward` (also usable under ``torch.func``
+        transforms). ``x`` is ``[*batch, in_features]``; with N-batched weights the output is
+        ``[N, *batch, out_features]``, otherwise ``[*batch, out_features]``.
+        """
+        batch_shape = x.shape[:-1]
+        flat = x.reshape(-1, x.shape[-1])
+        if weights[0][0].dim() == 2:
+            out = self._apply_flat(flat, weights)
+        else:
+            # Cache blocking: with N weight sets the hidden activations of a large batch
+            # (N × B × width floats) overflow the CPU caches and the elementwise activations
+            # become memory-bound; equal blocks of rows keep them cache-sized (measured by
+            # recipes/benchmark_bnn.py on B = 5,000, N = 10).
+            num_samples = weights[0][0].shape[0]
+            # Views into a flat [N, |Θ|] sample stride N by |Θ|; batched GEMMs want them packed.
+            weights = [(weight.contiguous(), bias.contiguous()) for weight, bias in weights]
+            widest = max(self.num_cells, default=self.out_features)
+            num_blocks = -(-num_samples * flat.shape[0] * widest // _BLOCK_FLOATS)
+            if num_blocks <= 1:
+                out = self._apply_flat(flat, weights)
+            else:
+                blocks = flat.tensor_split(num_blocks)
+                out = torch.cat([self._apply_flat(block, weights) for block in blocks], dim=-2)
+        return out.reshape(*out.shape[:-2], *batch_shape, out.shape[-1])
+
+    def _apply_flat(self, h: Tensor, weights: LayerWeights) -> Tensor:
+        last = len(weights) - 1
+        for i, (weight, bias) in enumerate(weights):
+            if weight.dim() == 2:
+                h = F.linear(h, weight, bias)
+            else:
+                # A 2-d input is shared by every weight sample: expand it without a copy.
+                h = h.expand(weight.shape[0], *h.shape[-2:])
+                h = torch.baddbmm(bias.unsqueeze(-2), h, weight.mT)
+            if i < last:
+                h = self.activations[i](h)
+        return h
+
+    def _check_inputs(self, inputs: tuple[Tensor, ...]) -> Tensor:
+        if not inputs:
+            raise TypeError("BayesianMLP.forward needs at least one input tensor.")
+        param = self.mu
+        for k, tensor in enumerate(inputs):
+            if not isinstance(tensor, Tensor):
+                raise TypeError(f"input {k} must be a torch.Tensor, got {type(tensor).__name__}.")
+            if not tensor.dtype.is_floating_point:
+                raise TypeError(
+                    f"input {k} has dtype {tensor.dtype}; BayesianMLP takes floating point "
+                    "inputs (one-hot encode discrete actions first)."
+                )
+            if tensor.dtype != param.dtype:
+                raise TypeError(
+                    f"input {k} has dtype {tensor.dtype} but the model's parameters are "
+                    f"{param.dtype}; cast one of them."
+                )
+            if tensor.dim() == 0:
+                raise ValueError(f"input {k} is a scalar; expected shape [*batch, features].")
+        x = inputs[0] if len(inputs) == 1 else torch.cat(inputs, dim=-1)
+        if x.shape[-1] != self.in_features:
+            shapes = ", ".join(str(tuple(t.shape)) for t in inputs)
+            raise ValueError(
+                f"inputs of shape {shapes} give {x.shape[-1]} features along the last dim; "
+                f"the model has in_features={self.in_features}."
+            )
+        if not torch.isfinite(x).all():
+            raise ValueError("inputs contain non-finite values (nan or inf).")
+        return x
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"num_cells={self.num_cells}, prior_std={self.prior_std}"
+        )
