@@ -42,3 +42,11 @@ def test_benchmark_bnn_prints_its_tables():
     out = _run("recipes/benchmark_bnn.py", "--batch", "64", "--min-run-time", "0.02")
     assert "looped/batched" in out and "ELBO steps per second" in out
     assert len(re.findall(r"\d+\.\d+x", out)) == 2
+
+
+def test_benchmark_surprise_prints_its_tables():
+    out = _run(
+        "recipes/benchmark_surprise.py", "--batch", "64", "--per-transition-sample", "8",
+        "--frames", "200",
+    )
+    assert "VASE/VIME loop" in out and "% of the collection" in out

@@ -2,12 +2,36 @@
 
 from torchrl_vase.modules import BayesianMLP, LayerWeights
 from torchrl_vase.objectives import VariationalELBOLoss, gaussian_nll
+from torchrl_vase.surprise import (
+    nll_surprise,
+    prediction_nll,
+    vase_surprise,
+    vime_information_gain,
+    vime_information_gain_exact,
+)
+from torchrl_vase.transforms import (
+    NLLRewardTransform,
+    RecentMedianNormalizer,
+    SurpriseRewardTransform,
+    VASERewardTransform,
+    VIMERewardTransform,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BayesianMLP",
     "LayerWeights",
+    "NLLRewardTransform",
+    "RecentMedianNormalizer",
+    "SurpriseRewardTransform",
+    "VASERewardTransform",
+    "VIMERewardTransform",
     "VariationalELBOLoss",
     "gaussian_nll",
+    "nll_surprise",
+    "prediction_nll",
+    "vase_surprise",
+    "vime_information_gain",
+    "vime_information_gain_exact",
 ]

@@ -1,0 +1,159 @@
+"""Benchmark the surprise measures and the cost of the bonus transform on a collection.
+
+Prints:
+
+* transitions per second of VASE, NLL and VIME on a batch of 5,000 transitions with N = 10 weight
+  samples, for hidden [32] (obs 4 + act 1) and [64, 64] tanh (obs 20 + act 6); VIME both batched
+  (ours) and per transition (one backward pass per transition, as VIME's original code), and the
+  ratios VASE / VIME and VASE / NLL;
+* the wall-clock overhead of ``VASERewardTransform`` on the batch path (applied to a collected
+  batch) as a percentage of collecting 5,000 steps of HalfCheetah-v5 with a TorchRL ``Collector``.
+
+    python recipes/benchmark_surprise.py [--threads 2] [--per-transition-sample 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+
+import torch
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torchrl.collectors import Collector
+from torchrl.envs import DoubleToFloat, GymEnv, TransformedEnv
+from torchrl.modules import MLP, ProbabilisticActor, TanhNormal
+from torchrl.modules.distributions import NormalParamExtractor
+
+from torchrl_vase import (
+    BayesianMLP,
+    VASERewardTransform,
+    nll_surprise,
+    vase_surprise,
+    vime_information_gain,
+)
+from torchrl_vase.objectives.elbo import gaussian_nll
+from torchrl_vase.surprise import _inverse_rho_hessian
+
+CONFIGS = {
+    "[32] ReLU, obs 4 + act 1": (4, 1, [32], nn.ReLU),
+    "[64, 64] tanh, obs 20 + act 6": (20, 6, [64, 64], nn.Tanh),
+}
+
+
+def vime_per_transition(model, obs, action, next_obs, *, num_samples=10, sigma_c=5.0, step=0.01):
+    """VIME as its original computes it: a forward and a backward pass per transition."""
+    inv_h_mu, inv_h_rho = model.posterior_std().detach().square(), _inverse_rho_hessian(model.rho)
+    gains = []
+    for x_t, y_t in zip(torch.cat([obs, action], -1), next_obs, strict=True):
+        theta = model.sample_parameters(num_samples)
+        prediction = model.apply_weights(x_t.unsqueeze(0), model.unflatten(theta))
+        loss = gaussian_nll(prediction, y_t.unsqueeze(0), sigma_c).mean()
+        g_mu, g_rho = torch.autograd.grad(loss, (model.mu, model.rho))
+        gain = step**2 * ((g_mu.square() * inv_h_mu).sum() + (g_rho.square() * inv_h_rho).sum())
+        gains.append(gain.clamp(0, 1000).detach())
+    return torch.stack(gains)
+
+
+def rate(fn, n: int, repeats: int = 5) -> float:
+    """Best-of-``repeats`` transitions per second of ``fn()`` over ``n`` transitions."""
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return n / best
+
+
+def measure_rates(batch: int, per_transition_sample: int) -> None:
+    print(f"Transitions per second, batch {batch:,}, N = 10 weight samples")
+    header = f"{'model':<32} {'VASE':>10} {'NLL':>10} {'VIME batched':>13} {'VIME loop':>10}"
+    print(header + f" {'VASE/VIME loop':>15} {'VASE/VIME':>10} {'VASE/NLL':>9}")
+    for name, (obs_dim, act_dim, cells, act_cls) in CONFIGS.items():
+        torch.manual_seed(0)
+        model = BayesianMLP(obs_dim + act_dim, obs_dim, cells, act_cls)
+        obs, action = torch.randn(batch, obs_dim), torch.randn(batch, act_dim)
+        next_obs = torch.randn(batch, obs_dim)
+        args = (model, obs, action, next_obs)
+        vase = rate(lambda a=args: vase_surprise(*a), batch)
+        nll = rate(lambda a=args: nll_surprise(*a), batch)
+        vime = rate(lambda a=args: vime_information_gain(*a), batch, repeats=2)
+        k = per_transition_sample
+        subset = (model, obs[:k], action[:k], next_obs[:k])
+        loop = rate(lambda a=subset: vime_per_transition(*a), k, repeats=1)
+        print(
+            f"{name:<32} {vase:>10,.0f} {nll:>10,.0f} {vime:>13,.0f} {loop:>10,.0f} "
+            f"{vase / loop:>14,.0f}x {vase / vime:>9,.0f}x {vase / nll:>8.2f}x"
+        )
+
+
+def collection_overhead(frames: int) -> None:
+    env = TransformedEnv(GymEnv("HalfCheetah-v5"), DoubleToFloat())
+    obs_dim = env.observation_spec["observation"].shape[-1]
+    act_dim = env.action_spec.shape[-1]
+    network = nn.Sequential(
+        MLP(obs_dim, 2 * act_dim, num_cells=[64, 32], activation_class=nn.Tanh),
+        NormalParamExtractor(),
+    )
+    policy = ProbabilisticActor(
+        module=TensorDictModule(network, in_keys=["observation"], out_keys=["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        spec=env.action_spec,
+        distribution_class=TanhNormal,
+    )
+    transform = VASERewardTransform(
+        BayesianMLP(obs_dim + act_dim, obs_dim, [64, 64], nn.Tanh), eta=1e-4
+    )
+    batch_path = _timed_collection(env, policy, frames, postproc=transform)
+    step_env = TransformedEnv(GymEnv("HalfCheetah-v5"), DoubleToFloat())
+    step_env.append_transform(VASERewardTransform(transform.model, eta=1e-4))
+    step_path = _timed_collection(step_env, policy, frames)
+    collect, bonus = batch_path
+    print(
+        f"\nHalfCheetah-v5, {frames:,} steps with a [64, 32] tanh actor: collection "
+        f"{collect:.2f} s ({frames / collect:,.0f} frames/s); VASERewardTransform on the batch "
+        f"([64, 64] tanh BNN, N = 10): {bonus * 1e3:.1f} ms = {100 * bonus / collect:.2f} % of "
+        f"the collection.\nThe same transform per step inside the env instead: collection "
+        f"{step_path[0]:.2f} s, {100 * (step_path[0] - collect) / collect:+.1f} %."
+    )
+
+
+def _timed_collection(env, policy, frames: int, postproc=None) -> tuple[float, float]:
+    """(collection seconds, postproc seconds) of the second of two batches (the first warms up)."""
+    collector = Collector(env, policy, frames_per_batch=frames, total_frames=2 * frames)
+    timings = []
+    start = time.perf_counter()
+    for batch in collector:
+        collected = time.perf_counter() - start
+        start = time.perf_counter()
+        if postproc is not None:
+            postproc(batch)
+        timings.append((collected, time.perf_counter() - start))
+        start = time.perf_counter()
+    collector.shutdown()
+    return timings[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=5000)
+    parser.add_argument(
+        "--per-transition-sample",
+        type=int,
+        default=500,
+        help="transitions timed for the per-transition VIME loop (its rate is per transition)",
+    )
+    parser.add_argument("--frames", type=int, default=5000, help="HalfCheetah steps per batch")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    logging.getLogger("torchrl").setLevel(logging.WARNING)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
+    measure_rates(args.batch, args.per_transition_sample)
+    collection_overhead(args.frames)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from torchrl_vase import (
+    BayesianMLP,
+    VariationalELBOLoss,
+    nll_surprise,
+    prediction_nll,
+    vase_surprise,
+    vime_information_gain,
+    vime_information_gain_exact,
+)
+
+OBS, ACT, N = 3, 2, 7
+SIGMA_C = 0.8
+
+
+def _model(num_cells=(16,), activation=nn.Tanh, seed=0):
+    torch.manual_seed(seed)
+    model = BayesianMLP(OBS + ACT, OBS, list(num_cells), activation, dtype=torch.float64)
+    with torch.no_grad():  # a posterior away from its initial value
+        model.rho.add_(torch.randn_like(model.rho) * 0.5 - 1.0)
+    return model
+
+
+def _transitions(batch=(11,), seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    return tuple(
+        torch.randn(*batch, dim, generator=gen, dtype=torch.float64) for dim in (OBS, ACT, OBS)
+    )
+
+
+def _gen(seed=5):
+    return torch.Generator().manual_seed(seed)
+
+
+def _numpy_forward(model, x, weights, activation):
+    """Independent float64 forward of every weight sample: [N, T, out]."""
+    outs = []
+    for n in range(weights[0][0].shape[0]):
+        h = x
+        for i, (w, b) in enumerate(weights):
+            h = h @ w[n].numpy().T + b[n].numpy()
+            if i < len(weights) - 1:
+                h = activation(h)
+        outs.append(h)
+    return np.stack(outs)
+
+
+def _numpy_sample_nll(model, obs, action, next_obs, activation=np.tanh, seed=5):
+    weights = [(w.detach(), b.detach()) for w, b in model.sample_weights(N, generator=_gen(seed))]
+    x = np.concatenate([obs.numpy(), action.numpy()], -1)
+    prediction = _numpy_forward(model, x, weights, activation)
+    squared = ((next_obs.numpy() - prediction) ** 2).sum(-1)
+    return squared / (2 * SIGMA_C**2) + OBS * np.log(SIGMA_C * np.sqrt(2 * np.pi))  # [N, T]
+
+
+def _numpy_entropy(model):
+    sigma = np.log1p(np.exp(model.rho.detach().numpy()))
+    return 0.5 * np.log(2 * np.pi * np.e * sigma**2).sum()
+
+
+def test_vase_matches_an_independent_computation():
+    model = _model()
+    obs, action, next_obs = _transitions()
+    delta = 3e-3
+    got = vase_surprise(
+        model, obs, action, next_obs, num_samples=N, sigma_c=SIGMA_C, delta=delta, generator=_gen()
+    )
+    expected = _numpy_sample_nll(model, obs, action, next_obs).mean(0) - delta * _numpy_entropy(
+        model
+    )
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-10)
+
+
+def test_vase_with_delta_zero_is_mean_squared_error_over_two_sigma_squared_plus_a_constant():
+    model = _model()
+    obs, action, next_obs = _transitions()
+    got = vase_surprise(
+        model, obs, action, next_obs, num_samples=N, sigma_c=SIGMA_C, delta=0.0, generator=_gen()
+    )
+    predictions = model(obs, action, weights=model.sample_weights(N, generator=_gen()))
+    squared_error = (next_obs - predictions).square().sum(-1).mean(0)
+    constant = OBS * (math.log(SIGMA_C) + 0.5 * math.log(2 * math.pi))
+    torch.testing.assert_close(got, squared_error.detach() / (2 * SIGMA_C**2) + constant)
+
+
+def test_nll_surprise_matches_an_independent_mixture_density():
+    model = _model()
+    obs, action, next_obs = _transitions()
+    got = nll_surprise(
+        model, obs, action, next_obs, num_samples=N, sigma_c=SIGMA_C, generator=_gen()
+    )
+    sample_nll = _numpy_sample_nll(model, obs, action, next_obs)
+    # −log((1/N) Σ_n exp(−nll_n)), with the max shifted out for stability
+    low = sample_nll.min(0)
+    expected = low - np.log(np.exp(-(sample_nll - low)).mean(0))
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-10)
+
+
+@pytest.mark.parametrize("batch", [(1,), (40,), (4, 6)])
+def test_mixture_nll_never_exceeds_the_mean_nll(batch):
+    model = _model(seed=3)
+    obs, action, next_obs = _transitions(batch, seed=4)
+    kwargs = {"num_samples": N, "sigma_c": SIGMA_C}
+    mixture = nll_surprise(model, obs, action, next_obs, generator=_gen(), **kwargs)
+    mean = vase_surprise(model, obs, action, next_obs, delta=0.0, generator=_gen(), **kwargs)
+    assert mixture.shape == batch
+    assert (mixture <= mean + 1e-12).all()
+    assert (mixture < mean - 1e-6).any()  # strictly, where the samples disagree
+
+
+def _inverse_hessians_from_the_spec(model):
+    sigma = torch.log1p(torch.exp(model.rho.detach()))
+    rho = model.rho.detach()
+    h_rho = 2 * torch.exp(2 * rho) / ((1 + torch.exp(rho)) ** 2 * sigma**2)
+    return sigma**2, 1 / h_rho
+
+
+def test_vime_matches_per_transition_autograd_gradients():
+    model = _model(num_cells=(8, 8))
+    obs, action, next_obs = _transitions((9,))
+    step = 0.01
+    got = vime_information_gain(
+        model, obs, action, next_obs, num_samples=N, sigma_c=SIGMA_C, step_size=step,
+        generator=_gen(), chunk_size=4,
+    )
+    noise = model.sample_noise(N, generator=_gen())
+    inv_h_mu, inv_h_rho = _inverse_hessians_from_the_spec(model)
+    expected = []
+    for t in range(obs.shape[0]):  # one backward pass per transition, as VIME's original does
+        mu = model.mu.detach().clone().requires_grad_(True)
+        rho = model.rho.detach().clone().requires_grad_(True)
+        theta = mu + torch.log1p(torch.exp(rho)) * noise
+        prediction = model.apply_weights(
+            torch.cat([obs[t], action[t]]).unsqueeze(0), model.unflatten(theta)
+        )
+        nll = ((next_obs[t] - prediction) ** 2).sum(-1) / (2 * SIGMA_C**2)
+        g_mu, g_rho = torch.autograd.grad(nll.mean(), (mu, rho))
+        expected.append(step**2 * ((g_mu**2 * inv_h_mu).sum() + (g_rho**2 * inv_h_rho).sum()))
+    torch.testing.assert_close(got, torch.stack(expected))
+
+
+def test_vime_second_order_value_is_twice_the_exact_kl_for_a_small_step():
+    model = _model()
+    obs, action, next_obs = _transitions((6,))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    kwargs = {"num_samples": N, "sigma_c": SIGMA_C, "step_size": 1e-4}
+    second_order = vime_information_gain(model, obs, action, next_obs, generator=_gen(), **kwargs)
+    exact = vime_information_gain_exact(model, obs, action, next_obs, generator=_gen(), **kwargs)
+    assert (exact > 0).all()
+    # VIME's code omits the ½ of the second-order expansion of KL(q_after ‖ q)
+    torch.testing.assert_close(second_order, 2 * exact, rtol=1e-3, atol=0)
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, before[key]), key  # parameters restored / untouched
+
+
+def test_vime_is_clipped_and_works_under_no_grad_without_touching_grads():
+    model = _model()
+    obs, action, next_obs = _transitions()
+    with torch.no_grad():
+        gain = vime_information_gain(
+            model, obs, action, 100 * next_obs, sigma_c=0.01, clip=5.0, generator=_gen()
+        )
+    assert gain.max() == 5.0 and gain.min() >= 0
+    assert model.mu.grad is None and model.rho.grad is None
+
+
+def test_measures_return_one_value_per_transition_for_any_batch_shape():
+    model = _model()
+    obs, action, next_obs = _transitions((2, 3, 4))
+    for measure in (vase_surprise, nll_surprise, vime_information_gain):
+        assert measure(model, obs, action, next_obs).shape == (2, 3, 4)
+    assert prediction_nll(model, obs, action, next_obs, num_samples=5).shape == (5, 2, 3, 4)
+
+
+def _linear_dynamics(n, seed, shift=0.0):
+    gen = torch.Generator().manual_seed(seed)
+    obs = torch.randn(n, OBS, generator=gen) + shift
+    action = torch.randn(n, ACT, generator=gen)
+    next_obs = 0.9 * obs + 0.3 * action.sum(-1, keepdim=True)
+    return obs, action, next_obs
+
+
+def test_surprise_drops_for_trained_transitions_and_stays_high_for_novel_ones():
+    torch.manual_seed(0)
+    model = BayesianMLP(OBS + ACT, OBS, [32])
+    obs, action, next_obs = _linear_dynamics(2000, seed=1)
+    data = TensorDict(
+        {"observation": obs, "action": action, ("next", "observation"): next_obs}, [2000]
+    )
+    loss_fn = VariationalELBOLoss(model, sigma_c=0.5, kl_weight=50 / 2000)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    familiar, novel = _linear_dynamics(300, seed=2), _linear_dynamics(300, seed=3, shift=6.0)
+    kwargs = {"sigma_c": 0.5, "generator": _gen()}
+
+    def surprises(transitions):
+        return {
+            "vase": vase_surprise(model, *transitions, delta=0.0, **kwargs).median(),
+            "nll": nll_surprise(model, *transitions, **kwargs).median(),
+            "vime": vime_information_gain(model, *transitions, **kwargs).median(),
+        }
+
+    before = surprises(familiar)
+    for _ in range(10):
+        for idx in torch.randperm(2000).split(50):
+            out = loss_fn(data[idx])
+            optimizer.zero_grad()
+            (out["loss_nll"] + out["loss_kl"]).backward()
+            optimizer.step()
+    after, unseen = surprises(familiar), surprises(novel)
+    for measure in ("vase", "nll", "vime"):
+        assert after[measure] < 0.5 * before[measure], (measure, before, after)
+        assert unseen[measure] > 5 * after[measure], (measure, after, unseen)
+
+
+@pytest.mark.parametrize(
+    "mutate,error,match",
+    [
+        (lambda o, a, n: (o[:, :2], a, n), ValueError, "in_features"),
+        (lambda o, a, n: (o, a, n[:, :2]), ValueError, "next_obs has 2 features"),
+        (lambda o, a, n: (o, a[:5], n), ValueError, "share their batch dims"),
+        (lambda o, a, n: (o, a, n.float()), TypeError, "next_obs has dtype"),
+        (lambda o, a, n: (o, a, n * float("nan")), ValueError, "non-finite"),
+        (lambda o, a, n: (o * float("inf"), a, n), ValueError, "non-finite"),
+        (lambda o, a, n: (o, a.long(), n), TypeError, "one-hot"),
+    ],
+)
+def test_bad_transitions_raise(mutate, error, match):
+    model = _model()
+    for measure in (vase_surprise, nll_surprise, vime_information_gain):
+        with pytest.raises(error, match=match):
+            measure(model, *mutate(*_transitions()))
+
+
+def test_bad_arguments_raise():
+    model, transitions = _model(), _transitions()
+    with pytest.raises(ValueError, match="num_samples"):
+        vase_surprise(model, *transitions, num_samples=0)
+    with pytest.raises(ValueError, match="sigma_c"):
+        nll_surprise(model, *transitions, sigma_c=0.0)
+    with pytest.raises(ValueError, match="step_size"):
+        vime_information_gain(model, *transitions, step_size=-1.0)
+    with pytest.raises(ValueError, match="delta"):
+        vase_surprise(model, *transitions, delta=float("nan"))
+    with pytest.raises(TypeError, match="BayesianMLP"):
+        vase_surprise(nn.Linear(5, 3), *transitions)

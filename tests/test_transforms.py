@@ -1,0 +1,402 @@
+import pytest
+import torch
+from tensordict import TensorDict
+from torch import nn
+from torchrl.collectors import Collector
+from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.envs import (
+    Compose,
+    DoubleToFloat,
+    GymEnv,
+    ObservationNorm,
+    SerialEnv,
+    StepCounter,
+    TransformedEnv,
+    UnsqueezeTransform,
+    VecNormV2,
+)
+from torchrl.envs.transforms.rnd import RunningMeanStd
+from torchrl.envs.utils import check_env_specs
+
+from torchrl_vase import (
+    BayesianMLP,
+    NLLRewardTransform,
+    RecentMedianNormalizer,
+    SurpriseRewardTransform,
+    VariationalELBOLoss,
+    VASERewardTransform,
+    VIMERewardTransform,
+    nll_surprise,
+    vase_surprise,
+    vime_information_gain,
+)
+
+MOUNTAIN_CAR = "MountainCarContinuous-v0"
+
+
+def _mountain_car():
+    return GymEnv(MOUNTAIN_CAR)
+
+
+def _strip_bonus(rollout: TensorDict) -> TensorDict:
+    """The rollout as the env produced it, before the transform added its bonus."""
+    data = rollout.clone()
+    data["next", "reward"] = rollout["next", "extrinsic_reward"]
+    data["next"] = data["next"].exclude("intrinsic_reward", "extrinsic_reward")
+    return data
+
+
+def _assert_step_path_equals_batch_path(env, transform, steps=8):
+    torch.manual_seed(0)
+    rollout = env.rollout(steps)
+    data = _strip_bonus(rollout)
+    transform(data)
+    for key in (("next", "intrinsic_reward"), ("next", "reward")):
+        torch.testing.assert_close(data[key], rollout[key])
+    return rollout
+
+
+@pytest.mark.parametrize(
+    "make_env",
+    [
+        pytest.param(_mountain_car, id="MountainCarContinuous"),
+        pytest.param(lambda: GymEnv("HalfCheetah-v5"), id="HalfCheetah-mujoco"),
+        pytest.param(lambda: SerialEnv(2, _mountain_car), id="SerialEnv-2"),
+        pytest.param(lambda: GymEnv(MOUNTAIN_CAR, num_envs=3), id="gymnasium-vector-3"),
+    ],
+)
+def test_check_env_specs_and_step_path_equals_batch_path(make_env):
+    transform = VASERewardTransform(seed=0, eta=0.1)
+    env = TransformedEnv(make_env(), transform)
+    check_env_specs(env, seed=0)
+    rollout = _assert_step_path_equals_batch_path(env, transform)
+    batch = env.batch_size
+    assert rollout["next", "intrinsic_reward"].shape == (*batch, 8, 1)
+    torch.testing.assert_close(
+        rollout["next", "reward"],
+        rollout["next", "extrinsic_reward"] + 0.1 * rollout["next", "intrinsic_reward"],
+    )
+    env.close()
+
+
+def test_torchrl_native_batched_env():
+    from torchrl.envs.custom import HopperEnv
+
+    transform = VASERewardTransform(seed=0)
+    env = TransformedEnv(HopperEnv(num_envs=2, backend="mujoco"), transform)
+    check_env_specs(env, seed=0)
+    obs_dim = env.observation_spec["observation"].shape[-1]
+    assert transform.model.out_features == obs_dim
+    _assert_step_path_equals_batch_path(env, transform, steps=3)
+
+
+def test_bonus_is_the_measure_of_the_transitions_next_to_other_transforms():
+    obs_norm = ObservationNorm(in_keys=["observation"], loc=0.5, scale=2.0)
+    transform = VASERewardTransform(seed=3, delta=1e-2, sigma_c=0.7)
+    env = TransformedEnv(
+        GymEnv("Pendulum-v1"), Compose(StepCounter(), DoubleToFloat(), obs_norm, transform)
+    )
+    check_env_specs(env, seed=0)
+    rollout = env.rollout(10)
+    # the bonus is U_VASE of the (normalised) transitions, computed independently
+    expected = vase_surprise(
+        transform.model,
+        rollout["observation"],
+        rollout["action"],
+        rollout["next", "observation"],
+        delta=1e-2,
+        sigma_c=0.7,
+        generator=torch.Generator().manual_seed(3),
+    )
+    torch.testing.assert_close(rollout["next", "intrinsic_reward"].squeeze(-1), expected)
+    assert rollout["next", "step_count"].max() == 10
+
+
+def test_works_next_to_vecnorm():
+    env = TransformedEnv(
+        GymEnv("Pendulum-v1"),
+        Compose(VecNormV2(in_keys=["observation"]), VASERewardTransform()),
+    )
+    check_env_specs(env, seed=0)
+
+
+@pytest.mark.parametrize(
+    "measure,function",
+    [("vase", vase_surprise), ("nll", nll_surprise), ("vime", vime_information_gain)],
+)
+def test_each_measure_is_one_argument_away(measure, function):
+    transform = SurpriseRewardTransform(measure=measure, seed=1)
+    env = TransformedEnv(_mountain_car(), transform)
+    rollout = env.rollout(5)
+    kwargs = {"generator": torch.Generator().manual_seed(1)}
+    if measure == "vase":
+        kwargs["delta"] = transform.delta
+    expected = function(
+        transform.model, rollout["observation"], rollout["action"], rollout["next", "observation"],
+        **kwargs,
+    )
+    torch.testing.assert_close(rollout["next", "intrinsic_reward"].squeeze(-1), expected)
+    named = {"vase": VASERewardTransform, "nll": NLLRewardTransform, "vime": VIMERewardTransform}
+    assert named[measure]().measure == measure
+
+
+def test_mix_reward_false_leaves_the_reward_alone():
+    env = TransformedEnv(_mountain_car(), VASERewardTransform(mix_reward=False, eta=1.0))
+    check_env_specs(env, seed=0)
+    rollout = env.rollout(5)
+    assert "extrinsic_reward" not in rollout["next"]
+    assert (rollout["next", "intrinsic_reward"] != 0).all()
+    # MountainCarContinuous pays −0.1·a² away from the goal: the env's reward, untouched
+    expected = -0.1 * rollout["action"].square()
+    torch.testing.assert_close(rollout["next", "reward"], expected)
+
+
+def test_discrete_actions_are_one_hot_encoded():
+    for make_env, classes in (
+        (lambda: GymEnv("CartPole-v1"), 2),  # OneHot spec
+        (lambda: GymEnv("Acrobot-v1", categorical_action_encoding=True), 3),  # Categorical spec
+    ):
+        transform = VASERewardTransform(seed=0)
+        env = TransformedEnv(make_env(), transform)
+        check_env_specs(env, seed=0)
+        obs_dim = env.observation_spec["observation"].shape[-1]
+        assert transform.model.in_features == obs_dim + classes
+        rollout = env.rollout(4)
+        action = rollout["action"]
+        if action.shape[-1] != classes:
+            action = torch.nn.functional.one_hot(action.long(), classes)
+        expected = vase_surprise(
+            transform.model, rollout["observation"], action.float(),
+            rollout["next", "observation"], delta=transform.delta,
+            generator=torch.Generator().manual_seed(0),
+        )
+        torch.testing.assert_close(rollout["next", "intrinsic_reward"].squeeze(-1), expected)
+
+
+def test_nested_keys_on_a_batch():
+    model = BayesianMLP(4, 3)
+    transform = VASERewardTransform(
+        model,
+        seed=2,
+        observation_key=("agent", "obs"),
+        action_key=("agent", "act"),
+        reward_key=("agent", "reward"),
+        intrinsic_reward_key=("agent", "bonus"),
+        extrinsic_reward_key=("agent", "r_e"),
+        eta=0.5,
+    )
+    obs, act, nxt = torch.randn(6, 3), torch.randn(6, 1), torch.randn(6, 3)
+    data = TensorDict(
+        {
+            ("agent", "obs"): obs,
+            ("agent", "act"): act,
+            ("next", "agent", "obs"): nxt,
+            ("next", "agent", "reward"): torch.ones(6, 1),
+        },
+        [6],
+    )
+    transform(data)
+    expected = vase_surprise(
+        model, obs, act, nxt, delta=transform.delta, generator=torch.Generator().manual_seed(2)
+    )
+    torch.testing.assert_close(data["next", "agent", "bonus"].squeeze(-1), expected)
+    torch.testing.assert_close(data["next", "agent", "r_e"], torch.ones(6, 1))
+    mixed = data["next", "agent", "reward"]
+    torch.testing.assert_close(mixed, 1 + 0.5 * data["next", "agent", "bonus"])
+    # a second call recomputes from the extrinsic reward instead of adding a second bonus
+    transform(data)
+    torch.testing.assert_close(data["next", "agent", "reward"], mixed)
+
+
+def test_batch_path_in_collector_postproc_and_replay_buffer():
+    transform = VASERewardTransform(seed=0, eta=0.2)
+    env = TransformedEnv(_mountain_car(), transform)  # builds the model from the specs
+    plain_env = _mountain_car()
+    collector = Collector(
+        plain_env, policy=None, frames_per_batch=50, total_frames=50, postproc=transform
+    )
+    batch = next(iter(collector))
+    collector.shutdown()
+    assert batch["next", "intrinsic_reward"].shape == (50, 1)
+    expected = vase_surprise(
+        transform.model, batch["observation"], batch["action"], batch["next", "observation"],
+        delta=transform.delta, generator=torch.Generator().manual_seed(0),
+    )
+    torch.testing.assert_close(batch["next", "intrinsic_reward"].squeeze(-1), expected)
+
+    # a transform belongs to one container: share the model through a second transform
+    sampling_transform = VASERewardTransform(transform.model, seed=0, eta=0.2)
+    buffer = ReplayBuffer(
+        storage=LazyTensorStorage(100), transform=sampling_transform, batch_size=20
+    )
+    raw = _strip_bonus(batch)
+    buffer.extend(raw)
+    sample = buffer.sample()
+    recomputed = vase_surprise(
+        transform.model, sample["observation"], sample["action"], sample["next", "observation"],
+        delta=transform.delta, generator=torch.Generator().manual_seed(0),
+    )
+    torch.testing.assert_close(sample["next", "intrinsic_reward"].squeeze(-1), recomputed)
+    env.close()
+
+
+def test_vime_bonus_inside_a_collector_step_path():
+    transform = VIMERewardTransform(seed=0, reward_normalization="median")
+    env = TransformedEnv(_mountain_car(), transform)
+    assert not transform.training  # TransformedEnv puts its transforms in eval mode
+    env.train()  # so that the normalisation statistics update
+    collector = Collector(env, policy=None, frames_per_batch=20, total_frames=40)
+    batches = list(collector)  # collectors run under torch.no_grad()
+    collector.shutdown()
+    bonus = torch.cat([b["next", "intrinsic_reward"] for b in batches])
+    assert torch.isfinite(bonus).all() and (bonus >= 0).all() and bonus.max() > 0
+    assert int(transform.bonus_stats.count) == 40  # one median per step in the step path
+
+
+def test_median_normalisation_divides_by_the_mean_of_recent_medians():
+    model = BayesianMLP(4, 3)
+    transform = VASERewardTransform(model, seed=0, reward_normalization="median")
+    raw_medians = []
+    for seed in range(12):
+        gen = torch.Generator().manual_seed(seed)
+        data = TensorDict(
+            {
+                "observation": torch.randn(30, 3, generator=gen),
+                "action": torch.randn(30, 1, generator=gen),
+                ("next", "observation"): torch.randn(30, 3, generator=gen),
+                ("next", "reward"): torch.zeros(30, 1),
+            },
+            [30],
+        )
+        raw = transform.surprise(data["observation"], data["action"], data["next", "observation"])
+        raw_medians.append(raw.median())
+        transform(data)
+        scale = torch.stack(raw_medians[-10:]).mean()  # VIME: the current median included
+        torch.testing.assert_close(data["next", "intrinsic_reward"].squeeze(-1), raw / scale)
+    transform.eval()
+    count = int(transform.bonus_stats.count)
+    transform(data)
+    assert int(transform.bonus_stats.count) == count  # frozen in eval mode
+    state = transform.state_dict()
+    assert "bonus_stats.medians" in state and "bonus_stats.count" in state
+
+
+def test_std_normalisation_divides_by_a_running_std():
+    model = BayesianMLP(4, 3)
+    transform = VASERewardTransform(model, seed=0, reward_normalization="std")
+    gen = torch.Generator().manual_seed(0)
+    data = TensorDict(
+        {
+            "observation": torch.randn(64, 3, generator=gen),
+            "action": torch.randn(64, 1, generator=gen),
+            ("next", "observation"): torch.randn(64, 3, generator=gen),
+            ("next", "reward"): torch.zeros(64, 1),
+        },
+        [64],
+    )
+    raw = transform.surprise(data["observation"], data["action"], data["next", "observation"])
+    transform(data)
+    expected = raw / raw.var(unbiased=False).sqrt()
+    bonus = data["next", "intrinsic_reward"].squeeze(-1)
+    torch.testing.assert_close(bonus, expected, rtol=1e-3, atol=0)
+
+
+def test_recent_median_normalizer_ring():
+    normalizer = RecentMedianNormalizer(window=2)
+    for median in (1.0, 3.0, 5.0):
+        normalizer.update(torch.tensor([median - 1, median, median + 7]))
+    torch.testing.assert_close(normalizer.normalize(torch.tensor(8.0)), torch.tensor(2.0))
+
+
+def test_from_loss_shares_target_and_normalisation():
+    torch.manual_seed(0)
+    model = BayesianMLP(4, 3, [16])
+    loss = VariationalELBOLoss(
+        model, sigma_c=0.3, target="delta", normalize_inputs=True, normalize_targets=True
+    )
+    obs, act, nxt = torch.randn(50, 3) * 4 + 2, torch.randn(50, 1), torch.randn(50, 3) * 3
+    data = TensorDict(
+        {"observation": obs, "action": act, ("next", "observation"): nxt,
+         ("next", "reward"): torch.zeros(50, 1)},
+        [50],
+    )
+    loss(data)  # training mode: fills the statistics
+    transform = VASERewardTransform.from_loss(loss, seed=4)
+    assert transform.sigma_c == 0.3 and transform.target == "delta"
+    transform(data)
+    x = loss.input_stats.normalize(torch.cat([obs, act], -1))
+    y = loss.target_stats.normalize(nxt - obs)
+    expected = vase_surprise(
+        model, x[:, :3], x[:, 3:], y, sigma_c=0.3, delta=transform.delta,
+        generator=torch.Generator().manual_seed(4),
+    )
+    torch.testing.assert_close(data["next", "intrinsic_reward"].squeeze(-1), expected)
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        ({"measure": "bayes"}, ValueError, "measure must be one of"),
+        ({"eta": -1e-4}, ValueError, "eta"),
+        ({"delta": -1.0}, ValueError, "delta"),
+        ({"num_samples": 0}, ValueError, "num_samples"),
+        ({"sigma_c": 0.0}, ValueError, "sigma_c"),
+        ({"reward_normalization": "max"}, ValueError, "reward_normalization"),
+        ({"target": "state"}, ValueError, "target"),
+        ({"model": nn.Linear(3, 2)}, TypeError, "BayesianMLP"),
+    ],
+)
+def test_bad_construction_raises(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        SurpriseRewardTransform(**kwargs)
+
+
+def test_model_that_does_not_fit_the_env_raises_at_construction():
+    with pytest.raises(ValueError, match="needs in_features=3, out_features=2"):
+        TransformedEnv(_mountain_car(), VASERewardTransform(BayesianMLP(5, 4)))
+
+
+def test_non_vector_observations_raise_at_construction():
+    with pytest.raises(ValueError, match="vector observation"):
+        TransformedEnv(
+            _mountain_car(),
+            Compose(UnsqueezeTransform(dim=-1, in_keys=["observation"]), VASERewardTransform()),
+        )
+
+
+def test_missing_keys_raise_at_construction():
+    with pytest.raises(KeyError, match="observation key 'pixels'"):
+        TransformedEnv(_mountain_car(), VASERewardTransform(observation_key="pixels"))
+
+
+def test_non_finite_observation_in_a_step_names_the_key_and_shape():
+    transform = VASERewardTransform()
+    TransformedEnv(_mountain_car(), transform)
+    root = TensorDict({"observation": torch.zeros(2), "action": torch.zeros(1)}, [])
+    bad_next = TensorDict(
+        {"observation": torch.tensor([float("nan"), 0.0]), "reward": torch.zeros(1)}, []
+    )
+    with pytest.raises(ValueError, match=r"next observation key 'observation' \(shape \(2,\)\)"):
+        transform._step(root, bad_next)
+
+
+def test_batch_path_without_a_model_or_next_entry_raises():
+    with pytest.raises(RuntimeError, match="no model yet"):
+        VASERewardTransform()(
+            TensorDict(
+                {"observation": torch.zeros(4, 2), "action": torch.zeros(4, 1),
+                 ("next", "observation"): torch.zeros(4, 2), ("next", "reward"): torch.zeros(4, 1)},
+                [4],
+            )
+        )
+    with pytest.raises(KeyError, match="'next' entry"):
+        VASERewardTransform(BayesianMLP(3, 2))(TensorDict({"observation": torch.zeros(2)}, []))
+
+
+def test_running_mean_std_is_torchrl_s():
+    # the statistics a loss shares with the transform are torchrl's own RunningMeanStd
+    loss = VariationalELBOLoss(BayesianMLP(3, 2), normalize_inputs=True)
+    assert isinstance(loss.input_stats, RunningMeanStd)
