@@ -227,6 +227,16 @@ def _information_gain_terms(
     return terms
 
 
+def _flat_transitions(
+    model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tensor, sigma_c, step_size
+) -> tuple[Tensor, Tensor, torch.Size]:
+    """Check VIME's arguments; return ``x [T, in]``, ``y [T, out]`` and the batch shape."""
+    _check_positive("step_size", step_size)
+    _check_positive("sigma_c", sigma_c)
+    x, y = _model_inputs(model, obs, action, next_obs)
+    return x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1]), x.shape[:-1]
+
+
 def vime_information_gain(
     model: BayesianMLP,
     obs: Tensor,
@@ -264,12 +274,8 @@ def vime_information_gain(
         >>> vime_information_gain(model, obs, action, next_obs).shape
         torch.Size([100])
     """
-    step_size = _check_positive("step_size", step_size)
     clip = _check_positive("clip", clip)
-    sigma_c = _check_positive("sigma_c", sigma_c)
-    x, y = _model_inputs(model, obs, action, next_obs)
-    batch_shape = x.shape[:-1]
-    x, y = x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1])
+    x, y, batch_shape = _flat_transitions(model, obs, action, next_obs, sigma_c, step_size)
     noise = model.sample_noise(num_samples, generator=generator)
     with torch.enable_grad():
         gain = torch.cat(
@@ -303,13 +309,9 @@ def vime_information_gain_exact(
     (μ, ρ) and computes the exact KL between the factorised Gaussians. The model is not modified.
     For a small λ and one step, :func:`vime_information_gain` ≈ 2 × this value.
     """
-    step_size = _check_positive("step_size", step_size)
-    sigma_c = _check_positive("sigma_c", sigma_c)
     if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
         raise ValueError(f"num_steps must be an int >= 1, got {num_steps!r}.")
-    x, y = _model_inputs(model, obs, action, next_obs)
-    batch_shape = x.shape[:-1]
-    x, y = x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1])
+    x, y, batch_shape = _flat_transitions(model, obs, action, next_obs, sigma_c, step_size)
     with torch.no_grad():
         noise = model.sample_noise(num_samples, generator=generator)
     mu_old, rho_old = model.mu.detach(), model.rho.detach()
