@@ -1,3 +1,5 @@
+import functools
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -9,6 +11,8 @@ from torchrl.envs import (
     DoubleToFloat,
     GymEnv,
     ObservationNorm,
+    ParallelEnv,
+    RenameTransform,
     SerialEnv,
     StepCounter,
     TransformedEnv,
@@ -77,6 +81,18 @@ def test_check_env_specs_and_step_path_equals_batch_path(make_env):
         rollout["next", "extrinsic_reward"] + 0.1 * rollout["next", "intrinsic_reward"],
     )
     env.close()
+
+
+def test_parallel_env():
+    # ParallelEnv workers are spawned processes: the transform runs in this one, on the batch
+    transform = VASERewardTransform(seed=0)
+    env = TransformedEnv(ParallelEnv(2, functools.partial(GymEnv, MOUNTAIN_CAR)), transform)
+    try:
+        check_env_specs(env, seed=0)
+        rollout = _assert_step_path_equals_batch_path(env, transform, steps=4)
+        assert rollout["next", "intrinsic_reward"].shape == (2, 4, 1)
+    finally:
+        env.close()
 
 
 def test_torchrl_native_batched_env():
@@ -206,6 +222,25 @@ def test_nested_keys_on_a_batch():
     # a second call recomputes from the extrinsic reward instead of adding a second bonus
     transform(data)
     torch.testing.assert_close(data["next", "agent", "reward"], mixed)
+
+
+def test_nested_keys_in_an_env():
+    transform = VASERewardTransform(
+        seed=0,
+        observation_key=("agent", "observation"),
+        intrinsic_reward_key=("bonus", "vase"),
+    )
+    rename = RenameTransform(["observation"], [("agent", "observation")])
+    env = TransformedEnv(_mountain_car(), Compose(rename, transform))
+    check_env_specs(env, seed=0)
+    assert transform.model.in_features == 3
+    rollout = env.rollout(4)
+    expected = vase_surprise(
+        transform.model, rollout["agent", "observation"], rollout["action"],
+        rollout["next", "agent", "observation"], delta=transform.delta,
+        generator=torch.Generator().manual_seed(0),
+    )
+    torch.testing.assert_close(rollout["next", "bonus", "vase"].squeeze(-1), expected)
 
 
 def test_batch_path_in_collector_postproc_and_replay_buffer():
