@@ -1,7 +1,13 @@
 """torchrl-vase: Variational Assorted Surprise Exploration (Xu, McCane & Szymanski) on TorchRL."""
 
-from torchrl_vase.modules import BayesianMLP, LayerWeights
-from torchrl_vase.objectives import VariationalELBOLoss, gaussian_nll
+from torchrl_vase.modules import BayesianMLP, LayerWeights, StateIndependentScale
+from torchrl_vase.objectives import (
+    TRPOLoss,
+    VariationalELBOLoss,
+    conjugate_gradient,
+    fit_critic,
+    gaussian_nll,
+)
 from torchrl_vase.surprise import (
     nll_surprise,
     prediction_nll,
@@ -24,10 +30,14 @@ __all__ = [
     "LayerWeights",
     "NLLRewardTransform",
     "RecentMedianNormalizer",
+    "StateIndependentScale",
     "SurpriseRewardTransform",
+    "TRPOLoss",
     "VASERewardTransform",
     "VIMERewardTransform",
     "VariationalELBOLoss",
+    "conjugate_gradient",
+    "fit_critic",
     "gaussian_nll",
     "nll_surprise",
     "prediction_nll",

@@ -1,0 +1,240 @@
+import functools
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torch.nn.utils import parameters_to_vector
+from torchrl.collectors import Collector
+from torchrl.envs import Compose, DoubleToFloat, GymEnv, RewardSum, SerialEnv, TransformedEnv
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+from torchrl.modules import (
+    MLP,
+    IndependentNormal,
+    OneHotCategorical,
+    ProbabilisticActor,
+    TanhNormal,
+    ValueOperator,
+)
+from torchrl.modules.distributions import NormalParamExtractor
+from torchrl.objectives import ValueEstimators
+
+from torchrl_vase import StateIndependentScale, TRPOLoss, conjugate_gradient, fit_critic
+
+OBS, ACT = 3, 2
+
+
+def _gaussian_actor(obs_dim=OBS, action_dim=ACT, cells=(8,)):
+    head = StateIndependentScale(
+        MLP(obs_dim, action_dim, num_cells=list(cells), activation_class=nn.Tanh), action_dim
+    )
+    return ProbabilisticActor(
+        TensorDictModule(head, ["observation"], ["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        distribution_class=IndependentNormal,
+        return_log_prob=True,
+    )
+
+
+def _tanh_actor():
+    net = nn.Sequential(MLP(OBS, 2 * ACT, num_cells=[8]), NormalParamExtractor())
+    return ProbabilisticActor(
+        TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal,
+        return_log_prob=True,
+    )
+
+
+def _categorical_actor():
+    return ProbabilisticActor(
+        TensorDictModule(MLP(OBS, 4, num_cells=[8]), ["observation"], ["logits"]),
+        in_keys=["logits"],
+        distribution_class=OneHotCategorical,
+        return_log_prob=True,
+    )
+
+
+def _critic():
+    return ValueOperator(MLP(OBS, 1, num_cells=[8]), in_keys=["observation"])
+
+
+def _batch(actor, n=256, seed=0):
+    """Actions sampled by the actor (with their log-probs) and advantages correlated with them."""
+    torch.manual_seed(seed)
+    td = TensorDict({"observation": torch.randn(n, OBS)}, [n])
+    with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
+        actor(td)
+    action = td["action"].float()
+    td["advantage"] = (action[:, :1] - action[:, 1:2]) + 0.1 * torch.randn(n, 1)
+    td["value_target"] = torch.randn(n, 1)
+    return td
+
+
+def test_conjugate_gradient_solves_a_known_spd_system():
+    gen = torch.Generator().manual_seed(0)
+    m = torch.randn(8, 8, generator=gen, dtype=torch.float64)
+    a = m @ m.T + 8 * torch.eye(8, dtype=torch.float64)
+    b = torch.randn(8, generator=gen, dtype=torch.float64)
+    x, residual = conjugate_gradient(lambda v: a @ v, b, iters=8)
+    torch.testing.assert_close(x, torch.linalg.solve(a, b))
+    assert residual < 1e-8
+    # fewer iterations: a worse solution, and the residual says so
+    x2, residual2 = conjugate_gradient(lambda v: a @ v, b, iters=2)
+    assert residual2 > 1e-4 and torch.allclose(residual2, (b - a @ x2).norm())
+
+
+@pytest.mark.parametrize("make_actor", [_gaussian_actor, _categorical_actor, _tanh_actor])
+def test_fisher_vector_product_equals_the_explicit_kl_hessian(make_actor):
+    torch.manual_seed(0)
+    actor = make_actor()
+    loss = TRPOLoss(actor, _critic(), cg_damping=0.1, samples_mc_kl=4)
+    td = _batch(actor, n=32)
+    old_dist = loss._old_distribution(td)
+    mean_kl = loss._kl_function(td, old_dist)
+    fvp = loss.fisher_vector_product(mean_kl)
+    params = loss._policy_parameters()
+    flat = parameters_to_vector(params).detach()
+
+    names = [name for name, p in actor.named_parameters() if p.requires_grad]
+    shapes = [p.shape for p in params]
+
+    def kl_of(vector):
+        """The same mean KL, as a function of the flat policy parameters."""
+        pieces = vector.split([p.numel() for p in params])
+        replaced = {n: v.view(shape) for n, v, shape in zip(names, pieces, shapes, strict=True)}
+        with torch.nn.utils.stateless._reparametrize_module(actor, replaced):
+            return mean_kl()
+
+    hessian = torch.autograd.functional.hessian(kl_of, flat)
+    v = torch.randn_like(flat)
+    torch.testing.assert_close(fvp(v), hessian @ v + 0.1 * v, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("make_actor", [_gaussian_actor, _categorical_actor, _tanh_actor])
+def test_accepted_step_respects_the_trust_region_and_improves_the_surrogate(make_actor):
+    actor = make_actor()
+    loss = TRPOLoss(actor, _critic(), max_kl=0.01)
+    td = _batch(actor)
+    before = parameters_to_vector(loss._policy_parameters()).detach().clone()
+    info = loss.natural_gradient_step(td)
+    assert bool(info["step_accepted"])
+    assert info["kl"] <= 0.01
+    assert info["surrogate_after"] > info["surrogate_before"]
+    # the KL reported is the KL of the parameters now in the actor
+    after = loss(td)
+    torch.testing.assert_close(after["kl"], info["kl"], rtol=0.05, atol=1e-6)
+    assert not torch.equal(parameters_to_vector(loss._policy_parameters()), before)
+
+
+def test_rejected_step_restores_every_parameter_bit_for_bit():
+    actor = _gaussian_actor()
+    loss = TRPOLoss(actor, _critic(), line_search_backtracks=3)
+    td = _batch(actor)
+    real_kl_function = loss._kl_function
+
+    def kl_that_always_exceeds_the_radius(tensordict, old_dist):
+        real = real_kl_function(tensordict, old_dist)
+        calls = []
+
+        def mean_kl():
+            calls.append(1)
+            return real() if len(calls) == 1 else real() + 1.0  # line search: all rejected
+
+        return mean_kl
+
+    loss._kl_function = kl_that_always_exceeds_the_radius
+    before = {k: v.clone() for k, v in actor.state_dict().items()}
+    info = loss.natural_gradient_step(td)
+    assert not bool(info["step_accepted"]) and int(info["backtracks"]) == 3
+    for key, value in actor.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
+def test_forward_returns_loggable_terms_and_a_differentiable_critic_loss():
+    actor = _gaussian_actor()
+    loss = TRPOLoss(actor, _critic())
+    out = loss(_batch(actor))
+    assert set(out.keys()) == {"loss_critic", "surrogate", "kl", "entropy", "explained_variance"}
+    assert out["loss_critic"].requires_grad and not out["surrogate"].requires_grad
+    assert out["kl"].abs() < 1e-6  # the data's policy is the current one
+    assert out["entropy"] > 0
+
+
+def test_set_keys_and_gae_as_default_value_estimator():
+    actor = _gaussian_actor()
+    loss = TRPOLoss(actor, _critic())
+    loss.set_keys(advantage="adv", sample_log_prob="old_log_prob")
+    td = _batch(actor)
+    td.rename_key_("advantage", "adv")
+    td.rename_key_("action_log_prob", "old_log_prob")
+    assert bool(loss.natural_gradient_step(td)["step_accepted"])
+    from torchrl.objectives.value import GAE
+
+    loss.make_value_estimator(ValueEstimators.GAE, gamma=0.9, lmbda=0.8)
+    assert isinstance(loss.value_estimator, GAE)
+    assert loss.value_estimator.tensor_keys.advantage == "adv"
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        ({"max_kl": 0.0}, ValueError, "max_kl"),
+        ({"max_kl": -0.01}, ValueError, "max_kl"),
+        ({"cg_iters": 0}, ValueError, "cg_iters"),
+        ({"line_search_shrink": 1.0}, ValueError, "line_search_shrink"),
+        ({"cg_damping": -1.0}, ValueError, "cg_damping"),
+    ],
+)
+def test_bad_construction_raises(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        TRPOLoss(_gaussian_actor(), _critic(), **kwargs)
+
+
+def test_actor_without_a_distribution_raises():
+    deterministic = TensorDictModule(nn.Linear(OBS, ACT), ["observation"], ["action"])
+    with pytest.raises(TypeError, match="no get_dist"):
+        TRPOLoss(deterministic, _critic())
+
+
+def test_non_finite_advantages_or_log_probs_raise():
+    actor = _gaussian_actor()
+    loss = TRPOLoss(actor, _critic())
+    td = _batch(actor)
+    bad = td.clone()
+    bad["advantage"][3] = float("nan")
+    with pytest.raises(ValueError, match="advantages"):
+        loss.natural_gradient_step(bad)
+    bad = td.clone()
+    key = loss.tensor_keys.sample_log_prob
+    bad[key] = bad[key].clone()
+    bad[key][0] = -float("inf")
+    with pytest.raises(ValueError, match="log-probs"):
+        loss.natural_gradient_step(bad)
+
+
+def test_trpo_with_gae_improves_the_return_on_inverted_pendulum():
+    torch.manual_seed(0)
+    env = TransformedEnv(
+        SerialEnv(4, functools.partial(GymEnv, "InvertedPendulum-v5")),
+        Compose(DoubleToFloat(), RewardSum()),
+    )
+    env.set_seed(0)
+    actor = _gaussian_actor(obs_dim=4, action_dim=1, cells=(32,))
+    critic = ValueOperator(MLP(4, 1, num_cells=[32]), in_keys=["observation"])
+    loss = TRPOLoss(actor, critic, max_kl=0.01)
+    loss.make_value_estimator(ValueEstimators.GAE, gamma=0.995, lmbda=0.95)
+    optimizer = torch.optim.Adam(critic.parameters(), lr=1e-3)
+    collector = Collector(env, actor, frames_per_batch=2000, total_frames=16000)
+    returns = []
+    for batch in collector:
+        with torch.no_grad():
+            loss.value_estimator(batch)
+        loss.natural_gradient_step(batch)
+        fit_critic(loss, batch, optimizer, epochs=5, minibatch_size=250)
+        collector.update_policy_weights_()
+        done = batch["next", "done"].squeeze(-1)
+        returns.append(batch["next", "episode_reward"].squeeze(-1)[done].mean().item())
+    collector.shutdown()
+    assert returns[-1] > 3 * returns[0], returns

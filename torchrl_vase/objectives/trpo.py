@@ -1,0 +1,372 @@
+"""Trust-region policy optimisation (Schulman et al., 2015) as a TorchRL loss module."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torch import Tensor
+from torch.distributions import Distribution, kl_divergence
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+from torchrl.modules.distributions.utils import has_analytic_kl
+from torchrl.objectives import PPOLoss
+
+__all__ = ["TRPOLoss", "conjugate_gradient", "fit_critic"]
+
+
+def conjugate_gradient(
+    matvec: Callable[[Tensor], Tensor], b: Tensor, *, iters: int = 10, tol: float = 1e-10
+) -> tuple[Tensor, Tensor]:
+    """Solve ``A x = b`` for a symmetric positive-definite ``A`` given only ``v ↦ A v``.
+
+    Returns ``(x, ‖b − A x‖)`` after at most ``iters`` iterations (fewer once the squared residual
+    is below ``tol``).
+
+    Examples:
+        >>> import torch
+        >>> a = torch.tensor([[4.0, 1.0], [1.0, 3.0]])
+        >>> x, residual = conjugate_gradient(lambda v: a @ v, torch.tensor([1.0, 2.0]), iters=2)
+        >>> torch.allclose(a @ x, torch.tensor([1.0, 2.0])), residual < 1e-5
+        (True, tensor(True))
+    """
+    x = torch.zeros_like(b)
+    r = b.clone()
+    p = b.clone()
+    rr = r @ r
+    for _ in range(iters):
+        if rr <= tol:
+            break
+        ap = matvec(p)
+        alpha = rr / (p @ ap)
+        x = x + alpha * p
+        r = r - alpha * ap
+        new_rr = r @ r
+        p = r + (new_rr / rr) * p
+        rr = new_rr
+    return x, rr.sqrt()
+
+
+class TRPOLoss(PPOLoss):
+    """TRPO for TorchRL: a natural-gradient policy step inside a KL trust region, and a critic loss.
+
+    The policy is not trained by back-propagating a loss: call :meth:`natural_gradient_step` on a
+    batch. It maximises the surrogate ``E[π_θ(a|s) / π_old(a|s) · A]`` subject to
+    ``E_s[KL(π_old ‖ π_θ)] ≤ max_kl``: flat gradient g of the surrogate; Fisher-vector products
+    by double back-propagation through the analytic KL (a Monte-Carlo KL on samples of π_old where
+    no closed form exists, e.g. ``TanhNormal``); conjugate gradient for ``F x = g``; the step
+    ``√(2 max_kl / xᵀFx) · x``; and a backtracking line search that accepts a step only if the
+    KL is at most ``max_kl`` and the surrogate improved, and restores the parameters otherwise.
+
+    The critic is trained with an ordinary optimiser on ``loss_critic`` (see :func:`fit_critic`).
+    ``forward`` returns ``loss_critic`` (differentiable) and, detached for logging, the
+    ``surrogate`` objective, the mean ``kl`` to the data's policy, the policy ``entropy`` and the
+    critic's ``explained_variance``.
+
+    Keys, value estimators (GAE by default: ``make_value_estimator(ValueEstimators.GAE,
+    gamma=..., lmbda=...)``) and ``set_keys`` work as in :class:`~torchrl.objectives.PPOLoss`. The
+    data's policy is rebuilt from the distribution parameters stored in the batch (e.g. ``loc``
+    and ``scale``, written by the collector's actor), or, if absent, taken to be the current
+    policy (on-policy data, before the step).
+
+    Args:
+        actor_network: a :class:`~torchrl.modules.ProbabilisticActor` (any module with
+            ``get_dist``), e.g. with ``IndependentNormal``, ``TanhNormal`` or ``Categorical``.
+        critic_network: a value network writing ``state_value``.
+
+    Keyword Args:
+        max_kl: δ, the trust-region radius on the mean KL (paper: 0.01 classic, 0.05 locomotion).
+        cg_iters: conjugate-gradient iterations.
+        cg_damping: λ in ``(F + λ I) x = g``.
+        line_search_backtracks: step sizes tried: ``1, s, s², …`` (this many).
+        line_search_shrink: s, the backtracking factor.
+        normalize_advantage: standardise advantages per batch (as rllab's TRPO).
+        samples_mc_kl: samples of π_old for the Monte-Carlo KL fallback.
+        loss_critic_type: ``"l2"`` (default), ``"l1"`` or ``"smooth_l1"``.
+        **kwargs: passed to :class:`~torchrl.objectives.PPOLoss` (e.g. ``gamma`` is not: use
+            :meth:`make_value_estimator`).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict.nn import TensorDictModule
+        >>> from torch import nn
+        >>> from torchrl.envs import GymEnv
+        >>> from torchrl.modules import OneHotCategorical, ProbabilisticActor, ValueOperator
+        >>> from torchrl.objectives import ValueEstimators
+        >>> env = GymEnv("CartPole-v1")
+        >>> actor = ProbabilisticActor(
+        ...     TensorDictModule(nn.Linear(4, 2), ["observation"], ["logits"]),
+        ...     in_keys=["logits"], distribution_class=OneHotCategorical, return_log_prob=True,
+        ...     spec=env.action_spec)
+        >>> critic = ValueOperator(nn.Linear(4, 1), in_keys=["observation"])
+        >>> loss = TRPOLoss(actor, critic, max_kl=0.01)
+        >>> loss.make_value_estimator(ValueEstimators.GAE, gamma=0.99, lmbda=0.95)
+        >>> with torch.no_grad():
+        ...     batch = env.rollout(50, actor)
+        >>> info = loss.natural_gradient_step(batch)
+        >>> bool(info["kl"] <= 0.01)
+        True
+    """
+
+    def __init__(
+        self,
+        actor_network,
+        critic_network,
+        *,
+        max_kl: float = 0.01,
+        cg_iters: int = 10,
+        cg_damping: float = 0.1,
+        line_search_backtracks: int = 10,
+        line_search_shrink: float = 0.8,
+        normalize_advantage: bool = True,
+        samples_mc_kl: int = 16,
+        loss_critic_type: str = "l2",
+        **kwargs,
+    ) -> None:
+        if isinstance(max_kl, bool) or not isinstance(max_kl, (int, float)):
+            raise TypeError(f"max_kl must be a real number, got {type(max_kl).__name__}.")
+        if not math.isfinite(max_kl) or max_kl <= 0:
+            raise ValueError(f"max_kl must be a finite number > 0, got {max_kl}.")
+        for name, value, low in (
+            ("cg_iters", cg_iters, 1),
+            ("line_search_backtracks", line_search_backtracks, 1),
+            ("samples_mc_kl", samples_mc_kl, 1),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}.")
+        if not (math.isfinite(cg_damping) and cg_damping >= 0):
+            raise ValueError(f"cg_damping must be a finite number >= 0, got {cg_damping}.")
+        if not 0 < line_search_shrink < 1:
+            raise ValueError(f"line_search_shrink must be in (0, 1), got {line_search_shrink}.")
+        if not callable(getattr(actor_network, "get_dist", None)):
+            raise TypeError(
+                f"actor_network ({type(actor_network).__name__}) has no get_dist: TRPO needs a "
+                "probabilistic actor (torchrl.modules.ProbabilisticActor) to compute log-probs "
+                "and KL divergences."
+            )
+        super().__init__(
+            actor_network,
+            critic_network,
+            entropy_bonus=False,
+            normalize_advantage=False,  # standardised here, once per batch
+            loss_critic_type=loss_critic_type,
+            critic_coeff=1.0,
+            functional=False,
+            **kwargs,
+        )
+        self.max_kl = float(max_kl)
+        self.cg_iters = cg_iters
+        self.cg_damping = float(cg_damping)
+        self.line_search_backtracks = line_search_backtracks
+        self.line_search_shrink = float(line_search_shrink)
+        self.standardize_advantage = bool(normalize_advantage)
+        self.samples_mc_kl = samples_mc_kl
+
+    # ----------------------------------------------------------------------------------------
+    # Pieces of the objective
+    # ----------------------------------------------------------------------------------------
+    def _policy_parameters(self) -> list[Tensor]:
+        return [p for p in self.actor_network.parameters() if p.requires_grad]
+
+    def _advantage(self, tensordict: TensorDictBase) -> Tensor:
+        advantage = tensordict.get(self.tensor_keys.advantage, None)
+        if advantage is None:
+            with torch.no_grad():
+                self.value_estimator(tensordict)
+            advantage = tensordict.get(self.tensor_keys.advantage)
+        if not torch.isfinite(advantage).all():
+            raise ValueError(
+                f"advantages (key {self.tensor_keys.advantage!r}) contain non-finite values."
+            )
+        if advantage.shape[-1:] == (1,):
+            advantage = advantage.squeeze(-1)
+        if self.standardize_advantage and advantage.numel() > 1:
+            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        return advantage
+
+    def _old_log_prob(self, tensordict: TensorDictBase, shape: torch.Size) -> Tensor:
+        log_prob = tensordict.get(self.tensor_keys.sample_log_prob, None)
+        if log_prob is None:
+            raise KeyError(
+                f"the log-prob key {self.tensor_keys.sample_log_prob!r} is missing: collect with "
+                "ProbabilisticActor(..., return_log_prob=True)."
+            )
+        if not torch.isfinite(log_prob).all():
+            raise ValueError(
+                f"log-probs (key {self.tensor_keys.sample_log_prob!r}) contain non-finite values."
+            )
+        return log_prob.reshape(shape)
+
+    def _old_distribution(self, tensordict: TensorDictBase) -> Distribution:
+        try:
+            return self.actor_network.build_dist_from_params(tensordict.detach())
+        except (KeyError, AttributeError):
+            with torch.no_grad():
+                return self.actor_network.get_dist(tensordict)
+
+    def _surrogate(self, tensordict, advantage: Tensor, old_log_prob: Tensor) -> Tensor:
+        dist = self.actor_network.get_dist(tensordict)
+        log_prob = dist.log_prob(tensordict.get(self.tensor_keys.action)).reshape(advantage.shape)
+        return ((log_prob - old_log_prob).exp() * advantage).mean()
+
+    def _kl_function(
+        self, tensordict: TensorDictBase, old_dist: Distribution
+    ) -> Callable[[], Tensor]:
+        """``θ ↦ mean_s KL(π_old ‖ π_θ)``: analytic when torch has it, else Monte-Carlo."""
+        new_dist = self.actor_network.get_dist(tensordict)
+        if has_analytic_kl(old_dist, new_dist):
+
+            def mean_kl() -> Tensor:
+                return kl_divergence(old_dist, self.actor_network.get_dist(tensordict)).mean()
+
+            return mean_kl
+        with torch.no_grad():
+            samples = old_dist.sample((self.samples_mc_kl,))
+            old_log_prob = old_dist.log_prob(samples)
+
+        def mean_kl_monte_carlo() -> Tensor:
+            new_log_prob = self.actor_network.get_dist(tensordict).log_prob(samples)
+            return (old_log_prob - new_log_prob).mean()
+
+        return mean_kl_monte_carlo
+
+    def fisher_vector_product(self, mean_kl: Callable[[], Tensor]) -> Callable[[Tensor], Tensor]:
+        """``v ↦ (F + λ I) v`` with F the Hessian of the mean KL at the current parameters.
+
+        Computed by double back-propagation: ``∇_θ (∇_θ KL · v)``.
+        """
+        params = self._policy_parameters()
+        kl_grad = torch.autograd.grad(mean_kl(), params, create_graph=True)
+        flat_kl_grad = torch.cat([g.reshape(-1) for g in kl_grad])
+
+        def product(vector: Tensor) -> Tensor:
+            hessian_vector = torch.autograd.grad(flat_kl_grad @ vector, params, retain_graph=True)
+            flat = torch.cat([h.reshape(-1) for h in hessian_vector])
+            return flat + self.cg_damping * vector
+
+        return product
+
+    # ----------------------------------------------------------------------------------------
+    # The update
+    # ----------------------------------------------------------------------------------------
+    def natural_gradient_step(self, tensordict: TensorDictBase) -> TensorDict:
+        """One TRPO policy update on a batch; returns its diagnostics.
+
+        Diagnostics: ``step_accepted``, ``kl`` (mean KL to the data's policy after the update),
+        ``surrogate_before``, ``surrogate_after``, ``expected_improvement`` (first order, full
+        step), ``backtracks`` (shrinks before acceptance, or all of them), ``step_fraction``
+        (0 when rejected), ``cg_residual`` and ``step_norm``. A failed line search is not an
+        error: the parameters are restored bit for bit and ``step_accepted`` is False.
+        """
+        tensordict = tensordict.clone(False)
+        advantage = self._advantage(tensordict)
+        old_log_prob = self._old_log_prob(tensordict, advantage.shape)
+        old_dist = self._old_distribution(tensordict)
+        params = self._policy_parameters()
+
+        surrogate = self._surrogate(tensordict, advantage, old_log_prob)
+        gradient = torch.cat(
+            [g.reshape(-1) for g in torch.autograd.grad(surrogate, params, allow_unused=False)]
+        )
+        surrogate_before = surrogate.detach()
+        mean_kl = self._kl_function(tensordict, old_dist)
+        fvp = self.fisher_vector_product(mean_kl)
+        direction, residual = conjugate_gradient(fvp, gradient, iters=self.cg_iters)
+        curvature = direction @ fvp(direction).detach()
+        direction = direction.detach()
+
+        start = parameters_to_vector(params).detach().clone()
+        accepted, backtracks, fraction = False, self.line_search_backtracks, 0.0
+        kl_after, surrogate_after = torch.zeros(()), surrogate_before
+        expected = torch.zeros(())
+        if torch.isfinite(curvature) and curvature > 0:
+            full_step = direction * torch.sqrt(2 * self.max_kl / curvature)
+            expected = gradient.detach() @ full_step
+            with torch.no_grad():
+                for k in range(self.line_search_backtracks):
+                    step_fraction = self.line_search_shrink**k
+                    vector_to_parameters(start + step_fraction * full_step, params)
+                    kl = mean_kl()
+                    new_surrogate = self._surrogate(tensordict, advantage, old_log_prob)
+                    if kl <= self.max_kl and new_surrogate > surrogate_before:
+                        accepted, backtracks, fraction = True, k, step_fraction
+                        kl_after, surrogate_after = kl, new_surrogate
+                        break
+        if not accepted:
+            with torch.no_grad():
+                vector_to_parameters(start, params)
+        return TensorDict(
+            {
+                "step_accepted": torch.tensor(accepted),
+                "kl": kl_after.detach(),
+                "surrogate_before": surrogate_before,
+                "surrogate_after": surrogate_after.detach(),
+                "expected_improvement": expected.detach(),
+                "backtracks": torch.tensor(backtracks),
+                "step_fraction": torch.tensor(fraction),
+                "cg_residual": residual.detach(),
+                "step_norm": (fraction * direction.norm()).detach()
+                if accepted
+                else torch.zeros(()),
+            },
+            batch_size=[],
+        )
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDict:
+        """The critic loss (differentiable); the surrogate, KL and entropy (detached)."""
+        tensordict = tensordict.clone(False)
+        advantage = self._advantage(tensordict)
+        old_log_prob = self._old_log_prob(tensordict, advantage.shape)
+        old_dist = self._old_distribution(tensordict)
+        with torch.no_grad():
+            surrogate = self._surrogate(tensordict, advantage, old_log_prob)
+            kl = self._kl_function(tensordict, old_dist)()
+            dist = self.actor_network.get_dist(tensordict)
+            entropy = self._get_entropy(dist, adv_shape=advantage.shape).mean()
+        loss_critic, _, explained_variance = self.loss_critic(tensordict)
+        out = {
+            "loss_critic": self._reduce_loss(loss_critic, tensordict).squeeze(-1),
+            "surrogate": surrogate,
+            "kl": kl,
+            "entropy": entropy,
+        }
+        if explained_variance is not None:
+            out["explained_variance"] = explained_variance.mean()
+        return TensorDict(out, batch_size=[])
+
+
+def fit_critic(
+    loss: TRPOLoss,
+    tensordict: TensorDictBase,
+    optimizer: torch.optim.Optimizer,
+    *,
+    epochs: int = 5,
+    minibatch_size: int = 256,
+) -> TensorDict:
+    """Regress the critic on the batch's value targets: ``epochs`` passes of shuffled minibatches.
+
+    The value targets must be in the batch (``loss.value_estimator(batch)`` computes them with the
+    advantages). Returns the mean critic loss of the last epoch and the explained variance after
+    fitting.
+    """
+    data = tensordict.reshape(-1)
+    last = []
+    for _ in range(epochs):
+        last = []
+        for index in torch.randperm(data.shape[0]).split(minibatch_size):
+            loss_value, _, _ = loss.loss_critic(data[index])
+            loss_value = loss_value.mean()
+            optimizer.zero_grad()
+            loss_value.backward()
+            optimizer.step()
+            last.append(loss_value.detach())
+    with torch.no_grad():
+        _, _, explained_variance = loss.loss_critic(data)
+    return TensorDict(
+        {
+            "loss_critic": torch.stack(last).mean(),
+            "explained_variance": explained_variance.mean(),
+        },
+        batch_size=[],
+    )
