@@ -50,3 +50,13 @@ def test_benchmark_surprise_prints_its_tables():
         "--frames", "200",
     )
     assert "VASE/VIME loop" in out and "% of the collection" in out
+
+
+def test_benchmark_trpo_runs_on_a_tiny_budget():
+    out = _run(
+        "recipes/benchmark_trpo.py", "--learn-iterations", "2", "--fps-iterations", "2",
+        "--frames-per-batch", "400", "--num-envs", "2",
+    )
+    assert "best mean return" in out
+    fps_lines = re.findall(r"^(\S+-v\d)\s+[\d,]+ frames/s$", out, flags=re.MULTILINE)
+    assert fps_lines == ["HalfCheetah-v5", "MountainCarContinuous-v0"]
