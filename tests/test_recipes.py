@@ -60,3 +60,13 @@ def test_benchmark_trpo_runs_on_a_tiny_budget():
     assert "best mean return" in out
     fps_lines = re.findall(r"^(\S+-v\d)\s+[\d,]+ frames/s$", out, flags=re.MULTILINE)
     assert fps_lines == ["HalfCheetah-v5", "MountainCarContinuous-v0"]
+
+
+def test_benchmark_envs_prints_every_env():
+    out = _run(
+        "recipes/benchmark_envs.py", "--steps", "50", "--seeds", "2", "--cap", "1000",
+    )
+    for env_id in ("PointRobot2D", "SparseMountainCar", "SparseCartpoleSwingup",
+                   "SparseDoublePendulum", "SparseHalfCheetah", "SparseAnt"):
+        assert re.search(rf"torchrl_vase/{env_id}-v0\s+[\d,]+\s+[\d,]+", out), env_id
+    assert "steps to first reach the goal" in out

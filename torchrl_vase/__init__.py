@@ -1,5 +1,6 @@
 """torchrl-vase: Variational Assorted Surprise Exploration (Xu, McCane & Szymanski) on TorchRL."""
 
+from torchrl_vase import envs  # registers the sparse envs with gymnasium
 from torchrl_vase.modules import BayesianMLP, LayerWeights, StateIndependentScale
 from torchrl_vase.objectives import (
     TRPOLoss,
@@ -37,6 +38,7 @@ __all__ = [
     "VIMERewardTransform",
     "VariationalELBOLoss",
     "conjugate_gradient",
+    "envs",
     "fit_critic",
     "gaussian_nll",
     "nll_surprise",

@@ -1,0 +1,162 @@
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from torchrl.envs import GymEnv
+from torchrl.envs.utils import check_env_specs
+
+import torchrl_vase  # noqa: F401  (registers the envs)
+from torchrl_vase.envs import MAX_EPISODE_STEPS, SPARSE_ENVS
+
+DIMS = {  # id: (observation dim, action dim), the paper's table
+    "torchrl_vase/PointRobot2D-v0": (2, 2),
+    "torchrl_vase/SparseMountainCar-v0": (2, 1),
+    "torchrl_vase/SparseCartpoleSwingup-v0": (4, 1),
+    "torchrl_vase/SparseDoublePendulum-v0": (6, 1),
+    "torchrl_vase/SparseHalfCheetah-v0": (20, 6),
+    "torchrl_vase/SparseAnt-v0": (125, 8),
+}
+IDS = list(SPARSE_ENVS)
+
+
+def test_every_env_is_registered():
+    assert set(DIMS) == set(IDS)
+    for env_id in IDS:
+        assert gymnasium.spec(env_id).max_episode_steps == MAX_EPISODE_STEPS
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_gymnasium_env_checker_and_dimensions(env_id):
+    env = gymnasium.make(env_id)
+    check_env(env.unwrapped, skip_render_check=True)
+    obs_dim, action_dim = DIMS[env_id]
+    assert env.observation_space.shape == (obs_dim,)
+    assert env.action_space.shape == (action_dim,)
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_torchrl_gym_env_specs(env_id):
+    env = GymEnv(env_id)
+    check_env_specs(env, seed=0)
+    assert env.observation_spec["observation"].shape == (DIMS[env_id][0],)
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_seeding_makes_resets_and_steps_reproducible(env_id):
+    def run(seed):
+        env = gymnasium.make(env_id)
+        obs, _ = env.reset(seed=seed)
+        env.action_space.seed(seed)
+        trajectory = [obs]
+        for _ in range(5):
+            trajectory.append(env.step(env.action_space.sample())[0])
+        env.close()
+        return np.stack(trajectory)
+
+    np.testing.assert_array_equal(run(3), run(3))
+    if env_id != "torchrl_vase/PointRobot2D-v0":  # the robot always starts at the origin
+        assert not np.array_equal(run(3)[0], run(4)[0])
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_reward_is_zero_for_random_actions_over_a_short_rollout(env_id):
+    env = gymnasium.make(env_id)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    rewards = [env.step(env.action_space.sample())[1] for _ in range(20)]
+    assert rewards == [0.0] * 20
+    env.close()
+
+
+def _unwrapped(env_id):
+    env = gymnasium.make(env_id)
+    env.reset(seed=0)
+    return env, env.unwrapped
+
+
+def test_point_robot_goal_clipping_and_wrap_around():
+    env, robot = _unwrapped("torchrl_vase/PointRobot2D-v0")
+    obs, reward, terminated, _, _ = env.step(np.array([0.5, -0.5], dtype=np.float32))
+    np.testing.assert_allclose(obs, [0.01, -0.01])  # clipped to |v| ≤ 0.01
+    assert reward == 0.0 and not terminated
+    robot.position = np.array([1.995, 0.0])
+    obs, *_ = env.step(np.array([0.01, 0.0], dtype=np.float32))
+    np.testing.assert_allclose(obs, [-1.995, 0.0], atol=1e-6)  # out of the right edge, in the left
+    robot.position = np.array([0.96, 1.0])
+    obs, reward, terminated, _, info = env.step(np.array([0.01, 0.0], dtype=np.float32))
+    assert reward == 1.0 and terminated
+    np.testing.assert_allclose(info["position"], [0.97, 1.0])
+
+
+def test_mountain_car_goal():
+    env, car = _unwrapped("torchrl_vase/SparseMountainCar-v0")
+    car.state = np.array([0.44, 0.05])
+    _, reward, terminated, _, _ = env.step(np.array([1.0], dtype=np.float32))
+    assert reward == 1.0 and terminated
+
+
+def test_cartpole_upright_reward_and_termination():
+    env, cartpole = _unwrapped("torchrl_vase/SparseCartpoleSwingup-v0")
+    obs, _ = env.reset(seed=1)
+    assert np.cos(obs[1]) < -0.5 and abs(obs[0]) <= 1  # hanging down, near the centre
+    cartpole.set_state(np.array([0.0, 0.1]), np.zeros(2))
+    _, reward, terminated, _, _ = env.step(np.zeros(1, dtype=np.float32))
+    assert reward == 1.0 and not terminated
+    cartpole.set_state(np.array([0.0, 0.6]), np.zeros(2))  # cos 0.6 = 0.83 < 0.9
+    assert env.step(np.zeros(1, dtype=np.float32))[1] == 0.0
+    cartpole.set_state(np.array([3.2, 0.0]), np.zeros(2))
+    _, reward, terminated, _, _ = env.step(np.zeros(1, dtype=np.float32))
+    assert terminated and reward == 0.0
+
+
+def test_double_pendulum_upright_tip_reward():
+    env, pendulum = _unwrapped("torchrl_vase/SparseDoublePendulum-v0")
+    assert pendulum.tip_position()[2] < -1.9  # hanging down
+    pendulum.set_state(np.zeros(2), np.zeros(2))
+    obs, reward, terminated, _, _ = env.step(np.zeros(1, dtype=np.float32))
+    assert reward == 1.0 and not terminated
+    np.testing.assert_allclose(obs[[1, 4]], [1.0, 1.0], atol=1e-3)  # cos θ₁, cos θ₂
+    pendulum.set_state(np.array([0.0, 0.3]), np.zeros(2))  # tip about 0.3 m away
+    assert env.step(np.zeros(1, dtype=np.float32))[1] == 0.0
+
+
+def test_half_cheetah_goal():
+    env, cheetah = _unwrapped("torchrl_vase/SparseHalfCheetah-v0")
+    qpos, qvel = cheetah.data.qpos.copy(), cheetah.data.qvel.copy()
+    qpos[0] = 5.5
+    cheetah.set_state(qpos, qvel)
+    obs, reward, terminated, _, _ = env.step(np.zeros(6, dtype=np.float32))
+    assert reward == 1.0 and not terminated
+    np.testing.assert_allclose(obs[-3], cheetah.data.body("torso").xipos[0])  # torso com x
+
+
+@pytest.mark.parametrize("goal", ["position", "velocity"])
+def test_ant_goal_and_termination(goal):
+    env = gymnasium.make("torchrl_vase/SparseAnt-v0", goal=goal)
+    env.reset(seed=0)
+    ant = env.unwrapped
+    qpos, qvel = ant.data.qpos.copy(), ant.data.qvel.copy()
+    if goal == "position":
+        qpos[0] = 3.5
+    else:
+        qvel[0] = 8.0
+    ant.set_state(qpos, qvel)
+    _, reward, terminated, _, _ = env.step(np.zeros(8, dtype=np.float32))
+    assert reward == 1.0 and not terminated
+    qpos[2] = 1.5  # torso too high: outside [0.2, 1.0]
+    ant.set_state(qpos, np.zeros_like(qvel))
+    assert env.step(np.zeros(8, dtype=np.float32))[2]
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_bad_actions_raise(env_id):
+    env = gymnasium.make(env_id)
+    env.reset(seed=0)
+    action_dim = DIMS[env_id][1]
+    with pytest.raises(ValueError, match="shape"):
+        env.step(np.zeros(action_dim + 1, dtype=np.float32))
+    with pytest.raises(ValueError, match="non-finite"):
+        env.step(np.full(action_dim, np.nan, dtype=np.float32))
+    env.close()

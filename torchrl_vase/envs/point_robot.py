@@ -1,0 +1,106 @@
+"""The paper's 2D point robot: a plane that wraps around, a single rewarding spot at (1, 1)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from gymnasium import Env, spaces
+
+from torchrl_vase.envs._checks import checked_action
+
+
+class PointRobot2DEnv(Env):
+    """A point on a square that wraps around (a torus, no walls), starting at the origin.
+
+    The action is the velocity, each component clipped to ``[−max_speed, max_speed]`` (paper:
+    0.01). The observation is the position, so a recipe records visited positions straight from
+    the observations (``info["position"]`` holds it too). The reward is 1 on reaching the goal,
+    within ``goal_radius`` of ``goal`` (paper: (1, 1)), which ends the episode; 0 otherwise.
+    Registered as ``torchrl_vase/PointRobot2D-v0`` with a 500-step limit (the paper's).
+
+    Choices the paper leaves open, and why:
+
+    * ``half_size=2.0``: the square is ``[−2, 2)²``, wide enough that the goal is far from its
+      wrapped copies (the nearest copy of (1, 1) from the origin is at (−3, 1)).
+    * ``goal_radius=0.05``: five maximal steps, so a policy that heads for the goal cannot jump
+      over it, while a random walk rarely stumbles on it.
+
+    Args:
+        half_size: half the side of the square.
+        goal: the rewarding position.
+        goal_radius: distance to the goal that counts as reaching it.
+        max_speed: the bound on each velocity component (paper: 0.01).
+        render_mode: ``None`` or ``"rgb_array"`` (a 64 × 64 picture of the square).
+
+    Examples:
+        >>> env = PointRobot2DEnv()
+        >>> obs, info = env.reset(seed=0)
+        >>> obs
+        array([0., 0.], dtype=float32)
+        >>> obs, reward, terminated, truncated, info = env.step([0.5, 0.01])  # clipped to 0.01
+        >>> obs, reward
+        (array([0.01, 0.01], dtype=float32), 0.0)
+    """
+
+    metadata: ClassVar[dict] = {"render_modes": ["rgb_array"], "render_fps": 30}
+
+    def __init__(
+        self,
+        half_size: float = 2.0,
+        goal: tuple[float, float] = (1.0, 1.0),
+        goal_radius: float = 0.05,
+        max_speed: float = 0.01,
+        render_mode: str | None = None,
+    ) -> None:
+        if half_size <= 0 or goal_radius <= 0 or max_speed <= 0:
+            raise ValueError("half_size, goal_radius and max_speed must be > 0.")
+        if not all(-half_size <= g < half_size for g in goal):
+            raise ValueError(f"goal {goal} is outside the square [-{half_size}, {half_size})².")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}.")
+        self.half_size = float(half_size)
+        self.goal = np.asarray(goal, dtype=np.float64)
+        self.goal_radius = float(goal_radius)
+        self.render_mode = render_mode
+        self.observation_space = spaces.Box(-half_size, half_size, (2,), np.float32)
+        self.action_space = spaces.Box(-max_speed, max_speed, (2,), np.float32)
+        self.position = np.zeros(2)
+
+    def _wrap(self, position: np.ndarray) -> np.ndarray:
+        side = 2 * self.half_size
+        return (position + self.half_size) % side - self.half_size
+
+    def _observation(self) -> np.ndarray:
+        return self.position.astype(np.float32)
+
+    def at_goal(self) -> bool:
+        """Whether the robot is within ``goal_radius`` of the goal (on the torus)."""
+        offset = self._wrap(self.position - self.goal)
+        return bool(np.linalg.norm(offset) <= self.goal_radius)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.position = np.zeros(2)
+        return self._observation(), {"position": self.position.copy()}
+
+    def step(self, action):
+        velocity = checked_action(action, self.action_space)
+        self.position = self._wrap(self.position + velocity)
+        reached = self.at_goal()
+        info = {"position": self.position.copy()}
+        return self._observation(), 1.0 if reached else 0.0, reached, False, info
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode != "rgb_array":
+            return None
+        size = 64
+        image = np.full((size, size, 3), 255, dtype=np.uint8)
+
+        def pixel(point: np.ndarray) -> tuple[int, int]:
+            scaled = (point + self.half_size) / (2 * self.half_size) * (size - 1)
+            return int(size - 1 - scaled[1]), int(scaled[0])
+
+        image[pixel(self.goal)] = (0, 160, 0)
+        image[pixel(self.position)] = (200, 0, 0)
+        return image
