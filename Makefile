@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml constraints.txt
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(PY) recipes/train_bnn.py $(ARGS)
+	$(PY) recipes/trpo_vase.py $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

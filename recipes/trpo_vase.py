@@ -1,0 +1,493 @@
+"""TRPO with a surprise bonus: the paper's Algorithm 1, assembled from TorchRL parts.
+
+Per iteration: collect a batch with the policy (a ``Collector`` over a ``SerialEnv``); add the
+surprise bonus to the whole batch at once (``SurpriseRewardTransform`` on the batch path: the BNN
+does not change during a rollout, so this equals computing it step by step); add the transitions
+to the replay pool; once the pool holds ``pool_min`` transitions, update the BNN by the ELBO on
+minibatches from the pool; update the policy with TRPO on the augmented reward and fit the critic.
+The policy is scored on the extrinsic return only.
+
+    python recipes/trpo_vase.py                                     # MountainCar, VASE, seed 0
+    python recipes/trpo_vase.py env=half_cheetah surprise=nll seed=3 surprise.delta=1e-3
+    python recipes/trpo_vase.py -m seed=0,1,2 surprise=none,vase,nll hydra/launcher=joblib
+    python recipes/trpo_vase.py resume=true                         # continue a killed run
+    mlflow ui --backend-store-uri sqlite:///mlflow.db               # compare the runs
+
+Configuration: ``conf/trpo_vase.yaml`` and the groups ``conf/env/`` and ``conf/surprise/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import math
+import os
+import random
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import hydra
+import mlflow
+import numpy as np
+import torch
+from filelock import FileLock
+from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig, OmegaConf
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torchrl.collectors import Collector
+from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.envs import (
+    Compose,
+    DoubleToFloat,
+    GymEnv,
+    ObservationNorm,
+    RewardSum,
+    SerialEnv,
+    StepCounter,
+    TransformedEnv,
+)
+from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, ValueOperator
+from torchrl.objectives import ValueEstimators
+from tqdm import tqdm
+
+from torchrl_vase import (
+    BayesianMLP,
+    StateIndependentScale,
+    SurpriseRewardTransform,
+    TRPOLoss,
+    VariationalELBOLoss,
+    fit_critic,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
+TRANSITION_KEYS = ("observation", "action", ("next", "observation"))
+
+
+# ------------------------------------------------------------------------------------------------
+# Checks before anything runs
+# ------------------------------------------------------------------------------------------------
+def validate(cfg: DictConfig) -> None:
+    """Reject impossible settings before any env is built."""
+    env, surprise = cfg.env, cfg.surprise
+    iterations = cfg.iterations if cfg.iterations is not None else env.iterations
+    if iterations < 1:
+        raise ValueError(f"iterations must be >= 1, got {iterations}.")
+    if env.frames_per_batch < cfg.num_envs:
+        raise ValueError(
+            f"env.frames_per_batch ({env.frames_per_batch}) is smaller than num_envs "
+            f"({cfg.num_envs}): every env must step at least once per batch."
+        )
+    if surprise.name != "none":
+        if env.pool_size < env.pool_min:
+            raise ValueError(
+                f"env.pool_size ({env.pool_size}) is smaller than env.pool_min "
+                f"({env.pool_min}): the BNN would never be trained."
+            )
+        if surprise.elbo.batch_size > env.pool_min:
+            raise ValueError(
+                f"surprise.elbo.batch_size ({surprise.elbo.batch_size}) exceeds env.pool_min "
+                f"({env.pool_min})."
+            )
+        if env.bnn.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"env.bnn.activation must be one of {sorted(ACTIVATIONS)}, got "
+                f"{env.bnn.activation!r}."
+            )
+    if cfg.checkpoint.every < 0:
+        raise ValueError(f"checkpoint.every must be >= 0, got {cfg.checkpoint.every}.")
+
+
+def tracking_uri(cfg: DictConfig) -> str:
+    """The config's URI, else ``$MLFLOW_TRACKING_URI``, else a SQLite file here."""
+    return cfg.mlflow.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+
+
+def check_tracking_uri(uri: str) -> None:
+    """Fail now, with the URI in the message, if the tracking store cannot be reached."""
+    if uri.startswith(("http://", "https://")):
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    lock = contextlib.nullcontext()
+    if uri.startswith("sqlite:///"):
+        # parallel multirun jobs would otherwise race to create the store's tables
+        lock = FileLock(uri.removeprefix("sqlite:///") + ".lock")
+    try:
+        with lock:
+            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    except Exception as error:  # mlflow raises many types; all mean "unreachable" here
+        raise RuntimeError(
+            f"cannot reach the MLflow tracking store {uri!r} ({type(error).__name__}: "
+            f"{str(error).splitlines()[0][:200]}). Start the server, fix mlflow.tracking_uri or "
+            "MLFLOW_TRACKING_URI, or leave both unset for a local sqlite:///mlflow.db."
+        ) from None
+
+
+# ------------------------------------------------------------------------------------------------
+# Building blocks
+# ------------------------------------------------------------------------------------------------
+def make_env(cfg: DictConfig) -> TransformedEnv:
+    base = SerialEnv(cfg.num_envs, functools.partial(GymEnv, cfg.env.id, device=cfg.device))
+    transforms = [DoubleToFloat(), StepCounter(), RewardSum()]
+    if cfg.env.normalize_observations:
+        transforms.append(ObservationNorm(in_keys=["observation"], standard_normal=True))
+    env = TransformedEnv(base, Compose(*transforms))
+    env.set_seed(cfg.seed)
+    if cfg.env.normalize_observations:
+        # the paper normalises observations by statistics fixed before training
+        env.transform[-1].init_stats(num_iter=cfg.obs_norm_steps, reduce_dim=(0, 1), cat_dim=1)
+    return env
+
+
+def make_agent(cfg: DictConfig, env) -> tuple[ProbabilisticActor, ValueOperator]:
+    obs_dim = env.observation_spec["observation"].shape[-1]
+    action_dim = env.action_spec.shape[-1]
+    head = StateIndependentScale(
+        MLP(obs_dim, action_dim, num_cells=list(cfg.env.policy_cells), activation_class=nn.Tanh),
+        action_dim,
+    )
+    actor = ProbabilisticActor(
+        TensorDictModule(head, ["observation"], ["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        distribution_class=IndependentNormal,
+        return_log_prob=True,
+    )
+    critic_cells = list(cfg.env.critic_cells)
+    critic_net = (
+        MLP(obs_dim, 1, num_cells=critic_cells, activation_class=nn.ReLU)
+        if critic_cells
+        else nn.Linear(obs_dim, 1)
+    )
+    return actor, ValueOperator(critic_net, in_keys=["observation"])
+
+
+class Exploration:
+    """The surprise side of Algorithm 1: the BNN, its ELBO, the replay pool and the bonus."""
+
+    def __init__(self, cfg: DictConfig, obs_dim: int, action_dim: int) -> None:
+        s, e = cfg.surprise, cfg.env
+        self.model = BayesianMLP(
+            obs_dim + action_dim,
+            obs_dim,
+            list(e.bnn.num_cells),
+            ACTIVATIONS[e.bnn.activation],
+            prior_std=s.prior_std,
+        )
+        self.loss = VariationalELBOLoss(
+            self.model, sigma_c=s.sigma_c, num_samples=s.num_samples, kl_weight=s.elbo.kl_weight
+        )
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=s.elbo.lr)
+        self.bonus = SurpriseRewardTransform(
+            self.model,
+            measure=s.name,
+            eta=s.eta,
+            delta=s.get("delta", 0.0),
+            sigma_c=s.sigma_c,
+            num_samples=s.num_samples,
+            reward_normalization=s.reward_normalization,
+        )
+        # (s, a, s') triples only: each is one env step, so none crosses an episode boundary
+        self.pool = ReplayBuffer(
+            storage=LazyTensorStorage(e.pool_size), batch_size=s.elbo.batch_size
+        )
+        self.pool_min = e.pool_min
+        self.updates = s.elbo.updates_per_iteration
+
+    def add_bonus(self, batch: TensorDict) -> None:
+        self.bonus(batch)
+
+    def remember(self, batch: TensorDict) -> None:
+        self.pool.extend(batch.reshape(-1).select(*TRANSITION_KEYS))
+
+    def train_model(self) -> dict[str, float]:
+        if len(self.pool) < self.pool_min:
+            return {}
+        totals = torch.zeros(3)
+        for _ in range(self.updates):
+            out = self.loss(self.pool.sample())
+            self.optimizer.zero_grad()
+            (out["loss_nll"] + out["loss_kl"]).backward()
+            self.optimizer.step()
+            totals += torch.stack([out["loss_nll"].detach(), out["loss_kl"].detach(), out["elbo"]])
+        nll, kl, elbo = (totals / self.updates).tolist()
+        return {"bnn_loss_nll": nll, "bnn_loss_kl": kl, "bnn_elbo": elbo}
+
+    def state_dict(self) -> dict:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "bonus": self.bonus.state_dict(),
+            "pool": self.pool.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.bonus.load_state_dict(state["bonus"])
+        self.pool.load_state_dict(state["pool"])
+
+
+# ------------------------------------------------------------------------------------------------
+# Logging and checkpoints
+# ------------------------------------------------------------------------------------------------
+def flatten(config: dict, prefix: str = "") -> dict[str, str]:
+    """``{"env": {"batch": 5}}`` → ``{"env.batch": "5"}``: MLflow params, one per leaf."""
+    flat = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = str(value)
+    return flat
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def run_name(cfg: DictConfig) -> str:
+    return f"{cfg.surprise.name}-seed{cfg.seed}"
+
+
+def checkpoint_dir(cfg: DictConfig, experiment: str) -> Path:
+    return Path(cfg.checkpoint.dir) / experiment / run_name(cfg)
+
+
+def rng_state() -> dict:
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": np.random.get_state(),  # noqa: NPY002  (the global RNG gymnasium may use)
+        "python": random.getstate(),
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])  # noqa: NPY002
+    random.setstate(state["python"])
+
+
+def point_robot_heatmap(positions: np.ndarray, first_reward_step: int | None, path: Path) -> None:
+    """The visited positions as a 2D histogram (the paper's exploration figure)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.5, 4))
+    hist = ax.hist2d(positions[:, 0], positions[:, 1], bins=80, range=[[-2, 2], [-2, 2]],
+                     cmap="viridis", cmin=1)
+    fig.colorbar(hist[3], ax=ax, label="visits")
+    ax.plot([1], [1], marker="*", color="red", markersize=12)
+    if first_reward_step is None:
+        ax.set_title("goal not reached")
+    else:
+        ax.set_title(f"first reward at step {first_reward_step:,}")
+    ax.set_aspect("equal")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------
+# Algorithm 1
+# ------------------------------------------------------------------------------------------------
+def train(cfg: DictConfig) -> dict:
+    """Run (or resume) one training run; return its MLflow run id and final metrics."""
+    validate(cfg)
+    uri = tracking_uri(cfg)
+    check_tracking_uri(uri)
+    torch.set_num_threads(cfg.threads)
+    logging.getLogger("torchrl").setLevel(logging.WARNING)
+    experiment = cfg.mlflow.experiment or cfg.env.name
+    iterations = cfg.iterations if cfg.iterations is not None else cfg.env.iterations
+    frames_per_batch = cfg.env.frames_per_batch
+
+    resume_path = None
+    if cfg.resume:
+        resume_path = (
+            checkpoint_dir(cfg, experiment) / "last.pt"
+            if cfg.resume is True
+            else Path(str(cfg.resume))
+        )
+        if not resume_path.exists():
+            raise FileNotFoundError(f"resume: no checkpoint at {resume_path}.")
+
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)  # noqa: NPY002
+    random.seed(cfg.seed)
+    env = make_env(cfg)
+    actor, critic = make_agent(cfg, env)
+    loss = TRPOLoss(actor, critic, max_kl=cfg.env.max_kl)
+    loss.make_value_estimator(ValueEstimators.GAE, gamma=cfg.trpo.gamma, lmbda=cfg.trpo.gae_lambda)
+    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=cfg.trpo.critic_lr)
+    obs_dim = env.observation_spec["observation"].shape[-1]
+    exploration = None
+    if cfg.surprise.name != "none":
+        exploration = Exploration(cfg, obs_dim, env.action_spec.shape[-1])
+
+    start_iteration, frames, first_reward_step, run_id = 0, 0, None, None
+    positions: list[np.ndarray] = []
+    if resume_path is not None:
+        state = torch.load(resume_path, weights_only=False)
+        actor.load_state_dict(state["actor"])
+        critic.load_state_dict(state["critic"])
+        critic_optimizer.load_state_dict(state["critic_optimizer"])
+        env.transform.load_state_dict(state["env_transform"])
+        if exploration is not None:
+            exploration.load_state_dict(state["exploration"])
+        start_iteration, frames = state["iteration"] + 1, state["frames"]
+        first_reward_step, run_id = state["first_reward_step"], state["run_id"]
+        positions = state.get("positions", [])
+        set_rng_state(state["rng"])
+
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment(experiment)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    with mlflow.start_run(run_id=run_id, run_name=None if run_id else run_name(cfg)) as run:
+        client = MlflowClient(tracking_uri=uri)
+        logged_until = max(
+            (m.step for m in client.get_metric_history(run.info.run_id, "frames")), default=-1
+        )
+        if run_id is None:
+            mlflow.set_tags(
+                {"env": cfg.env.name, "surprise": cfg.surprise.name, "seed": str(cfg.seed),
+                 "git_commit": git_commit()}
+            )
+            mlflow.log_params(flatten(resolved))
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "config.yaml"
+                path.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+                mlflow.log_artifact(str(path))
+        print(f"MLflow run {run.info.run_id} ({run_name(cfg)}) in experiment '{experiment}' "
+              f"at {uri}")
+
+        remaining = iterations - start_iteration
+        collector = Collector(
+            env, actor, frames_per_batch=frames_per_batch,
+            total_frames=max(remaining, 1) * frames_per_batch,
+        )
+        bar = tqdm(total=iterations, initial=start_iteration, disable=not cfg.progress_bar,
+                   desc=f"{cfg.env.name}/{cfg.surprise.name}")
+        metrics: dict[str, float] = {}
+        started = time.perf_counter()
+        iteration = start_iteration - 1
+        batches = iter(collector) if remaining > 0 else iter(())
+        for iteration in range(start_iteration, iterations):
+            tick = time.perf_counter()
+            batch = next(batches)
+            frames += batch.numel()
+            extrinsic = batch["next", "reward"].clone()
+            if cfg.env.name == "point_robot":
+                # the observation is the robot's position: the visited positions
+                positions.append(batch["next", "observation"].reshape(-1, 2).numpy().copy())
+            reward_steps = (extrinsic.reshape(-1) > 0).nonzero()
+            if first_reward_step is None and reward_steps.numel():
+                first_reward_step = frames - batch.numel() + int(reward_steps[0]) + 1
+
+            metrics = {}
+            if exploration is not None:
+                exploration.add_bonus(batch)
+                bonus = batch["next", "intrinsic_reward"]
+                metrics.update(intrinsic_reward_mean=bonus.mean().item(),
+                               intrinsic_reward_std=bonus.std().item(),
+                               bnn_entropy=exploration.model.entropy().item())
+                exploration.remember(batch)
+                metrics.update(exploration.train_model())
+
+            with torch.no_grad():
+                loss.value_estimator(batch)
+            step = loss.natural_gradient_step(batch)
+            critic_fit = fit_critic(loss, batch, critic_optimizer, epochs=cfg.trpo.critic_epochs,
+                                    minibatch_size=cfg.trpo.critic_minibatch)
+            collector.update_policy_weights_()
+
+            done = batch["next", "done"].squeeze(-1)
+            finished = batch["next", "episode_reward"].squeeze(-1)[done]
+            lengths = batch["next", "step_count"].squeeze(-1)[done].float()
+            # extrinsic return: RewardSum runs before the bonus is added, so it is extrinsic only
+            successes = (batch["next", "episode_reward"].squeeze(-1)[done] > 0).float()
+            elapsed = time.perf_counter() - tick
+            metrics.update(
+                frames=frames,
+                iteration=iteration,
+                return_mean=finished.mean().item() if finished.numel() else math.nan,
+                return_median=finished.median().item() if finished.numel() else math.nan,
+                success_rate=successes.mean().item() if finished.numel() else math.nan,
+                episode_length=lengths.mean().item() if finished.numel() else math.nan,
+                episodes=float(finished.numel()),
+                trpo_kl=step["kl"].item(),
+                trpo_surrogate_before=step["surrogate_before"].item(),
+                trpo_surrogate_after=step["surrogate_after"].item(),
+                trpo_step_accepted=float(step["step_accepted"]),
+                trpo_backtracks=float(step["backtracks"]),
+                critic_loss=critic_fit["loss_critic"].item(),
+                explained_variance=critic_fit["explained_variance"].item(),
+                fps=batch.numel() / elapsed,
+                wall_time=time.perf_counter() - started,
+            )
+            if first_reward_step is not None:
+                metrics["first_reward_step"] = first_reward_step
+            if frames > logged_until:  # a resumed run never logs a step twice
+                mlflow.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)},
+                                   step=frames)
+            bar.set_postfix(ret=f"{metrics['return_mean']:.2f}",
+                            success=f"{metrics['success_rate']:.2f}",
+                            fps=f"{metrics['fps']:,.0f}")
+            bar.update(1)
+
+            last = iteration == iterations - 1
+            if cfg.checkpoint.every and ((iteration + 1) % cfg.checkpoint.every == 0 or last):
+                state = {
+                    "actor": actor.state_dict(),
+                    "critic": critic.state_dict(),
+                    "critic_optimizer": critic_optimizer.state_dict(),
+                    "env_transform": env.transform.state_dict(),
+                    "exploration": exploration.state_dict() if exploration else None,
+                    "iteration": iteration,
+                    "frames": frames,
+                    "first_reward_step": first_reward_step,
+                    "positions": positions,
+                    "run_id": run.info.run_id,
+                    "rng": rng_state(),
+                }
+                directory = checkpoint_dir(cfg, experiment)
+                directory.mkdir(parents=True, exist_ok=True)
+                torch.save(state, directory / "last.pt.tmp")
+                os.replace(directory / "last.pt.tmp", directory / "last.pt")
+                mlflow.log_artifact(str(directory / "last.pt"), artifact_path="checkpoints")
+        bar.close()
+        collector.shutdown()
+
+        if cfg.env.name == "point_robot" and positions:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "visited_positions.png"
+                point_robot_heatmap(np.concatenate(positions), first_reward_step, path)
+                mlflow.log_artifact(str(path))
+        return {"run_id": run.info.run_id, "iterations_done": iteration + 1, **metrics}
+
+
+@hydra.main(version_base=None, config_path=str(ROOT / "conf"), config_name="trpo_vase")
+def main(cfg: DictConfig) -> None:
+    result = train(cfg)
+    print(
+        f"done: {result['iterations_done']} iterations; extrinsic return "
+        f"{result.get('return_mean', math.nan):.3f}, success rate "
+        f"{result.get('success_rate', math.nan):.2f}. See the run with: mlflow ui "
+        f"--backend-store-uri {tracking_uri(cfg)}"
+    )
+
+
+if __name__ == "__main__":
+    main()

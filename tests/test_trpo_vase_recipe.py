@@ -1,0 +1,182 @@
+"""recipes/trpo_vase.py through Hydra's compose API, tiny budgets, a throw-away MLflow store."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from mlflow.tracking import MlflowClient
+from torchrl.collectors import Collector
+from torchrl.envs import GymEnv
+
+ROOT = Path(__file__).resolve().parents[1]
+ENVS = ["point_robot", "mountain_car", "cartpole_swingup", "double_pendulum", "half_cheetah",
+        "ant", "lunar_lander"]
+SURPRISES = ["none", "vase", "nll", "vime"]
+
+
+def _load_recipe():
+    spec = importlib.util.spec_from_file_location("trpo_vase", ROOT / "recipes" / "trpo_vase.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+recipe = _load_recipe()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mlflow")
+    return f"sqlite:///{root / 'mlflow.db'}", root
+
+
+def _config(store, *overrides):
+    uri, root = store
+    tiny = [
+        f"mlflow.tracking_uri={uri}",
+        f"checkpoint.dir={root / 'checkpoints'}",
+        "iterations=2",
+        "num_envs=2",
+        "env.frames_per_batch=64",
+        "env.pool_size=1000",
+        "env.pool_min=50",
+        "obs_norm_steps=20",
+        "progress_bar=false",
+        "checkpoint.every=0",
+        "trpo.critic_minibatch=32",
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("trpo_vase", overrides=[*tiny, *overrides])
+    if cfg.surprise.name != "none":
+        cfg.surprise.elbo.updates_per_iteration = 3
+    return cfg
+
+
+@pytest.mark.parametrize("surprise", SURPRISES)
+@pytest.mark.parametrize("env", ENVS)
+def test_every_env_and_surprise_runs_two_iterations(store, env, surprise):
+    result = recipe.train(_config(store, f"env={env}", f"surprise={surprise}", "seed=7"))
+    assert result["iterations_done"] == 2
+    run = MlflowClient(tracking_uri=store[0]).get_run(result["run_id"])
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["env"] == env and run.data.tags["surprise"] == surprise
+    assert run.info.run_name == f"{surprise}-seed7"
+    experiment = MlflowClient(tracking_uri=store[0]).get_experiment(run.info.experiment_id)
+    assert experiment.name == env
+
+
+def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
+    cfg = _config(store, "env=point_robot", "surprise=vase", "seed=11", "checkpoint.every=1")
+    result = recipe.train(cfg)
+    client = MlflowClient(tracking_uri=store[0])
+    run = client.get_run(result["run_id"])
+    params = run.data.params
+    assert params["env.frames_per_batch"] == "64"
+    assert params["surprise.delta"] == str(cfg.surprise.delta)
+    assert params["env.bnn.num_cells"] == "[32]"
+    assert run.data.tags["git_commit"]
+    for key in ("return_mean", "return_median", "success_rate", "episode_length",
+                "intrinsic_reward_mean", "intrinsic_reward_std", "bnn_elbo", "bnn_loss_kl",
+                "bnn_entropy", "trpo_kl", "trpo_surrogate_after", "trpo_step_accepted",
+                "explained_variance", "fps", "wall_time", "frames"):
+        history = client.get_metric_history(run.info.run_id, key)
+        if key in ("return_mean", "return_median", "success_rate", "episode_length"):
+            continue  # no episode may finish in 64 frames
+        assert [m.step for m in history] == [64, 128], key  # stepped by frames
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"config.yaml", "checkpoints", "visited_positions.png"} <= artifacts
+
+
+def test_kill_and_resume_continues_the_same_run_without_duplicate_steps(store, monkeypatch):
+    overrides = ("env=mountain_car", "surprise=vase", "seed=21", "iterations=5",
+                 "checkpoint.every=2")
+    calls = []
+    original = recipe.fit_critic
+
+    def crash_in_the_fourth_iteration(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt("killed")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(recipe, "fit_critic", crash_in_the_fourth_iteration)
+    with pytest.raises(KeyboardInterrupt):
+        recipe.train(_config(store, *overrides))
+    monkeypatch.setattr(recipe, "fit_critic", original)
+    # iterations 0-2 were logged, the checkpoint holds iteration 1: 2 is recomputed, not re-logged
+    result = recipe.train(_config(store, *overrides, "resume=true"))
+    client = MlflowClient(tracking_uri=store[0])
+    runs = client.search_runs(
+        [client.get_experiment_by_name("mountain_car").experiment_id],
+        filter_string="tags.seed = '21'",
+    )
+    assert len(runs) == 1 and runs[0].info.run_id == result["run_id"]
+    assert runs[0].info.status == "FINISHED"
+    iterations = client.get_metric_history(result["run_id"], "iteration")
+    assert [m.step for m in iterations] == [64, 128, 192, 256, 320]
+    assert [m.value for m in iterations] == [0, 1, 2, 3, 4]
+    state = torch.load(
+        Path(store[1]) / "checkpoints" / "mountain_car" / "vase-seed21" / "last.pt",
+        weights_only=False,
+    )
+    assert state["iteration"] == 4 and state["frames"] == 320
+    assert len(state["exploration"]["pool"]["_storage"]["_storage"]["observation"]) == 1000
+
+
+def test_replay_pool_never_crosses_an_episode_boundary(store):
+    cfg = _config(store, "env=point_robot", "surprise=vase")
+    exploration = recipe.Exploration(cfg, obs_dim=2, action_dim=2)
+    env = GymEnv("torchrl_vase/PointRobot2D-v0", max_episode_steps=7)  # many resets
+    collector = Collector(env, policy=None, frames_per_batch=100, total_frames=100)
+    batch = next(iter(collector))
+    collector.shutdown()
+    assert batch["next", "truncated"].sum() >= 10
+    exploration.remember(batch)
+    stored = exploration.pool[:]
+    step = (stored["next", "observation"] - stored["observation"]).abs()
+    # every stored (s, a, s') is one step of at most 0.01 per axis: never a jump back to the start
+    assert len(stored) == 100 and step.max() <= 0.01 + 1e-6
+
+
+def test_bad_inputs_fail_before_training(store):
+    with pytest.raises(ConfigCompositionException, match="env"):
+        _config(store, "env=mountain_bike")
+    with pytest.raises(ConfigCompositionException, match="surprise"):
+        _config(store, "surprise=curiosity")
+    with pytest.raises(ValueError, match=r"pool_size \(10\) is smaller than env.pool_min"):
+        recipe.train(_config(store, "env.pool_size=10", "env.pool_min=50"))
+    cfg = _config(store, "mlflow.tracking_uri=http://127.0.0.1:9")
+    with pytest.raises(RuntimeError, match="cannot reach the MLflow tracking store"):
+        recipe.train(cfg)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        recipe.train(_config(store, "resume=/nonexistent/last.pt"))
+
+
+def test_flatten_is_one_param_per_leaf():
+    assert recipe.flatten({"env": {"bnn": {"num_cells": [32]}, "id": "x"}, "seed": 0}) == {
+        "env.bnn.num_cells": "[32]", "env.id": "x", "seed": "0",
+    }
+
+
+def test_multirun_grid_with_the_joblib_launcher(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    command = [
+        sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "-m", "hydra/launcher=joblib",
+        "seed=0,1", "surprise=none", "iterations=1", "num_envs=2", "env.frames_per_batch=32",
+        "progress_bar=false", "checkpoint.every=0", f"mlflow.tracking_uri={uri}",
+        f"hydra.sweep.dir={tmp_path / 'multirun'}",
+    ]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id])
+    assert sorted(r.info.run_name for r in runs) == ["none-seed0", "none-seed1"]
+    assert np.all([r.info.status == "FINISHED" for r in runs])
+    mlflow.set_tracking_uri(None)
