@@ -128,6 +128,17 @@ def check_tracking_uri(uri: str) -> None:
         ) from None
 
 
+def set_experiment(uri: str, name: str) -> None:
+    """Make ``name`` the active experiment; a new one on a SQLite store keeps its artifacts in a
+    ``mlruns/`` folder beside the database file, not in whatever directory the run started from."""
+    client = MlflowClient(tracking_uri=uri)
+    if uri.startswith("sqlite:///") and client.get_experiment_by_name(name) is None:
+        artifacts = Path(uri.removeprefix("sqlite:///")).resolve().parent / "mlruns"
+        with contextlib.suppress(mlflow.exceptions.MlflowException):  # a parallel run made it
+            client.create_experiment(name, artifact_location=artifacts.as_uri())
+    mlflow.set_experiment(name)
+
+
 # ------------------------------------------------------------------------------------------------
 # Building blocks
 # ------------------------------------------------------------------------------------------------
@@ -353,7 +364,7 @@ def train(cfg: DictConfig) -> dict:
         set_rng_state(state["rng"])
 
     mlflow.set_tracking_uri(uri)
-    mlflow.set_experiment(experiment)
+    set_experiment(uri, experiment)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     with mlflow.start_run(run_id=run_id, run_name=None if run_id else run_name(cfg)) as run:
         client = MlflowClient(tracking_uri=uri)
