@@ -403,9 +403,11 @@ def train(cfg: DictConfig) -> dict:
             if cfg.env.name == "point_robot":
                 # the observation is the robot's position: the visited positions
                 positions.append(batch["next", "observation"].reshape(-1, 2).numpy().copy())
-            reward_steps = (extrinsic.reshape(-1) > 0).nonzero()
-            if first_reward_step is None and reward_steps.numel():
-                first_reward_step = frames - batch.numel() + int(reward_steps[0]) + 1
+            # [num_envs, T]: the envs step together, so time slice t ends at env step (t + 1)·E
+            rewarded = (extrinsic.reshape(*batch.shape) > 0).reshape(-1, batch.shape[-1]).any(0)
+            if first_reward_step is None and rewarded.any():
+                first_slice = int(rewarded.nonzero()[0])
+                first_reward_step = frames - batch.numel() + (first_slice + 1) * cfg.num_envs
 
             metrics = {}
             if exploration is not None:
