@@ -1,0 +1,241 @@
+"""Compare surprise measures from the runs in an MLflow store: the paper's figures and a table.
+
+For one experiment (one env), reads every finished or running run written by
+``recipes/trpo_vase.py`` and writes to ``--out``:
+
+* ``returns.png``: median extrinsic return per iteration across seeds, interquartile range shaded,
+  one line per surprise measure (the paper's main figure);
+* ``running_time.png``: seconds per iteration of each measure (the paper's speed figure);
+* ``delta_sweep.png``: final return against δ, when the VASE runs used several δ;
+* ``heatmaps.png`` (point robot): each measure's visited-position heatmap, side by side, from the
+  first seed's ``visited_positions.png`` artifact, titled with its step of first reward;
+* ``table.md``: per measure, the final median return and its IQR across seeds, the success rate,
+  the median step of the first extrinsic reward, frames/s, and the seeds.
+
+    python recipes/compare.py --experiment mountain_car [--tracking-uri sqlite:///mlflow.db]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from mlflow.tracking import MlflowClient
+
+MEASURE_ORDER = ["none", "vase", "nll", "vime"]
+
+
+@dataclass
+class Run:
+    """One training run: its tags, δ, and per-iteration metric histories."""
+
+    run_id: str
+    surprise: str
+    seed: int
+    delta: float | None
+    metrics: dict[str, np.ndarray]  # name -> values ordered by step (frames)
+
+    def final(self, name: str, last: int = 1) -> float:
+        """The mean of the last ``last`` finite values of a metric (NaN if none)."""
+        values = self.metrics.get(name, np.array([]))
+        values = values[np.isfinite(values)]
+        return float(values[-last:].mean()) if values.size else math.nan
+
+
+def load_runs(client: MlflowClient, experiment: str) -> list[Run]:
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        raise SystemExit(f"no experiment named {experiment!r} in {client.tracking_uri}.")
+    runs = []
+    for run in client.search_runs([found.experiment_id], max_results=10_000):
+        if run.info.status not in ("FINISHED", "RUNNING"):
+            continue
+        metrics = {}
+        for name in ("return_mean", "success_rate", "fps", "wall_time", "first_reward_step"):
+            history = sorted(client.get_metric_history(run.info.run_id, name), key=lambda m: m.step)
+            metrics[name] = np.array([m.value for m in history], dtype=float)
+        delta = run.data.params.get("surprise.delta")
+        runs.append(
+            Run(
+                run_id=run.info.run_id,
+                surprise=run.data.tags.get("surprise", "?"),
+                seed=int(run.data.tags.get("seed", -1)),
+                delta=float(delta) if delta not in (None, "None") else None,
+                metrics=metrics,
+            )
+        )
+    if not runs:
+        raise SystemExit(f"experiment {experiment!r} has no finished or running runs.")
+    return runs
+
+
+def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.surprise, []).append(run)
+    order = [m for m in MEASURE_ORDER if m in groups] + sorted(set(groups) - set(MEASURE_ORDER))
+    return {m: sorted(groups[m], key=lambda r: r.seed) for m in order}
+
+
+def return_curves(runs: list[Run]) -> np.ndarray:
+    """``[seeds, iterations]`` of extrinsic returns, truncated to the shortest run."""
+    length = min(len(r.metrics["return_mean"]) for r in runs)
+    return np.stack([r.metrics["return_mean"][:length] for r in runs])
+
+
+def summary(runs: list[Run], last: int) -> dict[str, float]:
+    """The table's numbers for one measure (``last``: iterations averaged for 'final')."""
+    finals = np.array([r.final("return_mean", last) for r in runs])
+    first = [r.metrics["first_reward_step"] for r in runs]
+    first_steps = [f[0] for f in first if f.size]
+    return {
+        "final_median": float(np.nanmedian(finals)),
+        "iqr": float(np.nanpercentile(finals, 75) - np.nanpercentile(finals, 25)),
+        "success": float(np.nanmean([r.final("success_rate", last) for r in runs])),
+        "first_reward_median": float(np.median(first_steps)) if first_steps else math.nan,
+        "reached": len(first_steps),
+        "fps": float(np.nanmedian([np.nanmedian(r.metrics["fps"]) for r in runs])),
+        "seconds_per_iteration": float(
+            np.nanmedian([r.metrics["wall_time"][-1] / len(r.metrics["wall_time"]) for r in runs])
+        ),
+        "seeds": len(runs),
+    }
+
+
+def markdown_table(experiment: str, groups: dict[str, list[Run]], last: int) -> str:
+    lines = [
+        "| env | measure | final median return | IQR | success rate | first reward (median step) "
+        "| frames/s | seeds |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for measure, runs in groups.items():
+        s = summary(runs, last)
+        first = (
+            f"{s['first_reward_median']:,.0f} ({s['reached']}/{s['seeds']})"
+            if s["reached"]
+            else f"never (0/{s['seeds']})"
+        )
+        lines.append(
+            f"| {experiment} | {measure} | {s['final_median']:.3f} | {s['iqr']:.3f} | "
+            f"{s['success']:.2f} | {first} | {s['fps']:,.0f} | {s['seeds']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot_returns(experiment: str, groups: dict[str, list[Run]], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for measure, runs in groups.items():
+        curves = return_curves(runs)
+        x = np.arange(curves.shape[1])
+        low, mid, high = np.nanpercentile(curves, [25, 50, 75], axis=0)
+        ax.plot(x, mid, label=f"{measure} ({len(runs)} seeds)")
+        ax.fill_between(x, low, high, alpha=0.25)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("extrinsic return (median, IQR)")
+    ax.set_title(experiment)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_running_time(groups: dict[str, list[Run]], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    names = list(groups)
+    seconds = [summary(groups[m], 1)["seconds_per_iteration"] for m in names]
+    ax.bar(names, seconds, color="tab:blue")
+    ax.set_ylabel("seconds per iteration (median over seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_delta_sweep(runs: list[Run], last: int, path: Path) -> bool:
+    vase = [r for r in runs if r.surprise == "vase" and r.delta is not None]
+    deltas = sorted({r.delta for r in vase})
+    if len(deltas) < 2:
+        return False
+    medians = [np.nanmedian([r.final("return_mean", last) for r in vase if r.delta == d])
+               for d in deltas]
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    positions = np.arange(len(deltas))
+    ax.plot(positions, medians, marker="o")
+    ax.set_xticks(positions, [f"{d:g}" for d in deltas])
+    ax.set_xlabel("δ")
+    ax.set_ylabel("final extrinsic return (median)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def plot_heatmaps(client: MlflowClient, groups: dict[str, list[Run]], path: Path) -> bool:
+    images = []
+    for measure, runs in groups.items():
+        run = runs[0]
+        names = {a.path for a in client.list_artifacts(run.run_id)}
+        if "visited_positions.png" not in names:
+            continue
+        local = client.download_artifacts(run.run_id, "visited_positions.png", str(path.parent))
+        images.append((measure, run, plt.imread(local)))
+        os.remove(local)
+    if not images:
+        return False
+    fig, axes = plt.subplots(1, len(images), figsize=(4 * len(images), 4))
+    for ax, (measure, run, image) in zip(np.atleast_1d(axes), images, strict=True):
+        ax.imshow(image)
+        ax.axis("off")
+        first = run.metrics["first_reward_step"]
+        steps = f"first reward at {first[0]:,.0f}" if first.size else "no reward"
+        ax.set_title(f"{measure}, seed {run.seed}: {steps}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def compare(tracking_uri: str, experiment: str, out: Path, last: int = 5) -> dict[str, Path]:
+    """Write the figures and the table for one experiment; return what was written."""
+    client = MlflowClient(tracking_uri=tracking_uri)
+    runs = load_runs(client, experiment)
+    groups = by_measure(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {"table": out / "table.md", "returns": out / "returns.png",
+               "running_time": out / "running_time.png"}
+    written["table"].write_text(markdown_table(experiment, groups, last))
+    plot_returns(experiment, groups, written["returns"])
+    plot_running_time(groups, written["running_time"])
+    if plot_delta_sweep(runs, last, out / "delta_sweep.png"):
+        written["delta_sweep"] = out / "delta_sweep.png"
+    if plot_heatmaps(client, groups, out / "heatmaps.png"):
+        written["heatmaps"] = out / "heatmaps.png"
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--experiment", required=True, help="MLflow experiment (the env's name)")
+    parser.add_argument(
+        "--tracking-uri",
+        default=os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db"),
+    )
+    parser.add_argument("--out", type=Path, default=None, help="default: comparison/<experiment>")
+    parser.add_argument("--last", type=int, default=5, help="iterations averaged as 'final'")
+    args = parser.parse_args()
+    out = args.out or Path("comparison") / args.experiment
+    written = compare(args.tracking_uri, args.experiment, out, args.last)
+    print(written["table"].read_text())
+    for name, path in written.items():
+        print(f"{name}: {path}")
+
+
+if __name__ == "__main__":
+    main()

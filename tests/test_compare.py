@@ -1,0 +1,103 @@
+"""recipes/compare.py on a fixture MLflow store written in the test."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import mlflow
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("compare", ROOT / "recipes" / "compare.py")
+compare = importlib.util.module_from_spec(spec)
+sys.modules["compare"] = compare  # dataclasses look their module up while it loads
+spec.loader.exec_module(compare)
+
+RETURNS = {  # (surprise, seed, delta): returns per iteration
+    ("none", 0, None): [0, 0, 0, 0, 0, 0],
+    ("none", 1, None): [0, 0, 0, 0, 0, 1],
+    ("none", 2, None): [0, 0, 0, 0, 0, 0],
+    ("vase", 0, 1e-3): [0, 0, 1, 2, 3, 4],
+    ("vase", 1, 1e-3): [0, 1, 2, 3, 9, 9],  # an outlier: median ≠ mean
+    ("vase", 2, 1e-3): [0, 0, 0, 1, 1, 2],
+    ("vase", 3, 1e-2): [0, 0, 0, 0, 0, 1],
+}
+FIRST_REWARD = {("vase", 0): 1500, ("vase", 1): 700, ("vase", 2): 2600, ("vase", 3): 5000,
+                ("none", 1): 5100}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("store")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("point_robot", artifact_location=(root / "a").as_uri())
+    picture = root / "visited_positions.png"
+    plt.imsave(picture, np.random.default_rng(0).random((20, 20, 3)))
+    for (surprise, seed, delta), returns in RETURNS.items():
+        run = client.create_run(experiment, tags={"surprise": surprise, "seed": str(seed)},
+                                run_name=f"{surprise}-seed{seed}")
+        run_id = run.info.run_id
+        if delta is not None:
+            client.log_param(run_id, "surprise.delta", str(delta))
+        for i, value in enumerate(returns):
+            step = (i + 1) * 1000
+            client.log_metric(run_id, "return_mean", value, step=step)
+            client.log_metric(run_id, "success_rate", float(value > 0), step=step)
+            client.log_metric(run_id, "fps", 1000.0 + 100 * seed + (surprise == "vase"), step=step)
+            client.log_metric(run_id, "wall_time", (i + 1) * (2.0 if surprise == "vase" else 1.5),
+                              step=step)
+            first = FIRST_REWARD.get((surprise, seed))
+            if first is not None and step >= first:
+                client.log_metric(run_id, "first_reward_step", first, step=step)
+        client.log_artifact(run_id, str(picture))
+        client.set_terminated(run_id)
+    mlflow.set_tracking_uri(None)
+    return uri
+
+
+def test_table_numbers_equal_a_direct_computation(store, tmp_path):
+    written = compare.compare(store, "point_robot", tmp_path, last=2)
+    rows = {
+        line.split("|")[2].strip(): [c.strip() for c in line.split("|")[3:-1]]
+        for line in written["table"].read_text().splitlines()[2:]
+    }
+    vase = [r for k, r in RETURNS.items() if k[0] == "vase"]
+    finals = [np.mean(r[-2:]) for r in vase]  # last 2 iterations of each seed
+    assert float(rows["vase"][0]) == pytest.approx(np.median(finals), abs=5e-4)
+    iqr = np.percentile(finals, 75) - np.percentile(finals, 25)
+    assert float(rows["vase"][1]) == pytest.approx(iqr, abs=5e-4)
+    success = np.mean([np.mean([float(v > 0) for v in r[-2:]]) for r in vase])
+    assert float(rows["vase"][2]) == pytest.approx(success, abs=5.1e-3)  # printed to 2 places
+    first = np.median([FIRST_REWARD[("vase", s)] for s in range(4)])
+    assert rows["vase"][3] == f"{first:,.0f} (4/4)"
+    assert rows["vase"][4] == f"{np.median([1001, 1101, 1201, 1301]):,.0f}"
+    assert rows["vase"][5] == "4"
+    assert rows["none"][3] == "5,100 (1/3)" and rows["none"][5] == "3"
+    assert list(rows) == ["none", "vase"]
+
+
+def test_figures_are_written_and_non_empty(store, tmp_path):
+    written = compare.compare(store, "point_robot", tmp_path)
+    assert set(written) == {"table", "returns", "running_time", "delta_sweep", "heatmaps"}
+    for name in ("returns", "running_time", "delta_sweep", "heatmaps"):
+        image = plt.imread(written[name])
+        assert image.shape[0] > 100 and image.shape[1] > 100, name
+        assert image.std() > 0.01, name  # not a blank canvas
+
+
+def test_running_time_is_seconds_per_iteration():
+    run = compare.Run("id", "vase", 0, None, {"wall_time": np.array([2.0, 4.0, 6.0]),
+                                               "return_mean": np.zeros(3),
+                                               "success_rate": np.zeros(3),
+                                               "fps": np.ones(3),
+                                               "first_reward_step": np.array([])})
+    assert compare.summary([run], 1)["seconds_per_iteration"] == 2.0
+
+
+def test_unknown_experiment_is_a_clear_error(store, tmp_path):
+    with pytest.raises(SystemExit, match="no experiment named 'nope'"):
+        compare.compare(store, "nope", tmp_path)
