@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from torchrl_vase.modules.bayesian_mlp import BayesianMLP, _check_positive, check_num_samples
+from torchrl_vase._validation import check_num_samples, check_positive
+from torchrl_vase.modules.bayesian_mlp import BayesianMLP
 from torchrl_vase.objectives.elbo import gaussian_nll
 
 __all__ = [
@@ -82,7 +83,7 @@ def prediction_nll(
         torch.Size([10, 5])
     """
     check_num_samples(num_samples)
-    sigma_c = _check_positive("sigma_c", sigma_c)
+    sigma_c = check_positive("sigma_c", sigma_c)
     x, y = _model_inputs(model, obs, action, next_obs)
     weights = model.sample_weights(num_samples, generator=generator)
     return gaussian_nll(model.apply_weights(x, weights), y, sigma_c)
@@ -231,8 +232,8 @@ def _flat_transitions(
     model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tensor, sigma_c, step_size
 ) -> tuple[Tensor, Tensor, torch.Size]:
     """Check VIME's arguments; return ``x [T, in]``, ``y [T, out]`` and the batch shape."""
-    _check_positive("step_size", step_size)
-    _check_positive("sigma_c", sigma_c)
+    check_positive("step_size", step_size)
+    check_positive("sigma_c", sigma_c)
     x, y = _model_inputs(model, obs, action, next_obs)
     return x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1]), x.shape[:-1]
 
@@ -274,7 +275,7 @@ def vime_information_gain(
         >>> vime_information_gain(model, obs, action, next_obs).shape
         torch.Size([100])
     """
-    clip = _check_positive("clip", clip)
+    clip = check_positive("clip", clip)
     x, y, batch_shape = _flat_transitions(model, obs, action, next_obs, sigma_c, step_size)
     noise = model.sample_noise(num_samples, generator=generator)
     with torch.enable_grad():
@@ -308,6 +309,16 @@ def vime_information_gain_exact(
     :func:`vime_information_gain` for the same ``generator`` state) on a functional copy of
     (μ, ρ) and computes the exact KL between the factorised Gaussians. The model is not modified.
     For a small λ and one step, :func:`vime_information_gain` ≈ 2 × this value.
+
+    Examples:
+        >>> import torch
+        >>> model = BayesianMLP(3, 2, [8], dtype=torch.float64)
+        >>> batch = [torch.randn(4, d, dtype=torch.float64) for d in (2, 1, 2)]
+        >>> same = lambda: torch.Generator().manual_seed(0)
+        >>> exact = vime_information_gain_exact(model, *batch, step_size=1e-4, generator=same())
+        >>> second_order = vime_information_gain(model, *batch, step_size=1e-4, generator=same())
+        >>> torch.allclose(second_order, 2 * exact, rtol=1e-3)
+        True
     """
     if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
         raise ValueError(f"num_steps must be an int >= 1, got {num_steps!r}.")

@@ -30,7 +30,14 @@ MAX_EPISODE_STEPS = 500
 
 
 def register_envs() -> None:
-    """Register every sparse env with gymnasium (idempotent)."""
+    """Register every sparse env with gymnasium (idempotent; ``import torchrl_vase`` calls it).
+
+    Examples:
+        >>> import gymnasium
+        >>> register_envs()
+        >>> gymnasium.spec("torchrl_vase/PointRobot2D-v0").max_episode_steps
+        500
+    """
     for env_id, env_class in SPARSE_ENVS.items():
         if env_id not in gymnasium.registry:
             gymnasium.register(

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from torchrl_vase._validation import check_num_samples, check_positive
+
 #: Per layer, a ``(weight, bias)`` pair. Weights are ``[out, in]`` and biases ``[out]`` for one
 #: weight set, or ``[N, out, in]`` and ``[N, out]`` for N sampled weight sets.
 LayerWeights = list[tuple[Tensor, Tensor]]
@@ -25,23 +27,6 @@ _BLOCK_FLOATS = 2**19
 
 def _inverse_softplus(value: float) -> float:
     return math.log(math.expm1(value))
-
-
-def _check_positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}.")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value}.")
-    return float(value)
-
-
-def check_num_samples(num_samples: int) -> int:
-    """Validate a number of weight samples (a positive ``int``) and return it."""
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int):
-        raise TypeError(f"num_samples must be an int, got {type(num_samples).__name__}.")
-    if num_samples < 1:
-        raise ValueError(f"num_samples must be >= 1, got {num_samples}.")
-    return num_samples
 
 
 class BayesianMLP(nn.Module):
@@ -120,9 +105,9 @@ class BayesianMLP(nn.Module):
             raise ValueError(
                 f"num_cells must be a sequence of positive ints (e.g. [32]), got {num_cells!r}."
             )
-        self.prior_std = _check_positive("prior_std", prior_std)
+        self.prior_std = check_positive("prior_std", prior_std)
         init_std = self.prior_std if init_posterior_std is None else init_posterior_std
-        init_std = _check_positive("init_posterior_std", init_std)
+        init_std = check_positive("init_posterior_std", init_std)
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating point dtype, got {dtype}.")
         self.in_features = in_features

@@ -13,7 +13,8 @@ from torch import Tensor
 from torchrl.envs.transforms.rnd import RunningMeanStd
 from torchrl.objectives.common import LossModule
 
-from torchrl_vase.modules.bayesian_mlp import BayesianMLP, _check_positive, check_num_samples
+from torchrl_vase._validation import check_non_negative, check_num_samples, check_positive
+from torchrl_vase.modules.bayesian_mlp import BayesianMLP
 
 _TARGETS = ("next_observation", "delta")
 _KL_ESTIMATORS = ("analytic", "monte_carlo")
@@ -130,12 +131,9 @@ class VariationalELBOLoss(LossModule):
         super().__init__()
         if not isinstance(model, BayesianMLP):
             raise TypeError(f"model must be a BayesianMLP, got {type(model).__name__}.")
-        self.sigma_c = _check_positive("sigma_c", sigma_c)
+        self.sigma_c = check_positive("sigma_c", sigma_c)
         self.num_samples = check_num_samples(num_samples)
-        if isinstance(kl_weight, bool) or not isinstance(kl_weight, (int, float)):
-            raise TypeError(f"kl_weight must be a real number, got {type(kl_weight).__name__}.")
-        if not math.isfinite(kl_weight) or kl_weight < 0:
-            raise ValueError(f"kl_weight must be a finite number >= 0, got {kl_weight}.")
+        kl_weight = check_non_negative("kl_weight", kl_weight)
         for name, value, allowed in (
             ("target", target, _TARGETS),
             ("kl_estimator", kl_estimator, _KL_ESTIMATORS),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
@@ -12,6 +11,8 @@ from torch.distributions import Distribution, kl_divergence
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torchrl.modules.distributions.utils import has_analytic_kl
 from torchrl.objectives import PPOLoss
+
+from torchrl_vase._validation import check_non_negative, check_positive
 
 __all__ = ["TRPOLoss", "conjugate_gradient", "fit_critic"]
 
@@ -124,10 +125,7 @@ class TRPOLoss(PPOLoss):
         loss_critic_type: str = "l2",
         **kwargs,
     ) -> None:
-        if isinstance(max_kl, bool) or not isinstance(max_kl, (int, float)):
-            raise TypeError(f"max_kl must be a real number, got {type(max_kl).__name__}.")
-        if not math.isfinite(max_kl) or max_kl <= 0:
-            raise ValueError(f"max_kl must be a finite number > 0, got {max_kl}.")
+        max_kl = check_positive("max_kl", max_kl)
         for name, value, low in (
             ("cg_iters", cg_iters, 1),
             ("line_search_backtracks", line_search_backtracks, 1),
@@ -135,8 +133,7 @@ class TRPOLoss(PPOLoss):
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}.")
-        if not (math.isfinite(cg_damping) and cg_damping >= 0):
-            raise ValueError(f"cg_damping must be a finite number >= 0, got {cg_damping}.")
+        cg_damping = check_non_negative("cg_damping", cg_damping)
         if not 0 < line_search_shrink < 1:
             raise ValueError(f"line_search_shrink must be in (0, 1), got {line_search_shrink}.")
         if not callable(getattr(actor_network, "get_dist", None)):
@@ -349,6 +346,24 @@ def fit_critic(
     The value targets must be in the batch (``loss.value_estimator(batch)`` computes them with the
     advantages). Returns the mean critic loss of the last epoch and the explained variance after
     fitting.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> from torchrl.modules import IndependentNormal, ProbabilisticActor, ValueOperator
+        >>> from torchrl_vase import StateIndependentScale
+        >>> actor = ProbabilisticActor(
+        ...     TensorDictModule(StateIndependentScale(torch.nn.Linear(3, 1), 1),
+        ...                      ["observation"], ["loc", "scale"]),
+        ...     in_keys=["loc", "scale"], distribution_class=IndependentNormal)
+        >>> critic = ValueOperator(torch.nn.Linear(3, 1), in_keys=["observation"])
+        >>> loss = TRPOLoss(actor, critic)
+        >>> batch = TensorDict({"observation": torch.randn(64, 3),
+        ...                     "value_target": torch.randn(64, 1)}, [64])
+        >>> optimizer = torch.optim.Adam(critic.parameters(), lr=1e-2)
+        >>> sorted(fit_critic(loss, batch, optimizer, epochs=2, minibatch_size=16).keys())
+        ['explained_variance', 'loss_critic']
     """
     data = tensordict.reshape(-1)
     last = []
