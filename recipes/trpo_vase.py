@@ -350,6 +350,7 @@ def train(cfg: DictConfig) -> dict:
 
     start_iteration, frames, first_reward_step, run_id = 0, 0, None, None
     positions: list[np.ndarray] = []
+    wall_time_before = 0.0
     if resume_path is not None:
         state = torch.load(resume_path, weights_only=False)
         actor.load_state_dict(state["actor"])
@@ -361,6 +362,7 @@ def train(cfg: DictConfig) -> dict:
         start_iteration, frames = state["iteration"] + 1, state["frames"]
         first_reward_step, run_id = state["first_reward_step"], state["run_id"]
         positions = state.get("positions", [])
+        wall_time_before = state.get("wall_time", 0.0)
         set_rng_state(state["rng"])
 
     mlflow.set_tracking_uri(uri)
@@ -448,7 +450,7 @@ def train(cfg: DictConfig) -> dict:
                 critic_loss=critic_fit["loss_critic"].item(),
                 explained_variance=critic_fit["explained_variance"].item(),
                 fps=batch.numel() / elapsed,
-                wall_time=time.perf_counter() - started,
+                wall_time=wall_time_before + time.perf_counter() - started,
             )
             if first_reward_step is not None:
                 metrics["first_reward_step"] = first_reward_step
@@ -472,6 +474,7 @@ def train(cfg: DictConfig) -> dict:
                     "frames": frames,
                     "first_reward_step": first_reward_step,
                     "positions": positions,
+                    "wall_time": metrics["wall_time"],
                     "run_id": run.info.run_id,
                     "rng": rng_state(),
                 }
@@ -484,9 +487,13 @@ def train(cfg: DictConfig) -> dict:
         collector.shutdown()
 
         if cfg.env.name == "point_robot" and positions:
+            # the paper's figure: where the robot went until it first found the reward
+            until = len(positions)
+            if first_reward_step is not None:
+                until = math.ceil(first_reward_step / frames_per_batch)
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "visited_positions.png"
-                point_robot_heatmap(np.concatenate(positions), first_reward_step, path)
+                point_robot_heatmap(np.concatenate(positions[:until]), first_reward_step, path)
                 mlflow.log_artifact(str(path))
         return {"run_id": run.info.run_id, "iterations_done": iteration + 1, **metrics}
 
