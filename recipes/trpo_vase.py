@@ -203,11 +203,10 @@ class Exploration:
             reward_normalization=s.reward_normalization,
         )
         # (s, a, s') triples only: each is one env step, so none crosses an episode boundary
-        self.pool = ReplayBuffer(
-            storage=LazyTensorStorage(e.pool_size), batch_size=s.elbo.batch_size
-        )
+        self.pool = ReplayBuffer(storage=LazyTensorStorage(e.pool_size))
         self.pool_min = e.pool_min
         self.updates = s.elbo.updates_per_iteration
+        self.minibatch = s.elbo.batch_size
 
     def add_bonus(self, batch: TensorDict) -> None:
         self.bonus(batch)
@@ -219,8 +218,11 @@ class Exploration:
         if len(self.pool) < self.pool_min:
             return {}
         totals = torch.zeros(3)
-        for _ in range(self.updates):
-            out = self.loss(self.pool.sample())
+        # all minibatches in one draw (uniform with replacement, as separate draws would be):
+        # a replay-buffer sample call costs ~10x a tensordict split
+        minibatches = self.pool.sample(self.updates * self.minibatch).split(self.minibatch)
+        for minibatch in minibatches:
+            out = self.loss(minibatch)
             self.optimizer.zero_grad()
             (out["loss_nll"] + out["loss_kl"]).backward()
             self.optimizer.step()

@@ -21,6 +21,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.distributions import Normal, kl_divergence
 
 from torchrl_vase._validation import check_num_samples, check_positive
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
@@ -194,7 +195,7 @@ def _information_gain_terms(
     layer_sigmoid = model.unflatten(torch.sigmoid(model.rho))
     weights = [
         (w.contiguous(), b.contiguous())
-        for w, b in model.unflatten(model.mu + model.posterior_std() * noise)
+        for w, b in model.unflatten(model.parameters_from_noise(noise))
     ]
 
     # Forward over all (sample, transition) pairs, keeping each layer's input and pre-activation.
@@ -328,13 +329,10 @@ def vime_information_gain_exact(
     mu_old, rho_old = model.mu.detach(), model.rho.detach()
     sigma_old = F.softplus(rho_old)
 
+    old = Normal(mu_old, sigma_old)
+
     def kl_to_old(mu: Tensor, rho: Tensor) -> Tensor:
-        sigma = F.softplus(rho)
-        return (
-            torch.log(sigma_old / sigma)
-            + (sigma.square() + (mu - mu_old).square()) / (2 * sigma_old.square())
-            - 0.5
-        ).sum()
+        return kl_divergence(Normal(mu, F.softplus(rho)), old).sum()
 
     gains = []
     with torch.enable_grad():

@@ -223,7 +223,10 @@ class BayesianMLP(nn.Module):
         Returns ``[|Θ|]`` for ``num_samples=None`` and ``[N, |Θ|]`` for an int N. A
         ``generator`` makes the draw reproducible without touching the global RNG.
         """
-        noise = self.sample_noise(num_samples, generator=generator)
+        return self.parameters_from_noise(self.sample_noise(num_samples, generator=generator))
+
+    def parameters_from_noise(self, noise: Tensor) -> Tensor:
+        """``θ = μ + σ ⊙ ε`` for standard normal ``noise`` ε of shape ``[..., |Θ|]``."""
         return self.mu + self.posterior_std() * noise
 
     def sample_weights(

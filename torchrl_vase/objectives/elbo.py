@@ -39,6 +39,37 @@ def gaussian_nll(prediction: Tensor, target: Tensor, sigma_c: float) -> Tensor:
     return squared_error / (2 * sigma_c**2) + log_normaliser
 
 
+def dynamics_data(
+    obs: Tensor,
+    action: Tensor,
+    next_obs: Tensor,
+    *,
+    target: str = "next_observation",
+    input_stats: RunningMeanStd | None = None,
+    target_stats: RunningMeanStd | None = None,
+) -> tuple[Tensor, Tensor]:
+    """``(x, y)``: the dynamics model's input ``cat(s, a)`` and target (s' or s' − s), each
+    standardised by its statistics when given.
+
+    The one definition shared by :class:`VariationalELBOLoss` (training) and the surprise
+    transforms (evaluation), so the model is always evaluated on what it was trained on.
+
+    Examples:
+        >>> import torch
+        >>> x, y = dynamics_data(torch.ones(4, 2), torch.zeros(4, 1), 3 * torch.ones(4, 2),
+        ...                      target="delta")
+        >>> x.shape, y[0]
+        (torch.Size([4, 3]), tensor([2., 2.]))
+    """
+    x = torch.cat([obs, action], dim=-1)
+    y = next_obs - obs if target == "delta" else next_obs
+    if input_stats is not None:
+        x = input_stats.normalize(x).to(obs.dtype)
+    if target_stats is not None:
+        y = target_stats.normalize(y).to(obs.dtype)
+    return x, y
+
+
 class VariationalELBOLoss(LossModule):
     """Negative ELBO of a :class:`~torchrl_vase.BayesianMLP` dynamics model on transitions.
 
@@ -181,19 +212,20 @@ class VariationalELBOLoss(LossModule):
                     f"(in_features={self.model.in_features}, out_features={obs_dim}) needs "
                     f"[*batch, {dim}] with the observation's batch {tuple(batch_shape)}."
                 )
-        x = torch.cat([obs, action], dim=-1)
-        y = next_obs - obs if self.target == "delta" else next_obs
-        if self.input_stats is not None:
-            x = self._normalize(self.input_stats, x)
-        if self.target_stats is not None:
-            y = self._normalize(self.target_stats, y)
-        return x, y
-
-    def _normalize(self, stats: RunningMeanStd, value: Tensor) -> Tensor:
-        if self.training:
+        if self.training and (self.input_stats is not None or self.target_stats is not None):
+            raw_x, raw_y = dynamics_data(obs, action, next_obs, target=self.target)
             with torch.no_grad():
-                stats.update(value)
-        return stats.normalize(value).to(value.dtype)
+                for stats, value in ((self.input_stats, raw_x), (self.target_stats, raw_y)):
+                    if stats is not None:
+                        stats.update(value)
+        return dynamics_data(
+            obs,
+            action,
+            next_obs,
+            target=self.target,
+            input_stats=self.input_stats,
+            target_stats=self.target_stats,
+        )
 
     def _get(self, tensordict: TensorDictBase, key: NestedKey, name: str) -> Tensor:
         tensor = tensordict.get(key, None)

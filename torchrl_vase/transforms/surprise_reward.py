@@ -15,6 +15,7 @@ from torchrl.envs.transforms.rnd import RunningMeanStd
 
 from torchrl_vase._validation import check_non_negative, check_num_samples, check_positive
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
+from torchrl_vase.objectives.elbo import dynamics_data
 from torchrl_vase.surprise import nll_surprise, vase_surprise, vime_information_gain
 
 MEASURES = ("vase", "nll", "vime")
@@ -417,13 +418,15 @@ class SurpriseRewardTransform(Transform):
                 f"{self.action_key!r} of shape {tuple(action.shape)} (as encoded) do not fit the "
                 f"model (in_features={model.in_features}, out_features={model.out_features})."
             )
-        target = next_obs - obs if self.target == "delta" else next_obs
-        if self.input_stats is not None:
-            x = self.input_stats.normalize(torch.cat([obs, action], -1)).to(obs.dtype)
-            obs, action = x[..., : obs.shape[-1]], x[..., obs.shape[-1] :]
-        if self.target_stats is not None:
-            target = self.target_stats.normalize(target).to(obs.dtype)
-        return obs, action, target
+        x, target = dynamics_data(
+            obs,
+            action,
+            next_obs,
+            target=self.target,
+            input_stats=self.input_stats,
+            target_stats=self.target_stats,
+        )
+        return x[..., : obs.shape[-1]], x[..., obs.shape[-1] :], target
 
     def surprise(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> Tensor:
         """The raw (un-normalised) surprise of each transition, shape ``[*batch]``."""
