@@ -42,6 +42,7 @@ from torch import nn
 from torchrl.collectors import Collector
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.envs import (
+    ActionScaling,
     Compose,
     DoubleToFloat,
     GymEnv,
@@ -144,7 +145,9 @@ def set_experiment(uri: str, name: str) -> None:
 # ------------------------------------------------------------------------------------------------
 def make_env(cfg: DictConfig) -> TransformedEnv:
     base = SerialEnv(cfg.num_envs, functools.partial(GymEnv, cfg.env.id, device=cfg.device))
-    transforms = [DoubleToFloat(), StepCounter(), RewardSum()]
+    # the policy acts in [-1, 1] whatever the env's bounds (rllab's normalize() did the same), so
+    # a unit-scale Gaussian explores the point robot's |v| <= 0.01 as it does MountainCar's |a| <= 1
+    transforms = [DoubleToFloat(), ActionScaling(), StepCounter(), RewardSum()]
     if cfg.env.normalize_observations:
         transforms.append(ObservationNorm(in_keys=["observation"], standard_normal=True))
     env = TransformedEnv(base, Compose(*transforms))
@@ -389,6 +392,8 @@ def train(cfg: DictConfig) -> dict:
               f"at {uri}")
 
         remaining = iterations - start_iteration
+        if cfg.stop_at_first_reward and first_reward_step is not None:
+            remaining = 0  # a resumed run that had already found the reward
         collector = Collector(
             env, actor, frames_per_batch=frames_per_batch,
             total_frames=max(remaining, 1) * frames_per_batch,
@@ -399,7 +404,7 @@ def train(cfg: DictConfig) -> dict:
         started = time.perf_counter()
         iteration = start_iteration - 1
         batches = iter(collector) if remaining > 0 else iter(())
-        for iteration in range(start_iteration, iterations):
+        for iteration in range(start_iteration, start_iteration + remaining):
             tick = time.perf_counter()
             batch = next(batches)
             frames += batch.numel()
@@ -464,7 +469,9 @@ def train(cfg: DictConfig) -> dict:
                             fps=f"{metrics['fps']:,.0f}")
             bar.update(1)
 
-            last = iteration == iterations - 1
+            # the paper's exploration experiment counts steps until the first extrinsic reward
+            stop = cfg.stop_at_first_reward and first_reward_step is not None
+            last = iteration == iterations - 1 or stop
             if cfg.checkpoint.every and ((iteration + 1) % cfg.checkpoint.every == 0 or last):
                 state = {
                     "actor": actor.state_dict(),
@@ -485,6 +492,8 @@ def train(cfg: DictConfig) -> dict:
                 torch.save(state, directory / "last.pt.tmp")
                 os.replace(directory / "last.pt.tmp", directory / "last.pt")
                 mlflow.log_artifact(str(directory / "last.pt"), artifact_path="checkpoints")
+            if stop:
+                break
         bar.close()
         collector.shutdown()
 

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium
 import mlflow
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from hydra.errors import ConfigCompositionException
 from mlflow.tracking import MlflowClient
 from torchrl.collectors import Collector
 from torchrl.envs import GymEnv
+
+from torchrl_vase.envs import PointRobot2DEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = ["point_robot", "mountain_car", "cartpole_swingup", "double_pendulum", "half_cheetah",
@@ -143,6 +146,42 @@ def test_replay_pool_never_crosses_an_episode_boundary(store):
     step = (stored["next", "observation"] - stored["observation"]).abs()
     # every stored (s, a, s') is one step of at most 0.01 per axis: never a jump back to the start
     assert len(stored) == 100 and step.max() <= 0.01 + 1e-6
+
+
+@pytest.mark.parametrize(
+    ("env_name", "bound"),
+    [("point_robot", 0.01), ("mountain_car", 1.0), ("cartpole_swingup", 10.0)],
+)
+def test_the_policy_acts_in_the_unit_box_whatever_the_env_bounds(store, env_name, bound):
+    env = recipe.make_env(_config(store, f"env={env_name}"))
+    assert torch.equal(env.action_spec.space.low, -torch.ones(env.action_spec.shape))
+    assert torch.equal(env.action_spec.space.high, torch.ones(env.action_spec.shape))
+    # the base env receives the policy's action times its bound; the batch keeps the policy's own
+    base_env = env.base_env
+    sent = []
+    original = base_env._step
+    base_env._step = lambda td: sent.append(td["action"].clone()) or original(td)
+    td = env.reset()
+    td["action"] = torch.full(env.action_spec.shape, 0.5)
+    out = env.step(td)
+    env.close()
+    torch.testing.assert_close(sent[0], torch.full_like(sent[0], 0.5 * bound))
+    assert torch.equal(out["action"], torch.full(env.action_spec.shape, 0.5))
+
+
+@pytest.mark.parametrize("stop", [True, False])
+def test_stop_at_first_reward_ends_the_run_in_the_iteration_that_found_it(store, stop):
+    # a goal that covers the start: every env is rewarded at its first step
+    gymnasium.register("tests/PointRobotGoalAtStart-v0", entry_point=PointRobot2DEnv,
+                       kwargs={"goal": (0.02, 0.0), "goal_radius": 0.05}, max_episode_steps=50)
+    cfg = _config(store, "env=point_robot", "env.id=tests/PointRobotGoalAtStart-v0",
+                  "surprise=none", "iterations=3", f"stop_at_first_reward={stop}",
+                  f"mlflow.experiment=stop_{stop}")
+    result = recipe.train(cfg)
+    assert result["first_reward_step"] == cfg.num_envs  # the first time slice of the envs
+    assert result["iterations_done"] == (1 if stop else 3)
+    history = MlflowClient(tracking_uri=store[0]).get_metric_history(result["run_id"], "frames")
+    assert len(history) == result["iterations_done"]
 
 
 def test_bad_inputs_fail_before_training(store):
