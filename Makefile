@@ -1,6 +1,6 @@
 # Two entry points, both self-contained on a fresh machine:
 #   make run   -> the main job
-#   make test  -> lint + test suite
+#   make test  -> lint + test suite + documentation build
 # Both create .venv on first use. torch is installed first, pinned, so pip takes the CPU wheel on disk
 # instead of resolving a CUDA build.
 
@@ -9,13 +9,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint venv clean-venv
+.PHONY: run test lint docs venv clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -qq --upgrade pip
 	$(PY) -m pip install -qq torch==2.13.0
-	$(PY) -m pip install -qq -c constraints.txt -e ".[dev]"
+	$(PY) -m pip install -qq -c constraints.txt -e ".[dev,docs]"
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -28,6 +28,12 @@ lint: $(STAMP)
 
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+	$(MAKE) docs
+
+# the documentation site; --strict turns every warning (a broken link, an unknown reference, a
+# docstring that does not match its signature) into a failure
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 clean-venv:
 	rm -rf $(VENV)

@@ -6,7 +6,8 @@ For one experiment (one env), reads every finished or running run written by
 * ``returns.png``: median extrinsic return per iteration across seeds, interquartile range shaded,
   one line per surprise measure (the paper's main figure);
 * ``running_time.png``: seconds per iteration of each measure (the paper's speed figure);
-* ``delta_sweep.png``: final return against δ, when the VASE runs used several δ;
+* ``delta_sweep.png``: final return (median, IQR) against δ, when the VASE runs used
+  several δ (each δ is then its own group in the table and the returns figure);
 * ``heatmaps.png`` (point robot): each measure's visited-position heatmap, side by side, from the
   first seed's ``visited_positions.png`` artifact, titled with its step of first reward;
 * ``table.md``: per measure, the final median return and its IQR across seeds, the success rate,
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,11 +80,24 @@ def load_runs(client: MlflowClient, experiment: str) -> list[Run]:
 
 
 def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
-    groups: dict[str, list[Run]] = {}
+    """Runs grouped by surprise measure; a measure run with several δ is one group per δ
+    (``"vase δ=0.01"``), so that a sweep's settings are never pooled into one row."""
+    deltas: dict[str, set] = {}
     for run in runs:
-        groups.setdefault(run.surprise, []).append(run)
-    order = [m for m in MEASURE_ORDER if m in groups] + sorted(set(groups) - set(MEASURE_ORDER))
-    return {m: sorted(groups[m], key=lambda r: r.seed) for m in order}
+        deltas.setdefault(run.surprise, set()).add(run.delta)
+
+    def key(run: Run) -> tuple[int, str, float]:
+        rank = MEASURE_ORDER.index(run.surprise) if run.surprise in MEASURE_ORDER else 99
+        delta = run.delta if run.delta is not None else -1.0
+        return rank, run.surprise, delta if len(deltas[run.surprise]) > 1 else 0.0
+
+    groups: dict[str, list[Run]] = {}
+    for run in sorted(runs, key=lambda r: (*key(r), r.seed)):
+        name = run.surprise
+        if len(deltas[run.surprise]) > 1:
+            name = f"{run.surprise} δ={run.delta:g}"
+        groups.setdefault(name, []).append(run)
+    return groups
 
 
 def return_curves(runs: list[Run]) -> np.ndarray:
@@ -92,7 +107,14 @@ def return_curves(runs: list[Run]) -> np.ndarray:
 
 
 def summary(runs: list[Run], last: int) -> dict[str, float]:
-    """The table's numbers for one measure (``last``: iterations averaged for 'final')."""
+    """The table's numbers for one measure (``last``: iterations averaged for 'final'); NaN where
+    no run has the metric yet (e.g. no episode has finished)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN medians are reported as NaN
+        return _summary(runs, last)
+
+
+def _summary(runs: list[Run], last: int) -> dict[str, float]:
     finals = np.array([r.final("return_mean", last) for r in runs])
     first = [r.metrics["first_reward_step"] for r in runs]
     first_steps = [f[0] for f in first if f.size]
@@ -134,6 +156,8 @@ def plot_returns(experiment: str, groups: dict[str, list[Run]], path: Path) -> N
     fig, ax = plt.subplots(figsize=(6, 4))
     for measure, runs in groups.items():
         curves = return_curves(runs)
+        if curves.shape[1] == 0:  # no episode finished in some run yet
+            continue
         x = np.arange(curves.shape[1])
         low, mid, high = np.nanpercentile(curves, [25, 50, 75], axis=0)
         ax.plot(x, mid, label=f"{measure} ({len(runs)} seeds)")
@@ -163,14 +187,16 @@ def plot_delta_sweep(runs: list[Run], last: int, path: Path) -> bool:
     deltas = sorted({r.delta for r in vase})
     if len(deltas) < 2:
         return False
-    medians = [np.nanmedian([r.final("return_mean", last) for r in vase if r.delta == d])
-               for d in deltas]
+    finals = [np.array([r.final("return_mean", last) for r in vase if r.delta == d])
+              for d in deltas]
+    low, mid, high = (np.array([np.nanpercentile(f, q) for f in finals]) for q in (25, 50, 75))
     fig, ax = plt.subplots(figsize=(5, 3.5))
     positions = np.arange(len(deltas))
-    ax.plot(positions, medians, marker="o")
-    ax.set_xticks(positions, [f"{d:g}" for d in deltas])
+    ax.errorbar(positions, mid, yerr=[mid - low, high - mid], marker="o", capsize=4)
+    ax.set_xticks(positions, [f"{d:g}\n({len(f)} seeds)" for d, f in zip(deltas, finals,
+                                                                         strict=True)])
     ax.set_xlabel("δ")
-    ax.set_ylabel("final extrinsic return (median)")
+    ax.set_ylabel(f"final extrinsic return\n(median, IQR; last {last} iterations)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -65,19 +65,30 @@ def test_table_numbers_equal_a_direct_computation(store, tmp_path):
         line.split("|")[2].strip(): [c.strip() for c in line.split("|")[3:-1]]
         for line in written["table"].read_text().splitlines()[2:]
     }
-    vase = [r for k, r in RETURNS.items() if k[0] == "vase"]
+    # the VASE runs used two δ: each is its own row, never pooled
+    assert list(rows) == ["none", "vase δ=0.001", "vase δ=0.01"]
+    vase = [r for k, r in RETURNS.items() if k[0] == "vase" and k[2] == 1e-3]
     finals = [np.mean(r[-2:]) for r in vase]  # last 2 iterations of each seed
-    assert float(rows["vase"][0]) == pytest.approx(np.median(finals), abs=5e-4)
+    row = rows["vase δ=0.001"]
+    assert float(row[0]) == pytest.approx(np.median(finals), abs=5e-4)
     iqr = np.percentile(finals, 75) - np.percentile(finals, 25)
-    assert float(rows["vase"][1]) == pytest.approx(iqr, abs=5e-4)
+    assert float(row[1]) == pytest.approx(iqr, abs=5e-4)
     success = np.mean([np.mean([float(v > 0) for v in r[-2:]]) for r in vase])
-    assert float(rows["vase"][2]) == pytest.approx(success, abs=5.1e-3)  # printed to 2 places
-    first = np.median([FIRST_REWARD[("vase", s)] for s in range(4)])
-    assert rows["vase"][3] == f"{first:,.0f} (4/4)"
-    assert rows["vase"][4] == f"{np.median([1001, 1101, 1201, 1301]):,.0f}"
-    assert rows["vase"][5] == "4"
+    assert float(row[2]) == pytest.approx(success, abs=5.1e-3)  # printed to 2 places
+    first = np.median([FIRST_REWARD[("vase", s)] for s in range(3)])
+    assert row[3] == f"{first:,.0f} (3/3)"
+    assert row[4] == f"{np.median([1001, 1101, 1201]):,.0f}"
+    assert row[5] == "3"
+    assert rows["vase δ=0.01"][3] == "5,000 (1/1)" and rows["vase δ=0.01"][0] == "0.500"
     assert rows["none"][3] == "5,100 (1/3)" and rows["none"][5] == "3"
-    assert list(rows) == ["none", "vase"]
+
+
+def test_one_delta_per_measure_keeps_the_plain_measure_name():
+    runs = [compare.Run("a", "vase", 0, 1e-3, {}), compare.Run("b", "none", 0, None, {}),
+            compare.Run("c", "vime", 1, None, {}), compare.Run("d", "vase", 1, 1e-3, {})]
+    groups = compare.by_measure(runs)
+    assert list(groups) == ["none", "vase", "vime"]
+    assert [r.run_id for r in groups["vase"]] == ["a", "d"]
 
 
 def test_figures_are_written_and_non_empty(store, tmp_path):
@@ -101,3 +112,18 @@ def test_running_time_is_seconds_per_iteration():
 def test_unknown_experiment_is_a_clear_error(store, tmp_path):
     with pytest.raises(SystemExit, match="no experiment named 'nope'"):
         compare.compare(store, "nope", tmp_path)
+
+
+def test_runs_without_a_finished_episode_give_nan_rows_not_a_crash(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("young", artifact_location=(tmp_path / "a").as_uri())
+    run_id = client.create_run(experiment, tags={"surprise": "vase", "seed": "0"}).info.run_id
+    client.log_metric(run_id, "fps", 1000.0, step=64)  # an iteration, but no episode ended
+    client.log_metric(run_id, "wall_time", 2.0, step=64)
+    client.set_terminated(run_id)
+    mlflow.set_tracking_uri(None)
+    written = compare.compare(uri, "young", tmp_path / "out")
+    row = written["table"].read_text().splitlines()[2].split("|")
+    assert row[3].strip() == "nan" and row[6].strip() == "never (0/1)" and row[7].strip() == "1,000"
+    assert plt.imread(written["returns"]).shape[0] > 100

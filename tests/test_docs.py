@@ -22,3 +22,21 @@ def test_docs_have_examples():
 @pytest.mark.parametrize("code", EXAMPLES)
 def test_example_runs(code):
     exec(compile(code, "<doc example>", "exec"), {"__name__": "__doc_example__"})
+
+
+def test_every_public_name_is_in_the_api_reference():
+    import torchrl_vase
+    from torchrl_vase import envs
+
+    reference = (ROOT / "docs" / "reference.md").read_text()
+    documented = set(re.findall(r"^::: torchrl_vase\.(\w+)", reference, re.MULTILINE))
+    assert set(torchrl_vase.__all__) - documented == set()
+    env_members = set(re.findall(r"^        - (\w+)$", reference, re.MULTILINE))
+    assert set(envs.__all__) - env_members == set()
+
+
+def test_every_page_is_in_the_site_navigation():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").glob("**/*.md")}
+    pages = {p for p in pages if not p.startswith("results/")}  # tables included by results.md
+    assert {p for p in pages if f" {p}" not in nav} == set()

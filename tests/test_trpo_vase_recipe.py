@@ -172,8 +172,9 @@ def test_the_policy_acts_in_the_unit_box_whatever_the_env_bounds(store, env_name
 @pytest.mark.parametrize("stop", [True, False])
 def test_stop_at_first_reward_ends_the_run_in_the_iteration_that_found_it(store, stop):
     # a goal that covers the start: every env is rewarded at its first step
-    gymnasium.register("tests/PointRobotGoalAtStart-v0", entry_point=PointRobot2DEnv,
-                       kwargs={"goal": (0.02, 0.0), "goal_radius": 0.05}, max_episode_steps=50)
+    if "tests/PointRobotGoalAtStart-v0" not in gymnasium.registry:
+        gymnasium.register("tests/PointRobotGoalAtStart-v0", entry_point=PointRobot2DEnv,
+                           kwargs={"goal": (0.02, 0.0), "goal_radius": 0.05}, max_episode_steps=50)
     cfg = _config(store, "env=point_robot", "env.id=tests/PointRobotGoalAtStart-v0",
                   "surprise=none", "iterations=3", f"stop_at_first_reward={stop}",
                   f"mlflow.experiment=stop_{stop}")

@@ -7,10 +7,10 @@ computation. All draw their N weight samples once for the whole batch (shared by
 transition, as the paper's BNN does not change during a rollout); pass a ``generator`` to make the
 draw reproducible.
 
-* :func:`vase_surprise`: the paper's U_VASE (Eq. 10).
-* :func:`nll_surprise`: surprisal, −log of the model's predictive mixture density (Eq. 4).
-* :func:`vime_information_gain`: VIME's Bayesian surprise (Eq. 6), in VIME's second-order form,
-  with per-transition gradients from ``torch.func``; :func:`vime_information_gain_exact` is the
+* ``vase_surprise``: the paper's U_VASE (Eq. 10).
+* ``nll_surprise``: surprisal, −log of the model's predictive mixture density (Eq. 4).
+* ``vime_information_gain``: VIME's Bayesian surprise (Eq. 6), in VIME's second-order form,
+  with per-transition gradients from ``torch.func``; ``vime_information_gain_exact`` is the
   slow reference that takes the update step and computes the exact KL.
 """
 
@@ -111,7 +111,9 @@ def vase_surprise(
 
     Args:
         model: the Bayesian dynamics model, input ``cat(obs, action)``.
-        obs, action, next_obs: a batch of transitions, ``[*B, features]``.
+        obs: s, ``[*B, obs_features]``.
+        action: a, ``[*B, action_features]``.
+        next_obs: s' (or what the model predicts), ``[*B, obs_features]``.
 
     Keyword Args:
         num_samples: N, the weight samples (paper: 10).
@@ -260,7 +262,7 @@ def vime_information_gain(
 
     This is VIME's "second-order" value. After the step ``φ ← φ − λ H⁻¹ g`` the exact
     ``KL(q_after ‖ q)`` is ``½ λ² gᵀ H⁻¹ g + O(λ³)``: VIME's code omits the ½, so its value is twice
-    the KL to second order (:func:`vime_information_gain_exact` computes the KL itself). VIME's
+    the KL to second order (``vime_information_gain_exact`` computes the KL itself). VIME's
     reward normalisation divides the factor out.
 
     All per-transition gradients come from one batched backward pass over the N × B
@@ -307,9 +309,9 @@ def vime_information_gain_exact(
     For each transition (a Python loop: this is the slow reference, one backward pass per
     transition and step, as VIME's original), it takes ``num_steps`` preconditioned steps
     ``φ ← φ − λ H⁻¹ ∇_φ [NLL(φ) + KL(q_φ ‖ q)]`` (VIME's second-order update, the same noise as
-    :func:`vime_information_gain` for the same ``generator`` state) on a functional copy of
+    ``vime_information_gain`` for the same ``generator`` state) on a functional copy of
     (μ, ρ) and computes the exact KL between the factorised Gaussians. The model is not modified.
-    For a small λ and one step, :func:`vime_information_gain` ≈ 2 × this value.
+    For a small λ and one step, ``vime_information_gain`` ≈ 2 × this value.
 
     Examples:
         >>> import torch

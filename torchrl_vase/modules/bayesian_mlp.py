@@ -39,17 +39,17 @@ class BayesianMLP(nn.Module):
     ``forward(x)`` draws one weight set; ``forward(x, num_samples=N)`` draws N weight sets and
     evaluates all of them in one batched computation, each weight set shared across the batch,
     returning ``[N, *batch, out_features]``. ``forward(x, weights=...)`` evaluates explicitly given
-    weights (from :meth:`sample_weights` or :meth:`mean_weights`) and ``forward(x, use_mean=True)``
+    weights (from ``sample_weights`` or ``mean_weights``) and ``forward(x, use_mean=True)``
     the posterior means.
 
-    Like :class:`torchrl.modules.MLP`, several inputs are concatenated along the last dim, so
-    the model drops into a :class:`~tensordict.nn.TensorDictModule` with one in_key per input::
+    Like ``torchrl.modules.MLP``, several inputs are concatenated along the last dim, so
+    the model drops into a ``TensorDictModule`` with one in_key per input::
 
         TensorDictModule(bnn, in_keys=["observation", "action"], out_keys=["predicted_next"])
 
     Inside a ``TensorDictModule`` each call draws one weight sample, which keeps the output's
     batch shape equal to the tensordict's; N-sample evaluation is for code that reduces over
-    the sample dim itself (surprise measures, :class:`~torchrl_vase.VariationalELBOLoss`).
+    the sample dim itself (surprise measures, ``VariationalELBOLoss``).
 
     Args:
         in_features: input size (for a dynamics model, ``obs_dim + action_dim``).
@@ -64,7 +64,8 @@ class BayesianMLP(nn.Module):
         prior_std: σ_m, the prior std of every parameter (paper: 0.5).
         init_posterior_std: the initial σ of every parameter. Defaults to ``prior_std``, as in
             VIME's code: before any data the posterior is as wide as the prior.
-        device, dtype: where and how the parameters are allocated.
+        device: where the parameters are allocated.
+        dtype: the parameters' dtype.
 
     Examples:
         >>> import torch
@@ -130,7 +131,7 @@ class BayesianMLP(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Means as :class:`torch.nn.Linear` initialises a layer; every σ at its initial value.
+        """Means as ``torch.nn.Linear`` initialises a layer; every σ at its initial value.
 
         Each layer's weight and bias means are drawn from ``U(−1/√fan_in, 1/√fan_in)``.
         """
@@ -194,8 +195,8 @@ class BayesianMLP(nn.Module):
     def log_density_ratio(self, theta: Tensor) -> Tensor:
         """``log q(θ) − log P(θ)`` for flat parameter samples ``[..., |Θ|]``, shape ``[...]``.
 
-        Its mean over ``θ ~ q`` (from :meth:`sample_parameters`) is a Monte-Carlo estimate of
-        :meth:`kl_divergence`.
+        Its mean over ``θ ~ q`` (from ``sample_parameters``) is a Monte-Carlo estimate of
+        ``kl_divergence``.
         """
         self._check_flat(theta)
         sigma = self.posterior_std()
@@ -232,7 +233,7 @@ class BayesianMLP(nn.Module):
     def sample_weights(
         self, num_samples: int | None = None, *, generator: torch.Generator | None = None
     ) -> LayerWeights:
-        """Draw weight sets ``θ ~ q``, split per layer (see :meth:`sample_parameters`).
+        """Draw weight sets ``θ ~ q``, split per layer (see ``sample_parameters``).
 
         ``num_samples=None`` gives one unbatched weight set; an int N gives N weight sets with a
         leading sample dim on every tensor.
@@ -313,7 +314,7 @@ class BayesianMLP(nn.Module):
     def apply_weights(self, x: Tensor, weights: LayerWeights) -> Tensor:
         """Evaluate the network with the given weights, without any input check.
 
-        The fast, composable core of :meth:`forward` (also usable under ``torch.func``
+        The fast, composable core of ``forward`` (also usable under ``torch.func``
         transforms). ``x`` is ``[*batch, in_features]``; with N-batched weights the output is
         ``[N, *batch, out_features]``, otherwise ``[*batch, out_features]``.
         """

@@ -51,7 +51,7 @@ def dynamics_data(
     """``(x, y)``: the dynamics model's input ``cat(s, a)`` and target (s' or s' − s), each
     standardised by its statistics when given.
 
-    The one definition shared by :class:`VariationalELBOLoss` (training) and the surprise
+    The one definition shared by ``VariationalELBOLoss`` (training) and the surprise
     transforms (evaluation), so the model is always evaluated on what it was trained on.
 
     Examples:
@@ -71,7 +71,7 @@ def dynamics_data(
 
 
 class VariationalELBOLoss(LossModule):
-    """Negative ELBO of a :class:`~torchrl_vase.BayesianMLP` dynamics model on transitions.
+    """Negative ELBO of a ``BayesianMLP`` dynamics model on transitions.
 
     The paper (Eq. 12) maximises ``L(φ) = E_q[log P(D | θ)] − KL(q(θ; φ) ‖ P(θ))`` on the whole
     replay pool D. On a minibatch B drawn from D, the unbiased estimate of ``L / (|D| / |B|)`` is::
@@ -86,7 +86,7 @@ class VariationalELBOLoss(LossModule):
     ``num_samples`` reparameterised weight samples.
 
     Reads ``observation``, ``action`` and ``("next", "observation")`` (configurable with
-    :meth:`set_keys`, nested keys allowed) and returns a TensorDict with
+    ``set_keys``, nested keys allowed) and returns a TensorDict with
 
     * ``loss_nll``: the expected negative log-likelihood (reduced over the batch),
     * ``loss_kl``: ``kl_weight · KL(q ‖ P)``,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModule
 from torch import Tensor
 from torch.distributions import Distribution, kl_divergence
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
@@ -52,7 +54,7 @@ def conjugate_gradient(
 class TRPOLoss(PPOLoss):
     """TRPO for TorchRL: a natural-gradient policy step inside a KL trust region, and a critic loss.
 
-    The policy is not trained by back-propagating a loss: call :meth:`natural_gradient_step` on a
+    The policy is not trained by back-propagating a loss: call ``natural_gradient_step`` on a
     batch. It maximises the surrogate ``E[π_θ(a|s) / π_old(a|s) · A]`` subject to
     ``E_s[KL(π_old ‖ π_θ)] ≤ max_kl``: flat gradient g of the surrogate; Fisher-vector products
     by double back-propagation through the analytic KL (a Monte-Carlo KL on samples of π_old where
@@ -60,19 +62,19 @@ class TRPOLoss(PPOLoss):
     ``√(2 max_kl / xᵀFx) · x``; and a backtracking line search that accepts a step only if the
     KL is at most ``max_kl`` and the surrogate improved, and restores the parameters otherwise.
 
-    The critic is trained with an ordinary optimiser on ``loss_critic`` (see :func:`fit_critic`).
+    The critic is trained with an ordinary optimiser on ``loss_critic`` (see ``fit_critic``).
     ``forward`` returns ``loss_critic`` (differentiable) and, detached for logging, the
     ``surrogate`` objective, the mean ``kl`` to the data's policy, the policy ``entropy`` and the
     critic's ``explained_variance``.
 
     Keys, value estimators (GAE by default: ``make_value_estimator(ValueEstimators.GAE,
-    gamma=..., lmbda=...)``) and ``set_keys`` work as in :class:`~torchrl.objectives.PPOLoss`. The
+    gamma=..., lmbda=...)``) and ``set_keys`` work as in ``PPOLoss``. The
     data's policy is rebuilt from the distribution parameters stored in the batch (e.g. ``loc``
     and ``scale``, written by the collector's actor), or, if absent, taken to be the current
     policy (on-policy data, before the step).
 
     Args:
-        actor_network: a :class:`~torchrl.modules.ProbabilisticActor` (any module with
+        actor_network: a ``ProbabilisticActor`` (any module with
             ``get_dist``), e.g. with ``IndependentNormal``, ``TanhNormal`` or ``Categorical``.
         critic_network: a value network writing ``state_value``.
 
@@ -85,8 +87,8 @@ class TRPOLoss(PPOLoss):
         normalize_advantage: standardise advantages per batch (as rllab's TRPO).
         samples_mc_kl: samples of π_old for the Monte-Carlo KL fallback.
         loss_critic_type: ``"l2"`` (default), ``"l1"`` or ``"smooth_l1"``.
-        **kwargs: passed to :class:`~torchrl.objectives.PPOLoss` (e.g. ``gamma`` is not: use
-            :meth:`make_value_estimator`).
+        **kwargs: passed to ``PPOLoss`` (e.g. ``gamma`` is not: use
+            ``make_value_estimator``).
 
     Examples:
         >>> import torch
@@ -112,8 +114,8 @@ class TRPOLoss(PPOLoss):
 
     def __init__(
         self,
-        actor_network,
-        critic_network,
+        actor_network: TensorDictModule,
+        critic_network: TensorDictModule,
         *,
         max_kl: float = 0.01,
         cg_iters: int = 10,
@@ -123,7 +125,7 @@ class TRPOLoss(PPOLoss):
         normalize_advantage: bool = True,
         samples_mc_kl: int = 16,
         loss_critic_type: str = "l2",
-        **kwargs,
+        **kwargs: Any,
     ) -> None:
         max_kl = check_positive("max_kl", max_kl)
         for name, value, low in (

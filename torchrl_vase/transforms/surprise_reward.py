@@ -64,13 +64,13 @@ class SurpriseRewardTransform(Transform):
     """Adds a surprise bonus from a Bayesian dynamics model to an environment's reward.
 
     For each transition ``(s_t, a_t, s_{t+1})`` it computes the surprise ``U`` of the chosen
-    ``measure`` under a :class:`~torchrl_vase.BayesianMLP` (one batched call for all transitions
+    ``measure`` under a ``BayesianMLP`` (one batched call for all transitions
     it is given), writes it to ``("next", intrinsic_reward_key)``, copies the environment's
     reward to ``("next", extrinsic_reward_key)`` and sets ``("next", reward_key)`` to
     ``r_e + η·U`` (paper, Algorithm 1). With ``mix_reward=False`` the reward is left alone and only
     the intrinsic reward is written, for a user who mixes it later.
 
-    Measures (see :mod:`torchrl_vase.surprise`): ``"vase"`` (U_VASE, Eq. 10), ``"nll"``
+    Measures (see ``torchrl_vase.surprise``): ``"vase"`` (U_VASE, Eq. 10), ``"nll"``
     (surprisal, Eq. 4), ``"vime"`` (VIME's information gain, Eq. 6).
 
     Two places to use it, with the same numbers for the same model and weight samples:
@@ -81,16 +81,16 @@ class SurpriseRewardTransform(Transform):
       evaluation for the whole batch. Mixing always starts from the extrinsic reward, so calling
       it again on the same data recomputes the bonus instead of adding a second one.
 
-    With ``model=None`` a :class:`~torchrl_vase.BayesianMLP` (``num_cells``, ``activation_class``,
+    With ``model=None`` a ``BayesianMLP`` (``num_cells``, ``activation_class``,
     ``prior_std``; the paper's classic defaults) is built from the parent env's observation and
     action specs when the transform is attached to an env; read it back as ``transform.model``
-    (to train it with :class:`~torchrl_vase.VariationalELBOLoss`). A given model is checked
+    (to train it with ``VariationalELBOLoss``). A given model is checked
     against the specs at that same point. Discrete actions (``Categorical`` or ``OneHot`` specs)
     are one-hot encoded for the model. Observations are cast to the model's dtype.
 
-    The model must see what :class:`~torchrl_vase.VariationalELBOLoss` trained it on: pass the
+    The model must see what ``VariationalELBOLoss`` trained it on: pass the
     loss's ``target`` and normalisation statistics (``input_stats``, ``target_stats``), or build
-    the transform with :meth:`from_loss`.
+    the transform with ``from_loss``.
 
     Args:
         model: the dynamics model, input ``cat(observation, action)``, output ``observation``.
@@ -107,14 +107,21 @@ class SurpriseRewardTransform(Transform):
             10 per-batch medians) or ``"std"`` (divide by a running std, like torchrl's RND).
             Statistics are buffers, updated only in training mode; the normalised bonus is what
             is written to the intrinsic reward key.
-        observation_key, action_key, reward_key: where s, a and the env reward live (nested keys
-            allowed); s_{t+1} is read from ``("next", observation_key)``.
-        intrinsic_reward_key, extrinsic_reward_key: where U and r_e are written under ``"next"``.
+        observation_key: where s lives (nested keys allowed); s_{t+1} is read from
+            ``("next", observation_key)``.
+        action_key: where a lives.
+        reward_key: the env reward, under ``"next"``.
+        intrinsic_reward_key: where U is written, under ``"next"``.
+        extrinsic_reward_key: where r_e is copied, under ``"next"``.
         target: what the model predicts: ``"next_observation"`` (paper) or ``"delta"`` (s' − s).
-        input_stats, target_stats: running statistics to standardise model inputs and targets
-            with (``VariationalELBOLoss(...).input_stats`` / ``.target_stats``).
-        num_cells, activation_class, prior_std: the model built when ``model=None``.
-        vime_step_size, vime_clip: λ and the clip of VIME's information gain.
+        input_stats: running statistics to standardise the model's inputs with
+            (``VariationalELBOLoss(...).input_stats``).
+        target_stats: the same for its targets (``.target_stats``).
+        num_cells: hidden widths of the model built when ``model=None``.
+        activation_class: its activation.
+        prior_std: its σ_m.
+        vime_step_size: λ of VIME's information gain.
+        vime_clip: the upper clip of VIME's information gain.
         seed: if given, every evaluation draws the same N weight samples (a generator re-seeded
             per call): the bonus is then a deterministic function of q and the transition.
 
@@ -207,7 +214,7 @@ class SurpriseRewardTransform(Transform):
 
     @classmethod
     def from_loss(cls, loss, **kwargs) -> SurpriseRewardTransform:
-        """A transform sharing a :class:`~torchrl_vase.VariationalELBOLoss`'s model, keys,
+        """A transform sharing a ``VariationalELBOLoss``'s model, keys,
         target, σ_c and normalisation statistics.
 
         Examples:
@@ -453,9 +460,9 @@ class SurpriseRewardTransform(Transform):
 
 
 class VASERewardTransform(SurpriseRewardTransform):
-    """The VASE bonus (paper, Eq. 10): :class:`SurpriseRewardTransform` with ``measure="vase"``.
+    """The VASE bonus (paper, Eq. 10): ``SurpriseRewardTransform`` with ``measure="vase"``.
 
-    See :class:`SurpriseRewardTransform` for every argument.
+    See ``SurpriseRewardTransform`` for every argument.
 
     Examples:
         >>> from torchrl.envs import GymEnv, TransformedEnv
