@@ -22,7 +22,7 @@ import argparse
 import math
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -44,6 +44,7 @@ class Run:
     seed: int
     delta: float | None
     metrics: dict[str, np.ndarray]  # name -> values ordered by step (frames)
+    settings: dict[str, str] = field(default_factory=dict)  # the surprise.* params but its name
 
     def final(self, name: str, last: int = 1) -> float:
         """The mean of the last ``last`` finite values of a metric (NaN if none)."""
@@ -72,6 +73,8 @@ def load_runs(client: MlflowClient, experiment: str) -> list[Run]:
                 seed=int(run.data.tags.get("seed", -1)),
                 delta=float(delta) if delta not in (None, "None") else None,
                 metrics=metrics,
+                settings={k: v for k, v in run.data.params.items()
+                          if k.startswith("surprise.") and k != "surprise.name"},
             )
         )
     if not runs:
@@ -79,25 +82,50 @@ def load_runs(client: MlflowClient, experiment: str) -> list[Run]:
     return runs
 
 
+SYMBOLS = {"surprise.delta": "δ", "surprise.sigma_c": "σ_c", "surprise.eta": "η",
+           "surprise.num_samples": "N", "surprise.prior_std": "σ_m"}
+
+
+def _sortable(value: str | None) -> tuple[int, float, str]:
+    try:
+        return 0, float(value), ""
+    except (TypeError, ValueError):
+        return 1, 0.0, str(value)
+
+
 def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
-    """Runs grouped by surprise measure; a measure run with several δ is one group per δ
-    (``"vase δ=0.01"``), so that a sweep's settings are never pooled into one row."""
-    deltas: dict[str, set] = {}
+    """Runs grouped by surprise measure and, within a measure, by every ``surprise.*`` setting
+    that differs between its runs (``"vase δ=0.01"``, ``"vase δ=0, σ_c=0.5"``): a sweep's
+    settings are never pooled into one row."""
+    measures: dict[str, list[Run]] = {}
     for run in runs:
-        deltas.setdefault(run.surprise, set()).add(run.delta)
-
-    def key(run: Run) -> tuple[int, str, float]:
-        rank = MEASURE_ORDER.index(run.surprise) if run.surprise in MEASURE_ORDER else 99
-        delta = run.delta if run.delta is not None else -1.0
-        return rank, run.surprise, delta if len(deltas[run.surprise]) > 1 else 0.0
-
+        measures.setdefault(run.surprise, []).append(run)
+    order = [m for m in MEASURE_ORDER if m in measures] + sorted(set(measures) - set(MEASURE_ORDER))
     groups: dict[str, list[Run]] = {}
-    for run in sorted(runs, key=lambda r: (*key(r), r.seed)):
-        name = run.surprise
-        if len(deltas[run.surprise]) > 1:
-            name = f"{run.surprise} δ={run.delta:g}"
-        groups.setdefault(name, []).append(run)
+    for measure in order:
+        members = measures[measure]
+        keys = sorted({k for r in members for k in r.settings})
+        varying = [k for k in keys if len({r.settings.get(k) for r in members}) > 1]
+
+        def setting(run: Run, varying: list[str] = varying) -> tuple:
+            return tuple(_sortable(run.settings.get(k)) for k in varying)
+
+        for run in sorted(members, key=lambda r: (setting(r), r.seed)):
+            name = measure
+            if varying:
+                name += " " + ", ".join(
+                    f"{SYMBOLS.get(k, k.removeprefix('surprise.'))}={_short(run.settings.get(k))}"
+                    for k in varying
+                )
+            groups.setdefault(name, []).append(run)
     return groups
+
+
+def _short(value: str | None) -> str:
+    try:
+        return f"{float(value):g}"
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def return_curves(runs: list[Run]) -> np.ndarray:

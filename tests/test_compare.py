@@ -83,12 +83,23 @@ def test_table_numbers_equal_a_direct_computation(store, tmp_path):
     assert rows["none"][3] == "5,100 (1/3)" and rows["none"][5] == "3"
 
 
-def test_one_delta_per_measure_keeps_the_plain_measure_name():
-    runs = [compare.Run("a", "vase", 0, 1e-3, {}), compare.Run("b", "none", 0, None, {}),
-            compare.Run("c", "vime", 1, None, {}), compare.Run("d", "vase", 1, 1e-3, {})]
+def test_groups_split_a_measure_by_the_settings_that_differ_between_its_runs():
+    def run(run_id, surprise, seed, **settings):
+        settings = {f"surprise.{k}": v for k, v in settings.items()}
+        delta = settings.get("surprise.delta")
+        return compare.Run(run_id, surprise, seed, float(delta) if delta else None, {}, settings)
+
+    runs = [run("a", "vase", 0, delta="0.001", sigma_c="5.0", eta="0.0001"),
+            run("b", "none", 0),
+            run("c", "vime", 1, sigma_c="5.0"),
+            run("d", "vase", 1, delta="0.001", sigma_c="5.0", eta="0.0001"),
+            run("e", "vase", 0, delta="0.0", sigma_c="0.5", eta="0.0001"),
+            run("f", "vime", 0, sigma_c="5.0")]
     groups = compare.by_measure(runs)
-    assert list(groups) == ["none", "vase", "vime"]
-    assert [r.run_id for r in groups["vase"]] == ["a", "d"]
+    # η is the same in every VASE run, so it does not label them; VIME's runs agree on everything
+    assert list(groups) == ["none", "vase δ=0, σ_c=0.5", "vase δ=0.001, σ_c=5", "vime"]
+    assert [r.run_id for r in groups["vase δ=0.001, σ_c=5"]] == ["a", "d"]
+    assert [r.run_id for r in groups["vime"]] == ["f", "c"]  # by seed
 
 
 def test_figures_are_written_and_non_empty(store, tmp_path):

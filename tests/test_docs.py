@@ -1,6 +1,7 @@
 """Every ```python block in README.md and docs/ runs, so the documentation cannot rot."""
 
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,8 @@ def test_docs_have_examples():
 
 
 @pytest.mark.parametrize("code", EXAMPLES)
-def test_example_runs(code):
+def test_example_runs(code, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # what an example writes is cleaned up
     exec(compile(code, "<doc example>", "exec"), {"__name__": "__doc_example__"})
 
 
