@@ -11,7 +11,8 @@ For one experiment (one env), reads every finished or running run written by
 * ``heatmaps.png`` (point robot): each measure's visited-position heatmap, side by side, from the
   first seed's ``visited_positions.png`` artifact, titled with its step of first reward;
 * ``table.md``: per measure, the final median return and its IQR across seeds, the success rate,
-  the median step of the first extrinsic reward, frames/s, and the seeds.
+  the median step of the first extrinsic reward, frames/s, seconds per iteration (the median
+  iteration) and the seeds.
 
     python recipes/compare.py --experiment mountain_car [--tracking-uri sqlite:///mlflow.db]
 """
@@ -153,9 +154,12 @@ def _summary(runs: list[Run], last: int) -> dict[str, float]:
         "first_reward_median": float(np.median(first_steps)) if first_steps else math.nan,
         "reached": len(first_steps),
         "fps": float(np.nanmedian([np.nanmedian(r.metrics["fps"]) for r in runs])),
-        "seconds_per_iteration": float(
-            np.nanmedian([r.metrics["wall_time"][-1] / len(r.metrics["wall_time"]) for r in runs])
-        ),
+        # the median iteration, robust to a slow first one (imports, allocation) and to pauses
+        "seconds_per_iteration": float(np.nanmedian([
+            np.median(np.diff(r.metrics["wall_time"], prepend=0.0)) if r.metrics["wall_time"].size
+            else math.nan
+            for r in runs
+        ])),
         "seeds": len(runs),
     }
 
@@ -163,8 +167,8 @@ def _summary(runs: list[Run], last: int) -> dict[str, float]:
 def markdown_table(experiment: str, groups: dict[str, list[Run]], last: int) -> str:
     lines = [
         "| env | measure | final median return | IQR | success rate | first reward (median step) "
-        "| frames/s | seeds |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| frames/s | s/iteration | seeds |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for measure, runs in groups.items():
         s = summary(runs, last)
@@ -175,7 +179,8 @@ def markdown_table(experiment: str, groups: dict[str, list[Run]], last: int) -> 
         )
         lines.append(
             f"| {experiment} | {measure} | {s['final_median']:.3f} | {s['iqr']:.3f} | "
-            f"{s['success']:.2f} | {first} | {s['fps']:,.0f} | {s['seeds']} |"
+            f"{s['success']:.2f} | {first} | {s['fps']:,.0f} | {s['seconds_per_iteration']:.2f} | "
+            f"{s['seeds']} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -204,7 +209,8 @@ def plot_running_time(groups: dict[str, list[Run]], path: Path) -> None:
     names = list(groups)
     seconds = [summary(groups[m], 1)["seconds_per_iteration"] for m in names]
     ax.bar(names, seconds, color="tab:blue")
-    ax.set_ylabel("seconds per iteration (median over seeds)")
+    ax.set_ylabel("seconds per iteration\n(median iteration, median over seeds)")
+    ax.tick_params(axis="x", labelrotation=30 if max(map(len, names)) > 6 else 0)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
