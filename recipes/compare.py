@@ -8,8 +8,9 @@ For one experiment (one env), reads every finished or running run written by
 * ``running_time.png``: seconds per iteration of each measure (the paper's speed figure);
 * ``delta_sweep.png``: final return (median, IQR) against δ, when the VASE runs used
   several δ (each δ is then its own group in the table and the returns figure);
-* ``heatmaps.png`` (point robot): each measure's visited-position heatmap, side by side, from the
-  first seed's ``visited_positions.png`` artifact, titled with its step of first reward;
+* ``heatmaps.png`` (point robot): each measure's visited-position heatmap, side by side, from one
+  seed's ``visited_positions.png`` artifact (``--heatmap-seed``; by default the lowest seed that
+  found the reward, else the lowest seed), titled with its seed and step of first reward;
 * ``table.md``: per measure, the final median return and its IQR across seeds, the success rate,
   the median step of the first extrinsic reward, frames/s, seconds per iteration (the median
   iteration) and the seeds.
@@ -237,10 +238,22 @@ def plot_delta_sweep(runs: list[Run], last: int, path: Path) -> bool:
     return True
 
 
-def plot_heatmaps(client: MlflowClient, groups: dict[str, list[Run]], path: Path) -> bool:
+def heatmap_run(runs: list[Run], seed: int | None) -> Run | None:
+    """The run whose heatmap represents a measure: the given seed's, else the lowest seed that
+    found the reward, else the lowest seed."""
+    if seed is not None:
+        return next((r for r in runs if r.seed == seed), None)
+    rewarded = [r for r in runs if r.metrics.get("first_reward_step", np.array([])).size]
+    return min(rewarded or runs, key=lambda r: r.seed)
+
+
+def plot_heatmaps(client: MlflowClient, groups: dict[str, list[Run]], path: Path,
+                  seed: int | None = None) -> bool:
     images = []
     for measure, runs in groups.items():
-        run = runs[0]
+        run = heatmap_run(runs, seed)
+        if run is None:
+            continue
         names = {a.path for a in client.list_artifacts(run.run_id)}
         if "visited_positions.png" not in names:
             continue
@@ -262,7 +275,8 @@ def plot_heatmaps(client: MlflowClient, groups: dict[str, list[Run]], path: Path
     return True
 
 
-def compare(tracking_uri: str, experiment: str, out: Path, last: int = 5) -> dict[str, Path]:
+def compare(tracking_uri: str, experiment: str, out: Path, last: int = 5,
+            heatmap_seed: int | None = None) -> dict[str, Path]:
     """Write the figures and the table for one experiment; return what was written."""
     client = MlflowClient(tracking_uri=tracking_uri)
     runs = load_runs(client, experiment)
@@ -275,7 +289,7 @@ def compare(tracking_uri: str, experiment: str, out: Path, last: int = 5) -> dic
     plot_running_time(groups, written["running_time"])
     if plot_delta_sweep(runs, last, out / "delta_sweep.png"):
         written["delta_sweep"] = out / "delta_sweep.png"
-    if plot_heatmaps(client, groups, out / "heatmaps.png"):
+    if plot_heatmaps(client, groups, out / "heatmaps.png", heatmap_seed):
         written["heatmaps"] = out / "heatmaps.png"
     return written
 
@@ -289,9 +303,12 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=None, help="default: comparison/<experiment>")
     parser.add_argument("--last", type=int, default=5, help="iterations averaged as 'final'")
+    parser.add_argument("--heatmap-seed", type=int, default=None,
+                        help="the seed whose heatmaps to show (default: the lowest that found the "
+                             "reward, per measure)")
     args = parser.parse_args()
     out = args.out or Path("comparison") / args.experiment
-    written = compare(args.tracking_uri, args.experiment, out, args.last)
+    written = compare(args.tracking_uri, args.experiment, out, args.last, args.heatmap_seed)
     print(written["table"].read_text())
     for name, path in written.items():
         print(f"{name}: {path}")

@@ -141,3 +141,15 @@ def test_runs_without_a_finished_episode_give_nan_rows_not_a_crash(tmp_path):
     row = written["table"].read_text().splitlines()[2].split("|")
     assert row[3].strip() == "nan" and row[6].strip() == "never (0/1)" and row[7].strip() == "1,000"
     assert plt.imread(written["returns"]).shape[0] > 100
+
+
+def test_the_heatmap_shows_the_chosen_seed_else_the_lowest_rewarded_one():
+    def run(seed, first):
+        return compare.Run(str(seed), "vase", seed, None,
+                           {"first_reward_step": np.array(first, dtype=float)})
+
+    runs = [run(0, []), run(1, []), run(2, [5000.0]), run(3, [900.0])]
+    assert compare.heatmap_run(runs, None).seed == 2
+    assert compare.heatmap_run(runs, 1).seed == 1
+    assert compare.heatmap_run(runs, 7) is None
+    assert compare.heatmap_run(runs[:2], None).seed == 0  # nobody found it: the lowest seed
