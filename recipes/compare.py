@@ -205,13 +205,14 @@ def plot_returns(experiment: str, groups: dict[str, list[Run]], path: Path) -> N
     plt.close(fig)
 
 
-def plot_running_time(groups: dict[str, list[Run]], path: Path) -> None:
+def plot_running_time(experiment: str, groups: dict[str, list[Run]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(5, 3.5))
     names = list(groups)
     seconds = [summary(groups[m], 1)["seconds_per_iteration"] for m in names]
     ax.bar(names, seconds, color="tab:blue")
     ax.set_ylabel("seconds per iteration\n(median iteration, median over seeds)")
     ax.tick_params(axis="x", labelrotation=30 if max(map(len, names)) > 6 else 0)
+    ax.set_title(experiment)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -286,7 +287,7 @@ def compare(tracking_uri: str, experiment: str, out: Path, last: int = 5,
                "running_time": out / "running_time.png"}
     written["table"].write_text(markdown_table(experiment, groups, last))
     plot_returns(experiment, groups, written["returns"])
-    plot_running_time(groups, written["running_time"])
+    plot_running_time(experiment, groups, written["running_time"])
     if plot_delta_sweep(runs, last, out / "delta_sweep.png"):
         written["delta_sweep"] = out / "delta_sweep.png"
     if plot_heatmaps(client, groups, out / "heatmaps.png", heatmap_seed):
