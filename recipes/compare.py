@@ -44,9 +44,13 @@ class Run:
     run_id: str
     surprise: str
     seed: int
-    delta: float | None
     metrics: dict[str, np.ndarray]  # name -> values ordered by step (frames)
     settings: dict[str, str] = field(default_factory=dict)  # the surprise.* params but its name
+
+    @property
+    def delta(self) -> float | None:
+        """δ of a VASE run (``None`` for the other measures)."""
+        return _number(self.settings.get("surprise.delta"))
 
     def final(self, name: str, last: int = 1) -> float:
         """The mean of the last ``last`` finite values of a metric (NaN if none)."""
@@ -67,13 +71,11 @@ def load_runs(client: MlflowClient, experiment: str) -> list[Run]:
         for name in ("return_mean", "success_rate", "fps", "wall_time", "first_reward_step"):
             history = sorted(client.get_metric_history(run.info.run_id, name), key=lambda m: m.step)
             metrics[name] = np.array([m.value for m in history], dtype=float)
-        delta = run.data.params.get("surprise.delta")
         runs.append(
             Run(
                 run_id=run.info.run_id,
                 surprise=run.data.tags.get("surprise", "?"),
                 seed=int(run.data.tags.get("seed", -1)),
-                delta=float(delta) if delta not in (None, "None") else None,
                 metrics=metrics,
                 settings={k: v for k, v in run.data.params.items()
                           if k.startswith("surprise.") and k != "surprise.name"},
@@ -88,11 +90,17 @@ SYMBOLS = {"surprise.delta": "δ", "surprise.sigma_c": "σ_c", "surprise.eta": "
            "surprise.num_samples": "N", "surprise.prior_std": "σ_m"}
 
 
-def _sortable(value: str | None) -> tuple[int, float, str]:
+def _number(value: str | None) -> float | None:
+    """A param as a number, ``None`` if it is not one (absent, ``"None"``, a name)."""
     try:
-        return 0, float(value), ""
+        return float(value)
     except (TypeError, ValueError):
-        return 1, 0.0, str(value)
+        return None
+
+
+def _label(value: str | None) -> str:
+    number = _number(value)
+    return f"{number:g}" if number is not None else str(value)
 
 
 def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
@@ -110,24 +118,20 @@ def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
         varying = [k for k in keys if len({r.settings.get(k) for r in members}) > 1]
 
         def setting(run: Run, varying: list[str] = varying) -> tuple:
-            return tuple(_sortable(run.settings.get(k)) for k in varying)
+            # numbers in numeric order, then anything else by its text
+            values = [run.settings.get(k) for k in varying]
+            return tuple((0, n, "") if (n := _number(v)) is not None else (1, 0.0, str(v))
+                         for v in values)
 
         for run in sorted(members, key=lambda r: (setting(r), r.seed)):
             name = measure
             if varying:
                 name += " " + ", ".join(
-                    f"{SYMBOLS.get(k, k.removeprefix('surprise.'))}={_short(run.settings.get(k))}"
+                    f"{SYMBOLS.get(k, k.removeprefix('surprise.'))}={_label(run.settings.get(k))}"
                     for k in varying
                 )
             groups.setdefault(name, []).append(run)
     return groups
-
-
-def _short(value: str | None) -> str:
-    try:
-        return f"{float(value):g}"
-    except (TypeError, ValueError):
-        return str(value)
 
 
 def return_curves(runs: list[Run]) -> np.ndarray:

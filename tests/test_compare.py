@@ -88,8 +88,7 @@ def test_table_numbers_equal_a_direct_computation(store, tmp_path):
 def test_groups_split_a_measure_by_the_settings_that_differ_between_its_runs():
     def run(run_id, surprise, seed, **settings):
         settings = {f"surprise.{k}": v for k, v in settings.items()}
-        delta = settings.get("surprise.delta")
-        return compare.Run(run_id, surprise, seed, float(delta) if delta else None, {}, settings)
+        return compare.Run(run_id, surprise, seed, {}, settings)
 
     runs = [run("a", "vase", 0, delta="0.001", sigma_c="5.0", eta="0.0001"),
             run("b", "none", 0),
@@ -115,7 +114,7 @@ def test_figures_are_written_and_non_empty(store, tmp_path):
 
 def test_running_time_is_the_median_iteration():
     # a slow first iteration (start-up) does not count
-    run = compare.Run("id", "vase", 0, None, {"wall_time": np.array([9.0, 11.0, 13.0]),
+    run = compare.Run("id", "vase", 0, {"wall_time": np.array([9.0, 11.0, 13.0]),
                                                "return_mean": np.zeros(3),
                                                "success_rate": np.zeros(3),
                                                "fps": np.ones(3),
@@ -145,7 +144,7 @@ def test_runs_without_a_finished_episode_give_nan_rows_not_a_crash(tmp_path):
 
 def test_the_heatmap_shows_the_chosen_seed_else_the_lowest_rewarded_one():
     def run(seed, first):
-        return compare.Run(str(seed), "vase", seed, None,
+        return compare.Run(str(seed), "vase", seed,
                            {"first_reward_step": np.array(first, dtype=float)})
 
     runs = [run(0, []), run(1, []), run(2, [5000.0]), run(3, [900.0])]
