@@ -1,19 +1,23 @@
 """TRPO with a surprise bonus: the paper's Algorithm 1, assembled from TorchRL parts.
 
-Per iteration: collect a batch with the policy (a ``Collector`` over a ``SerialEnv``); add the
-surprise bonus to the whole batch at once (``SurpriseRewardTransform`` on the batch path: the BNN
-does not change during a rollout, so this equals computing it step by step); add the transitions
-to the replay pool; once the pool holds ``pool_min`` transitions, update the BNN by the ELBO on
-minibatches from the pool; update the policy with TRPO on the augmented reward and fit the critic.
-The policy is scored on the extrinsic return only.
+Per iteration: collect a batch with the policy (a ``Collector`` over a ``SerialEnv``); the
+exploration side (``torchrl_vase.Exploration``) adds the bonus to the whole batch at once (the model
+does not change during a rollout, so this equals computing it step by step), adds the transitions
+to the replay pool, refreshes the model's standardisation over the pool and trains the model;
+then the advantage (``ExplorationGAE``, with the structure of ``conf/advantage/``), TRPO's
+natural-gradient step and the critic fit. The policy is scored on the extrinsic return only.
+Diagnostics of whether the bonus steers the policy are logged every iteration.
 
     python recipes/trpo_vase.py                                     # MountainCar, VASE, seed 0
     python recipes/trpo_vase.py env=half_cheetah surprise=nll seed=3 surprise.delta=1e-3
+    python recipes/trpo_vase.py advantage=dual surprise=rnd        # RND's two critics
+    python recipes/trpo_vase.py +preset=authors                     # the authors' settings
     python recipes/trpo_vase.py -m seed=0,1,2 surprise=none,vase,nll hydra/launcher=joblib
     python recipes/trpo_vase.py resume=true                         # continue a killed run
     mlflow ui --backend-store-uri sqlite:///mlflow.db               # compare the runs
 
-Configuration: ``conf/trpo_vase.yaml`` and the groups ``conf/env/`` and ``conf/surprise/``.
+Configuration: ``conf/trpo_vase.yaml`` and the groups ``conf/env/``, ``conf/surprise/``,
+``conf/advantage/`` and ``conf/preset/``.
 """
 
 from __future__ import annotations
@@ -36,11 +40,9 @@ import torch
 from filelock import FileLock
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
-from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.collectors import Collector
-from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.envs import (
     ActionScaling,
     Compose,
@@ -53,21 +55,30 @@ from torchrl.envs import (
     TransformedEnv,
 )
 from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, ValueOperator
-from torchrl.objectives import ValueEstimators
 from tqdm import tqdm
 
 from torchrl_vase import (
-    BayesianMLP,
+    DynamicsModel,
+    Exploration,
+    ExplorationGAE,
+    RNDRewardTransform,
+    StandardizedRegressor,
     StateIndependentScale,
     SurpriseRewardTransform,
     TRPOLoss,
-    VariationalELBOLoss,
     fit_critic,
 )
+from torchrl_vase.diagnostics import CoverageGrid, advantage_alignment
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
-TRANSITION_KEYS = ("observation", "action", ("next", "observation"))
+BNN_MEASURES = ("vase", "nll", "vime")
+# Exploration.step's metrics as the recipe logs them; the model's losses get a bnn_/rnd_ prefix
+EXPLORATION_METRICS = {
+    "bonus_mean": "intrinsic_reward_mean",
+    "bonus_std": "intrinsic_reward_std",
+    "novelty_spearman": "novelty_spearman",
+}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -84,6 +95,11 @@ def validate(cfg: DictConfig) -> None:
             f"env.frames_per_batch ({env.frames_per_batch}) is smaller than num_envs "
             f"({cfg.num_envs}): every env must step at least once per batch."
         )
+    if cfg.advantage.structure == "dual" and surprise.name == "none":
+        raise ValueError(
+            "advantage=dual needs an intrinsic reward for its intrinsic critic; choose a "
+            "surprise measure (vase, nll, vime, rnd) or another advantage structure."
+        )
     if surprise.name != "none":
         if env.pool_size < env.pool_min:
             raise ValueError(
@@ -95,7 +111,7 @@ def validate(cfg: DictConfig) -> None:
                 f"surprise.elbo.batch_size ({surprise.elbo.batch_size}) exceeds env.pool_min "
                 f"({env.pool_min})."
             )
-        if env.bnn.activation not in ACTIVATIONS:
+        if surprise.name in BNN_MEASURES and env.bnn.activation not in ACTIVATIONS:
             raise ValueError(
                 f"env.bnn.activation must be one of {sorted(ACTIVATIONS)}, got "
                 f"{env.bnn.activation!r}."
@@ -158,6 +174,20 @@ def make_env(cfg: DictConfig) -> TransformedEnv:
     return env
 
 
+def make_critic(cfg: DictConfig, obs_dim: int, out_key: str = "state_value") -> ValueOperator:
+    """An MLP (or linear) critic; with ``trpo.critic_standardize`` its inputs and targets are
+    standardised per fit, as rllab's baselines do."""
+    cells = list(cfg.env.critic_cells)
+    net = (
+        MLP(obs_dim, 1, num_cells=cells, activation_class=nn.ReLU)
+        if cells
+        else nn.Linear(obs_dim, 1)
+    )
+    if cfg.trpo.critic_standardize:
+        net = StandardizedRegressor(net, in_features=obs_dim)
+    return ValueOperator(net, in_keys=["observation"], out_keys=[out_key])
+
+
 def make_agent(cfg: DictConfig, env) -> tuple[ProbabilisticActor, ValueOperator]:
     obs_dim = env.observation_spec["observation"].shape[-1]
     action_dim = env.action_spec.shape[-1]
@@ -171,81 +201,79 @@ def make_agent(cfg: DictConfig, env) -> tuple[ProbabilisticActor, ValueOperator]
         distribution_class=IndependentNormal,
         return_log_prob=True,
     )
-    critic_cells = list(cfg.env.critic_cells)
-    critic_net = (
-        MLP(obs_dim, 1, num_cells=critic_cells, activation_class=nn.ReLU)
-        if critic_cells
-        else nn.Linear(obs_dim, 1)
-    )
-    return actor, ValueOperator(critic_net, in_keys=["observation"])
+    return actor, make_critic(cfg, obs_dim)
 
 
-class Exploration:
-    """The surprise side of Algorithm 1: the BNN, its ELBO, the replay pool and the bonus."""
-
-    def __init__(self, cfg: DictConfig, obs_dim: int, action_dim: int) -> None:
-        s, e = cfg.surprise, cfg.env
-        self.model = BayesianMLP(
-            obs_dim + action_dim,
+def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int) -> Exploration:
+    """The bonus of ``cfg.surprise``, its model and loss, in the library's ``Exploration``."""
+    s, e = cfg.surprise, cfg.env
+    if s.name == "rnd":
+        bonus = RNDRewardTransform(
+            obs_dim, eta=s.eta, num_cells=list(s.num_cells), embedding_dim=s.embedding_dim
+        )
+        loss = bonus.make_loss(update_fraction=s.update_fraction)
+    else:
+        model = DynamicsModel.build(
             obs_dim,
+            action_dim,
             list(e.bnn.num_cells),
             ACTIVATIONS[e.bnn.activation],
             prior_std=s.prior_std,
+            init_mean=s.init_mean,
+            sigma_c=s.sigma_c,
+            target=s.target,
+            standardize=s.standardize,
         )
-        self.loss = VariationalELBOLoss(
-            self.model, sigma_c=s.sigma_c, num_samples=s.num_samples, kl_weight=s.elbo.kl_weight
-        )
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=s.elbo.lr)
-        self.bonus = SurpriseRewardTransform(
-            self.model,
+        bonus = SurpriseRewardTransform(
+            model,
             measure=s.name,
             eta=s.eta,
             delta=s.get("delta", 0.0),
-            sigma_c=s.sigma_c,
             num_samples=s.num_samples,
             reward_normalization=s.reward_normalization,
         )
-        # (s, a, s') triples only: each is one env step, so none crosses an episode boundary
-        self.pool = ReplayBuffer(storage=LazyTensorStorage(e.pool_size))
-        self.pool_min = e.pool_min
-        self.updates = s.elbo.updates_per_iteration
-        self.minibatch = s.elbo.batch_size
+        loss = bonus.make_loss(num_samples=s.num_samples, kl_weight=s.elbo.kl_weight)
+    return Exploration(
+        bonus,
+        loss,
+        pool_size=e.pool_size,
+        pool_min=e.pool_min,
+        updates_per_iteration=s.elbo.updates_per_iteration,
+        batch_size=s.elbo.batch_size,
+        lr=s.elbo.lr,
+    )
 
-    def add_bonus(self, batch: TensorDict) -> None:
-        self.bonus(batch)
 
-    def remember(self, batch: TensorDict) -> None:
-        self.pool.extend(batch.reshape(-1).select(*TRANSITION_KEYS))
+def make_advantage(cfg: DictConfig, loss: TRPOLoss, obs_dim: int) -> ValueOperator | None:
+    """Set the loss's value estimator; return the intrinsic critic of the dual structure.
 
-    def train_model(self) -> dict[str, float]:
-        if len(self.pool) < self.pool_min:
-            return {}
-        totals = torch.zeros(3)
-        # all minibatches in one draw (uniform with replacement, as separate draws would be):
-        # a replay-buffer sample call costs ~10x a tensordict split
-        minibatches = self.pool.sample(self.updates * self.minibatch).split(self.minibatch)
-        for minibatch in minibatches:
-            out = self.loss(minibatch)
-            self.optimizer.zero_grad()
-            (out["loss_nll"] + out["loss_kl"]).backward()
-            self.optimizer.step()
-            totals += torch.stack([out["loss_nll"].detach(), out["loss_kl"].detach(), out["elbo"]])
-        nll, kl, elbo = (totals / self.updates).tolist()
-        return {"bnn_loss_nll": nll, "bnn_loss_kl": kl, "bnn_elbo": elbo}
-
-    def state_dict(self) -> dict:
-        return {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "bonus": self.bonus.state_dict(),
-            "pool": self.pool.state_dict(),
+    Plain TRPO (``surprise=none``) has no bonus: one critic on the reward (the ``combined``
+    structure without a bonus is torchrl's GAE), with the same value targets as the others.
+    """
+    a = cfg.advantage
+    structure = "combined" if cfg.surprise.name == "none" else a.structure
+    intrinsic_critic = None
+    kwargs = {}
+    if structure == "dual":
+        intrinsic_critic = make_critic(cfg, obs_dim, out_key="intrinsic_state_value")
+        kwargs = {
+            "intrinsic_value_network": intrinsic_critic,
+            "intrinsic_gamma": a.intrinsic_gamma,
+            "extrinsic_coef": a.extrinsic_coef,
+            "intrinsic_coef": a.intrinsic_coef,
+            "episodic_intrinsic": a.episodic_intrinsic,
         }
-
-    def load_state_dict(self, state: dict) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.bonus.load_state_dict(state["bonus"])
-        self.pool.load_state_dict(state["pool"])
+    estimator = ExplorationGAE(
+        structure,
+        gamma=cfg.trpo.gamma,
+        lmbda=cfg.trpo.gae_lambda,
+        value_network=loss.critic_network,
+        value_target=a.value_target,
+        center_bonus=a.center_bonus,
+        **kwargs,
+    )
+    loss.make_value_estimator(estimator)
+    return intrinsic_critic
 
 
 # ------------------------------------------------------------------------------------------------
@@ -273,7 +301,9 @@ def git_commit() -> str:
 
 
 def run_name(cfg: DictConfig) -> str:
-    return f"{cfg.surprise.name}-seed{cfg.seed}"
+    if cfg.surprise.name == "none":
+        return f"none-seed{cfg.seed}"
+    return f"{cfg.surprise.name}-{cfg.advantage.structure}-seed{cfg.seed}"
 
 
 def checkpoint_dir(cfg: DictConfig, experiment: str) -> Path:
@@ -294,22 +324,24 @@ def set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
 
 
-def point_robot_heatmap(positions: np.ndarray, first_reward_step: int | None, path: Path) -> None:
-    """The visited positions as a 2D histogram (the paper's exploration figure)."""
+def coverage_heatmap(grid: CoverageGrid, first_reward_step: int | None, path: Path) -> None:
+    """Visits per cell of the coverage grid (the paper's exploration figure), goal at (1, 1)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    counts = grid.counts.numpy().astype(float)
+    counts[counts == 0] = np.nan
+    low, high = grid.low.tolist(), grid.high.tolist()
     fig, ax = plt.subplots(figsize=(4.5, 4))
-    hist = ax.hist2d(positions[:, 0], positions[:, 1], bins=80, range=[[-2, 2], [-2, 2]],
-                     cmap="viridis", cmin=1)
-    fig.colorbar(hist[3], ax=ax, label="visits")
+    image = ax.imshow(counts.T, origin="lower", extent=[low[0], high[0], low[1], high[1]],
+                      cmap="viridis", interpolation="nearest")
+    fig.colorbar(image, ax=ax, label="visits")
     ax.plot([1], [1], marker="*", color="red", markersize=12)
-    if first_reward_step is None:
-        ax.set_title("goal not reached")
-    else:
-        ax.set_title(f"first reward at step {first_reward_step:,}")
+    found = "goal not reached" if first_reward_step is None else (
+        f"first reward at step {first_reward_step:,}")
+    ax.set_title(f"{found}; coverage {grid.coverage():.1%}", fontsize=10)
     ax.set_aspect("equal")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -345,28 +377,41 @@ def train(cfg: DictConfig) -> dict:
     random.seed(cfg.seed)
     env = make_env(cfg)
     actor, critic = make_agent(cfg, env)
-    loss = TRPOLoss(actor, critic, max_kl=cfg.env.max_kl)
-    loss.make_value_estimator(ValueEstimators.GAE, gamma=cfg.trpo.gamma, lmbda=cfg.trpo.gae_lambda)
-    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=cfg.trpo.critic_lr)
     obs_dim = env.observation_spec["observation"].shape[-1]
+    loss = TRPOLoss(actor, critic, max_kl=cfg.env.max_kl)
+    intrinsic_critic = make_advantage(cfg, loss, obs_dim)
+    critic_parameters = list(critic.parameters())
+    if intrinsic_critic is not None:
+        critic_parameters += list(intrinsic_critic.parameters())
+    critic_optimizer = torch.optim.Adam(critic_parameters, lr=cfg.trpo.critic_lr)
     exploration = None
     if cfg.surprise.name != "none":
-        exploration = Exploration(cfg, obs_dim, env.action_spec.shape[-1])
+        exploration = make_exploration(cfg, obs_dim, env.action_spec.shape[-1])
+    grid = None
+    if cfg.env.get("coverage"):
+        space = env.observation_spec["observation"].space  # [num_envs, D]: every env alike
+        grid = CoverageGrid(space.low[0].tolist(), space.high[0].tolist(),
+                            cfg.env.coverage.cell_size)
+    heatmap_counts = None  # the grid's counts when the first reward was found
 
     start_iteration, frames, first_reward_step, run_id = 0, 0, None, None
-    positions: list[np.ndarray] = []
     wall_time_before = 0.0
     if resume_path is not None:
         state = torch.load(resume_path, weights_only=False)
         actor.load_state_dict(state["actor"])
         critic.load_state_dict(state["critic"])
         critic_optimizer.load_state_dict(state["critic_optimizer"])
+        loss.value_estimator.load_state_dict(state["advantage"])
+        if intrinsic_critic is not None:
+            intrinsic_critic.load_state_dict(state["intrinsic_critic"])
         env.transform.load_state_dict(state["env_transform"])
         if exploration is not None:
             exploration.load_state_dict(state["exploration"])
+        if grid is not None:
+            grid.load_state_dict(state["coverage"])
+            heatmap_counts = state["heatmap_counts"]
         start_iteration, frames = state["iteration"] + 1, state["frames"]
         first_reward_step, run_id = state["first_reward_step"], state["run_id"]
-        positions = state.get("positions", [])
         wall_time_before = state.get("wall_time", 0.0)
         set_rng_state(state["rng"])
 
@@ -381,7 +426,7 @@ def train(cfg: DictConfig) -> dict:
         if run_id is None:
             mlflow.set_tags(
                 {"env": cfg.env.name, "surprise": cfg.surprise.name, "seed": str(cfg.seed),
-                 "git_commit": git_commit()}
+                 "advantage": cfg.advantage.structure, "git_commit": git_commit()}
             )
             mlflow.log_params(flatten(resolved))
             with tempfile.TemporaryDirectory() as tmp:
@@ -409,27 +454,28 @@ def train(cfg: DictConfig) -> dict:
             batch = next(batches)
             frames += batch.numel()
             extrinsic = batch["next", "reward"].clone()
-            if cfg.env.name == "point_robot":
-                # the observation is the robot's position: the visited positions
-                positions.append(batch["next", "observation"].reshape(-1, 2).numpy().copy())
+            if grid is not None:
+                grid.update(batch["next", "observation"])
             # [num_envs, T]: the envs step together, so time slice t ends at env step (t + 1)·E
             rewarded = (extrinsic.reshape(*batch.shape) > 0).reshape(-1, batch.shape[-1]).any(0)
             if first_reward_step is None and rewarded.any():
                 first_slice = int(rewarded.nonzero()[0])
                 first_reward_step = frames - batch.numel() + (first_slice + 1) * cfg.num_envs
+                if grid is not None:
+                    heatmap_counts = grid.counts.clone()
 
             metrics = {}
             if exploration is not None:
-                exploration.add_bonus(batch)
-                bonus = batch["next", "intrinsic_reward"]
-                metrics.update(intrinsic_reward_mean=bonus.mean().item(),
-                               intrinsic_reward_std=bonus.std().item(),
-                               bnn_entropy=exploration.model.entropy().item())
-                exploration.remember(batch)
-                metrics.update(exploration.train_model())
+                model_prefix = "rnd_" if cfg.surprise.name == "rnd" else "bnn_"
+                for key, value in exploration.step(batch).items():
+                    metrics[EXPLORATION_METRICS.get(key, model_prefix + key)] = value
 
             with torch.no_grad():
                 loss.value_estimator(batch)
+            if exploration is not None and metrics["intrinsic_reward_std"] > 0:
+                alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
+                metrics.update(advantage_bonus_corr=alignment["correlation"],
+                               advantage_bonus_share=alignment["bonus_share"])
             step = loss.natural_gradient_step(batch)
             critic_fit = fit_critic(loss, batch, critic_optimizer, epochs=cfg.trpo.critic_epochs,
                                     minibatch_size=cfg.trpo.critic_minibatch)
@@ -456,11 +502,14 @@ def train(cfg: DictConfig) -> dict:
                 trpo_backtracks=float(step["backtracks"]),
                 critic_loss=critic_fit["loss_critic"].item(),
                 explained_variance=critic_fit["explained_variance"].item(),
+                **{k: v.item() for k, v in critic_fit.items() if k.startswith("intrinsic_")},
                 fps=batch.numel() / elapsed,
                 wall_time=wall_time_before + time.perf_counter() - started,
             )
             if first_reward_step is not None:
                 metrics["first_reward_step"] = first_reward_step
+            if grid is not None:
+                metrics["coverage"] = grid.coverage()
             if frames > logged_until:  # a resumed run never logs a step twice
                 mlflow.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)},
                                    step=frames)
@@ -477,12 +526,15 @@ def train(cfg: DictConfig) -> dict:
                     "actor": actor.state_dict(),
                     "critic": critic.state_dict(),
                     "critic_optimizer": critic_optimizer.state_dict(),
+                    "advantage": loss.value_estimator.state_dict(),
+                    "intrinsic_critic": intrinsic_critic.state_dict() if intrinsic_critic else None,
                     "env_transform": env.transform.state_dict(),
                     "exploration": exploration.state_dict() if exploration else None,
                     "iteration": iteration,
                     "frames": frames,
                     "first_reward_step": first_reward_step,
-                    "positions": positions,
+                    "coverage": grid.state_dict() if grid is not None else None,
+                    "heatmap_counts": heatmap_counts,
                     "wall_time": metrics["wall_time"],
                     "run_id": run.info.run_id,
                     "rng": rng_state(),
@@ -497,14 +549,12 @@ def train(cfg: DictConfig) -> dict:
         bar.close()
         collector.shutdown()
 
-        if cfg.env.name == "point_robot" and positions:
+        if grid is not None and frames > 0:
             # the paper's figure: where the robot went until it first found the reward
-            until = len(positions)
-            if first_reward_step is not None:
-                until = math.ceil(first_reward_step / frames_per_batch)
+            snapshot = grid if heatmap_counts is None else grid.like(heatmap_counts)
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "visited_positions.png"
-                point_robot_heatmap(np.concatenate(positions[:until]), first_reward_step, path)
+                coverage_heatmap(snapshot, first_reward_step, path)
                 mlflow.log_artifact(str(path))
         return {"run_id": run.info.run_id, "iterations_done": iteration + 1, **metrics}
 

@@ -1,11 +1,21 @@
 """torchrl-vase: Variational Assorted Surprise Exploration (Xu, McCane & Szymanski) on TorchRL."""
 
-from torchrl_vase import envs  # registers the sparse envs with gymnasium
-from torchrl_vase.modules import BayesianMLP, LayerWeights, StateIndependentScale
+from torchrl_vase import diagnostics, envs  # envs: registers the sparse envs with gymnasium
+from torchrl_vase.exploration import Exploration
+from torchrl_vase.modules import (
+    BayesianMLP,
+    DynamicsModel,
+    LayerWeights,
+    StandardizedRegressor,
+    StateIndependentScale,
+)
 from torchrl_vase.objectives import (
+    ExplorationGAE,
     TRPOLoss,
     VariationalELBOLoss,
     conjugate_gradient,
+    discounted_sum,
+    explained_variance,
     fit_critic,
     gaussian_nll,
 )
@@ -17,8 +27,10 @@ from torchrl_vase.surprise import (
     vime_information_gain_exact,
 )
 from torchrl_vase.transforms import (
+    IntrinsicRewardTransform,
     NLLRewardTransform,
     RecentMedianNormalizer,
+    RNDRewardTransform,
     SurpriseRewardTransform,
     VASERewardTransform,
     VIMERewardTransform,
@@ -28,9 +40,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BayesianMLP",
+    "DynamicsModel",
+    "Exploration",
+    "ExplorationGAE",
+    "IntrinsicRewardTransform",
     "LayerWeights",
     "NLLRewardTransform",
+    "RNDRewardTransform",
     "RecentMedianNormalizer",
+    "StandardizedRegressor",
     "StateIndependentScale",
     "SurpriseRewardTransform",
     "TRPOLoss",
@@ -38,7 +56,10 @@ __all__ = [
     "VIMERewardTransform",
     "VariationalELBOLoss",
     "conjugate_gradient",
+    "diagnostics",
+    "discounted_sum",
     "envs",
+    "explained_variance",
     "fit_critic",
     "gaussian_nll",
     "nll_surprise",

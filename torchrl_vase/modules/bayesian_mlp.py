@@ -20,6 +20,7 @@ from torchrl_vase._validation import check_num_samples, check_positive
 #: weight set, or ``[N, out, in]`` and ``[N, out]`` for N sampled weight sets.
 LayerWeights = list[tuple[Tensor, Tensor]]
 
+_INIT_MEANS = ("uniform", "normal")
 _HALF_LOG_2PI_E = 0.5 * math.log(2 * math.pi * math.e)
 # Floats per block of hidden activations in an N-sample forward (2 MiB): cache-sized.
 _BLOCK_FLOATS = 2**19
@@ -64,6 +65,9 @@ class BayesianMLP(nn.Module):
         prior_std: σ_m, the prior std of every parameter (paper: 0.5).
         init_posterior_std: the initial σ of every parameter. Defaults to ``prior_std``, as in
             VIME's code: before any data the posterior is as wide as the prior.
+        init_mean: how the posterior means start: ``"uniform"`` (default; as ``torch.nn.Linear``
+            initialises a layer, ``U(±1/√fan_in)``) or ``"normal"`` (the VASE and VIME authors'
+            code: every μ from ``N(0, 1)``).
         device: where the parameters are allocated.
         dtype: the parameters' dtype.
 
@@ -93,6 +97,7 @@ class BayesianMLP(nn.Module):
         *,
         prior_std: float = 0.5,
         init_posterior_std: float | None = None,
+        init_mean: str = "uniform",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -109,12 +114,15 @@ class BayesianMLP(nn.Module):
         self.prior_std = check_positive("prior_std", prior_std)
         init_std = self.prior_std if init_posterior_std is None else init_posterior_std
         init_std = check_positive("init_posterior_std", init_std)
+        if init_mean not in _INIT_MEANS:
+            raise ValueError(f"init_mean must be one of {_INIT_MEANS}, got {init_mean!r}.")
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating point dtype, got {dtype}.")
         self.in_features = in_features
         self.out_features = out_features
         self.num_cells = list(num_cells)
         self.init_posterior_std = init_std
+        self.init_mean = init_mean
         #: Per layer, the (input, output) widths.
         self.layer_sizes = list(itertools.pairwise([in_features, *self.num_cells, out_features]))
         # All means and all ρ live in two flat parameters (weights then bias, layer by layer):
@@ -131,17 +139,21 @@ class BayesianMLP(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Means as ``torch.nn.Linear`` initialises a layer; every σ at its initial value.
+        """Means by ``init_mean``; every σ at its initial value.
 
-        Each layer's weight and bias means are drawn from ``U(−1/√fan_in, 1/√fan_in)``.
+        ``"uniform"``: each layer's weight and bias means from ``U(−1/√fan_in, 1/√fan_in)``, as
+        ``torch.nn.Linear``. ``"normal"``: every mean from ``N(0, 1)``, as the authors' code.
         """
         with torch.no_grad():
-            for (n_in, _), (weight, bias) in zip(
-                self.layer_sizes, self.unflatten(self.mu), strict=True
-            ):
-                bound = 1 / math.sqrt(n_in)
-                weight.uniform_(-bound, bound)
-                bias.uniform_(-bound, bound)
+            if self.init_mean == "normal":
+                self.mu.normal_(0.0, 1.0)
+            else:
+                for (n_in, _), (weight, bias) in zip(
+                    self.layer_sizes, self.unflatten(self.mu), strict=True
+                ):
+                    bound = 1 / math.sqrt(n_in)
+                    weight.uniform_(-bound, bound)
+                    bias.uniform_(-bound, bound)
             self.rho.fill_(_inverse_softplus(self.init_posterior_std))
 
     def unflatten(self, theta: Tensor) -> LayerWeights:

@@ -1,6 +1,22 @@
-"""Loss modules."""
+"""Loss modules and value estimators."""
 
+from torchrl_vase.objectives.advantage import STRUCTURES, ExplorationGAE, discounted_sum
 from torchrl_vase.objectives.elbo import VariationalELBOLoss, gaussian_nll
-from torchrl_vase.objectives.trpo import TRPOLoss, conjugate_gradient, fit_critic
+from torchrl_vase.objectives.trpo import (
+    TRPOLoss,
+    conjugate_gradient,
+    explained_variance,
+    fit_critic,
+)
 
-__all__ = ["TRPOLoss", "VariationalELBOLoss", "conjugate_gradient", "fit_critic", "gaussian_nll"]
+__all__ = [
+    "STRUCTURES",
+    "ExplorationGAE",
+    "TRPOLoss",
+    "VariationalELBOLoss",
+    "conjugate_gradient",
+    "discounted_sum",
+    "explained_variance",
+    "fit_critic",
+    "gaussian_nll",
+]

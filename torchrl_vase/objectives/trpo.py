@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule
+from tensordict.utils import NestedKey
 from torch import Tensor
 from torch.distributions import Distribution, kl_divergence
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
@@ -15,8 +16,10 @@ from torchrl.modules.distributions.utils import has_analytic_kl
 from torchrl.objectives import PPOLoss
 
 from torchrl_vase._validation import check_non_negative, check_positive
+from torchrl_vase.modules.critic import StandardizedRegressor
+from torchrl_vase.objectives.advantage import ExplorationGAE
 
-__all__ = ["TRPOLoss", "conjugate_gradient", "fit_critic"]
+__all__ = ["TRPOLoss", "conjugate_gradient", "explained_variance", "fit_critic"]
 
 
 def conjugate_gradient(
@@ -335,6 +338,24 @@ class TRPOLoss(PPOLoss):
         return TensorDict(out, batch_size=[])
 
 
+def _critics(loss: TRPOLoss) -> list[tuple[TensorDictModule, NestedKey]]:
+    """Every critic the loss's value estimator uses, with the key of its regression target."""
+    critics = [(loss.critic_network, loss.tensor_keys.value_target)]
+    estimator = loss._value_estimator
+    if isinstance(estimator, ExplorationGAE) and estimator.structure == "dual":
+        critics.append(
+            (estimator.intrinsic_value_network, estimator.tensor_keys.intrinsic_value_target)
+        )
+    return critics
+
+
+def _refit_standardization(critic: TensorDictModule, data: TensorDictBase, target_key) -> None:
+    module = getattr(critic, "module", None)
+    if isinstance(module, StandardizedRegressor):
+        inputs = torch.cat([data.get(key) for key in critic.in_keys], dim=-1)
+        module.fit_statistics(inputs, data.get(target_key))
+
+
 def fit_critic(
     loss: TRPOLoss,
     tensordict: TensorDictBase,
@@ -346,8 +367,13 @@ def fit_critic(
     """Regress the critic on the batch's value targets: ``epochs`` passes of shuffled minibatches.
 
     The value targets must be in the batch (``loss.value_estimator(batch)`` computes them with the
-    advantages). Returns the mean critic loss of the last epoch and the explained variance after
-    fitting.
+    advantages). With an ``ExplorationGAE`` of the ``"dual"`` structure as the loss's value
+    estimator, its intrinsic critic is fitted too, on ``intrinsic_value_target``, in the same
+    minibatches (the optimiser must hold both critics' parameters). A critic whose module is a
+    ``StandardizedRegressor`` first gets its statistics from this batch (as rllab's baselines).
+
+    Returns the mean critic loss of the last epoch and the explained variance after fitting
+    (with ``intrinsic_`` versions for an intrinsic critic).
 
     Examples:
         >>> import torch
@@ -367,23 +393,48 @@ def fit_critic(
         >>> sorted(fit_critic(loss, batch, optimizer, epochs=2, minibatch_size=16).keys())
         ['explained_variance', 'loss_critic']
     """
+    critics = _critics(loss)
+    optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    for critic, _ in critics:
+        if any(id(p) not in optimized for p in critic.parameters() if p.requires_grad):
+            raise ValueError(
+                f"the optimizer does not hold every parameter of the critic writing "
+                f"{critic.out_keys}; build it over all critics' parameters."
+            )
     data = tensordict.reshape(-1)
+    for critic, target_key in critics:
+        _refit_standardization(critic, data, target_key)
+    dual = len(critics) > 1
     last = []
     for _ in range(epochs):
         last = []
         for index in torch.randperm(data.shape[0]).split(minibatch_size):
-            loss_value, _, _ = loss.loss_critic(data[index])
-            loss_value = loss_value.mean()
+            minibatch = data[index]
+            loss_value = loss.loss_critic(minibatch)[0].mean()
+            if dual:
+                loss_value = loss_value + loss._value_estimator.intrinsic_critic_loss(minibatch)
             optimizer.zero_grad()
             loss_value.backward()
             optimizer.step()
             last.append(loss_value.detach())
+    out = {"loss_critic": torch.stack(last).mean()}
     with torch.no_grad():
-        _, _, explained_variance = loss.loss_critic(data)
-    return TensorDict(
-        {
-            "loss_critic": torch.stack(last).mean(),
-            "explained_variance": explained_variance.mean(),
-        },
-        batch_size=[],
-    )
+        for prefix, (critic, target_key) in zip(("", "intrinsic_"), critics, strict=False):
+            prediction = critic(data.select(*critic.in_keys)).get(critic.out_keys[0])
+            target = data.get(target_key)
+            out[f"{prefix}explained_variance"] = explained_variance(prediction, target)
+    return TensorDict(out, batch_size=[])
+
+
+def explained_variance(prediction: Tensor, target: Tensor) -> Tensor:
+    """``1 − Var(target − prediction) / Var(target)`` (NaN when the targets do not vary).
+
+    Examples:
+        >>> import torch
+        >>> explained_variance(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 4.0]))
+        tensor(0.8571)
+    """
+    variance = target.var(unbiased=False)
+    if variance == 0:
+        return torch.tensor(float("nan"))
+    return 1 - (target - prediction).var(unbiased=False) / variance

@@ -1,9 +1,14 @@
-"""TorchRL transforms that add surprise bonuses to rewards."""
+"""TorchRL transforms that add exploration bonuses to rewards."""
 
+from torchrl_vase.transforms.intrinsic import (
+    REWARD_NORMALIZATIONS,
+    IntrinsicRewardTransform,
+    RecentMedianNormalizer,
+)
+from torchrl_vase.transforms.rnd import RNDRewardTransform
 from torchrl_vase.transforms.surprise_reward import (
     MEASURES,
     NLLRewardTransform,
-    RecentMedianNormalizer,
     SurpriseRewardTransform,
     VASERewardTransform,
     VIMERewardTransform,
@@ -11,7 +16,10 @@ from torchrl_vase.transforms.surprise_reward import (
 
 __all__ = [
     "MEASURES",
+    "REWARD_NORMALIZATIONS",
+    "IntrinsicRewardTransform",
     "NLLRewardTransform",
+    "RNDRewardTransform",
     "RecentMedianNormalizer",
     "SurpriseRewardTransform",
     "VASERewardTransform",

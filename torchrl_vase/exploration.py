@@ -1,0 +1,215 @@
+"""The exploration side of the paper's Algorithm 1 as one object any training loop can use."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.objectives.common import LossModule
+
+from torchrl_vase.diagnostics import novelty_correlation
+from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
+
+__all__ = ["Exploration"]
+
+
+def _positive_int(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    return value
+
+
+class Exploration(nn.Module):
+    """A bonus, the model behind it, its loss, optimiser and replay pool: Algorithm 1's exploration.
+
+    Per iteration of an on-policy loop, on the batch just collected (``step(batch)``):
+
+    1. ``add_bonus``: ``r = r_e + η·U`` for every transition, with the model as it was trained up
+       to the previous iteration (the model does not change during a rollout, so this equals the
+       paper's per-step computation). Until the model's first update the bonus is 0 and the reward
+       left as it is (the authors add none in the first iteration), unless
+       ``bonus_before_training``.
+    2. Diagnostics: the bonus's mean and std, and ``novelty_spearman``, the Spearman correlation
+       between U and the k-NN novelty of s' among the states of the pool so far
+       (``torchrl_vase.diagnostics.novelty_correlation``).
+    3. ``update``: the transitions go into the pool; once it holds ``pool_min`` of them, the data
+       statistics are refreshed over the whole pool (``bonus.fit_statistics``: the dynamics model's
+       standardisation, as the authors recompute it each iteration) and the model takes
+       ``updates_per_iteration`` optimiser steps on minibatches of ``batch_size`` drawn uniformly
+       from the pool (the authors: 500 of 10).
+
+    The policy update comes after ``step`` and uses the batch's reward, extrinsic and intrinsic
+    reward keys (see ``ExplorationGAE``).
+
+    Works with every bonus transform of this library: ``SurpriseRewardTransform`` (VASE, NLL,
+    VIME) trained by ``VariationalELBOLoss``, and ``RNDRewardTransform`` trained by torchrl's
+    ``RNDLoss``. The loss must train the model the bonus evaluates (checked at construction);
+    ``loss=None`` builds it with ``bonus.make_loss()``.
+
+    Everything that changes during training is in ``state_dict``: the model, its statistics, the
+    bonus's scaling statistics, the optimiser, the pool and the update count.
+
+    Args:
+        bonus: the bonus transform (with its model; attach it to an env first if it builds one).
+        loss: the loss that trains the bonus's model; ``None`` for ``bonus.make_loss()``.
+
+    Keyword Args:
+        pool_size: the replay pool's capacity (paper: 100,000 classic, 5,000,000 locomotion).
+        pool_min: transitions in the pool before the model is trained (paper: 500).
+        updates_per_iteration: optimiser steps per ``update`` (authors: 500).
+        batch_size: transitions per step (authors: 10).
+        lr: Adam's learning rate (paper: 1e-3), when no ``optimizer`` is given.
+        optimizer: an optimiser over the loss's parameters, instead of Adam.
+        bonus_before_training: compute the bonus with the untrained model too.
+        novelty_k: k of the novelty diagnostic.
+        novelty_queries: transitions of a batch the novelty diagnostic looks at.
+        novelty_reference: pool states it compares them with.
+
+    Examples:
+        >>> import torch
+        >>> from torchrl.envs import GymEnv
+        >>> from torchrl_vase import DynamicsModel, VASERewardTransform
+        >>> bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=1e-4)
+        >>> exploration = Exploration(bonus, bonus.make_loss(kl_weight=0.2), pool_min=100,
+        ...                           updates_per_iteration=20)
+        >>> env = GymEnv("torchrl_vase/SparseMountainCar-v0")
+        >>> metrics = exploration.step(env.rollout(200))  # no bonus yet: the model learns
+        >>> int(exploration.model_updates), len(exploration.pool)
+        (20, 200)
+        >>> batch = env.rollout(200)
+        >>> metrics = exploration.step(batch)
+        >>> bool(batch["next", "intrinsic_reward"].std() > 0)
+        True
+    """
+
+    def __init__(
+        self,
+        bonus: IntrinsicRewardTransform,
+        loss: LossModule | None = None,
+        *,
+        pool_size: int = 100_000,
+        pool_min: int = 500,
+        updates_per_iteration: int = 500,
+        batch_size: int = 10,
+        lr: float = 1e-3,
+        optimizer: torch.optim.Optimizer | None = None,
+        bonus_before_training: bool = False,
+        novelty_k: int = 10,
+        novelty_queries: int = 1000,
+        novelty_reference: int = 10_000,
+    ) -> None:
+        super().__init__()
+        if not isinstance(bonus, IntrinsicRewardTransform):
+            raise TypeError(
+                "bonus must be a bonus transform of this library (SurpriseRewardTransform, "
+                f"RNDRewardTransform, ...), got {type(bonus).__name__}."
+            )
+        loss = bonus.make_loss() if loss is None else loss
+        bonus.check_loss(loss)
+        self.pool_size = _positive_int("pool_size", pool_size)
+        self.pool_min = _positive_int("pool_min", pool_min)
+        self.updates_per_iteration = _positive_int("updates_per_iteration", updates_per_iteration)
+        self.batch_size = _positive_int("batch_size", batch_size)
+        if self.pool_min > self.pool_size:
+            raise ValueError(
+                f"pool_min ({pool_min}) exceeds pool_size ({pool_size}): the model would never "
+                "be trained."
+            )
+        if self.batch_size > self.pool_min:
+            raise ValueError(f"batch_size ({batch_size}) exceeds pool_min ({pool_min}).")
+        self.bonus = bonus
+        self.loss = loss
+        parameters = [p for p in loss.parameters() if p.requires_grad]
+        if not parameters:
+            raise ValueError("the loss has no trainable parameters.")
+        self.optimizer = optimizer or torch.optim.Adam(parameters, lr=lr)
+        # (s, a, s') triples: each is one env step, so none crosses an episode boundary
+        self.pool = ReplayBuffer(storage=LazyTensorStorage(self.pool_size))
+        self.bonus_before_training = bool(bonus_before_training)
+        self.novelty_k = _positive_int("novelty_k", novelty_k)
+        self.novelty_queries = _positive_int("novelty_queries", novelty_queries)
+        self.novelty_reference = _positive_int("novelty_reference", novelty_reference)
+        #: Optimiser steps taken so far.
+        self.register_buffer("model_updates", torch.zeros((), dtype=torch.long))
+
+    # ----------------------------------------------------------------------------------------
+    # Algorithm 1
+    # ----------------------------------------------------------------------------------------
+    def step(self, batch: TensorDictBase) -> dict[str, float]:
+        """``add_bonus``, the diagnostics, then ``update``, on one collected batch; the metrics."""
+        active = self.add_bonus(batch)
+        bonus = batch.get(("next", self.bonus.intrinsic_reward_key))
+        metrics = {
+            "bonus_mean": bonus.mean().item(),
+            "bonus_std": bonus.std().item() if bonus.numel() > 1 else math.nan,
+            "novelty_spearman": self.novelty(batch) if active else math.nan,
+        }
+        metrics.update(self.update(batch))
+        return metrics
+
+    def add_bonus(self, batch: TensorDictBase) -> bool:
+        """Write the bonus into ``batch`` in place; ``False`` if it was 0 (model untrained)."""
+        if int(self.model_updates) == 0 and not self.bonus_before_training:
+            self.bonus.write_no_bonus(batch)
+            return False
+        self.bonus(batch)
+        return True
+
+    def update(self, batch: TensorDictBase) -> dict[str, float]:
+        """Add the batch to the pool; refresh statistics and train the model once it is big enough.
+
+        Returns the mean of each scalar loss output over the steps (``loss_*``, and e.g. ``elbo``,
+        ``kl``, ``entropy`` for the ELBO), empty when the model was not trained.
+        """
+        self.pool.extend(batch.reshape(-1).select(*self.bonus.transition_keys).clone())
+        if len(self.pool) < self.pool_min:
+            return {}
+        self.bonus.fit_statistics(self.pool.storage[: len(self.pool)])
+        # all minibatches in one draw (uniform with replacement, as separate draws would be):
+        # a replay-buffer sample call costs ~10x a tensordict split
+        sample = self.pool.sample(self.updates_per_iteration * self.batch_size)
+        totals: dict[str, torch.Tensor] = {}
+        for minibatch in sample.split(self.batch_size):
+            out = self.loss(minibatch)
+            objective = sum(value for key, value in out.items() if key.startswith("loss_"))
+            self.optimizer.zero_grad()
+            objective.backward()
+            self.optimizer.step()
+            for key, value in out.items():
+                if value.numel() == 1:
+                    totals[key] = totals.get(key, 0.0) + value.detach()
+        self.model_updates += self.updates_per_iteration
+        return {key: (total / self.updates_per_iteration).item() for key, total in totals.items()}
+
+    def novelty(self, batch: TensorDictBase) -> float:
+        """Spearman's ρ between the batch's bonus and its next states' k-NN novelty in the pool.
+
+        Call it before ``update`` adds the batch to the pool. The subsamples come from a generator
+        of their own, so the diagnostic does not change the training's random numbers.
+        """
+        key = ("next", self.bonus.observation_key)
+        if len(self.pool) <= self.novelty_k:
+            return math.nan
+        generator = torch.Generator().manual_seed(int(self.model_updates))
+        return novelty_correlation(
+            batch.get(("next", self.bonus.intrinsic_reward_key)),
+            batch.get(key),
+            self.pool.storage[: len(self.pool)].get(key),
+            k=self.novelty_k,
+            num_queries=self.novelty_queries,
+            num_reference=self.novelty_reference,
+            generator=generator,
+        )
+
+    # ----------------------------------------------------------------------------------------
+    # State
+    # ----------------------------------------------------------------------------------------
+    def get_extra_state(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "pool": self.pool.state_dict()}
+
+    def set_extra_state(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.pool.load_state_dict(state["pool"])

@@ -1,0 +1,263 @@
+"""The dynamics model of VASE with everything that decides what it sees: its data's standardisation,
+its target and its likelihood.
+
+The ELBO that trains the model (paper, Eq. 12) and every surprise bonus that evaluates it
+(Eqs. 4, 6, 10) must see the same numbers. ``DynamicsModel`` is the one object both take, so they
+cannot disagree: it owns the Bayesian network, σ_c of the likelihood ``N(s'; f(s, a; θ), σ_c² I)``
+(Eq. 11), whether it predicts s' or s' − s, how discrete actions are encoded, and the standardisation
+statistics of its inputs and targets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from torchrl_vase._validation import check_positive
+from torchrl_vase.modules.bayesian_mlp import BayesianMLP
+
+TARGETS = ("next_observation", "delta")
+# the authors' code adds 1e-8 to the pool's std before dividing
+_STD_EPS = 1e-8
+
+
+class DynamicsModel(nn.Module):
+    """A Bayesian dynamics model ``f_m(s, a; θ)`` that owns how its data is prepared.
+
+    ``prepare(obs, action, next_obs)`` returns ``(s, a, y)`` as the network sees them: cast to its
+    dtype, discrete actions one-hot encoded, and, with ``standardize=True`` (the default, as the
+    VASE authors' code does), standardised by statistics of the replay pool::
+
+        s ← (s − μ_s) / (σ_s + 1e-8)     a ← (a − μ_a) / (σ_a + 1e-8)
+        y = s'  → (s' − μ_s) / (σ_s + 1e-8)         (target="next_observation"; the authors')
+        y = s' − s → (y − μ_Δ) / (σ_Δ + 1e-8)       (target="delta")
+
+    The statistics are buffers (saved in ``state_dict``), set by ``update_statistics`` from the
+    transitions it is given, e.g. the whole replay pool once per iteration, as the authors do.
+    Before the first call they are the identity (mean 0, std 1): the data is seen raw.
+    ``VariationalELBOLoss`` and every surprise transform take this object and call ``prepare``, so
+    a bonus is always evaluated on the data as the ELBO saw it.
+
+    σ_c (``sigma_c``) is the likelihood's std, in the units of the (standardised) target; the
+    paper's text uses 5, the authors' script 0.5.
+
+    Args:
+        network: the Bayesian MLP; ``in_features`` = observation features + action features
+            (the number of classes for a discrete action), ``out_features`` = observation features.
+
+    Keyword Args:
+        sigma_c: σ_c of the likelihood (paper: 5.0).
+        target: ``"next_observation"`` (predict s', the paper's) or ``"delta"`` (predict s' − s).
+        standardize: standardise inputs and target by ``update_statistics``'s data.
+        action_classes: for a discrete action, its number of classes; integer actions (indices)
+            are then one-hot encoded, float actions are taken as one-hot already.
+
+    Examples:
+        >>> import torch
+        >>> model = DynamicsModel.build(obs_dim=2, action_dim=1, num_cells=[32], sigma_c=0.5)
+        >>> obs, action = torch.randn(100, 2) * 10 + 3, torch.randn(100, 1)
+        >>> next_obs = obs + 0.1
+        >>> model.update_statistics(obs, action, next_obs)
+        >>> s, a, y = model.prepare(obs, action, next_obs)
+        >>> bool(s.mean().abs() < 1e-5), round(s.std(unbiased=False).item(), 3)
+        (True, 1.0)
+        >>> model.network(s, a, num_samples=10).shape
+        torch.Size([10, 100, 2])
+    """
+
+    def __init__(
+        self,
+        network: BayesianMLP,
+        *,
+        sigma_c: float = 5.0,
+        target: str = "next_observation",
+        standardize: bool = True,
+        action_classes: int | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(network, BayesianMLP):
+            raise TypeError(f"network must be a BayesianMLP, got {type(network).__name__}.")
+        if target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS}, got {target!r}.")
+        obs_dim = network.out_features
+        action_dim = network.in_features - obs_dim
+        if action_dim < 1:
+            raise ValueError(
+                "the network must take cat(observation, action): in_features "
+                f"({network.in_features}) must exceed out_features ({obs_dim})."
+            )
+        if action_classes is not None and (
+            isinstance(action_classes, bool)
+            or not isinstance(action_classes, int)
+            or action_classes != action_dim
+        ):
+            raise ValueError(
+                f"action_classes ({action_classes!r}) must equal the network's action features "
+                f"in_features - out_features = {action_dim}."
+            )
+        self.network = network
+        self.sigma_c = check_positive("sigma_c", sigma_c)
+        self.target = target
+        self.standardize = bool(standardize)
+        self.action_classes = action_classes
+        self.observation_dim = obs_dim
+        self.action_dim = action_dim
+        factory = {"dtype": network.mu.dtype, "device": network.mu.device}
+        for name, size in (("observation", obs_dim), ("action", action_dim), ("delta", obs_dim)):
+            self.register_buffer(f"{name}_loc", torch.zeros(size, **factory))
+            self.register_buffer(f"{name}_scale", torch.ones(size, **factory))
+        #: How many transitions the statistics were computed from (0: never set).
+        self.register_buffer("statistics_count", torch.zeros((), dtype=torch.long))
+
+    @classmethod
+    def build(
+        cls,
+        obs_dim: int,
+        action_dim: int,
+        num_cells: Sequence[int] = (32,),
+        activation_class: type[nn.Module] = nn.ReLU,
+        *,
+        prior_std: float = 0.5,
+        init_mean: str = "uniform",
+        sigma_c: float = 5.0,
+        target: str = "next_observation",
+        standardize: bool = True,
+        action_classes: int | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> DynamicsModel:
+        """A model with a new ``BayesianMLP(obs_dim + action_dim, obs_dim, num_cells, ...)``.
+
+        Examples:
+            >>> DynamicsModel.build(3, 1, [64, 64], torch.nn.Tanh).network.layer_sizes
+            [(4, 64), (64, 64), (64, 3)]
+        """
+        network = BayesianMLP(
+            obs_dim + action_dim,
+            obs_dim,
+            num_cells,
+            activation_class,
+            prior_std=prior_std,
+            init_mean=init_mean,
+            dtype=dtype,
+        )
+        return cls(
+            network,
+            sigma_c=sigma_c,
+            target=target,
+            standardize=standardize,
+            action_classes=action_classes,
+        )
+
+    # ----------------------------------------------------------------------------------------
+    # The posterior, for logging and the VASE confidence term
+    # ----------------------------------------------------------------------------------------
+    def entropy(self) -> Tensor:
+        """``H(q)`` of the network's posterior (paper, Eq. 10)."""
+        return self.network.entropy()
+
+    def kl_divergence(self) -> Tensor:
+        """``KL(q ‖ P)`` of the network's posterior to its prior (paper, Eq. 12)."""
+        return self.network.kl_divergence()
+
+    # ----------------------------------------------------------------------------------------
+    # Data
+    # ----------------------------------------------------------------------------------------
+    def encode_action(self, action: Tensor, batch_shape: torch.Size) -> Tensor:
+        """The action as the network sees it: one-hot for integer actions, the network's dtype."""
+        if not isinstance(action, Tensor):
+            raise TypeError(f"action must be a torch.Tensor, got {type(action).__name__}.")
+        one_hot_shape = (*batch_shape, self.action_dim)
+        if not action.dtype.is_floating_point and action.shape != one_hot_shape:
+            if self.action_classes is None:
+                raise TypeError(
+                    f"action has integer dtype {action.dtype} but the model has no "
+                    "action_classes; pass action_classes=... for a discrete action space."
+                )
+            if action.shape == (*batch_shape, 1):
+                action = action.squeeze(-1)
+            if action.shape != batch_shape:
+                raise ValueError(
+                    f"an integer (index) action must have shape {tuple(batch_shape)} or "
+                    f"{(*batch_shape, 1)}, got {tuple(action.shape)}."
+                )
+            if action.numel() and (action.min() < 0 or action.max() >= self.action_classes):
+                raise ValueError(f"action indices must lie in [0, {self.action_classes}).")
+            action = F.one_hot(action.long(), self.action_classes)
+        return action.to(self.network.mu.dtype)
+
+    def _check(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> tuple[Tensor, ...]:
+        for name, tensor in (("observation", obs), ("next observation", next_obs)):
+            if not isinstance(tensor, Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}.")
+            if not tensor.dtype.is_floating_point:
+                raise TypeError(f"{name} has dtype {tensor.dtype}; expected floating point.")
+            if tensor.dim() == 0 or tensor.shape[-1] != self.observation_dim:
+                raise ValueError(
+                    f"{name} has shape {tuple(tensor.shape)}; the model needs "
+                    f"[*batch, {self.observation_dim}]."
+                )
+        if next_obs.shape != obs.shape:
+            raise ValueError(
+                f"observation {tuple(obs.shape)} and next observation {tuple(next_obs.shape)} "
+                "must have the same shape."
+            )
+        batch_shape = obs.shape[:-1]
+        action = self.encode_action(action, batch_shape)
+        if action.shape != (*batch_shape, self.action_dim):
+            raise ValueError(
+                f"action has shape {tuple(action.shape)} (as encoded); the model needs "
+                f"{(*batch_shape, self.action_dim)} for observations of shape {tuple(obs.shape)}."
+            )
+        dtype = self.network.mu.dtype
+        obs, next_obs = obs.to(dtype), next_obs.to(dtype)
+        named = (("observation", obs), ("action", action), ("next observation", next_obs))
+        for name, tensor in named:
+            if not torch.isfinite(tensor).all():
+                raise ValueError(f"{name} contains non-finite values (nan or inf).")
+        return obs, action, next_obs
+
+    @torch.no_grad()
+    def update_statistics(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> None:
+        """Set the standardisation statistics from these transitions (all leading dims pooled).
+
+        The authors recompute them over the whole replay pool once per iteration, before the
+        ELBO updates; the population std is used, plus 1e-8 when dividing.
+        """
+        obs, action, next_obs = self._check(obs, action, next_obs)
+        count = obs.shape[:-1].numel()
+        if count < 2:
+            raise ValueError(f"statistics need at least 2 transitions, got {count}.")
+        for name, value in (("observation", obs), ("action", action), ("delta", next_obs - obs)):
+            flat = value.reshape(-1, value.shape[-1])
+            getattr(self, f"{name}_loc").copy_(flat.mean(0))
+            getattr(self, f"{name}_scale").copy_(flat.std(0, unbiased=False))
+        self.statistics_count.fill_(count)
+
+    def prepare(
+        self, obs: Tensor, action: Tensor, next_obs: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """``(s, a, y)``: checked, cast, encoded and (if ``standardize``) standardised.
+
+        ``y`` is the target: s' or s' − s. The network's input is ``cat(s, a)``.
+        """
+        obs, action, next_obs = self._check(obs, action, next_obs)
+        target = next_obs - obs if self.target == "delta" else next_obs
+        if not self.standardize:
+            return obs, action, target
+        obs_loc, obs_scale = self.observation_loc, self.observation_scale + _STD_EPS
+        if self.target == "delta":
+            target = (target - self.delta_loc) / (self.delta_scale + _STD_EPS)
+        else:
+            target = (target - obs_loc) / obs_scale
+        obs = (obs - obs_loc) / obs_scale
+        action = (action - self.action_loc) / (self.action_scale + _STD_EPS)
+        return obs, action, target
+
+    def extra_repr(self) -> str:
+        return (
+            f"sigma_c={self.sigma_c}, target={self.target!r}, standardize={self.standardize}, "
+            f"action_classes={self.action_classes}"
+        )

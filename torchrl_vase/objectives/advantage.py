@@ -1,0 +1,390 @@
+"""Advantage structures for a reward with an exploration bonus: which critic learns what.
+
+How the bonus reaches the policy update depends on what the critic is fitted to. With a critic on
+``r_e + η·U`` (``"combined"``), the critic's error can be far larger than the bonus's effect on
+the advantage, and the bonus stops steering the policy. The VASE authors (rllab's TRPO) fit the
+baseline to the extrinsic return only (``"extrinsic"``); RND's PPO has two value heads
+(``"dual"``). ``ExplorationGAE`` computes all three as a torchrl value estimator, so it plugs into
+``TRPOLoss`` and torchrl's PPO losses alike: ``loss.make_value_estimator(ExplorationGAE(...))``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule
+from tensordict.utils import NestedKey
+from torch import Tensor
+from torchrl.envs.transforms.rnd import RunningMeanStd
+from torchrl.objectives.value import GAE, ValueEstimatorBase
+from torchrl.objectives.value.functional import vec_generalized_advantage_estimate
+
+from torchrl_vase._validation import check_non_negative
+
+STRUCTURES = ("extrinsic", "combined", "dual")
+VALUE_TARGETS = ("monte_carlo", "td_lambda")
+# scratch entries written and removed inside one forward call
+_EXTRINSIC_ADVANTAGE = "_extrinsic_advantage"
+_INTRINSIC_ADVANTAGE = "_intrinsic_advantage"
+_SCALED_INTRINSIC = "_scaled_intrinsic_reward"
+_COMBINED_REWARD = "_combined_reward"
+_NEVER = "_never_done"
+
+
+def discounted_sum(values: Tensor, done: Tensor, factor: float, *, time_dim: int = -2) -> Tensor:
+    """``Σ_k factor^k · x_{t+k}`` within each trajectory (GAE with ``V ≡ 0``), one call for all.
+
+    ``values`` and ``done`` are ``[*B, T, 1]`` (time along ``time_dim``); the sum stops after a
+    ``done`` step and at the end of the time dim.
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(1, 4, 1)
+        >>> done = torch.tensor([False, True, False, False]).view(1, 4, 1)
+        >>> discounted_sum(x, done, 0.5).flatten().tolist()
+        [1.5, 1.0, 1.5, 1.0]
+    """
+    zeros = torch.zeros_like(values)
+    advantage, _ = vec_generalized_advantage_estimate(
+        factor, 1.0, zeros, zeros, values, done=done, terminated=done, time_dim=time_dim
+    )
+    return advantage
+
+
+class ExplorationGAE(ValueEstimatorBase):
+    """GAE for a reward with an exploration bonus, under one of three advantage structures.
+
+    With ``r = r_e + η·U`` in ``("next", "reward")`` (as the bonus transforms write it), the
+    extrinsic reward in ``("next", "extrinsic_reward")`` and the bonus U in
+    ``("next", "intrinsic_reward")``:
+
+    * ``"extrinsic"`` (the VASE authors'): the critic V_e learns the extrinsic return only; the
+      advantage is GAE of ``r_e + η·U`` against it. ``value_target`` is the Monte-Carlo return of
+      r_e (as rllab's ``path["returns"]``: discounted by γ, cut at episode ends and at the end of
+      the batch, no bootstrapping). Since GAE is linear in the reward, the advantage is
+      ``GAE(r_e; V_e) + Σ_k (γλ)^k η·U_{t+k}``. Before the first extrinsic reward every target is
+      0, V_e ≈ 0 (exactly 0 with a ``StandardizedRegressor`` critic) and the advantage is the
+      discounted bonus.
+    * ``"combined"``: one critic on ``r_e + η·U`` (plain GAE on the reward).
+    * ``"dual"`` (RND's, Burda et al. 2018): an extrinsic critic V_e and an intrinsic critic V_i,
+      each with its own returns. U is divided by a running std of its discounted return (γ_i),
+      and the advantage is ``extrinsic_coef · GAE(r_e; V_e) + intrinsic_coef · GAE(U / σ; V_i)``;
+      η is not used. ``value_target`` is V_e's target, ``intrinsic_value_target`` V_i's. The
+      intrinsic stream is non-episodic by default (as RND's): it neither stops nor bootstraps
+      at episode ends.
+
+    Every structure also writes ``bonus_advantage``: the bonus's own advantage, the discounted sum
+    (γλ) of the batch-centred bonus term as it enters the advantage (``η·U``, or
+    ``intrinsic_coef · U / σ`` for ``"dual"``) with no critic: the reference for
+    ``torchrl_vase.diagnostics.advantage_alignment``.
+
+    Centring and scaling of the advantage are left to the loss (``TRPOLoss`` standardises it per
+    batch; PPO's ``normalize_advantage``).
+
+    Args:
+        structure: ``"extrinsic"``, ``"combined"`` or ``"dual"``.
+
+    Keyword Args:
+        gamma: γ of the extrinsic (and combined) return.
+        lmbda: GAE's λ.
+        value_network: the critic (the loss's critic, writing ``state_value``).
+        intrinsic_value_network: the intrinsic critic, required for ``"dual"`` only, writing
+            ``intrinsic_state_value`` (see ``set_keys``).
+        intrinsic_gamma: γ_i of the intrinsic return (``"dual"``; default ``gamma``).
+        extrinsic_coef: the weight of the extrinsic advantage (``"dual"``; RND: 2).
+        intrinsic_coef: the weight of the intrinsic advantage (``"dual"``; RND: 1).
+        episodic_intrinsic: let the intrinsic stream stop at episode ends (``"dual"``).
+        value_target: the critics' regression targets: ``"monte_carlo"`` (discounted returns, no
+            bootstrapping) or ``"td_lambda"`` (GAE's ``advantage + V``, bootstrapped from the
+            critic). Default: ``"monte_carlo"`` for ``"extrinsic"`` (the authors'; a bootstrapped
+            target would keep the critic's own error alive where every reward is 0),
+            ``"td_lambda"`` for the others (torchrl's GAE, RND's).
+        center_bonus: subtract the batch mean of the bonus term ``r − r_e`` before it enters the
+            advantage (``"extrinsic"``, ``"combined"``). Any constant in U (VASE's ``−δ·H(q)``,
+            which is the same for every transition of a batch, and the Gaussian normaliser) would
+            otherwise reach the policy only through path ends, as a bonus for long paths, and that
+            effect can drown U's variation between transitions. The authors' code does not centre
+            (``False``).
+        **kwargs: passed to torchrl's ``GAE`` (e.g. ``vectorized``, ``device``).
+
+    Keys (``set_keys``): those of torchrl's GAE (``advantage``, ``value_target``, ``value``,
+    ``reward``, ``done``, ``terminated``) and ``extrinsic_reward``, ``intrinsic_reward``,
+    ``intrinsic_value``, ``intrinsic_value_target``, ``bonus_advantage``.
+
+    The intrinsic return's running statistics (``intrinsic_return_stats``) are buffers, updated in
+    training mode only.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from torchrl.modules import ValueOperator
+        >>> critic = ValueOperator(torch.nn.Linear(2, 1), in_keys=["observation"])
+        >>> gae = ExplorationGAE("extrinsic", gamma=0.99, lmbda=0.95, value_network=critic)
+        >>> batch = TensorDict({
+        ...     "observation": torch.randn(4, 10, 2),
+        ...     "next": {"observation": torch.randn(4, 10, 2),
+        ...              "reward": torch.full((4, 10, 1), 1e-3),
+        ...              "extrinsic_reward": torch.zeros(4, 10, 1),
+        ...              "intrinsic_reward": torch.full((4, 10, 1), 10.0),
+        ...              "done": torch.zeros(4, 10, 1, dtype=torch.bool),
+        ...              "terminated": torch.zeros(4, 10, 1, dtype=torch.bool)},
+        ... }, [4, 10])
+        >>> out = gae(batch)
+        >>> sorted(k for k in ("advantage", "value_target", "bonus_advantage") if k in out.keys())
+        ['advantage', 'bonus_advantage', 'value_target']
+    """
+
+    @dataclass
+    class _AcceptedKeys(ValueEstimatorBase._AcceptedKeys):
+        """Configurable tensordict keys: torchrl GAE's, and those of the two reward streams.
+
+        Attributes:
+            extrinsic_reward: r_e, under ``"next"``. Defaults to ``"extrinsic_reward"``.
+            intrinsic_reward: U, under ``"next"``. Defaults to ``"intrinsic_reward"``.
+            intrinsic_value: the intrinsic critic's output. Defaults to
+                ``"intrinsic_state_value"``.
+            intrinsic_value_target: its regression target. Defaults to
+                ``"intrinsic_value_target"``.
+            bonus_advantage: the bonus's own advantage. Defaults to ``"bonus_advantage"``.
+        """
+
+        extrinsic_reward: NestedKey = "extrinsic_reward"
+        intrinsic_reward: NestedKey = "intrinsic_reward"
+        intrinsic_value: NestedKey = "intrinsic_state_value"
+        intrinsic_value_target: NestedKey = "intrinsic_value_target"
+        bonus_advantage: NestedKey = "bonus_advantage"
+
+    default_keys = _AcceptedKeys
+
+    def __init__(
+        self,
+        structure: str,
+        *,
+        gamma: float,
+        lmbda: float,
+        value_network: TensorDictModule,
+        intrinsic_value_network: TensorDictModule | None = None,
+        intrinsic_gamma: float | None = None,
+        extrinsic_coef: float = 2.0,
+        intrinsic_coef: float = 1.0,
+        episodic_intrinsic: bool = False,
+        value_target: str | None = None,
+        center_bonus: bool = True,
+        **kwargs,
+    ) -> None:
+        if structure not in STRUCTURES:
+            raise ValueError(f"structure must be one of {STRUCTURES}, got {structure!r}.")
+        if value_target is None:
+            value_target = "monte_carlo" if structure == "extrinsic" else "td_lambda"
+        if value_target not in VALUE_TARGETS:
+            raise ValueError(f"value_target must be one of {VALUE_TARGETS}, got {value_target!r}.")
+        if value_network is None:
+            raise ValueError("value_network (the critic) is required.")
+        if structure == "dual" and intrinsic_value_network is None:
+            raise ValueError(
+                "the 'dual' structure needs an intrinsic critic: pass intrinsic_value_network=..."
+            )
+        if structure != "dual" and intrinsic_value_network is not None:
+            raise ValueError(
+                f"intrinsic_value_network is only used by the 'dual' structure, not {structure!r}."
+            )
+        for name, value in (("gamma", gamma), ("lmbda", lmbda)):
+            value = check_non_negative(name, value)
+            if value > 1:
+                raise ValueError(f"{name} must be in [0, 1], got {value}.")
+        super().__init__(value_network=value_network)
+        self.structure = structure
+        self.gamma = float(gamma)
+        self.lmbda = float(lmbda)
+        self.intrinsic_gamma = float(gamma if intrinsic_gamma is None else intrinsic_gamma)
+        self.extrinsic_coef = check_non_negative("extrinsic_coef", extrinsic_coef)
+        self.intrinsic_coef = check_non_negative("intrinsic_coef", intrinsic_coef)
+        self.episodic_intrinsic = bool(episodic_intrinsic)
+        self.value_target = value_target
+        self.center_bonus = bool(center_bonus)
+        self.__dict__["intrinsic_value_network"] = intrinsic_value_network
+        self.critic_gae = GAE(gamma=gamma, lmbda=lmbda, value_network=value_network, **kwargs)
+        self.intrinsic_gae = None
+        if structure == "dual":
+            self.intrinsic_gae = GAE(
+                gamma=self.intrinsic_gamma,
+                lmbda=lmbda,
+                value_network=intrinsic_value_network,
+                **kwargs,
+            )
+            self.intrinsic_return_stats = RunningMeanStd(shape=())
+        self.set_keys()
+
+    def set_keys(self, **kwargs) -> None:
+        super().set_keys(**kwargs)
+        keys = self._tensor_keys
+        common = {"done": keys.done, "sample_log_prob": keys.sample_log_prob}
+        critic_reward = _COMBINED_REWARD if self.structure == "combined" else keys.extrinsic_reward
+        self.critic_gae.set_keys(
+            reward=critic_reward,
+            value=keys.value,
+            value_target=keys.value_target,
+            advantage=keys.advantage if self.structure == "combined" else _EXTRINSIC_ADVANTAGE,
+            terminated=keys.terminated,
+            **common,
+        )
+        if self.intrinsic_gae is not None:
+            stream = {} if self.episodic_intrinsic else {"done": _NEVER, "terminated": _NEVER}
+            self.intrinsic_gae.set_keys(
+                reward=_SCALED_INTRINSIC,
+                value=keys.intrinsic_value,
+                value_target=keys.intrinsic_value_target,
+                advantage=_INTRINSIC_ADVANTAGE,
+                **{**common, "terminated": keys.terminated, **stream},
+            )
+
+    @property
+    def out_keys(self) -> list[NestedKey]:
+        keys = [self.tensor_keys.advantage, self.tensor_keys.value_target]
+        if self.structure == "dual":
+            keys.append(self.tensor_keys.intrinsic_value_target)
+        return [*keys, self.tensor_keys.bonus_advantage]
+
+    def _next(self, tensordict: TensorDictBase, key: NestedKey, what: str) -> Tensor:
+        value = tensordict.get(("next", key), None)
+        if value is None:
+            raise KeyError(
+                f"the {self.structure!r} advantage needs {what} at ('next', {key!r}); a bonus "
+                "transform (SurpriseRewardTransform, RNDRewardTransform) writes it. Keys present "
+                f"under 'next': {list(tensordict.get('next').keys(True, True))}."
+            )
+        return value
+
+    def forward(
+        self,
+        tensordict: TensorDictBase,
+        *,
+        params: TensorDictBase | None = None,
+        target_params: TensorDictBase | None = None,
+        time_dim: int | None = None,
+    ) -> TensorDictBase:
+        """Write ``advantage``, the value targets and ``bonus_advantage`` into ``tensordict``.
+
+        ``tensordict`` is ``[*B, T]`` with time along ``time_dim`` (default: the dim named
+        ``"time"``, else the last). ``params`` and ``target_params`` go to the critic's GAE.
+        """
+        if tensordict.batch_dims < 1:
+            raise RuntimeError("ExplorationGAE needs a batch with a time dimension, [*B, T].")
+        keys = self.tensor_keys
+        time_dim = self._time_dim(tensordict, time_dim)
+        done = self._next(tensordict, keys.done, "the done flag")
+        reward = self._next(tensordict, keys.reward, "the reward")
+        critic_kwargs = {"params": params, "target_params": target_params, "time_dim": time_dim}
+        if self.structure == "dual":
+            bonus_term = self._dual(tensordict, done, critic_kwargs)
+        else:
+            extrinsic = tensordict.get(("next", keys.extrinsic_reward), None)
+            if extrinsic is None:
+                if self.structure == "extrinsic":
+                    self._next(tensordict, keys.extrinsic_reward, "the extrinsic reward")
+                extrinsic = reward  # combined GAE on a reward without a bonus
+            bonus_term = reward - extrinsic  # η·U
+            if self.center_bonus:
+                bonus_term = bonus_term - bonus_term.mean()
+            if self.structure == "combined":
+                next_td = tensordict.get("next")
+                next_td.set(_COMBINED_REWARD, extrinsic + bonus_term)
+                try:
+                    self.critic_gae(tensordict, **critic_kwargs)
+                    if self.value_target == "monte_carlo":
+                        self._monte_carlo_targets(tensordict, done, time_dim)
+                finally:
+                    next_td.del_(_COMBINED_REWARD)
+            else:
+                self.critic_gae(tensordict, **critic_kwargs)
+                advantage = tensordict.pop(_EXTRINSIC_ADVANTAGE)
+                bonus = discounted_sum(bonus_term, done, self.gamma * self.lmbda, time_dim=time_dim)
+                tensordict.set(keys.advantage, advantage + bonus)
+        if self.value_target == "monte_carlo" and self.structure != "combined":
+            self._monte_carlo_targets(tensordict, done, time_dim)
+        centred = bonus_term - bonus_term.mean()
+        tensordict.set(
+            keys.bonus_advantage,
+            discounted_sum(centred, done, self.gamma * self.lmbda, time_dim=time_dim),
+        )
+        return tensordict
+
+    def _monte_carlo_targets(self, tensordict: TensorDictBase, done: Tensor, time_dim: int) -> None:
+        keys = self.tensor_keys
+        critic_reward = _COMBINED_REWARD if self.structure == "combined" else keys.extrinsic_reward
+        returns = discounted_sum(
+            tensordict.get(("next", critic_reward)), done, self.gamma, time_dim=time_dim
+        )
+        tensordict.set(keys.value_target, returns)
+        if self.structure == "dual":
+            stream_done = done if self.episodic_intrinsic else torch.zeros_like(done)
+            scaled = tensordict.get(("next", keys.intrinsic_reward)) / self._intrinsic_scale()
+            tensordict.set(
+                keys.intrinsic_value_target,
+                discounted_sum(scaled, stream_done, self.intrinsic_gamma, time_dim=time_dim),
+            )
+
+    def _intrinsic_scale(self) -> Tensor:
+        return self.intrinsic_return_stats.var.clamp_min(1e-8).sqrt()
+
+    @staticmethod
+    def _time_dim(tensordict: TensorDictBase, time_dim: int | None) -> int:
+        """The time dim as a non-negative index (valid for the batch and its [*B, T, 1] leaves)."""
+        if time_dim is None:
+            names = tensordict.names if tensordict._has_names() else None
+            if names is not None and "time" in names:
+                return names.index("time")
+            return tensordict.ndim - 1
+        if not -tensordict.ndim <= time_dim < tensordict.ndim:
+            raise ValueError(f"time_dim {time_dim} is out of range for batch {tensordict.shape}.")
+        return time_dim % tensordict.ndim
+
+    def _dual(self, tensordict: TensorDictBase, done: Tensor, critic_kwargs: dict) -> Tensor:
+        keys = self.tensor_keys
+        time_dim = critic_kwargs["time_dim"]
+        intrinsic = self._next(tensordict, keys.intrinsic_reward, "the intrinsic reward")
+        if self.training:
+            stream_done = done if self.episodic_intrinsic else torch.zeros_like(done)
+            returns = discounted_sum(
+                intrinsic, stream_done, self.intrinsic_gamma, time_dim=time_dim
+            )
+            self.intrinsic_return_stats.update(returns)
+        scaled = intrinsic / self._intrinsic_scale().to(intrinsic.dtype)
+        next_td = tensordict.get("next")
+        next_td.set(_SCALED_INTRINSIC, scaled)
+        if not self.episodic_intrinsic:
+            next_td.set(_NEVER, torch.zeros_like(done))
+        try:
+            self.critic_gae(tensordict, **critic_kwargs)
+            self.intrinsic_gae(tensordict, time_dim=time_dim)
+        finally:
+            next_td.del_(_SCALED_INTRINSIC)
+            if not self.episodic_intrinsic:
+                next_td.del_(_NEVER)
+        advantage = self.extrinsic_coef * tensordict.pop(_EXTRINSIC_ADVANTAGE)
+        advantage = advantage + self.intrinsic_coef * tensordict.pop(_INTRINSIC_ADVANTAGE)
+        tensordict.set(keys.advantage, advantage)
+        return self.intrinsic_coef * scaled
+
+    def value_estimate(self, tensordict: TensorDictBase, **kwargs) -> Tensor:
+        """The critic's regression target (``value_target``) for this batch."""
+        return self.forward(tensordict.clone(False)).get(self.tensor_keys.value_target)
+
+    def intrinsic_critic_loss(self, tensordict: TensorDictBase) -> Tensor:
+        """Mean squared error of the intrinsic critic on ``intrinsic_value_target`` (``"dual"``).
+
+        For a PPO loop: add it to the loss that trains the critics.
+        """
+        if self.structure != "dual":
+            raise RuntimeError(f"the {self.structure!r} structure has no intrinsic critic.")
+        keys = self.tensor_keys
+        target = tensordict.get(keys.intrinsic_value_target, None)
+        if target is None:
+            raise KeyError(
+                f"{keys.intrinsic_value_target!r} is missing: run the estimator on the batch first."
+            )
+        inputs = tensordict.select(*self.intrinsic_value_network.in_keys)
+        prediction = self.intrinsic_value_network(inputs).get(keys.intrinsic_value)
+        return (prediction - target).square().mean()
