@@ -4,8 +4,8 @@ its target and its likelihood.
 The ELBO that trains the model (paper, Eq. 12) and every surprise bonus that evaluates it
 (Eqs. 4, 6, 10) must see the same numbers. ``DynamicsModel`` is the one object both take, so they
 cannot disagree: it owns the Bayesian network, σ_c of the likelihood ``N(s'; f(s, a; θ), σ_c² I)``
-(Eq. 11), whether it predicts s' or s' − s, how discrete actions are encoded, and the standardisation
-statistics of its inputs and targets.
+(Eq. 11), whether it predicts s' or s' − s, how discrete actions are encoded, and the
+standardisation statistics of its inputs and targets.
 """
 
 from __future__ import annotations

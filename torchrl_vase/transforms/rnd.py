@@ -23,8 +23,8 @@ class RNDRewardTransform(IntrinsicRewardTransform):
     observation normalisation and the bonus divided by its running std) and trained by torchrl's
     ``RNDLoss`` (``make_loss``). What this class adds: a ``forward`` for batches (collector
     ``postproc``, replay buffers, ``Exploration``), the mixing ``r_e + η·U`` and the extrinsic
-    reward key of every bonus here, and observation statistics created up front, so the loss can share
-    them from its construction.
+    reward key of every bonus here, and observation statistics created up front, so the loss can
+    share them from its construction.
 
     Args:
         observation_dim: the observation's feature count.
