@@ -21,7 +21,7 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
-from torchrl_vase import BayesianMLP, VariationalELBOLoss
+from torchrl_vase import BayesianMLP, DynamicsModel, VariationalELBOLoss
 
 CONFIGS = {
     "[32] ReLU, obs 4 + act 1": (4, 1, [32], nn.ReLU),
@@ -80,7 +80,7 @@ def main() -> None:
     print(f"\nELBO steps per second (N = {n} samples, forward + backward + Adam)")
     print(f"{'model':<32} {'minibatch 10':>13} {'minibatch 256':>14}")
     for name, (obs_dim, act_dim, cells, act_cls) in CONFIGS.items():
-        model = BayesianMLP(obs_dim + act_dim, obs_dim, cells, act_cls)
+        model = DynamicsModel(BayesianMLP(obs_dim + act_dim, obs_dim, cells, act_cls))
         loss_fn = VariationalELBOLoss(model, num_samples=n, kl_weight=0.2)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
         rates = []

@@ -28,6 +28,7 @@ from torchrl.modules.distributions import NormalParamExtractor
 
 from torchrl_vase import (
     BayesianMLP,
+    DynamicsModel,
     VASERewardTransform,
     nll_surprise,
     vase_surprise,
@@ -104,7 +105,7 @@ def collection_overhead(frames: int) -> None:
         distribution_class=TanhNormal,
     )
     transform = VASERewardTransform(
-        BayesianMLP(obs_dim + act_dim, obs_dim, [64, 64], nn.Tanh), eta=1e-4
+        DynamicsModel(BayesianMLP(obs_dim + act_dim, obs_dim, [64, 64], nn.Tanh)), eta=1e-4
     )
     batch_path = _timed_collection(env, policy, frames, postproc=transform)
     step_env = TransformedEnv(GymEnv("HalfCheetah-v5"), DoubleToFloat())

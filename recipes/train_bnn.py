@@ -1,7 +1,8 @@
 """Train the VASE dynamics model on transitions of a gymnasium env and watch the ELBO go down.
 
 Collects ``--frames`` transitions with a uniformly random policy through a TorchRL ``Collector``,
-stores them in a ``ReplayBuffer``, holds out 20 % of them, and fits a ``BayesianMLP`` with
+stores them in a ``ReplayBuffer``, holds out 20 % of them, and fits a ``DynamicsModel`` (a
+``BayesianMLP``, its data standardised by the training pool's statistics) with
 ``VariationalELBOLoss`` (paper's classic settings: hidden [32] ReLU, σ_m = 0.5, N = 10 samples,
 Adam lr 1e-3, KL weighted as the paper's ELBO implies per minibatch: |B| / |D|).
 
@@ -29,7 +30,7 @@ from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
 from torchrl.envs import DoubleToFloat, GymEnv, TransformedEnv
 
-from torchrl_vase import BayesianMLP, VariationalELBOLoss
+from torchrl_vase import BayesianMLP, DynamicsModel, VariationalELBOLoss
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
@@ -68,23 +69,26 @@ def main(cfg: DictConfig) -> None:
         f"in {time.perf_counter() - start:.1f}s; training on {len(train)}, holding out {n_valid}"
     )
 
-    model = BayesianMLP(
+    network = BayesianMLP(
         obs_dim + act_dim,
         obs_dim,
         list(cfg.model.num_cells),
         ACTIVATIONS[cfg.model.activation],
         prior_std=cfg.model.prior_std,
         init_posterior_std=cfg.model.init_posterior_std,
+        init_mean=cfg.model.init_mean,
     )
+    model = DynamicsModel(
+        network,
+        sigma_c=cfg.loss.sigma_c,
+        target=cfg.loss.target,
+        standardize=cfg.loss.standardize,
+    )
+    # the statistics of the training pool, as the recipe refreshes them from its replay pool
+    model.update_statistics(train["observation"], train["action"], train["next", "observation"])
     batch_size = cfg.train.batch_size
     loss_fn = VariationalELBOLoss(
-        model,
-        sigma_c=cfg.loss.sigma_c,
-        num_samples=cfg.loss.num_samples,
-        kl_weight=batch_size / len(train),
-        target=cfg.loss.target,
-        normalize_inputs=cfg.loss.normalize,
-        normalize_targets=cfg.loss.normalize,
+        model, num_samples=cfg.loss.num_samples, kl_weight=batch_size / len(train)
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, fused=True)
     pool = ReplayBuffer(
@@ -111,13 +115,11 @@ def main(cfg: DictConfig) -> None:
                 optimizer.step()
                 totals += torch.stack([out["elbo"], -out["loss_nll"].detach(), out["loss_kl"]])
         with torch.no_grad():
-            loss_fn.eval()
             held_out = loss_fn(valid)["loss_nll"].item() / n_valid
-            loss_fn.train()
         elbo, log_lik, kl = (totals / len(train)).tolist()
         print(
             f"{epoch:>5} {elbo:>16.4f} {-log_lik:>9.4f} {kl:>9.5f} {held_out:>13.4f} "
-            f"{model.posterior_std().mean().item():>8.4f}"
+            f"{network.posterior_std().mean().item():>8.4f}"
         )
     print(f"done in {time.perf_counter() - start:.1f}s")
 

@@ -7,7 +7,7 @@ from tensordict import TensorDict
 from torch import nn
 from torch.distributions import Normal, kl_divergence
 
-from torchrl_vase import BayesianMLP, VariationalELBOLoss
+from torchrl_vase import BayesianMLP, DynamicsModel, VariationalELBOLoss
 
 OBS, ACT = 3, 2
 
@@ -24,9 +24,11 @@ def _transitions(batch: int = 16, seed: int = 0, dtype=torch.float32) -> TensorD
     )
 
 
-def _model(dtype=torch.float32, num_cells=(16,)) -> BayesianMLP:
+def _model(dtype=torch.float32, num_cells=(16,), **kwargs) -> DynamicsModel:
+    """A model that sees the data raw (no standardisation) unless told otherwise."""
     torch.manual_seed(0)
-    return BayesianMLP(OBS + ACT, OBS, list(num_cells), nn.Tanh, dtype=dtype)
+    network = BayesianMLP(OBS + ACT, OBS, list(num_cells), nn.Tanh, dtype=dtype)
+    return DynamicsModel(network, **{"standardize": False, **kwargs})
 
 
 def _numpy_nll(x, y, weights, sigma_c):
@@ -48,11 +50,11 @@ def _numpy_nll(x, y, weights, sigma_c):
 
 @pytest.mark.parametrize("target", ["next_observation", "delta"])
 def test_loss_terms_match_an_independent_computation(target):
-    model = _model(torch.float64)
+    model = _model(torch.float64, sigma_c=0.7, target=target)
     td = _transitions(dtype=torch.float64)
-    loss_fn = VariationalELBOLoss(model, sigma_c=0.7, num_samples=4, kl_weight=0.2, target=target)
+    loss_fn = VariationalELBOLoss(model, num_samples=4, kl_weight=0.2)
     torch.manual_seed(3)
-    weights = model.sample_weights(4)  # the loss draws its samples the same way
+    weights = model.network.sample_weights(4)  # the loss draws its samples the same way
     torch.manual_seed(3)
     out = loss_fn(td)
 
@@ -61,7 +63,7 @@ def test_loss_terms_match_an_independent_computation(target):
     if target == "delta":
         y = y - td["observation"]
     expected_nll = _numpy_nll(x, y, weights, 0.7).sum()
-    q = Normal(model.posterior_mean(), model.posterior_std())
+    q = Normal(model.network.posterior_mean(), model.network.posterior_std())
     prior = Normal(0.0, 0.5)
     expected_kl = kl_divergence(q, prior).sum().item()
     assert math.isclose(out["loss_nll"].item(), expected_nll, rel_tol=1e-9)
@@ -114,9 +116,10 @@ def _linear_gaussian_data(n, seed):
 def test_training_on_linear_gaussian_dynamics_lowers_nll_and_shrinks_std_where_data_is():
     torch.manual_seed(0)
     train, held_out = _linear_gaussian_data(2000, seed=1), _linear_gaussian_data(500, seed=2)
-    model = BayesianMLP(OBS + ACT, OBS, [], prior_std=0.5)  # a Bayesian linear model
+    network = BayesianMLP(OBS + ACT, OBS, [], prior_std=0.5)  # a Bayesian linear model
+    model = DynamicsModel(network, sigma_c=0.1, standardize=False)
     batch_size = 50
-    loss_fn = VariationalELBOLoss(model, sigma_c=0.1, kl_weight=batch_size / len(train))
+    loss_fn = VariationalELBOLoss(model, kl_weight=batch_size / len(train))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
 
     def held_out_nll():
@@ -133,7 +136,7 @@ def test_training_on_linear_gaussian_dynamics_lowers_nll_and_shrinks_std_where_d
     after = held_out_nll()
 
     assert after < before - 10, (before, after)
-    (weight, _), = model.unflatten(model.posterior_std().detach())
+    (weight, _), = network.unflatten(network.posterior_std().detach())
     sigma = weight
     informed = sigma[:, : OBS + 1]  # weights on s and on the first action dim
     uninformed = sigma[:, OBS + 1]  # weights on the action dim that is always 0
@@ -169,64 +172,76 @@ def test_set_keys_with_nested_keys_reads_the_same_data():
         loss_fn.set_keys(reward="r")
 
 
-def test_normalisation_uses_running_statistics_kept_as_buffers():
-    model = _model()
-    td = _transitions(batch=64)
-    loss_fn = VariationalELBOLoss(model, normalize_inputs=True, normalize_targets=True)
+@pytest.mark.parametrize("target", ["next_observation", "delta"])
+def test_standardised_loss_is_the_raw_loss_on_data_standardised_by_the_pool(target):
+    pool = _transitions(batch=200, seed=4)
+    pool["observation"] = pool["observation"] * 10 + 3
+    pool["next", "observation"] = pool["observation"] + 0.1 * pool["next", "observation"]
+    model = _model(standardize=True, sigma_c=0.5, target=target)
+    model.update_statistics(pool["observation"], pool["action"], pool["next", "observation"])
+    batch = pool[:16]
     torch.manual_seed(0)
-    normalized_out = loss_fn(td)
+    standardised = VariationalELBOLoss(model)(batch)
 
-    x = torch.cat([td["observation"], td["action"]], -1)
-    y = td["next", "observation"]
-    torch.testing.assert_close(loss_fn.input_stats.mean, x.mean(0), atol=1e-4, rtol=0)
-    torch.testing.assert_close(loss_fn.input_stats.var, x.var(0, unbiased=False), atol=1e-3, rtol=0)
-    torch.testing.assert_close(loss_fn.target_stats.mean, y.mean(0), atol=1e-4, rtol=0)
+    # independently: the pool's population mean and std (+1e-8), as the authors' numpy code
+    def z(value, reference):
+        reference = reference.numpy().astype(np.float64)
+        return (value.numpy() - reference.mean(0)) / (reference.std(0) + 1e-8)
 
-    # the same loss as an un-normalised loss on data standardised with those statistics
-    def standardise(value, stats):
-        return (value - stats.mean) / stats.var.sqrt()
-
-    x_std, y_std = standardise(x, loss_fn.input_stats), standardise(y, loss_fn.target_stats)
+    obs, act, nxt = pool["observation"], pool["action"], pool["next", "observation"]
+    # s' is standardised by the observation statistics, s' − s by its own
+    y = z((nxt - obs)[:16], nxt - obs) if target == "delta" else z(nxt[:16], obs)
     manual = TensorDict(
-        {"observation": x_std[:, :OBS], "action": x_std[:, OBS:], ("next", "observation"): y_std},
-        [64],
+        {"observation": torch.tensor(z(obs[:16], obs), dtype=torch.float32),
+         "action": torch.tensor(z(act[:16], act), dtype=torch.float32),
+         ("next", "observation"): torch.tensor(y, dtype=torch.float32)},
+        [16],
     )
+    raw_model = _model(sigma_c=0.5)  # same seed: same parameters; predicts s'
     torch.manual_seed(0)
-    plain_out = VariationalELBOLoss(model)(manual)
-    torch.testing.assert_close(normalized_out["loss_nll"], plain_out["loss_nll"])
-
-    # frozen in eval mode, updated in training mode
-    frozen = loss_fn.input_stats.mean.clone()
-    loss_fn.eval()
-    loss_fn(_transitions(batch=64, seed=5))
-    torch.testing.assert_close(loss_fn.input_stats.mean, frozen)
-    loss_fn.train()
-    loss_fn(_transitions(batch=64, seed=5))
-    assert not torch.allclose(loss_fn.input_stats.mean, frozen)
-
-    # statistics travel with state_dict
-    clone = VariationalELBOLoss(_model(), normalize_inputs=True, normalize_targets=True)
-    clone.load_state_dict(loss_fn.state_dict())
-    torch.testing.assert_close(clone.input_stats.var, loss_fn.input_stats.var)
-    torch.testing.assert_close(clone.target_stats.count, loss_fn.target_stats.count)
+    plain = VariationalELBOLoss(raw_model)(manual)
+    torch.testing.assert_close(standardised["loss_nll"], plain["loss_nll"], rtol=1e-4, atol=1e-4)
 
 
-def test_normalisation_is_off_by_default():
-    loss_fn = VariationalELBOLoss(_model())
-    assert loss_fn.input_stats is None and loss_fn.target_stats is None
-    assert not any("stats" in key for key in loss_fn.state_dict())
+def test_the_loss_never_changes_the_statistics_and_they_travel_with_state_dict():
+    model = _model(standardize=True)
+    pool = _transitions(batch=64)
+    model.update_statistics(pool["observation"], pool["action"], pool["next", "observation"])
+    before = {k: v.clone() for k, v in model.state_dict().items() if "loc" in k or "scale" in k}
+    VariationalELBOLoss(model)(_transitions(batch=64, seed=5))
+    for key, value in before.items():
+        torch.testing.assert_close(model.state_dict()[key], value)
+    clone = _model(standardize=True)
+    clone.load_state_dict(model.state_dict())
+    torch.testing.assert_close(clone.observation_scale, model.observation_scale)
+    assert int(clone.statistics_count) == 64
+
+
+def test_discrete_and_float64_inputs_are_prepared_as_the_transform_prepares_them():
+    network = BayesianMLP(OBS + 3, OBS, [8])
+    model = DynamicsModel(network, standardize=False, action_classes=3)
+    index = torch.tensor([0, 2, 1, 1])
+    td = TensorDict({"observation": torch.randn(4, OBS), "action": index,
+                     ("next", "observation"): torch.randn(4, OBS)}, [4])
+    one_hot = td.clone().set("action", torch.nn.functional.one_hot(index, 3).float())
+    loss_fn = VariationalELBOLoss(model)
+    torch.manual_seed(0)
+    from_index = loss_fn(td)["loss_nll"]
+    torch.manual_seed(0)
+    from_one_hot = loss_fn(one_hot)["loss_nll"]
+    torch.manual_seed(0)
+    from_float64 = loss_fn(one_hot.double())["loss_nll"]
+    torch.testing.assert_close(from_index, from_one_hot)
+    torch.testing.assert_close(from_float64, from_one_hot)
 
 
 @pytest.mark.parametrize(
     "kwargs,error,match",
     [
-        ({"sigma_c": 0.0}, ValueError, "sigma_c"),
-        ({"sigma_c": -5.0}, ValueError, "sigma_c"),
         ({"num_samples": 0}, ValueError, "num_samples"),
         ({"num_samples": 1.5}, TypeError, "num_samples"),
         ({"kl_weight": -0.1}, ValueError, "kl_weight"),
         ({"kl_weight": float("inf")}, ValueError, "kl_weight"),
-        ({"target": "next_state"}, ValueError, "target"),
         ({"kl_estimator": "mc"}, ValueError, "kl_estimator"),
         ({"reduction": "none"}, ValueError, "reduction"),
     ],
@@ -236,11 +251,11 @@ def test_bad_construction_raises(kwargs, error, match):
         VariationalELBOLoss(_model(), **kwargs)
 
 
-def test_non_bayesian_model_and_impossible_delta_target_raise():
-    with pytest.raises(TypeError, match="model must be a BayesianMLP"):
+def test_a_model_that_is_not_a_dynamics_model_raises_and_says_how_to_wrap_it():
+    with pytest.raises(TypeError, match="model must be a DynamicsModel"):
         VariationalELBOLoss(nn.Linear(5, 3))
-    with pytest.raises(ValueError, match="target='delta'"):
-        VariationalELBOLoss(BayesianMLP(3, 3, [8]), target="delta")
+    with pytest.raises(TypeError, match=r"DynamicsModel\(bnn"):
+        VariationalELBOLoss(BayesianMLP(5, 3, [8]))
 
 
 def _with(td: TensorDict, key, value) -> TensorDict:
@@ -254,11 +269,10 @@ def _with(td: TensorDict, key, value) -> TensorDict:
     [
         (lambda td: _with(td, "action", torch.randn(16, ACT + 1)), ValueError, "action"),
         (lambda td: _with(td, ("next", "observation"), torch.randn(16, 4)), ValueError, "next"),
-        (lambda td: td.exclude("action").set("action", torch.zeros(16, 2, dtype=torch.long)),
-         TypeError, "one-hot"),
+        (lambda td: td.exclude("action").set("action", torch.zeros(16, dtype=torch.long)),
+         TypeError, "action_classes"),
         (lambda td: _with(td, "observation", torch.full((16, OBS), float("nan"))),
          ValueError, "non-finite"),
-        (lambda td: td.double(), TypeError, "float64"),
         (lambda td: td.exclude("action"), KeyError, "action"),
     ],
 )

@@ -19,11 +19,11 @@ from torchrl.envs import (
     UnsqueezeTransform,
     VecNormV2,
 )
-from torchrl.envs.transforms.rnd import RunningMeanStd
 from torchrl.envs.utils import check_env_specs
 
 from torchrl_vase import (
     BayesianMLP,
+    DynamicsModel,
     NLLRewardTransform,
     RecentMedianNormalizer,
     SurpriseRewardTransform,
@@ -102,7 +102,7 @@ def test_torchrl_native_batched_env():
     env = TransformedEnv(HopperEnv(num_envs=2, backend="mujoco"), transform)
     check_env_specs(env, seed=0)
     obs_dim = env.observation_spec["observation"].shape[-1]
-    assert transform.model.out_features == obs_dim
+    assert transform.model.observation_dim == obs_dim
     _assert_step_path_equals_batch_path(env, transform, steps=3)
 
 
@@ -116,7 +116,7 @@ def test_bonus_is_the_measure_of_the_transitions_next_to_other_transforms():
     rollout = env.rollout(10)
     # the bonus is U_VASE of the (normalised) transitions, computed independently
     expected = vase_surprise(
-        transform.model,
+        transform.model.network,
         rollout["observation"],
         rollout["action"],
         rollout["next", "observation"],
@@ -148,7 +148,8 @@ def test_each_measure_is_one_argument_away(measure, function):
     if measure == "vase":
         kwargs["delta"] = transform.delta
     expected = function(
-        transform.model, rollout["observation"], rollout["action"], rollout["next", "observation"],
+        transform.model.network,
+        rollout["observation"], rollout["action"], rollout["next", "observation"],
         **kwargs,
     )
     torch.testing.assert_close(rollout["next", "intrinsic_reward"].squeeze(-1), expected)
@@ -176,13 +177,14 @@ def test_discrete_actions_are_one_hot_encoded():
         env = TransformedEnv(make_env(), transform)
         check_env_specs(env, seed=0)
         obs_dim = env.observation_spec["observation"].shape[-1]
-        assert transform.model.in_features == obs_dim + classes
+        assert transform.model.network.in_features == obs_dim + classes
+        assert transform.model.action_classes == classes
         rollout = env.rollout(4)
         action = rollout["action"]
         if action.shape[-1] != classes:
             action = torch.nn.functional.one_hot(action.long(), classes)
         expected = vase_surprise(
-            transform.model, rollout["observation"], action.float(),
+            transform.model.network, rollout["observation"], action.float(),
             rollout["next", "observation"], delta=transform.delta,
             generator=torch.Generator().manual_seed(0),
         )
@@ -190,7 +192,7 @@ def test_discrete_actions_are_one_hot_encoded():
 
 
 def test_nested_keys_on_a_batch():
-    model = BayesianMLP(4, 3)
+    model = DynamicsModel(BayesianMLP(4, 3))
     transform = VASERewardTransform(
         model,
         seed=2,
@@ -213,7 +215,8 @@ def test_nested_keys_on_a_batch():
     )
     transform(data)
     expected = vase_surprise(
-        model, obs, act, nxt, delta=transform.delta, generator=torch.Generator().manual_seed(2)
+        model.network, obs, act, nxt, delta=transform.delta,
+        generator=torch.Generator().manual_seed(2),
     )
     torch.testing.assert_close(data["next", "agent", "bonus"].squeeze(-1), expected)
     torch.testing.assert_close(data["next", "agent", "r_e"], torch.ones(6, 1))
@@ -233,10 +236,10 @@ def test_nested_keys_in_an_env():
     rename = RenameTransform(["observation"], [("agent", "observation")])
     env = TransformedEnv(_mountain_car(), Compose(rename, transform))
     check_env_specs(env, seed=0)
-    assert transform.model.in_features == 3
+    assert transform.model.network.in_features == 3
     rollout = env.rollout(4)
     expected = vase_surprise(
-        transform.model, rollout["agent", "observation"], rollout["action"],
+        transform.model.network, rollout["agent", "observation"], rollout["action"],
         rollout["next", "agent", "observation"], delta=transform.delta,
         generator=torch.Generator().manual_seed(0),
     )
@@ -254,7 +257,8 @@ def test_batch_path_in_collector_postproc_and_replay_buffer():
     collector.shutdown()
     assert batch["next", "intrinsic_reward"].shape == (50, 1)
     expected = vase_surprise(
-        transform.model, batch["observation"], batch["action"], batch["next", "observation"],
+        transform.model.network,
+        batch["observation"], batch["action"], batch["next", "observation"],
         delta=transform.delta, generator=torch.Generator().manual_seed(0),
     )
     torch.testing.assert_close(batch["next", "intrinsic_reward"].squeeze(-1), expected)
@@ -268,7 +272,8 @@ def test_batch_path_in_collector_postproc_and_replay_buffer():
     buffer.extend(raw)
     sample = buffer.sample()
     recomputed = vase_surprise(
-        transform.model, sample["observation"], sample["action"], sample["next", "observation"],
+        transform.model.network,
+        sample["observation"], sample["action"], sample["next", "observation"],
         delta=transform.delta, generator=torch.Generator().manual_seed(0),
     )
     torch.testing.assert_close(sample["next", "intrinsic_reward"].squeeze(-1), recomputed)
@@ -289,7 +294,7 @@ def test_vime_bonus_inside_a_collector_step_path():
 
 
 def test_median_normalisation_divides_by_the_mean_of_recent_medians():
-    model = BayesianMLP(4, 3)
+    model = DynamicsModel(BayesianMLP(4, 3))
     transform = VASERewardTransform(model, seed=0, reward_normalization="median")
     raw_medians = []
     for seed in range(12):
@@ -317,7 +322,7 @@ def test_median_normalisation_divides_by_the_mean_of_recent_medians():
 
 
 def test_std_normalisation_divides_by_a_running_std():
-    model = BayesianMLP(4, 3)
+    model = DynamicsModel(BayesianMLP(4, 3))
     transform = VASERewardTransform(model, seed=0, reward_normalization="std")
     gen = torch.Generator().manual_seed(0)
     data = TensorDict(
@@ -343,29 +348,55 @@ def test_recent_median_normalizer_ring():
     torch.testing.assert_close(normalizer.normalize(torch.tensor(8.0)), torch.tensor(2.0))
 
 
-def test_from_loss_shares_target_and_normalisation():
+@pytest.mark.parametrize("target", ["next_observation", "delta"])
+def test_loss_and_bonus_see_the_same_standardised_data(target):
+    """The bonus is the measure of exactly the (x, y) the ELBO trains on."""
     torch.manual_seed(0)
-    model = BayesianMLP(4, 3, [16])
-    loss = VariationalELBOLoss(
-        model, sigma_c=0.3, target="delta", normalize_inputs=True, normalize_targets=True
-    )
-    obs, act, nxt = torch.randn(50, 3) * 4 + 2, torch.randn(50, 1), torch.randn(50, 3) * 3
+    model = DynamicsModel(BayesianMLP(4, 3, [16]), sigma_c=0.3, target=target)
+    transform = VASERewardTransform(model, seed=4)
+    loss = transform.make_loss(num_samples=10)
+    obs, act = torch.randn(50, 3) * 4 + 2, torch.randn(50, 1) * 0.1
+    nxt = obs + torch.randn(50, 3) * 3
     data = TensorDict(
         {"observation": obs, "action": act, ("next", "observation"): nxt,
          ("next", "reward"): torch.zeros(50, 1)},
         [50],
     )
-    loss(data)  # training mode: fills the statistics
-    transform = VASERewardTransform.from_loss(loss, seed=4)
-    assert transform.sigma_c == 0.3 and transform.target == "delta"
+    transform.fit_statistics(data)  # the pool's statistics, on the one model both hold
+    x, y = loss.model_inputs(data)  # what the ELBO trains on
+    # independently of both: standardise with numpy's population statistics
+    expected_x = torch.cat([obs, act], -1)
+    mean, std = expected_x.mean(0), expected_x.std(0, unbiased=False) + 1e-8
+    torch.testing.assert_close(x, (expected_x - mean) / std, rtol=1e-5, atol=1e-5)
     transform(data)
-    x = loss.input_stats.normalize(torch.cat([obs, act], -1))
-    y = loss.target_stats.normalize(nxt - obs)
     expected = vase_surprise(
-        model, x[:, :3], x[:, 3:], y, sigma_c=0.3, delta=transform.delta,
+        model.network, x[:, :3], x[:, 3:], y, sigma_c=0.3, delta=transform.delta,
         generator=torch.Generator().manual_seed(4),
     )
     torch.testing.assert_close(data["next", "intrinsic_reward"].squeeze(-1), expected)
+    # and the loss's own value on the same weights is that mean NLL summed (δ = 0 part)
+    torch.manual_seed(1)
+    weights = model.network.sample_weights(10)
+    torch.manual_seed(1)
+    loss_nll = loss(data)["loss_nll"]
+    from torchrl_vase import gaussian_nll
+    manual = gaussian_nll(model.network(x, weights=weights), y, 0.3).mean(0).sum()
+    torch.testing.assert_close(loss_nll, manual)
+
+
+def test_a_loss_on_another_model_is_refused_when_paired():
+    from torchrl_vase import Exploration
+
+    transform = VASERewardTransform(DynamicsModel(BayesianMLP(4, 3)))
+    other = VariationalELBOLoss(DynamicsModel(BayesianMLP(4, 3)))
+    with pytest.raises(ValueError, match="different DynamicsModel objects"):
+        transform.check_loss(other)
+    with pytest.raises(ValueError, match="different DynamicsModel objects"):
+        Exploration(transform, other)
+    keys = transform.make_loss()
+    keys.set_keys(observation="obs")
+    with pytest.raises(ValueError, match="make_loss"):
+        transform.check_loss(keys)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -381,7 +412,10 @@ def test_from_loss_shares_target_and_normalisation():
         ({"sigma_c": 0.0}, ValueError, "sigma_c"),
         ({"reward_normalization": "max"}, ValueError, "reward_normalization"),
         ({"target": "state"}, ValueError, "target"),
-        ({"model": nn.Linear(3, 2)}, TypeError, "BayesianMLP"),
+        ({"init_mean": "zeros"}, ValueError, "init_mean"),
+        ({"model": nn.Linear(3, 2)}, TypeError, "DynamicsModel"),
+        ({"model": BayesianMLP(3, 2)}, TypeError, r"DynamicsModel\(bnn"),
+        ({"model": DynamicsModel(BayesianMLP(3, 2)), "sigma_c": 0.5}, ValueError, "model's own"),
     ],
 )
 def test_bad_construction_raises(kwargs, error, match):
@@ -390,8 +424,10 @@ def test_bad_construction_raises(kwargs, error, match):
 
 
 def test_model_that_does_not_fit_the_env_raises_at_construction():
-    with pytest.raises(ValueError, match="needs in_features=3, out_features=2"):
-        TransformedEnv(_mountain_car(), VASERewardTransform(BayesianMLP(5, 4)))
+    with pytest.raises(ValueError, match="does not fit the env"):
+        TransformedEnv(_mountain_car(), VASERewardTransform(DynamicsModel(BayesianMLP(5, 4))))
+    with pytest.raises(ValueError, match="action_classes=2"):
+        TransformedEnv(GymEnv("CartPole-v1"), VASERewardTransform(DynamicsModel(BayesianMLP(6, 4))))
 
 
 def test_non_vector_observations_raise_at_construction():
@@ -428,10 +464,6 @@ def test_batch_path_without_a_model_or_next_entry_raises():
             )
         )
     with pytest.raises(KeyError, match="'next' entry"):
-        VASERewardTransform(BayesianMLP(3, 2))(TensorDict({"observation": torch.zeros(2)}, []))
-
-
-def test_running_mean_std_is_torchrl_s():
-    # the statistics a loss shares with the transform are torchrl's own RunningMeanStd
-    loss = VariationalELBOLoss(BayesianMLP(3, 2), normalize_inputs=True)
-    assert isinstance(loss.input_stats, RunningMeanStd)
+        VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)))(
+            TensorDict({"observation": torch.zeros(2)}, [])
+        )

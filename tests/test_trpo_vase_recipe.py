@@ -21,7 +21,7 @@ from torchrl_vase.envs import PointRobot2DEnv
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = ["point_robot", "mountain_car", "cartpole_swingup", "double_pendulum", "half_cheetah",
         "ant", "lunar_lander"]
-SURPRISES = ["none", "vase", "nll", "vime"]
+SURPRISES = ["none", "vase", "nll", "vime", "rnd"]
 
 
 def _load_recipe():
@@ -70,7 +70,8 @@ def test_every_env_and_surprise_runs_two_iterations(store, env, surprise):
     run = MlflowClient(tracking_uri=store[0]).get_run(result["run_id"])
     assert run.info.status == "FINISHED"
     assert run.data.tags["env"] == env and run.data.tags["surprise"] == surprise
-    assert run.info.run_name == f"{surprise}-seed7"
+    expected_name = "none-seed7" if surprise == "none" else f"{surprise}-extrinsic-seed7"
+    assert run.info.run_name == expected_name
     experiment = MlflowClient(tracking_uri=store[0]).get_experiment(run.info.experiment_id)
     assert experiment.name == env
 
@@ -85,14 +86,19 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
     assert params["surprise.delta"] == str(cfg.surprise.delta)
     assert params["env.bnn.num_cells"] == "[32]"
     assert run.data.tags["git_commit"]
-    for key in ("return_mean", "return_median", "success_rate", "episode_length",
-                "intrinsic_reward_mean", "intrinsic_reward_std", "bnn_elbo", "bnn_loss_kl",
+    for key in ("intrinsic_reward_mean", "intrinsic_reward_std", "bnn_elbo", "bnn_loss_kl",
                 "bnn_entropy", "trpo_kl", "trpo_surrogate_after", "trpo_step_accepted",
-                "explained_variance", "fps", "wall_time", "frames"):
+                "fps", "wall_time", "frames", "coverage"):
         history = client.get_metric_history(run.info.run_id, key)
-        if key in ("return_mean", "return_median", "success_rate", "episode_length"):
-            continue  # no episode may finish in 64 frames
         assert [m.step for m in history] == [64, 128], key  # stepped by frames
+    # the bonus starts once the model has been trained: diagnostics from the second iteration
+    for key in ("novelty_spearman", "advantage_bonus_corr", "advantage_bonus_share"):
+        history = client.get_metric_history(run.info.run_id, key)
+        assert [m.step for m in history] == [128], key
+    corr = client.get_metric_history(run.info.run_id, "advantage_bonus_corr")[0].value
+    assert corr > 0.999  # no reward yet: the authors' structure leaves the bonus alone
+    coverage = [m.value for m in client.get_metric_history(run.info.run_id, "coverage")]
+    assert 0 < coverage[0] <= coverage[1] < 0.05  # 128 steps of ≤ 0.01 from the origin
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.yaml", "checkpoints", "visited_positions.png"} <= artifacts
 
@@ -126,22 +132,23 @@ def test_kill_and_resume_continues_the_same_run_without_duplicate_steps(store, m
     assert [m.step for m in iterations] == [64, 128, 192, 256, 320]
     assert [m.value for m in iterations] == [0, 1, 2, 3, 4]
     state = torch.load(
-        Path(store[1]) / "checkpoints" / "mountain_car" / "vase-seed21" / "last.pt",
+        Path(store[1]) / "checkpoints" / "mountain_car" / "vase-extrinsic-seed21" / "last.pt",
         weights_only=False,
     )
     assert state["iteration"] == 4 and state["frames"] == 320
-    assert len(state["exploration"]["pool"]["_storage"]["_storage"]["observation"]) == 1000
+    pool = state["exploration"]["_extra_state"]["pool"]
+    assert len(pool["_storage"]["_storage"]["observation"]) == 1000
 
 
 def test_replay_pool_never_crosses_an_episode_boundary(store):
     cfg = _config(store, "env=point_robot", "surprise=vase")
-    exploration = recipe.Exploration(cfg, obs_dim=2, action_dim=2)
+    exploration = recipe.make_exploration(cfg, obs_dim=2, action_dim=2)
     env = GymEnv("torchrl_vase/PointRobot2D-v0", max_episode_steps=7)  # many resets
     collector = Collector(env, policy=None, frames_per_batch=100, total_frames=100)
     batch = next(iter(collector))
     collector.shutdown()
     assert batch["next", "truncated"].sum() >= 10
-    exploration.remember(batch)
+    exploration.update(batch)
     stored = exploration.pool[:]
     step = (stored["next", "observation"] - stored["observation"]).abs()
     # every stored (s, a, s') is one step of at most 0.01 per axis: never a jump back to the start
@@ -197,6 +204,10 @@ def test_bad_inputs_fail_before_training(store):
         recipe.train(cfg)
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         recipe.train(_config(store, "resume=/nonexistent/last.pt"))
+    with pytest.raises(ConfigCompositionException, match="advantage"):
+        _config(store, "advantage=intrinsic")
+    with pytest.raises(ValueError, match="advantage=dual needs an intrinsic reward"):
+        recipe.train(_config(store, "advantage=dual", "surprise=none"))
 
 
 def test_flatten_is_one_param_per_leaf():
@@ -220,3 +231,23 @@ def test_multirun_grid_with_the_joblib_launcher(tmp_path):
     assert sorted(r.info.run_name for r in runs) == ["none-seed0", "none-seed1"]
     assert np.all([r.info.status == "FINISHED" for r in runs])
     mlflow.set_tracking_uri(None)
+
+
+@pytest.mark.parametrize("advantage", ["combined", "dual"])
+def test_every_advantage_structure_runs(store, advantage):
+    result = recipe.train(_config(store, "env=point_robot", f"advantage={advantage}", "seed=3"))
+    run = MlflowClient(tracking_uri=store[0]).get_run(result["run_id"])
+    assert run.info.run_name == f"vase-{advantage}-seed3"
+    assert run.data.params["advantage.structure"] == advantage
+    if advantage == "dual":
+        history = MlflowClient(tracking_uri=store[0]).get_metric_history(
+            result["run_id"], "intrinsic_explained_variance")
+        assert [m.step for m in history] == [128]  # no intrinsic reward in the first batch
+
+
+def test_authors_preset_sets_their_settings():
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("trpo_vase", overrides=["preset=authors", "surprise=vase"])
+    assert cfg.advantage.structure == "extrinsic" and cfg.advantage.center_bonus is False
+    assert cfg.surprise.sigma_c == 0.5 and cfg.surprise.delta == 0.0
+    assert cfg.surprise.init_mean == "normal"

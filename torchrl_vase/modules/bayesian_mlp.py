@@ -20,7 +20,7 @@ from torchrl_vase._validation import check_num_samples, check_positive
 #: weight set, or ``[N, out, in]`` and ``[N, out]`` for N sampled weight sets.
 LayerWeights = list[tuple[Tensor, Tensor]]
 
-_INIT_MEANS = ("uniform", "normal")
+INIT_MEANS = ("uniform", "normal")
 _HALF_LOG_2PI_E = 0.5 * math.log(2 * math.pi * math.e)
 # Floats per block of hidden activations in an N-sample forward (2 MiB): cache-sized.
 _BLOCK_FLOATS = 2**19
@@ -114,8 +114,8 @@ class BayesianMLP(nn.Module):
         self.prior_std = check_positive("prior_std", prior_std)
         init_std = self.prior_std if init_posterior_std is None else init_posterior_std
         init_std = check_positive("init_posterior_std", init_std)
-        if init_mean not in _INIT_MEANS:
-            raise ValueError(f"init_mean must be one of {_INIT_MEANS}, got {init_mean!r}.")
+        if init_mean not in INIT_MEANS:
+            raise ValueError(f"init_mean must be one of {INIT_MEANS}, got {init_mean!r}.")
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating point dtype, got {dtype}.")
         self.in_features = in_features

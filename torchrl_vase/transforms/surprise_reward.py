@@ -11,8 +11,8 @@ from torch import Tensor, nn
 from torchrl.data import Categorical, OneHot
 
 from torchrl_vase._validation import check_num_samples, check_positive
-from torchrl_vase.modules.bayesian_mlp import BayesianMLP
-from torchrl_vase.modules.dynamics import DynamicsModel
+from torchrl_vase.modules.bayesian_mlp import INIT_MEANS, BayesianMLP
+from torchrl_vase.modules.dynamics import TARGETS, DynamicsModel
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
 from torchrl_vase.surprise import nll_surprise, vase_surprise, vime_information_gain
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
@@ -139,6 +139,12 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
             build = {k: _BUILD_DEFAULTS[k] if v is None else v for k, v in build.items()}
             check_positive("sigma_c", build["sigma_c"])
             check_positive("prior_std", build["prior_std"])
+            if build["target"] not in TARGETS:
+                raise ValueError(f"target must be one of {TARGETS}, got {build['target']!r}.")
+            if build["init_mean"] not in INIT_MEANS:
+                raise ValueError(
+                    f"init_mean must be one of {INIT_MEANS}, got {build['init_mean']!r}."
+                )
         delta = float(delta)
         if not delta >= 0 or delta == float("inf"):
             raise ValueError(f"delta must be a finite number >= 0, got {delta}.")

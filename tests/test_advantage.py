@@ -1,0 +1,303 @@
+"""ExplorationGAE's three advantage structures against a direct computation, and fit_critic."""
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import NormalParamExtractor, TensorDictModule
+from torch import nn
+from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl.objectives import ClipPPOLoss
+
+from torchrl_vase import (
+    ExplorationGAE,
+    StandardizedRegressor,
+    StateIndependentScale,
+    TRPOLoss,
+    discounted_sum,
+    fit_critic,
+)
+
+GAMMA, LMBDA, ETA = 0.9, 0.8, 0.05
+ENVS, STEPS, OBS = 2, 7, 3
+
+
+def _linear_critic(weight, bias, out_key="state_value") -> ValueOperator:
+    net = nn.Linear(OBS, 1).double()
+    with torch.no_grad():
+        net.weight.copy_(torch.tensor([weight], dtype=torch.float64))
+        net.bias.fill_(bias)
+    return ValueOperator(net, in_keys=["observation"], out_keys=[out_key])
+
+
+def _batch() -> TensorDict:
+    """Two envs, seven steps; env 0's episode ends (terminated) at step 2, env 1's is truncated at
+    step 4; both continue to the end of the batch, which is not an episode end."""
+    gen = torch.Generator().manual_seed(0)
+    shape = (ENVS, STEPS, 1)
+    extrinsic = torch.zeros(shape, dtype=torch.float64)
+    extrinsic[0, 2], extrinsic[1, 5] = 1.0, 1.0
+    intrinsic = torch.rand(shape, generator=gen, dtype=torch.float64) * 4 + 3
+    terminated = torch.zeros(shape, dtype=torch.bool)
+    terminated[0, 2] = True
+    done = terminated.clone()
+    done[1, 4] = True
+    obs = torch.randn(ENVS, STEPS, OBS, generator=gen, dtype=torch.float64)
+    next_obs = torch.randn(ENVS, STEPS, OBS, generator=gen, dtype=torch.float64)
+    return TensorDict(
+        {
+            "observation": obs,
+            "next": {
+                "observation": next_obs,
+                "reward": extrinsic + ETA * intrinsic,
+                "extrinsic_reward": extrinsic,
+                "intrinsic_reward": intrinsic,
+                "done": done,
+                "terminated": terminated,
+            },
+        },
+        [ENVS, STEPS],
+    )
+
+
+def _reference_gae(reward, value, next_value, done, terminated, gamma, lmbda):
+    """GAE by its definition, one step at a time (an independent, slow computation)."""
+    advantage = torch.zeros_like(reward)
+    for env in range(reward.shape[0]):
+        running = 0.0
+        for t in reversed(range(reward.shape[1])):
+            if done[env, t]:
+                running = 0.0
+            bootstrap = 0.0 if terminated[env, t] else gamma * next_value[env, t]
+            delta = reward[env, t] + bootstrap - value[env, t]
+            running = delta + gamma * lmbda * running
+            advantage[env, t] = running
+    return advantage
+
+
+def _reference_returns(reward, done, gamma):
+    """Σ_k γ^k r_{t+k}, cut at episode ends and at the end of the batch."""
+    zeros = torch.zeros_like(reward)
+    return _reference_gae(reward, zeros, zeros, done, done, gamma, 1.0)
+
+
+def _values(critic, batch):
+    with torch.no_grad():
+        value = critic(batch.select("observation").clone())[critic.out_keys[0]]
+        next_value = critic(batch["next"].select("observation").clone())[critic.out_keys[0]]
+    return value, next_value
+
+
+def test_discounted_sum_is_the_reference_sum():
+    batch = _batch()
+    x, done = batch["next", "intrinsic_reward"], batch["next", "done"]
+    torch.testing.assert_close(discounted_sum(x, done, 0.7), _reference_returns(x, done, 0.7))
+    # a time dim in another position gives the same numbers
+    moved = discounted_sum(x.transpose(0, 1), done.transpose(0, 1), 0.7, time_dim=0)
+    torch.testing.assert_close(moved.transpose(0, 1), _reference_returns(x, done, 0.7))
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_extrinsic_structure(center):
+    batch = _batch()
+    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
+    gae = ExplorationGAE("extrinsic", gamma=GAMMA, lmbda=LMBDA, value_network=critic,
+                         center_bonus=center)
+    out = gae(batch.clone())
+    nxt = batch["next"]
+    bonus = ETA * nxt["intrinsic_reward"]
+    if center:
+        bonus = bonus - bonus.mean()
+    value, next_value = _values(critic, batch)
+    expected = _reference_gae(nxt["extrinsic_reward"] + bonus, value, next_value, nxt["done"],
+                              nxt["terminated"], GAMMA, LMBDA)
+    torch.testing.assert_close(out["advantage"], expected)
+    # the critic learns the Monte-Carlo extrinsic return (rllab's path["returns"])
+    torch.testing.assert_close(
+        out["value_target"], _reference_returns(nxt["extrinsic_reward"], nxt["done"], GAMMA)
+    )
+    centred = ETA * (nxt["intrinsic_reward"] - nxt["intrinsic_reward"].mean())
+    torch.testing.assert_close(
+        out["bonus_advantage"], _reference_returns(centred, nxt["done"], GAMMA * LMBDA)
+    )
+
+
+def test_extrinsic_structure_with_a_zero_critic_and_no_reward_is_the_bonus_alone():
+    batch = _batch()
+    batch["next", "extrinsic_reward"].zero_()
+    batch["next", "reward"] = ETA * batch["next", "intrinsic_reward"]
+    critic = StandardizedRegressor(nn.Linear(OBS, 1).double(), in_features=OBS).double()
+    critic.fit_statistics(batch["observation"], torch.zeros(ENVS, STEPS, 1, dtype=torch.float64))
+    gae = ExplorationGAE("extrinsic", gamma=GAMMA, lmbda=LMBDA,
+                         value_network=ValueOperator(critic, in_keys=["observation"]))
+    out = gae(batch)
+    assert pearson_of(out["advantage"], out["bonus_advantage"]) > 1 - 1e-6
+
+
+def pearson_of(a, b):
+    a, b = a.flatten() - a.mean(), b.flatten() - b.mean()
+    return float((a @ b) / (a.norm() * b.norm()))
+
+
+@pytest.mark.parametrize("value_target", ["monte_carlo", "td_lambda"])
+def test_combined_structure(value_target):
+    batch = _batch()
+    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
+    gae = ExplorationGAE("combined", gamma=GAMMA, lmbda=LMBDA, value_network=critic,
+                         value_target=value_target)
+    out = gae(batch.clone())
+    nxt = batch["next"]
+    bonus = ETA * nxt["intrinsic_reward"]
+    reward = nxt["extrinsic_reward"] + bonus - bonus.mean()
+    value, next_value = _values(critic, batch)
+    expected = _reference_gae(reward, value, next_value, nxt["done"], nxt["terminated"],
+                              GAMMA, LMBDA)
+    torch.testing.assert_close(out["advantage"], expected)
+    if value_target == "monte_carlo":
+        target = _reference_returns(reward, nxt["done"], GAMMA)
+    else:
+        target = expected + value
+    torch.testing.assert_close(out["value_target"], target)
+
+
+@pytest.mark.parametrize("episodic", [False, True])
+def test_dual_structure(episodic):
+    batch = _batch()
+    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
+    intrinsic_critic = _linear_critic([-0.4, 0.1, 0.2], 1.5, out_key="intrinsic_state_value")
+    gae = ExplorationGAE(
+        "dual", gamma=GAMMA, lmbda=LMBDA, value_network=critic,
+        intrinsic_value_network=intrinsic_critic, intrinsic_gamma=0.95, extrinsic_coef=2.0,
+        intrinsic_coef=0.5, episodic_intrinsic=episodic, value_target="td_lambda",
+    )
+    out = gae(batch.clone())
+    nxt = batch["next"]
+    u = nxt["intrinsic_reward"]
+    stream_done = nxt["done"] if episodic else torch.zeros_like(nxt["done"])
+    stream_terminated = nxt["terminated"] if episodic else torch.zeros_like(nxt["done"])
+    # the running std of the intrinsic return after one update of torchrl's RunningMeanStd
+    # (initial mean 0, var 1, count 1e-4), by the parallel-variance formula
+    returns = _reference_returns(u, stream_done, 0.95).flatten()
+    n, count = returns.numel(), 1e-4
+    mean, var = returns.mean(), returns.var(unbiased=False)
+    total = count + n
+    scale = ((1 * count + var * n + mean**2 * count * n / total) / total).sqrt()
+    scaled = u / scale.float().double()
+
+    value, next_value = _values(critic, batch)
+    ivalue, inext_value = _values(intrinsic_critic, batch)
+    extrinsic_adv = _reference_gae(nxt["extrinsic_reward"], value, next_value, nxt["done"],
+                                   nxt["terminated"], GAMMA, LMBDA)
+    intrinsic_adv = _reference_gae(scaled, ivalue, inext_value, stream_done, stream_terminated,
+                                   0.95, LMBDA)
+    torch.testing.assert_close(out["advantage"], 2.0 * extrinsic_adv + 0.5 * intrinsic_adv,
+                               rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(out["value_target"], extrinsic_adv + value)
+    torch.testing.assert_close(out["intrinsic_value_target"], intrinsic_adv + ivalue,
+                               rtol=1e-6, atol=1e-6)
+    assert "_scaled_intrinsic_reward" not in out["next"]
+    # evaluation mode freezes the statistics
+    gae.eval()
+    before = gae.intrinsic_return_stats.var.clone()
+    gae(batch.clone())
+    torch.testing.assert_close(gae.intrinsic_return_stats.var, before)
+
+
+def test_bad_structures_raise_at_construction():
+    critic = _linear_critic([0.0, 0.0, 0.0], 0.0)
+    with pytest.raises(ValueError, match="structure must be one of"):
+        ExplorationGAE("intrinsic", gamma=0.9, lmbda=0.9, value_network=critic)
+    with pytest.raises(ValueError, match="needs an intrinsic critic"):
+        ExplorationGAE("dual", gamma=0.9, lmbda=0.9, value_network=critic)
+    with pytest.raises(ValueError, match="only used by the 'dual'"):
+        ExplorationGAE("extrinsic", gamma=0.9, lmbda=0.9, value_network=critic,
+                       intrinsic_value_network=critic)
+    with pytest.raises(ValueError, match="value_target"):
+        ExplorationGAE("extrinsic", gamma=0.9, lmbda=0.9, value_network=critic,
+                       value_target="bootstrap")
+    with pytest.raises(ValueError, match="gamma"):
+        ExplorationGAE("extrinsic", gamma=1.5, lmbda=0.9, value_network=critic)
+    gae = ExplorationGAE("extrinsic", gamma=0.9, lmbda=0.9, value_network=critic)
+    batch = _batch()
+    del batch["next", "extrinsic_reward"]
+    with pytest.raises(KeyError, match="bonus transform"):
+        gae(batch)
+
+
+def _actor(tanh: bool = False):
+    if tanh:
+        net = nn.Sequential(MLP(OBS, 2, num_cells=[8]), NormalParamExtractor())
+        return ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
+                                  in_keys=["loc", "scale"], distribution_class=TanhNormal,
+                                  return_log_prob=True)
+    head = StateIndependentScale(nn.Linear(OBS, 1), 1)
+    return ProbabilisticActor(TensorDictModule(head, ["observation"], ["loc", "scale"]),
+                              in_keys=["loc", "scale"], distribution_class=IndependentNormal,
+                              return_log_prob=True)
+
+
+def _float_batch_with_actions(actor):
+    batch = _batch().apply(lambda x: x.float() if x.dtype == torch.float64 else x)
+    with torch.no_grad():
+        actor(batch)
+    return batch
+
+
+def test_torchrl_ppo_uses_it_as_its_value_estimator():
+    actor = _actor(tanh=True)
+    critic = ValueOperator(nn.Linear(OBS, 1), in_keys=["observation"])
+    ppo = ClipPPOLoss(actor, critic, normalize_advantage=False)
+    gae = ExplorationGAE("extrinsic", gamma=GAMMA, lmbda=LMBDA, value_network=critic)
+    ppo.make_value_estimator(gae)
+    assert ppo.value_estimator is gae
+    batch = _float_batch_with_actions(actor)
+    out = ppo(batch.clone())  # PPO computes the advantage itself with our estimator
+    assert torch.isfinite(out["loss_objective"]) and torch.isfinite(out["loss_critic"])
+    with_advantage = gae(batch.clone())  # computed beforehand, as a PPO loop does
+    torch.testing.assert_close(ppo(with_advantage)["loss_objective"], out["loss_objective"])
+
+
+def test_fit_critic_fits_both_critics_of_the_dual_structure():
+    torch.manual_seed(0)
+    actor = _actor()
+    critic = ValueOperator(MLP(OBS, 1, num_cells=[16]), in_keys=["observation"])
+    intrinsic = ValueOperator(MLP(OBS, 1, num_cells=[16]), in_keys=["observation"],
+                              out_keys=["intrinsic_state_value"])
+    loss = TRPOLoss(actor, critic)
+    loss.make_value_estimator(ExplorationGAE(
+        "dual", gamma=GAMMA, lmbda=LMBDA, value_network=critic, intrinsic_value_network=intrinsic,
+    ))
+    batch = _float_batch_with_actions(actor)
+    with torch.no_grad():
+        loss.value_estimator(batch)
+    with pytest.raises(ValueError, match="does not hold every parameter"):
+        fit_critic(loss, batch, torch.optim.Adam(critic.parameters()), epochs=1)
+
+    def errors():
+        with torch.no_grad():
+            return (loss.loss_critic(batch)[0].mean().item(),
+                    loss.value_estimator.intrinsic_critic_loss(batch).item())
+
+    before = errors()
+    optimizer = torch.optim.Adam([*critic.parameters(), *intrinsic.parameters()], lr=1e-2)
+    out = fit_critic(loss, batch, optimizer, epochs=300, minibatch_size=14)
+    after = errors()
+    assert after[0] < 0.3 * before[0] and after[1] < 0.1 * before[1], (before, after)
+    with torch.no_grad():
+        for prefix, net, key in (("", critic, "value_target"),
+                                 ("intrinsic_", intrinsic, "intrinsic_value_target")):
+            prediction = net(batch.clone())[net.out_keys[0]]
+            residual = (batch[key] - prediction).var(unbiased=False)
+            expected = 1 - residual / batch[key].var(unbiased=False)
+            torch.testing.assert_close(out[f"{prefix}explained_variance"], expected)
+
+
+def test_fit_critic_standardises_a_standardized_regressor_on_the_batch():
+    actor = _actor()
+    net = StandardizedRegressor(nn.Linear(OBS, 1), in_features=OBS)
+    critic = ValueOperator(net, in_keys=["observation"])
+    loss = TRPOLoss(actor, critic)
+    batch = _float_batch_with_actions(actor)
+    batch["value_target"] = 3.0 + 0.5 * torch.randn(ENVS, STEPS, 1)
+    fit_critic(loss, batch, torch.optim.Adam(critic.parameters()), epochs=1)
+    torch.testing.assert_close(net.output_loc, batch["value_target"].mean().reshape(1))
+    torch.testing.assert_close(net.input_loc, batch["observation"].reshape(-1, OBS).mean(0))

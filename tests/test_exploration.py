@@ -1,0 +1,220 @@
+"""DynamicsModel's data preparation, Exploration (Algorithm 1's exploration side), and RND."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+from torchrl.envs import GymEnv, TransformedEnv
+from torchrl.envs.utils import check_env_specs
+
+from torchrl_vase import (
+    BayesianMLP,
+    DynamicsModel,
+    Exploration,
+    RNDRewardTransform,
+    VASERewardTransform,
+    vase_surprise,
+)
+
+MOUNTAIN_CAR = "torchrl_vase/SparseMountainCar-v0"
+
+
+def _rollout(steps: int = 300, seed: int = 0) -> TensorDict:
+    env = GymEnv(MOUNTAIN_CAR)
+    env.set_seed(seed)
+    torch.manual_seed(seed)
+    return env.rollout(steps, break_when_any_done=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# DynamicsModel
+# ------------------------------------------------------------------------------------------------
+def test_statistics_are_the_pool_s_population_mean_and_std():
+    data = _rollout()
+    model = DynamicsModel.build(2, 1, target="delta")
+    model.update_statistics(data["observation"], data["action"], data["next", "observation"])
+    obs = data["observation"].numpy().astype(np.float64)
+    delta = (data["next", "observation"] - data["observation"]).numpy().astype(np.float64)
+    np.testing.assert_allclose(model.observation_loc, obs.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(model.observation_scale, obs.std(0), rtol=1e-4)
+    np.testing.assert_allclose(model.delta_scale, delta.std(0), rtol=1e-4)
+    assert int(model.statistics_count) == 300
+
+
+def test_an_unstandardised_model_sees_raw_data():
+    model = DynamicsModel.build(2, 1, standardize=False)
+    data = _rollout(20)
+    model.update_statistics(data["observation"], data["action"], data["next", "observation"])
+    obs, _action, target = model.prepare(
+        data["observation"], data["action"], data["next", "observation"]
+    )
+    torch.testing.assert_close(obs, data["observation"])
+    torch.testing.assert_close(target, data["next", "observation"])
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda m: m.prepare(torch.zeros(4, 3), torch.zeros(4, 1), torch.zeros(4, 3)),
+         ValueError, r"needs \[\*batch, 2\]"),
+        (lambda m: m.prepare(torch.zeros(4, 2), torch.zeros(5, 1), torch.zeros(4, 2)),
+         ValueError, "action has shape"),
+        (lambda m: m.prepare(torch.zeros(4, 2), torch.zeros(4, 1), torch.zeros(3, 2)),
+         ValueError, "same shape"),
+        (lambda m: m.prepare(torch.full((4, 2), float("inf")), torch.zeros(4, 1),
+                             torch.zeros(4, 2)), ValueError, "non-finite"),
+        (lambda m: m.prepare(torch.zeros(4, 2, dtype=torch.long), torch.zeros(4, 1),
+                             torch.zeros(4, 2)), TypeError, "floating point"),
+        (lambda m: m.update_statistics(torch.zeros(1, 2), torch.zeros(1, 1), torch.zeros(1, 2)),
+         ValueError, "at least 2"),
+    ],
+)
+def test_bad_data_gets_a_clear_error(call, error, match):
+    with pytest.raises(error, match=match):
+        call(DynamicsModel.build(2, 1))
+
+
+def test_bad_construction():
+    with pytest.raises(ValueError, match="target"):
+        DynamicsModel(BayesianMLP(3, 2), target="state")
+    with pytest.raises(ValueError, match="sigma_c"):
+        DynamicsModel(BayesianMLP(3, 2), sigma_c=0.0)
+    with pytest.raises(ValueError, match="action_classes"):
+        DynamicsModel(BayesianMLP(5, 2), action_classes=2)
+    with pytest.raises(ValueError, match="must exceed"):
+        DynamicsModel(BayesianMLP(2, 2))
+    with pytest.raises(ValueError, match="init_mean"):
+        BayesianMLP(3, 2, init_mean="zeros")
+
+
+def test_the_authors_mean_initialisation_is_standard_normal():
+    torch.manual_seed(0)
+    network = BayesianMLP(40, 30, [200], init_mean="normal")
+    # 14,230 draws: the sample mean's std is 0.008
+    assert abs(network.mu.mean().item()) < 0.04 and abs(network.mu.std().item() - 1) < 0.03
+    uniform = BayesianMLP(40, 30, [200])
+    assert uniform.mu.abs().max() <= 1 / np.sqrt(40) + 1e-6
+
+
+# ------------------------------------------------------------------------------------------------
+# Exploration
+# ------------------------------------------------------------------------------------------------
+def _exploration(**kwargs) -> Exploration:
+    torch.manual_seed(0)
+    bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=0.1, delta=0.0,
+                                seed=5)
+    defaults = {"pool_min": 100, "updates_per_iteration": 30, "batch_size": 10}
+    return Exploration(bonus, bonus.make_loss(kl_weight=0.2), **{**defaults, **kwargs})
+
+
+def test_algorithm_1_order_bonus_from_the_previous_model_then_pool_statistics_training():
+    exploration = _exploration()
+    first = _rollout(300, seed=0)
+    metrics = exploration.step(first)
+    # no bonus before the model has learnt anything: the reward is left as it is
+    assert (first["next", "intrinsic_reward"] == 0).all()
+    torch.testing.assert_close(first["next", "reward"], first["next", "extrinsic_reward"])
+    assert np.isnan(metrics["novelty_spearman"])
+    assert int(exploration.model_updates) == 30 and len(exploration.pool) == 300
+    assert {"loss_nll", "loss_kl", "elbo"} <= set(metrics)
+
+    second = _rollout(300, seed=1)
+    model_before = copy.deepcopy(exploration.bonus.model)  # the model of the previous iteration
+    exploration.step(second)
+    # the bonus is the surprise under the model before this step's update, on its statistics
+    obs, act, target = model_before.prepare(
+        second["observation"], second["action"], second["next", "observation"]
+    )
+    expected = vase_surprise(model_before.network, obs, act, target, sigma_c=0.5, delta=0.0,
+                             generator=torch.Generator().manual_seed(5))
+    bonus = second["next", "intrinsic_reward"].squeeze(-1)
+    assert bonus.std() > 0
+    torch.testing.assert_close(bonus, expected)
+    # then the pool (600 transitions) set the statistics
+    pool = torch.cat([first["observation"], second["observation"]]).numpy()
+    np.testing.assert_allclose(exploration.bonus.model.observation_loc, pool.mean(0), rtol=1e-5)
+    torch.testing.assert_close(
+        second["next", "reward"],
+        second["next", "extrinsic_reward"] + 0.1 * second["next", "intrinsic_reward"],
+    )
+
+
+def test_nothing_trains_before_the_pool_holds_pool_min():
+    exploration = _exploration(pool_min=500)
+    exploration.step(_rollout(300))
+    assert int(exploration.model_updates) == 0
+    assert int(exploration.bonus.model.statistics_count) == 0
+
+
+def test_state_dict_round_trip_continues_identically():
+    exploration = _exploration()
+    exploration.step(_rollout(300, seed=0))
+    state = copy.deepcopy(exploration.state_dict())
+    resumed = _exploration()
+    resumed.load_state_dict(state)
+    assert len(resumed.pool) == 300
+    assert int(resumed.model_updates) == 30
+    batch_a, batch_b = _rollout(200, seed=3), _rollout(200, seed=3)
+    torch.manual_seed(11)
+    exploration.step(batch_a)
+    torch.manual_seed(11)
+    resumed.step(batch_b)
+    torch.testing.assert_close(batch_a["next", "intrinsic_reward"],
+                               batch_b["next", "intrinsic_reward"])
+    torch.testing.assert_close(exploration.bonus.model.network.mu, resumed.bonus.model.network.mu)
+
+
+def test_bad_settings_raise_at_construction():
+    with pytest.raises(ValueError, match="pool_min"):
+        _exploration(pool_min=1000, pool_size=500)
+    with pytest.raises(ValueError, match="batch_size"):
+        _exploration(pool_min=5, batch_size=10)
+    with pytest.raises(TypeError, match="bonus transform"):
+        Exploration(torch.nn.Identity())
+
+
+# ------------------------------------------------------------------------------------------------
+# RND
+# ------------------------------------------------------------------------------------------------
+def test_rnd_bonus_is_torchrl_s_prediction_error_on_both_paths():
+    torch.manual_seed(0)
+    transform = RNDRewardTransform(2, normalize_obs=False, normalize_reward=False, eta=0.5)
+    env = TransformedEnv(GymEnv(MOUNTAIN_CAR), transform)
+    check_env_specs(env, seed=0)
+    rollout = env.rollout(20)
+    with torch.no_grad():
+        nxt = rollout["next", "observation"]
+        expected = (transform.predictor_network(nxt) - transform.target_network(nxt)).square()
+    torch.testing.assert_close(rollout["next", "intrinsic_reward"], expected.mean(-1, True))
+    batch = rollout.clone()
+    batch["next", "reward"] = batch["next", "extrinsic_reward"]
+    del batch["next", "extrinsic_reward"]
+    transform(batch)
+    torch.testing.assert_close(
+        batch["next", "intrinsic_reward"], rollout["next", "intrinsic_reward"]
+    )
+    torch.testing.assert_close(rollout["next", "reward"],
+                               rollout["next", "extrinsic_reward"] + 0.5 * expected.mean(-1, True))
+
+
+def test_rnd_exploration_learns_familiar_states():
+    torch.manual_seed(0)
+    bonus = RNDRewardTransform(2, normalize_reward=False)
+    exploration = Exploration(bonus, bonus.make_loss(update_fraction=1.0), pool_min=100,
+                              updates_per_iteration=200, batch_size=10)
+    data = _rollout(300)
+    exploration.step(data.clone())
+    first = data.clone()
+    exploration.add_bonus(first)
+    for _ in range(3):
+        exploration.update(data.clone())
+    again = data.clone()
+    exploration.add_bonus(again)
+    assert again["next", "intrinsic_reward"].mean() < 0.5 * first["next", "intrinsic_reward"].mean()
+    other = VASERewardTransform(DynamicsModel.build(2, 1))
+    with pytest.raises(TypeError, match="RNDLoss"):
+        bonus.check_loss(other.make_loss())
+    with pytest.raises(ValueError, match="make_loss"):
+        bonus.check_loss(RNDRewardTransform(2).make_loss())
