@@ -11,9 +11,16 @@ For one experiment (one env), reads every finished or running run written by
 * ``heatmaps.png`` (point robot): each measure's visited-position heatmap, side by side, from one
   seed's ``visited_positions.png`` artifact (``--heatmap-seed``; by default the lowest seed that
   found the reward, else the lowest seed), titled with its seed and step of first reward;
+* ``coverage.png`` (runs that log ``coverage``, the point robot): each group's coverage per seed
+  against env steps, with a mark where a seed first found the reward;
 * ``table.md``: per measure, the final median return and its IQR across seeds, the success rate,
   the median step of the first extrinsic reward, frames/s, seconds per iteration (the median
-  iteration) and the seeds.
+  iteration) and the seeds; then the exploration diagnostics (coverage, and "is the bonus
+  steering the policy?": the advantage/bonus correlation and share, the bonus/novelty Spearman ρ,
+  over the iterations before each seed's first reward).
+
+Runs are grouped by measure and, within a measure, by every ``surprise.*`` and ``advantage.*``
+setting that differs between its runs.
 
     python recipes/compare.py --experiment mountain_car [--tracking-uri sqlite:///mlflow.db]
 """
@@ -34,7 +41,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from mlflow.tracking import MlflowClient
 
-MEASURE_ORDER = ["none", "vase", "nll", "vime"]
+MEASURE_ORDER = ["none", "vase", "nll", "vime", "rnd"]
+METRICS = ("return_mean", "success_rate", "fps", "wall_time", "first_reward_step", "coverage",
+           "advantage_bonus_corr", "advantage_bonus_share", "novelty_spearman")
+DIAGNOSTICS = ("advantage_bonus_corr", "advantage_bonus_share", "novelty_spearman")
 
 
 @dataclass
@@ -45,7 +55,8 @@ class Run:
     surprise: str
     seed: int
     metrics: dict[str, np.ndarray]  # name -> values ordered by step (frames)
-    settings: dict[str, str] = field(default_factory=dict)  # the surprise.* params but its name
+    settings: dict[str, str] = field(default_factory=dict)  # surprise.* (but name), advantage.*
+    steps: dict[str, np.ndarray] = field(default_factory=dict)  # name -> the steps of its values
 
     @property
     def delta(self) -> float | None:
@@ -58,6 +69,14 @@ class Run:
         values = values[np.isfinite(values)]
         return float(values[-last:].mean()) if values.size else math.nan
 
+    def before_first_reward(self, name: str) -> np.ndarray:
+        """A metric's finite values from the iterations whose batch held no extrinsic reward."""
+        values, steps = self.metrics.get(name, np.array([])), self.steps.get(name, np.array([]))
+        first = self.metrics["first_reward_step"]
+        if first.size:
+            values = values[steps < first[0]]
+        return values[np.isfinite(values)]
+
 
 def load_runs(client: MlflowClient, experiment: str) -> list[Run]:
     found = client.get_experiment_by_name(experiment)
@@ -67,10 +86,11 @@ def load_runs(client: MlflowClient, experiment: str) -> list[Run]:
     for run in client.search_runs([found.experiment_id], max_results=10_000):
         if run.info.status not in ("FINISHED", "RUNNING"):
             continue
-        metrics = {}
-        for name in ("return_mean", "success_rate", "fps", "wall_time", "first_reward_step"):
+        metrics, steps = {}, {}
+        for name in METRICS:
             history = sorted(client.get_metric_history(run.info.run_id, name), key=lambda m: m.step)
             metrics[name] = np.array([m.value for m in history], dtype=float)
+            steps[name] = np.array([m.step for m in history], dtype=float)
         runs.append(
             Run(
                 run_id=run.info.run_id,
@@ -78,7 +98,8 @@ def load_runs(client: MlflowClient, experiment: str) -> list[Run]:
                 seed=int(run.data.tags.get("seed", -1)),
                 metrics=metrics,
                 settings={k: v for k, v in run.data.params.items()
-                          if k.startswith("surprise.") and k != "surprise.name"},
+                          if k.startswith(("surprise.", "advantage.")) and k != "surprise.name"},
+                steps=steps,
             )
         )
     if not runs:
@@ -87,7 +108,8 @@ def load_runs(client: MlflowClient, experiment: str) -> list[Run]:
 
 
 SYMBOLS = {"surprise.delta": "δ", "surprise.sigma_c": "σ_c", "surprise.eta": "η",
-           "surprise.num_samples": "N", "surprise.prior_std": "σ_m"}
+           "surprise.num_samples": "N", "surprise.prior_std": "σ_m",
+           "advantage.structure": "advantage"}
 
 
 def _number(value: str | None) -> float | None:
@@ -116,6 +138,9 @@ def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
         members = measures[measure]
         keys = sorted({k for r in members for k in r.settings})
         varying = [k for k in keys if len({r.settings.get(k) for r in members}) > 1]
+        if "advantage.structure" in varying:  # the other advantage.* belong to one structure
+            varying = [k for k in varying
+                       if not k.startswith("advantage.") or k == "advantage.structure"]
 
         def setting(run: Run, varying: list[str] = varying) -> tuple:
             # numbers in numeric order, then anything else by its text
@@ -127,7 +152,7 @@ def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
             name = measure
             if varying:
                 name += " " + ", ".join(
-                    f"{SYMBOLS.get(k, k.removeprefix('surprise.'))}={_label(run.settings.get(k))}"
+                    f"{SYMBOLS.get(k, k.split('.', 1)[1])}={_label(run.settings.get(k))}"
                     for k in varying
                 )
             groups.setdefault(name, []).append(run)
@@ -187,7 +212,88 @@ def markdown_table(experiment: str, groups: dict[str, list[Run]], last: int) -> 
             f"{s['success']:.2f} | {first} | {s['fps']:,.0f} | {s['seconds_per_iteration']:.2f} | "
             f"{s['seeds']} |"
         )
+    diagnostics = diagnostics_table(groups)
+    return "\n".join(lines) + "\n" + (f"\n{diagnostics}" if diagnostics else "")
+
+
+def diagnostics_table(groups: dict[str, list[Run]]) -> str:
+    """Coverage and the steering diagnostics per group ('' when no run logged any of them).
+
+    A diagnostic's value per seed is its median over the seed's iterations before its first
+    reward; the table gives the median of those over seeds, and for the advantage correlation
+    also the lowest value of any such iteration of any seed.
+    """
+    runs = [r for members in groups.values() for r in members]
+    names = (*DIAGNOSTICS, "coverage")
+    if not any(r.metrics[name].size for r in runs for name in names):
+        return ""
+    lines = [
+        "| measure | final coverage (median) | advantage/bonus corr. (median; lowest) "
+        "| bonus share of advantage variance | bonus/novelty Spearman ρ | seeds |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+
+    def median_over_seeds(members: list[Run], name: str) -> tuple[float, float]:
+        per_seed = [r.before_first_reward(name) for r in members]
+        medians = [np.median(v) for v in per_seed if v.size]
+        pooled = np.concatenate(per_seed) if per_seed else np.array([])
+        if not medians:
+            return math.nan, math.nan
+        return float(np.median(medians)), float(pooled.min())
+
+    def cell(value: float, fmt: str = ".2f") -> str:
+        return "–" if math.isnan(value) else format(value, fmt)
+
+    for measure, members in groups.items():
+        coverage = [r.final("coverage") for r in members]
+        corr, lowest = median_over_seeds(members, "advantage_bonus_corr")
+        share, _ = median_over_seeds(members, "advantage_bonus_share")
+        novelty, _ = median_over_seeds(members, "novelty_spearman")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            final_coverage = float(np.nanmedian(coverage))
+        corr_cell = "–" if math.isnan(corr) else f"{corr:.2f}; {lowest:.2f}"
+        lines.append(
+            f"| {measure} | {cell(final_coverage, '.3f')} | {corr_cell} | {cell(share)} | "
+            f"{cell(novelty)} | {len(members)} |"
+        )
     return "\n".join(lines) + "\n"
+
+
+def plot_coverage(experiment: str, groups: dict[str, list[Run]], path: Path) -> bool:
+    """Each group's coverage per seed against env steps; ✕ where a seed found the reward."""
+    panels = {m: [r for r in runs if r.metrics["coverage"].size] for m, runs in groups.items()}
+    panels = {m: runs for m, runs in panels.items() if runs}
+    if not panels:
+        return False
+    columns = min(4, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.8 * rows), sharex=True,
+                             sharey=True, squeeze=False)
+    top = max(r.metrics["coverage"].max() for runs in panels.values() for r in runs)
+    for ax, (measure, runs) in zip(axes.flat, panels.items(), strict=False):
+        for run in sorted(runs, key=lambda r: r.seed):
+            frames = run.steps["coverage"]
+            (line,) = ax.plot(frames, run.metrics["coverage"], lw=1)
+            first = run.metrics["first_reward_step"]
+            if first.size:
+                at = np.interp(first[0], frames, run.metrics["coverage"])
+                ax.plot(first[0], at, "x", color=line.get_color(), markersize=7)
+        reached = sum(bool(r.metrics["first_reward_step"].size) for r in runs)
+        ax.set_title(f"{measure}\n{len(runs)} seeds, {reached} reached the goal", fontsize=9)
+        ax.set_ylim(0, top * 1.05)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    for ax in axes[-1]:
+        ax.set_xlabel("env steps")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("coverage")
+    fig.suptitle(f"{experiment}: fraction of 0.1 × 0.1 cells visited", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
 
 
 def plot_returns(experiment: str, groups: dict[str, list[Run]], path: Path) -> None:
@@ -294,6 +400,8 @@ def compare(tracking_uri: str, experiment: str, out: Path, last: int = 5,
     plot_running_time(experiment, groups, written["running_time"])
     if plot_delta_sweep(runs, last, out / "delta_sweep.png"):
         written["delta_sweep"] = out / "delta_sweep.png"
+    if plot_coverage(experiment, groups, out / "coverage.png"):
+        written["coverage"] = out / "coverage.png"
     if plot_heatmaps(client, groups, out / "heatmaps.png", heatmap_seed):
         written["heatmaps"] = out / "heatmaps.png"
     return written
