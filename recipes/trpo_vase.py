@@ -330,14 +330,16 @@ def coverage_heatmap(grid: CoverageGrid, first_reward_step: int | None, path: Pa
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
 
     counts = grid.counts.numpy().astype(float)
     counts[counts == 0] = np.nan
     low, high = grid.low.tolist(), grid.high.tolist()
     fig, ax = plt.subplots(figsize=(4.5, 4))
     image = ax.imshow(counts.T, origin="lower", extent=[low[0], high[0], low[1], high[1]],
-                      cmap="viridis", interpolation="nearest")
-    fig.colorbar(image, ax=ax, label="visits")
+                      cmap="viridis", interpolation="nearest", norm=LogNorm())
+    side = f"{grid.cell_size:g}"
+    fig.colorbar(image, ax=ax, label=f"visits per {side} × {side} cell")
     ax.plot([1], [1], marker="*", color="red", markersize=12)
     found = "goal not reached" if first_reward_step is None else (
         f"first reward at step {first_reward_step:,}")
