@@ -8,6 +8,7 @@ from torch import nn
 
 from torchrl_vase import (
     BayesianMLP,
+    DynamicsModel,
     VariationalELBOLoss,
     nll_surprise,
     prediction_nll,
@@ -194,7 +195,10 @@ def test_surprise_drops_for_trained_transitions_and_stays_high_for_novel_ones():
     data = TensorDict(
         {"observation": obs, "action": action, ("next", "observation"): next_obs}, [2000]
     )
-    loss_fn = VariationalELBOLoss(model, sigma_c=0.5, kl_weight=50 / 2000)
+    # raw data on both sides: the surprise functions take the network and prepared data
+    loss_fn = VariationalELBOLoss(
+        DynamicsModel(model, sigma_c=0.5, standardize=False), kl_weight=50 / 2000
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     familiar, novel = _linear_dynamics(300, seed=2), _linear_dynamics(300, seed=3, shift=6.0)
     kwargs = {"sigma_c": 0.5, "generator": _gen()}
