@@ -160,7 +160,11 @@ def set_experiment(uri: str, name: str) -> None:
 # Building blocks
 # ------------------------------------------------------------------------------------------------
 def make_env(cfg: DictConfig) -> TransformedEnv:
-    base = SerialEnv(cfg.num_envs, functools.partial(GymEnv, cfg.env.id, device=cfg.device))
+    make_kwargs = cfg.env.get("make_kwargs")
+    make_kwargs = {} if make_kwargs is None else OmegaConf.to_container(make_kwargs, resolve=True)
+    base = SerialEnv(
+        cfg.num_envs, functools.partial(GymEnv, cfg.env.id, device=cfg.device, **make_kwargs)
+    )
     # the policy acts in [-1, 1] whatever the env's bounds (rllab's normalize() did the same), so
     # a unit-scale Gaussian explores the point robot's |v| <= 0.01 as it does MountainCar's |a| <= 1
     transforms = [DoubleToFloat(), ActionScaling(), StepCounter(), RewardSum()]

@@ -1,14 +1,25 @@
 """The paper's sparse-reward benchmark tasks as gymnasium envs, registered on import.
 
-After ``import torchrl_vase``: ``gymnasium.make("torchrl_vase/SparseHalfCheetah-v0")`` or
-``torchrl.envs.GymEnv("torchrl_vase/SparseHalfCheetah-v0")``. Every task has the paper's 500-step
-limit. ``LunarLanderContinuous-v3`` is gymnasium's own.
+After ``import torchrl_vase``: ``gymnasium.make("torchrl_vase/SparseHalfCheetah-v1")`` or
+``torchrl.envs.GymEnv("torchrl_vase/SparseHalfCheetah-v1")``.
+
+* ``-v1``: the tasks as the VASE authors ran them (their ``envs/*_x.py`` on rllab's Box2D and MuJoCo
+  models), and their LunarLanderContinuous (no crash penalty).
+* ``-v0``: our first versions (gymnasium's MountainCar, MuJoCo cart-pole and double pendulum of our
+  own, gymnasium's v5 locomotion models), and the 2D point robot, which is in no published code.
+
+Every task has the paper's 500-step limit (LunarLander 1,000, the authors').
 """
 
 from __future__ import annotations
 
 import gymnasium
 
+from torchrl_vase.envs.box2d_tasks import (
+    RllabCartpoleSwingupEnv,
+    RllabDoublePendulumEnv,
+    RllabMountainCarEnv,
+)
 from torchrl_vase.envs.classic import (
     SparseCartpoleSwingupEnv,
     SparseDoublePendulumEnv,
@@ -16,6 +27,7 @@ from torchrl_vase.envs.classic import (
 )
 from torchrl_vase.envs.locomotion import SparseAntEnv, SparseHalfCheetahEnv
 from torchrl_vase.envs.point_robot import PointRobot2DEnv
+from torchrl_vase.envs.rllab_mujoco import AuthorsLunarLanderEnv, RllabAntEnv, RllabHalfCheetahEnv
 
 #: Registered ids and their classes.
 SPARSE_ENVS = {
@@ -25,8 +37,25 @@ SPARSE_ENVS = {
     "torchrl_vase/SparseDoublePendulum-v0": SparseDoublePendulumEnv,
     "torchrl_vase/SparseHalfCheetah-v0": SparseHalfCheetahEnv,
     "torchrl_vase/SparseAnt-v0": SparseAntEnv,
+    "torchrl_vase/SparseMountainCar-v1": RllabMountainCarEnv,
+    "torchrl_vase/SparseCartpoleSwingup-v1": RllabCartpoleSwingupEnv,
+    "torchrl_vase/SparseDoublePendulum-v1": RllabDoublePendulumEnv,
+    "torchrl_vase/SparseHalfCheetah-v1": RllabHalfCheetahEnv,
+    "torchrl_vase/SparseAnt-v1": RllabAntEnv,
+    "torchrl_vase/LunarLanderContinuous-v1": AuthorsLunarLanderEnv,
+}
+#: The authors' task for each of our first versions (``-v0`` → ``-v1``).
+FAITHFUL = {
+    "torchrl_vase/SparseMountainCar-v0": "torchrl_vase/SparseMountainCar-v1",
+    "torchrl_vase/SparseCartpoleSwingup-v0": "torchrl_vase/SparseCartpoleSwingup-v1",
+    "torchrl_vase/SparseDoublePendulum-v0": "torchrl_vase/SparseDoublePendulum-v1",
+    "torchrl_vase/SparseHalfCheetah-v0": "torchrl_vase/SparseHalfCheetah-v1",
+    "torchrl_vase/SparseAnt-v0": "torchrl_vase/SparseAnt-v1",
+    "LunarLanderContinuous-v3": "torchrl_vase/LunarLanderContinuous-v1",
 }
 MAX_EPISODE_STEPS = 500
+#: Limits other than MAX_EPISODE_STEPS (the authors' max_path_length).
+EPISODE_STEPS = {"torchrl_vase/LunarLanderContinuous-v1": 1000}
 
 
 def register_envs() -> None:
@@ -43,16 +72,24 @@ def register_envs() -> None:
             gymnasium.register(
                 id=env_id,
                 entry_point=f"{env_class.__module__}:{env_class.__name__}",
-                max_episode_steps=MAX_EPISODE_STEPS,
+                max_episode_steps=EPISODE_STEPS.get(env_id, MAX_EPISODE_STEPS),
             )
 
 
 register_envs()
 
 __all__ = [
+    "EPISODE_STEPS",
+    "FAITHFUL",
     "MAX_EPISODE_STEPS",
     "SPARSE_ENVS",
+    "AuthorsLunarLanderEnv",
     "PointRobot2DEnv",
+    "RllabAntEnv",
+    "RllabCartpoleSwingupEnv",
+    "RllabDoublePendulumEnv",
+    "RllabHalfCheetahEnv",
+    "RllabMountainCarEnv",
     "SparseAntEnv",
     "SparseCartpoleSwingupEnv",
     "SparseDoublePendulumEnv",

@@ -1,0 +1,420 @@
+"""The authors' classic tasks as they ran them: rllab's Box2D worlds, rebuilt with pybox2d.
+
+The VASE authors' MountainCar, CartpoleSwingup and DoublePendulum (lechszym/vase ``envs/*_x.py``)
+subclass rllab's ``Box2DEnv``, whose worlds are built from rllab's model files
+(``rllab/envs/box2d/models/*.xml.mako``). These classes build the same worlds directly, with the
+same semantics of rllab's ``Box2DEnv``:
+
+* gravity (0, −10) (pybox2d's default; no model sets it), the model's time step and solver
+  iterations, ``frame_skip`` physics steps per env step;
+* the action clipped to the control limits and applied before every physics step: a force along a
+  direction in the body's frame at a body point, or a joint torque by a saturated motor;
+* reward and termination computed from the state after the step;
+* ``reset`` puts every body back to its pose and velocity at construction (in a new world, so that
+  no contact of the last episode carries over and a seed fixes the episode), then sets the task's
+  random initial values on some bodies only (as the authors' code does: jointed bodies it does not
+  move are pulled back by the first physics step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import Box2D
+import numpy as np
+from gymnasium import Env, spaces
+
+from torchrl_vase.envs._checks import checked_action
+
+# rllab's observation bounds (Box2DEnv's BIG)
+_BIG = 1e6
+
+
+@dataclass(frozen=True)
+class BodyState:
+    """A body's pose and velocity, as rllab's ``Box2DEnv._state`` keeps them."""
+
+    position: tuple[float, float]
+    angle: float
+    linear_velocity: tuple[float, float]
+    angular_velocity: float
+
+
+class RllabBox2DEnv(Env):
+    """Shared machinery of rllab's ``Box2DEnv`` for the authors' Box2D tasks.
+
+    Subclasses build the world (``_build``), set the random part of the initial state
+    (``_randomize``), apply an action (``_apply``), and read the observation, reward and
+    termination from the state after a step.
+    """
+
+    metadata: ClassVar[dict] = {"render_modes": []}
+    #: seconds per physics step (the model's ``timestep``)
+    timestep: float = 0.02
+    #: Box2D's velocity and position solver iterations (rllab's defaults: 8 and 3)
+    velocity_iterations: int = 8
+    position_iterations: int = 3
+    #: physics steps per env step
+    frame_skip: int = 1
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        if render_mode is not None:
+            raise ValueError(f"render_mode must be None (no renderer), got {render_mode!r}.")
+        self.render_mode = None
+        self._new_world()
+
+    @property
+    def dt(self) -> float:
+        """Seconds per env step: ``frame_skip × timestep``."""
+        return self.frame_skip * self.timestep
+
+    # ----------------------------------------------------------------------------------------
+    # What a task provides
+    # ----------------------------------------------------------------------------------------
+    def _build(self, world: Box2D.b2World) -> None:
+        raise NotImplementedError
+
+    def _randomize(self) -> None:
+        raise NotImplementedError
+
+    def _apply(self, action: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _observation(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _reward_and_done(self) -> tuple[float, bool]:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------------------------------
+    # rllab's Box2DEnv
+    # ----------------------------------------------------------------------------------------
+    @staticmethod
+    def _body_state(body) -> BodyState:
+        return BodyState(
+            (float(body.position[0]), float(body.position[1])),
+            float(body.angle),
+            (float(body.linearVelocity[0]), float(body.linearVelocity[1])),
+            float(body.angularVelocity),
+        )
+
+    def body_states(self) -> dict[str, BodyState]:
+        """Every named body's pose and velocity (for tests and diagnostics)."""
+        return {body.userData: self._body_state(body) for body in self.world.bodies}
+
+    def set_body_state(self, name: str, state: BodyState) -> None:
+        """Put a body at a pose and velocity (for tests: hand-set states)."""
+        body = self._body(name)
+        body.position = state.position
+        body.angle = state.angle
+        body.linearVelocity = state.linear_velocity
+        body.angularVelocity = state.angular_velocity
+
+    def _body(self, name: str):
+        for body in self.world.bodies:
+            if body.userData == name:
+                return body
+        raise KeyError(f"no body named {name!r}.")
+
+    @staticmethod
+    def _force(body, direction: tuple[float, float], magnitude: float) -> None:
+        """rllab's force control: along a direction of the body's frame, at its origin."""
+        unit = np.asarray(direction, dtype=np.float64) / np.linalg.norm(direction)
+        world_force = body.GetWorldVector(tuple(unit * magnitude))
+        body.ApplyForce(world_force, body.GetWorldPoint((0.0, 0.0)), True)
+
+    @staticmethod
+    def _torque(joint, torque: float) -> None:
+        """rllab's torque control: a motor saturated at ``|torque|``, aiming at an unreachable
+        speed."""
+        joint.motorEnabled = True
+        joint.motorSpeed = 1e5 if torque > 0 else -1e5
+        joint.maxMotorTorque = abs(float(torque))
+
+    def _new_world(self) -> None:
+        self.world = Box2D.b2World(gravity=(0, -10), doSleep=True)
+        self._build(self.world)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        # rllab puts the bodies of its one world back to their initial poses; a new world does
+        # the same and also forgets the last episode's contacts, so that a seed fixes the episode
+        self._new_world()
+        self._randomize()
+        return self._observation(), {}
+
+    def step(self, action):
+        action = checked_action(action, self.action_space)
+        for _ in range(self.frame_skip):
+            self._apply(action)
+            self.world.Step(self.timestep, self.velocity_iterations, self.position_iterations)
+        reward, done = self._reward_and_done()
+        return self._observation(), reward, done, False, {}
+
+    def close(self) -> None:
+        for body in list(self.world.bodies):
+            self.world.DestroyBody(body)
+
+
+def _box_space(dim: int) -> spaces.Box:
+    return spaces.Box(-_BIG, _BIG, (dim,), np.float64)
+
+
+class RllabMountainCarEnv(RllabBox2DEnv):
+    """The authors' sparse MountainCar: rllab's Box2D car on a sine-shaped track.
+
+    A 0.4 × 0.2 m box (density 5: 0.4 kg, friction 0.0005) on a static chain of 201 points along
+    ``y = 1 − cos(πx/2)``, ``x ∈ [−2, 2]`` (the valley at x = 0, hill-tops at x = ±2, height 2),
+    friction mixed to √(0.0005 · 0.2) = 0.01. The action is a force in [−1, 1] N along the car's own
+    x axis at its centre (so it follows the car's tilt). 0.05 s per step, Box2D iterations 8/3.
+    Observation ``(x, ẋ)`` of the car's centre. The car starts at x = 0 (its box set 0.05 m into
+    the track, pushed out by the first step, as in the authors' model) with ẋ ~ U(−1, 1). The
+    episode ends, with reward 1, when ``x ≥ goal_position`` (0.6) or ``|x| ≥ track_end`` (2):
+    either hill-top (the authors' ``compute_reward`` yields ``is_current_done()``); 0 otherwise.
+    Not wrapped in rllab's ``NormalizedEnv`` by the authors; its bounds are [−1, 1] anyway.
+    Registered as ``torchrl_vase/SparseMountainCar-v1`` with a 500-step limit.
+
+    Args:
+        goal_position: x of the goal on the right slope (authors: 0.6).
+        track_end: ``|x|`` at which either end also ends the episode (authors: 2, the hill-tops).
+        render_mode: ``None`` only.
+
+    Examples:
+        >>> env = RllabMountainCarEnv()
+        >>> obs, _ = env.reset(seed=0)
+        >>> float(obs[0]), bool(-1 <= obs[1] <= 1)
+        (0.0, True)
+        >>> env.dt
+        0.05
+    """
+
+    timestep = 0.05
+    #: the track's half width and its height (the model's sine chain)
+    track_half_width = 2.0
+    track_height = 2.0
+
+    def __init__(
+        self, goal_position: float = 0.6, track_end: float = 2.0, render_mode: str | None = None
+    ) -> None:
+        if not 0 < track_end <= self.track_half_width:
+            raise ValueError(
+                f"track_end must be in (0, {self.track_half_width}] (the track's x range), "
+                f"got {track_end}."
+            )
+        if not -track_end < goal_position < track_end:
+            raise ValueError(
+                f"goal_position {goal_position} is off the track (−{track_end}, {track_end})."
+            )
+        self.goal_position = float(goal_position)
+        self.track_end = float(track_end)
+        super().__init__(render_mode)
+        self.observation_space = _box_space(2)
+        self.action_space = spaces.Box(-1.0, 1.0, (1,), np.float64)
+
+    @staticmethod
+    def track_height_at(x: float | np.ndarray) -> float | np.ndarray:
+        """The track's height ``1 − cos(πx/2)`` (between its 0.02 m chain points, a chord)."""
+        return 1.0 - np.cos(np.pi * np.asarray(x) / 2)
+
+    def _build(self, world: Box2D.b2World) -> None:
+        self.cart = world.CreateDynamicBody(position=(0.0, 0.05), userData="cart")
+        self.cart.CreatePolygonFixture(box=(0.2, 0.1), density=5.0, friction=0.0005)
+        track = world.CreateStaticBody(position=(0.0, 1.0), userData="track")
+        points = 100
+        vertices = [
+            (0.5 / points * i * 4.0, np.sin((i / points - 0.5) * np.pi))
+            for i in range(-points, points + 1)
+        ]
+        track.CreateChainFixture(vertices_chain=vertices)
+
+    def _randomize(self) -> None:
+        velocity = float(self.np_random.uniform(-1.0, 1.0))
+        self.cart.linearVelocity = (velocity, self.cart.linearVelocity[1])
+
+    def _apply(self, action: np.ndarray) -> None:
+        self._force(self.cart, (1.0, 0.0), float(action[0]))
+
+    def _observation(self) -> np.ndarray:
+        return np.array([self.cart.position[0], self.cart.linearVelocity[0]], dtype=np.float64)
+
+    def _reward_and_done(self) -> tuple[float, bool]:
+        x = float(self.cart.position[0])
+        done = x >= self.goal_position or abs(x) >= self.track_end
+        return float(done), bool(done)
+
+
+class RllabCartpoleSwingupEnv(RllabBox2DEnv):
+    """The authors' sparse cart-pole swing-up: rllab's Box2D cart-pole.
+
+    A 1 kg cart (1.155 × 0.866 m, density 1) on a rail (a prismatic joint, no limits) and a 0.1 kg
+    pole (1 × 0.1 m, density 1) on an unlimited hinge at the cart's top centre; no contacts. The
+    action is a horizontal force in [−10, 10] N on the cart's centre. 0.05 s per step, Box2D
+    iterations 8/3. Observation ``(x, ẋ, θ, θ̇)`` with θ the pole's absolute angle, 0 upright,
+    counter-clockwise positive, unwrapped. Start: x ~ U(−1, 1), ẋ ~ U(−2, 2),
+    θ ~ U(π − 1, π + 1), θ̇ ~ U(−3, 3), set on the cart and the pole as the authors' code does (the
+    pole's position is left where it was, so the first step's joint correction moves it). Reward 1
+    when ``cos θ > upright_cosine`` (0.9; VIME's code: 0.8) and the episode goes on; it ends, with
+    reward 0, when ``|x| > max_cart_position`` (3). Registered as
+    ``torchrl_vase/SparseCartpoleSwingup-v1`` with a 500-step limit.
+
+    Args:
+        upright_cosine: the cos θ above which the pole counts as up.
+        max_cart_position: ``|x|`` beyond which the episode ends.
+        render_mode: ``None`` only.
+
+    Examples:
+        >>> env = RllabCartpoleSwingupEnv()
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape, bool(np.cos(obs[2]) < 0)
+        ((4,), True)
+    """
+
+    timestep = 0.05
+
+    def __init__(
+        self,
+        upright_cosine: float = 0.9,
+        max_cart_position: float = 3.0,
+        render_mode: str | None = None,
+    ) -> None:
+        if not -1 < upright_cosine < 1:
+            raise ValueError(f"upright_cosine must be in (−1, 1), got {upright_cosine}.")
+        if max_cart_position <= 1:
+            raise ValueError(
+                "max_cart_position must exceed 1, the largest start position, got "
+                f"{max_cart_position}."
+            )
+        self.upright_cosine = float(upright_cosine)
+        self.max_cart_position = float(max_cart_position)
+        super().__init__(render_mode)
+        self.observation_space = _box_space(4)
+        self.action_space = spaces.Box(-10.0, 10.0, (1,), np.float64)
+
+    def _build(self, world: Box2D.b2World) -> None:
+        cart_width, cart_height = 4 / np.sqrt(12), 3 / np.sqrt(12)
+        self.cart = world.CreateDynamicBody(position=(0.0, cart_height / 2), userData="cart")
+        self.cart.CreatePolygonFixture(
+            box=(cart_width / 2, cart_height / 2), density=1.0, friction=0.0005
+        )
+        self.pole = world.CreateDynamicBody(position=(0.0, cart_height), userData="pole")
+        self.pole.CreatePolygonFixture(
+            vertices=[(0.05, 0.0), (0.05, 1.0), (-0.05, 1.0), (-0.05, 0.0)],
+            density=1.0, friction=2e-6, groupIndex=-1,
+        )
+        track = world.CreateStaticBody(position=(0.0, cart_height / 2), userData="track")
+        track.CreatePolygonFixture(box=(100.0, 0.1), friction=2e-6, groupIndex=-1)
+        world.CreateRevoluteJoint(bodyA=self.cart, bodyB=self.pole, anchor=(0.0, cart_height))
+        world.CreateJoint(Box2D.b2PrismaticJointDef(bodyA=track, bodyB=self.cart))
+
+    def _randomize(self) -> None:
+        x, x_dot, theta, theta_dot = self.np_random.uniform(
+            [-1.0, -2.0, np.pi - 1.0, -3.0], [1.0, 2.0, np.pi + 1.0, 3.0]
+        )
+        self.cart.position = (float(x), self.cart.position[1])
+        self.cart.linearVelocity = (float(x_dot), self.cart.linearVelocity[1])
+        self.pole.angle = float(theta)
+        self.pole.angularVelocity = float(theta_dot)
+
+    def _apply(self, action: np.ndarray) -> None:
+        self._force(self.cart, (1.0, 0.0), float(action[0]))
+
+    def _observation(self) -> np.ndarray:
+        return np.array(
+            [self.cart.position[0], self.cart.linearVelocity[0], self.pole.angle,
+             self.pole.angularVelocity],
+            dtype=np.float64,
+        )
+
+    def _reward_and_done(self) -> tuple[float, bool]:
+        done = abs(float(self.cart.position[0])) > self.max_cart_position
+        if done:
+            return 0.0, True
+        return float(np.cos(self.pole.angle) > self.upright_cosine), False
+
+
+class RllabDoublePendulumEnv(RllabBox2DEnv):
+    """The authors' sparse double pendulum: rllab's Box2D double pendulum, torque at the elbow.
+
+    Two links of 1 × 0.1 m (density 5: 0.5 kg each) hanging from a fixed pivot at the origin and
+    from each other by unlimited hinges; no contacts. The action is a torque in [−50, 50] N·m at
+    the elbow (+τ on the second link, −τ on the first); the shoulder is passive. 0.01 s per physics
+    step, 2 per env step (0.02 s; the authors' comment says 100 ms, the arithmetic 20 ms), Box2D
+    iterations 20/20. Observation ``(sin θ₁, cos θ₁, θ̇₁, sin θ₂, cos θ₂, θ̇₂)`` with θ the links'
+    absolute angles, 0 hanging down, counter-clockwise positive. Start: θ₁, θ₂ ~ N(0, 0.1²),
+    θ̇₁, θ̇₂ ~ N(0, 0.01²), set on the links' angles only (as the authors' code; the second link's
+    position is left where it was). Reward 1 when the "tip" of the authors' ``get_tip_pos`` is
+    within ``tip_radius`` (0.1; VIME: 1) of (0, 2): their tip is ``elbow − (sin θ₂, cos θ₂)``,
+    whose x has the opposite sign of the true tip's (``elbow + (sin θ₂, −cos θ₂)``); the two
+    agree upright, where the reward is. Never terminates. Registered as
+    ``torchrl_vase/SparseDoublePendulum-v1`` with a 500-step limit.
+
+    Args:
+        tip_radius: distance from (0, 2) within which the tip is rewarded.
+        render_mode: ``None`` only.
+
+    Examples:
+        >>> env = RllabDoublePendulumEnv()
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape, env.dt
+        ((6,), 0.02)
+    """
+
+    timestep = 0.01
+    velocity_iterations = 20
+    position_iterations = 20
+    frame_skip = 2
+    link_length = 1.0
+
+    def __init__(self, tip_radius: float = 0.1, render_mode: str | None = None) -> None:
+        if not 0 < tip_radius < 2 * self.link_length:
+            raise ValueError(f"tip_radius must be in (0, 2), got {tip_radius}.")
+        self.tip_radius = float(tip_radius)
+        super().__init__(render_mode)
+        self.observation_space = _box_space(6)
+        self.action_space = spaces.Box(-50.0, 50.0, (1,), np.float64)
+        self.target = np.array([0.0, 2 * self.link_length])
+
+    def _build(self, world: Box2D.b2World) -> None:
+        vertices = [(0.05, 0.0), (0.05, -1.0), (-0.05, -1.0), (-0.05, 0.0)]
+        self.link1 = world.CreateDynamicBody(position=(0.0, 0.0), userData="link1")
+        self.link1.CreatePolygonFixture(vertices=vertices, density=5.0, groupIndex=-1)
+        self.link2 = world.CreateDynamicBody(position=(0.0, -1.0), userData="link2")
+        self.link2.CreatePolygonFixture(vertices=vertices, density=5.0, groupIndex=-1)
+        track = world.CreateStaticBody(position=(0.0, -0.1), userData="track")
+        track.CreatePolygonFixture(box=(100.0, 0.1), groupIndex=-1)
+        world.CreateRevoluteJoint(bodyA=track, bodyB=self.link1, anchor=(0.0, 0.0))
+        self.elbow = world.CreateRevoluteJoint(
+            bodyA=self.link1, bodyB=self.link2, anchor=(0.0, -1.0)
+        )
+
+    def _randomize(self) -> None:
+        angle1, angle2, velocity1, velocity2 = (
+            self.np_random.standard_normal(4) * np.array([0.1, 0.1, 0.01, 0.01])
+        )
+        self.link1.angle, self.link2.angle = float(angle1), float(angle2)
+        self.link1.angularVelocity = float(velocity1)
+        self.link2.angularVelocity = float(velocity2)
+
+    def _apply(self, action: np.ndarray) -> None:
+        self._torque(self.elbow, float(action[0]))
+
+    def _observation(self) -> np.ndarray:
+        a1, a2 = self.link1.angle, self.link2.angle
+        return np.array(
+            [np.sin(a1), np.cos(a1), self.link1.angularVelocity,
+             np.sin(a2), np.cos(a2), self.link2.angularVelocity],
+            dtype=np.float64,
+        )
+
+    def tip_position(self) -> np.ndarray:
+        """The authors' "tip": the second link's origin minus ``L·(sin θ₂, cos θ₂)``."""
+        origin, angle = self.link2.position, self.link2.angle
+        return np.array(
+            [origin[0] - self.link_length * np.sin(angle),
+             origin[1] - self.link_length * np.cos(angle)]
+        )
+
+    def _reward_and_done(self) -> tuple[float, bool]:
+        near = np.linalg.norm(self.tip_position() - self.target) < self.tip_radius
+        return float(near), False

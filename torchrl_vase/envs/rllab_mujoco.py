@@ -1,0 +1,230 @@
+"""The authors' locomotion tasks as they ran them: rllab's HalfCheetah and Ant, and their lander.
+
+rllab's ``MujocoEnv`` (the authors' ``HalfCheetahEnvX`` and ``AntEnv`` subclass it) steps MuJoCo
+``frame_skip`` times per env step, 1 unless the model says otherwise, then recomputes every derived
+quantity at the new state (``model.forward()``); its reset adds N(0, 0.01²) to the initial
+positions and N(0, 0.1²) to the velocities; its "centre of mass of the torso"
+(``get_body_com("torso")``) is the centre of mass of the subtree rooted at the torso: the whole
+robot's. gymnasium's model files are rllab's (HalfCheetah: identical but for a tracking camera;
+Ant: rllab's, with the differences set back here at load time).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import gymnasium
+import mujoco
+import numpy as np
+from gymnasium import spaces
+from gymnasium.envs.box2d.lunar_lander import LunarLander
+from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
+
+from torchrl_vase.envs._checks import checked_action
+
+_ASSETS = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets"
+_GOALS = ("velocity", "position")
+
+
+class _RllabMujocoEnv(MujocoEnv):
+    """rllab's ``MujocoEnv`` reset and step semantics on a gymnasium ``MujocoEnv``."""
+
+    metadata: ClassVar[dict] = {"render_modes": ["human", "rgb_array", "depth_array"]}
+
+    def _forward(self) -> None:
+        """Derived quantities at the current state, as rllab's ``model.forward()`` after a step."""
+        mujoco.mj_forward(self.model, self.data)
+        mujoco.mj_rnePostConstraint(self.model, self.data)  # external contact forces
+        mujoco.mj_subtreeVel(self.model, self.data)  # subtree_linvel: the COM's velocity
+
+    def _rllab_reset(self, qpos: np.ndarray) -> None:
+        noisy_qpos = qpos + 0.01 * self.np_random.standard_normal(self.model.nq)
+        qvel = 0.1 * self.np_random.standard_normal(self.model.nv)
+        self.set_state(noisy_qpos, qvel)
+        self._forward()
+
+    def _simulate(self, action) -> None:
+        self.do_simulation(checked_action(action, self.action_space), self.frame_skip)
+        self._forward()
+        if self.render_mode == "human":
+            self.render()
+
+    def center_of_mass(self) -> np.ndarray:
+        """The whole robot's centre of mass (rllab's ``get_body_com("torso")``)."""
+        return self.data.subtree_com[self.model.body("torso").id].copy()
+
+    def center_of_mass_velocity(self) -> np.ndarray:
+        """Its linear velocity (rllab's ``get_body_comvel("torso")``)."""
+        return self.data.subtree_linvel[self.model.body("torso").id].copy()
+
+
+class RllabHalfCheetahEnv(_RllabMujocoEnv):
+    """The authors' sparse HalfCheetah: rllab's model at 0.01 s per step, rewarded far from home.
+
+    rllab's (and gymnasium's) HalfCheetah model, one MuJoCo step of 0.01 s per env step (rllab's
+    ``frame_skip`` 1; gymnasium's v5 takes 5). Observation (20): ``qpos[1:]`` (8), ``qvel`` (9) and
+    the whole robot's centre of mass (3). Action: 6 motor controls in [−1, 1] (gears 120, 90, 60,
+    120, 60, 30). Reset: rllab's noise, N(0, 0.01²) on the positions, N(0, 0.1²) on the
+    velocities. Reward 1 on every step on which the centre of mass's x exceeds ``goal_x`` (5; it
+    starts at 0.04), 0 otherwise; never terminates. Registered as
+    ``torchrl_vase/SparseHalfCheetah-v1`` with a 500-step limit.
+
+    Args:
+        goal_x: the centre-of-mass x beyond which a step is rewarded.
+        render_mode: gymnasium's MuJoCo render modes.
+
+    Examples:
+        >>> env = RllabHalfCheetahEnv()
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape, env.dt
+        ((20,), 0.01)
+    """
+
+    metadata: ClassVar[dict] = {**_RllabMujocoEnv.metadata, "render_fps": 100}
+
+    def __init__(self, goal_x: float = 5.0, render_mode: str | None = None) -> None:
+        if not goal_x > 0.1:
+            raise ValueError(f"goal_x must lie ahead of the start (> 0.1), got {goal_x}.")
+        self.goal_x = float(goal_x)
+        super().__init__(
+            str(_ASSETS / "half_cheetah.xml"),
+            frame_skip=1,
+            observation_space=spaces.Box(-np.inf, np.inf, (20,), np.float64),
+            render_mode=render_mode,
+        )
+
+    def _get_obs(self) -> np.ndarray:
+        return np.concatenate([self.data.qpos[1:], self.data.qvel, self.center_of_mass()])
+
+    def reset_model(self) -> np.ndarray:
+        self._rllab_reset(self.init_qpos)
+        return self._get_obs()
+
+    def step(self, action):
+        self._simulate(action)
+        reward = 1.0 if self.center_of_mass()[0] > self.goal_x else 0.0
+        return self._get_obs(), reward, False, False, {}
+
+
+class RllabAntEnv(_RllabMujocoEnv):
+    """The authors' sparse Ant: rllab's model, rewarded for running fast (their code) or far.
+
+    rllab's Ant (0.91 kg, RK4): gymnasium's model file with rllab's settings put back at load time
+    (0.02 s per step, one MuJoCo step per env step; every geom's ``solimp`` (0.8, 0.8, 0.01); the
+    motors' range ±150 N·m at gear 1). Observation (125): ``qpos`` (15), ``qvel`` (14), the external
+    contact forces of its 14 bodies clipped to [−1, 1] (84), the torso's rotation matrix (9) and the
+    whole robot's centre of mass (3). Action: 8 torques in [−150, 150] N·m, in the model's actuator
+    order (hip_4, ankle_4, hip_1, …). Reset: rllab's ``init_qpos`` (torso at z = 0.55, ankles at
+    ±1 rad) plus rllab's noise. The episode ends when the torso's z leaves [0.2, 1.0] or the state
+    is not finite.
+
+    Reward 1 on every step on which, with ``goal="velocity"`` (the authors' code, the default), the
+    centre of mass's x-velocity exceeds ``goal_velocity`` (3 m/s), or with ``goal="position"`` (the
+    paper's text) its x exceeds ``goal_x`` (3 m); 0 otherwise. Registered as
+    ``torchrl_vase/SparseAnt-v1`` with a 500-step limit.
+
+    Args:
+        goal: ``"velocity"`` or ``"position"``.
+        goal_velocity: the x-velocity threshold of ``goal="velocity"``.
+        goal_x: the x threshold of ``goal="position"``.
+        render_mode: gymnasium's MuJoCo render modes.
+
+    Examples:
+        >>> env = RllabAntEnv()
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape, env.dt, float(env.action_space.high[0])
+        ((125,), 0.02, 150.0)
+    """
+
+    metadata: ClassVar[dict] = {**_RllabMujocoEnv.metadata, "render_fps": 50}
+
+    def __init__(
+        self,
+        goal: str = "velocity",
+        goal_velocity: float = 3.0,
+        goal_x: float = 3.0,
+        render_mode: str | None = None,
+    ) -> None:
+        if goal not in _GOALS:
+            raise ValueError(f"goal must be one of {_GOALS}, got {goal!r}.")
+        if goal_velocity <= 0 or goal_x <= 0:
+            raise ValueError("goal_velocity and goal_x must be > 0.")
+        self.goal, self.goal_velocity, self.goal_x = goal, float(goal_velocity), float(goal_x)
+        super().__init__(
+            str(_ASSETS / "ant.xml"),
+            frame_skip=1,
+            observation_space=spaces.Box(-np.inf, np.inf, (125,), np.float64),
+            render_mode=render_mode,
+        )
+
+    def _initialize_simulation(self):
+        model, data = super()._initialize_simulation()
+        # rllab's ant.xml where gymnasium's differs
+        model.opt.timestep = 0.02
+        model.geom_solimp[:] = [0.8, 0.8, 0.01, 0.5, 2.0]
+        model.geom_solref[:] = [0.02, 1.0]
+        model.actuator_gear[:, 0] = 1.0
+        model.actuator_ctrlrange[:] = [-150.0, 150.0]
+        return model, data
+
+    def _get_obs(self) -> np.ndarray:
+        torso = self.data.body("torso")
+        return np.concatenate(
+            [
+                self.data.qpos,
+                self.data.qvel,
+                np.clip(self.data.cfrc_ext, -1.0, 1.0).ravel(),
+                torso.xmat,
+                self.center_of_mass(),
+            ]
+        )
+
+    def reset_model(self) -> np.ndarray:
+        self._rllab_reset(np.asarray(self.model.numeric("init_qpos").data, dtype=np.float64))
+        return self._get_obs()
+
+    def step(self, action):
+        self._simulate(action)
+        if self.goal == "velocity":
+            success = self.center_of_mass_velocity()[0] > self.goal_velocity
+        else:
+            success = self.center_of_mass()[0] > self.goal_x
+        state = np.concatenate([self.data.qpos, self.data.qvel])
+        healthy = bool(np.isfinite(state).all() and 0.2 <= state[2] <= 1.0)
+        return self._get_obs(), 1.0 if success else 0.0, not healthy, False, {}
+
+
+class AuthorsLunarLanderEnv(LunarLander):
+    """The authors' LunarLanderContinuous: gymnasium's, without the −100 for a crash.
+
+    The authors' ``envs/lunar_lander_x.py`` is gym 0.12–0.17's ``lunar_lander.py`` with one change
+    to the task: a crash (the body touching the ground) or flying off the screen ends the episode
+    with that step's ordinary reward instead of −100. Coming to rest still ends it with reward 100,
+    and the dense shaping reward (distance, speed, tilt, leg contacts, fuel) is kept: in the
+    authors' code this task is **not sparse**. Everything else is gymnasium's LunarLander with
+    ``continuous=True`` (the physics, 0.02 s per step; gymnasium rebuilds the world at each reset
+    and adds no decorative particles when not rendering: neither changes the lander). Registered as
+    ``torchrl_vase/LunarLanderContinuous-v1`` with the authors' 1,000-step limit.
+
+    Examples:
+        >>> env = AuthorsLunarLanderEnv()
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape, env.action_space.shape
+        ((8,), (2,))
+    """
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        super().__init__(render_mode=render_mode, continuous=True)
+
+    def step(self, action):
+        action = checked_action(action, self.action_space)
+        shaping_before = self.prev_shaping
+        observation, reward, terminated, truncated, info = super().step(action)
+        if terminated and self.lander.awake:  # gymnasium replaced the reward by −100: undo it
+            main, side = action
+            main_power = (np.clip(main, 0.0, 1.0) + 1.0) * 0.5 if main > 0 else 0.0
+            side_power = np.clip(abs(side), 0.5, 1.0) if abs(side) > 0.5 else 0.0
+            reward = self.prev_shaping - shaping_before if shaping_before is not None else 0.0
+            reward -= 0.30 * main_power + 0.03 * side_power
+        return observation, float(reward), terminated, truncated, info
