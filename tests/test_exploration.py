@@ -18,7 +18,7 @@ from torchrl_vase import (
     vase_surprise,
 )
 
-MOUNTAIN_CAR = "torchrl_vase/SparseMountainCar-v0"
+MOUNTAIN_CAR = "torchrl_vase/SparseMountainCar-v1"
 
 
 def _rollout(steps: int = 300, seed: int = 0) -> TensorDict:

@@ -75,7 +75,7 @@ class Exploration(nn.Module):
         >>> bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=1e-4)
         >>> exploration = Exploration(bonus, bonus.make_loss(kl_weight=0.2), pool_min=100,
         ...                           updates_per_iteration=20)
-        >>> env = GymEnv("torchrl_vase/SparseMountainCar-v0")
+        >>> env = GymEnv("torchrl_vase/SparseMountainCar-v1")
         >>> metrics = exploration.step(env.rollout(200))  # no bonus yet: the model learns
         >>> int(exploration.model_updates), len(exploration.pool)
         (20, 200)
