@@ -252,3 +252,21 @@ def test_authors_preset_sets_their_settings():
     assert cfg.advantage.structure == "extrinsic" and cfg.advantage.center_bonus is False
     assert cfg.surprise.sigma_c == 0.5 and cfg.surprise.delta == 0.0
     assert cfg.surprise.init_mean == "normal"
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_envs_are_the_authors_and_the_paper_preset_resolves_for_each(env):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        default = compose("trpo_vase", overrides=[f"env={env}"])
+        paper = compose("trpo_vase", overrides=[f"env={env}", "preset=paper"])
+        trpo = compose("trpo_vase", overrides=[f"env={env}", "preset=authors_trpo"])
+    if env != "point_robot":
+        assert default.env.id.endswith("-v1")  # the authors' task
+    assert default.env.normalize_observations is False  # their NormalizedEnv's default
+    assert default.env.bnn.activation == "relu"
+    expected_norm = env not in ("point_robot", "mountain_car")  # the paper's text
+    assert paper.env.normalize_observations is expected_norm
+    assert paper.env.bnn.activation == ("tanh" if env in ("half_cheetah", "ant") else "relu")
+    assert dict(paper.env.make_kwargs) == ({"goal": "position"} if env == "ant" else {})
+    assert paper.surprise.sigma_c == 5.0 and paper.surprise.delta == 1e-3
+    assert trpo.surprise.name == "none" and (trpo.trpo.gamma, trpo.trpo.gae_lambda) == (0.99, 1.0)
