@@ -50,8 +50,8 @@ def test_an_unstandardised_model_sees_raw_data():
     obs, _action, target = model.prepare(
         data["observation"], data["action"], data["next", "observation"]
     )
-    torch.testing.assert_close(obs, data["observation"])
-    torch.testing.assert_close(target, data["next", "observation"])
+    torch.testing.assert_close(obs, data["observation"].float())  # cast to the model's dtype
+    torch.testing.assert_close(target, data["next", "observation"].float())
 
 
 @pytest.mark.parametrize(
@@ -185,7 +185,7 @@ def test_rnd_bonus_is_torchrl_s_prediction_error_on_both_paths():
     check_env_specs(env, seed=0)
     rollout = env.rollout(20)
     with torch.no_grad():
-        nxt = rollout["next", "observation"]
+        nxt = rollout["next", "observation"].float()
         expected = (transform.predictor_network(nxt) - transform.target_network(nxt)).square()
     torch.testing.assert_close(rollout["next", "intrinsic_reward"], expected.mean(-1, True))
     batch = rollout.clone()
