@@ -220,8 +220,8 @@ def diagnostics_table(groups: dict[str, list[Run]]) -> str:
     """Coverage and the steering diagnostics per group ('' when no run logged any of them).
 
     A diagnostic's value per seed is its median over the seed's iterations before its first
-    reward; the table gives the median of those over seeds, and for the advantage correlation
-    also the lowest value of any such iteration of any seed.
+    reward; the table gives the median of those over seeds, and for the correlations also the
+    lowest value of any such iteration of any seed.
     """
     runs = [r for members in groups.values() for r in members]
     names = (*DIAGNOSTICS, "coverage")
@@ -229,7 +229,7 @@ def diagnostics_table(groups: dict[str, list[Run]]) -> str:
         return ""
     lines = [
         "| measure | final coverage (median) | advantage/bonus corr. (median; lowest) "
-        "| bonus share of advantage variance | bonus/novelty Spearman ρ | seeds |",
+        "| bonus share of advantage variance | bonus/novelty Spearman ρ (median; lowest) | seeds |",
         "|---|---:|---:|---:|---:|---:|",
     ]
 
@@ -248,14 +248,15 @@ def diagnostics_table(groups: dict[str, list[Run]]) -> str:
         coverage = [r.final("coverage") for r in members]
         corr, lowest = median_over_seeds(members, "advantage_bonus_corr")
         share, _ = median_over_seeds(members, "advantage_bonus_share")
-        novelty, _ = median_over_seeds(members, "novelty_spearman")
+        novelty, novelty_lowest = median_over_seeds(members, "novelty_spearman")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             final_coverage = float(np.nanmedian(coverage))
         corr_cell = "–" if math.isnan(corr) else f"{corr:.2f}; {lowest:.2f}"
+        novelty_cell = "–" if math.isnan(novelty) else f"{novelty:.2f}; {novelty_lowest:.2f}"
         lines.append(
             f"| {measure} | {cell(final_coverage, '.3f')} | {corr_cell} | {cell(share)} | "
-            f"{cell(novelty)} | {len(members)} |"
+            f"{novelty_cell} | {len(members)} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -152,3 +152,42 @@ def test_the_heatmap_shows_the_chosen_seed_else_the_lowest_rewarded_one():
     assert compare.heatmap_run(runs, 1).seed == 1
     assert compare.heatmap_run(runs, 7) is None
     assert compare.heatmap_run(runs[:2], None).seed == 0  # nobody found it: the lowest seed
+
+
+def test_diagnostics_table_and_coverage_figure(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("diag", artifact_location=(tmp_path / "a").as_uri())
+    # per seed: advantage/bonus correlation per iteration, and the step of the first reward
+    corr = {0: [1.0, 0.9, 0.2, 0.1], 1: [0.8, 0.7, 0.6, 0.5], 2: [0.95, 0.3, 0.3, 0.3]}
+    novelty = {0: [0.6, 0.7, 0.8, 0.9], 1: [0.5, 0.5, 0.5, 0.5], 2: [0.4, 0.9, 0.9, 0.9]}
+    first = {0: 2500, 2: 1500}  # seed 1 never finds it
+    for seed in corr:
+        run_id = client.create_run(
+            experiment, tags={"surprise": "vase", "seed": str(seed)}
+        ).info.run_id
+        client.log_param(run_id, "advantage.structure", "extrinsic")
+        for i in range(4):
+            step = (i + 1) * 1000
+            client.log_metric(run_id, "advantage_bonus_corr", corr[seed][i], step=step)
+            client.log_metric(run_id, "advantage_bonus_share", 1.0, step=step)
+            client.log_metric(run_id, "novelty_spearman", novelty[seed][i], step=step)
+            client.log_metric(run_id, "coverage", 0.01 * (i + 1) * (seed + 1), step=step)
+            client.log_metric(run_id, "wall_time", float(i), step=step)
+            if seed in first and step >= first[seed]:
+                client.log_metric(run_id, "first_reward_step", first[seed], step=step)
+        client.set_terminated(run_id)
+    mlflow.set_tracking_uri(None)
+    written = compare.compare(uri, "diag", tmp_path / "out")
+    table = written["table"].read_text().splitlines()
+    row = [c.strip() for c in table[-1].split("|")[1:-1]]
+    # before the first reward: seed 0 steps 1000, 2000; seed 1 all; seed 2 step 1000
+    before = {0: corr[0][:2], 1: corr[1], 2: corr[2][:1]}
+    medians = [np.median(v) for v in before.values()]
+    lowest = min(min(v) for v in before.values())
+    assert row[2] == f"{np.median(medians):.2f}; {lowest:.2f}"
+    nov = {0: novelty[0][:2], 1: novelty[1], 2: novelty[2][:1]}
+    assert row[4] == f"{np.median([np.median(v) for v in nov.values()]):.2f}; 0.40"
+    assert row[1] == f"{np.median([0.04, 0.08, 0.12]):.3f}"  # final coverage per seed
+    image = plt.imread(written["coverage"])
+    assert image.shape[0] > 100 and image.std() > 0.01
