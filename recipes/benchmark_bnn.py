@@ -6,7 +6,10 @@ Prints, for hidden [32] (classic tasks, 4-dim obs + 1-dim action like CartpoleSw
 * the time of one N = 10 sample forward on a batch of 5,000 transitions (one TRPO batch) and of 8
   (one step of 8 batched envs), batched (``model(x, num_samples=10)``) against N looped
   single-sample forwards (``[model(x) for _ in range(10)]``), and their ratio;
-* ELBO optimisation steps per second (forward, backward, Adam) for minibatches of 10 and 256.
+* ELBO optimisation steps per second (forward, backward, Adam) for minibatches of 10 and 256;
+* one iteration of the model's training as ``Exploration`` does it (500 minibatches of 10 drawn from
+  a pool), with autograd and ``torch.optim.Adam`` per minibatch (the way the recipe trained it
+  before) against the ELBO's hand-written gradients and Adam update, timed in turns.
 
     python recipes/benchmark_bnn.py [--threads 2]
 """
@@ -14,6 +17,7 @@ Prints, for hidden [32] (classic tasks, 4-dim obs + 1-dim action like CartpoleSw
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 
@@ -21,7 +25,13 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
-from torchrl_vase import BayesianMLP, DynamicsModel, VariationalELBOLoss
+from torchrl_vase import (
+    BayesianMLP,
+    DynamicsModel,
+    Exploration,
+    VariationalELBOLoss,
+    VASERewardTransform,
+)
 
 CONFIGS = {
     "[32] ReLU, obs 4 + act 1": (4, 1, [32], nn.ReLU),
@@ -57,6 +67,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, nargs="+", default=[5000, 8])
     parser.add_argument("--num-samples", type=int, default=10)
     parser.add_argument("--min-run-time", type=float, default=1.0, help="seconds per timing")
+    parser.add_argument("--updates", type=int, default=500, help="minibatches per iteration")
+    parser.add_argument("--rounds", type=int, default=7, help="turns of the iteration timing")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -102,6 +114,29 @@ def main() -> None:
 
             rates.append(1.0 / seconds(step, args.min_run_time))
         print(f"{name:<32} {rates[0]:>13,.0f} {rates[1]:>14,.0f}")
+
+    print(f"\nOne iteration of the model's training: {args.updates} minibatches of 10 from a pool "
+          f"(median of {args.rounds} turns)")
+    print(f"{'model':<32} {'autograd':>9} {'hand-written':>13} {'speed-up':>9}")
+    for name, (obs_dim, act_dim, cells, act_cls) in CONFIGS.items():
+        torch.manual_seed(0)
+        bonus = VASERewardTransform(DynamicsModel.build(obs_dim, act_dim, cells, act_cls))
+        exploration = Exploration(bonus, bonus.make_loss(kl_weight=0.2), pool_min=500,
+                                  updates_per_iteration=args.updates)
+        exploration.pool.extend(TensorDict({
+            "observation": torch.randn(5000, obs_dim), "action": torch.randn(5000, act_dim),
+            ("next", "observation"): torch.randn(5000, obs_dim)}, [5000]))
+        sample = exploration.pool.sample(args.updates * 10)
+        paths = {"autograd": functools.partial(exploration._loss_steps, sample),
+                 "hand-written": functools.partial(exploration._elbo_steps, sample)}
+        times = {path: [] for path in paths}
+        for _ in range(args.rounds):
+            for path, run in paths.items():
+                start = time.perf_counter()
+                run()
+                times[path].append(time.perf_counter() - start)
+        slow, fast = (statistics.median(times[path]) for path in paths)
+        print(f"{name:<32} {slow * 1e3:>7.0f} ms {fast * 1e3:>10.0f} ms {slow / fast:>8.2f}x")
 
 
 if __name__ == "__main__":

@@ -294,3 +294,37 @@ def test_batch_shapes_that_disagree_raise():
     )
     with pytest.raises(ValueError, match="action"):
         VariationalELBOLoss(_model())(bad)
+
+
+@pytest.mark.parametrize(
+    ("activation", "cells", "reduction"),
+    [(nn.ReLU, [32], "sum"), (nn.Tanh, [16, 8], "mean"), (nn.ReLU, [], "sum")],
+)
+def test_hand_written_gradients_equal_autograd(activation, cells, reduction):
+    torch.manual_seed(0)
+    network = BayesianMLP(OBS + ACT, OBS, cells, activation, dtype=torch.float64)
+    model = DynamicsModel(network, sigma_c=0.7, standardize=False)
+    loss_fn = VariationalELBOLoss(model, num_samples=6, kl_weight=0.3, reduction=reduction)
+    assert loss_fn.has_analytic_gradients()
+    td = _transitions(batch=10, dtype=torch.float64)
+    x, y = loss_fn.model_inputs(td)
+    noise = network.sample_noise(6)
+    nll, kl, entropy, grad_mu, grad_rho = loss_fn.elbo_gradients(x, y, noise)
+    # autograd on the same weight samples: patch the draw to return this noise
+    network.sample_noise = lambda num_samples=None, generator=None: noise
+    out = loss_fn(td)
+    (out["loss_nll"] + out["loss_kl"]).backward()
+    torch.testing.assert_close(nll, out["loss_nll"].detach(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(kl, out["kl"], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(entropy, out["entropy"], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(grad_mu, network.mu.grad, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(grad_rho, network.rho.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_hand_written_gradients_refuse_what_they_do_not_cover():
+    sigmoid = DynamicsModel(BayesianMLP(OBS + ACT, OBS, [8], nn.Sigmoid), standardize=False)
+    assert not VariationalELBOLoss(sigmoid).has_analytic_gradients()
+    monte_carlo = VariationalELBOLoss(_model(), kl_estimator="monte_carlo")
+    assert not monte_carlo.has_analytic_gradients()
+    with pytest.raises(RuntimeError, match="analytic"):
+        monte_carlo.elbo_gradients(torch.zeros(2, OBS + ACT), torch.zeros(2, OBS))

@@ -218,3 +218,46 @@ def test_rnd_exploration_learns_familiar_states():
         bonus.check_loss(other.make_loss())
     with pytest.raises(ValueError, match="make_loss"):
         bonus.check_loss(RNDRewardTransform(2).make_loss())
+
+
+def test_adam_step_is_torch_adam():
+    from torchrl_vase._adam import adam_step, supports_adam_steps
+
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(n, dtype=torch.float64)) for n in (50, 7)]
+    copies = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    reference = torch.optim.Adam(params, lr=3e-3, betas=(0.8, 0.99))
+    ours = torch.optim.Adam(copies, lr=3e-3, betas=(0.8, 0.99))
+    assert supports_adam_steps(ours)
+    assert not supports_adam_steps(torch.optim.Adam(copies, weight_decay=0.1))
+    assert not supports_adam_steps(torch.optim.SGD(copies, lr=0.1))
+    for _ in range(200):
+        grads = [torch.randn_like(p) for p in params]
+        for p, c, g in zip(params, copies, grads, strict=True):
+            p.grad, c.grad = g.clone(), g.clone()
+        reference.step()
+        adam_step(ours)
+    for p, c in zip(params, copies, strict=True):
+        torch.testing.assert_close(p, c, rtol=0, atol=0)
+    assert ours.state_dict()["state"][0]["step"] == 200
+
+
+def test_the_fast_elbo_steps_are_the_autograd_steps(monkeypatch):
+    exploration = _exploration(updates_per_iteration=20)
+    exploration.update(_rollout(300, seed=0))  # trains once: pool and statistics in place
+    twin = copy.deepcopy(exploration)
+    sample = exploration.pool.sample(20 * 10)
+    network, twin_network = exploration.loss.model.network, twin.loss.model.network
+    noise = network.sample_noise(20 * 10).view(20, 10, -1)
+    # the fast path with this noise ...
+    monkeypatch.setattr(network, "sample_noise", lambda num_samples=None, generator=None: noise)
+    fast = exploration._elbo_steps(sample)
+    # ... and autograd with torch's Adam, minibatch by minibatch, on the same noise
+    draws = iter(noise)
+    monkeypatch.setattr(twin_network, "sample_noise",
+                        lambda num_samples=None, generator=None: next(draws))
+    slow = twin._loss_steps(sample)
+    torch.testing.assert_close(network.mu, twin_network.mu, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(network.rho, twin_network.rho, rtol=1e-4, atol=1e-6)
+    for key in ("loss_nll", "loss_kl", "elbo", "kl", "entropy"):
+        assert fast[key] == pytest.approx(slow[key], rel=1e-4), key

@@ -10,7 +10,9 @@ from torch import nn
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.objectives.common import LossModule
 
+from torchrl_vase._adam import adam_step, supports_adam_steps
 from torchrl_vase.diagnostics import novelty_correlation
+from torchrl_vase.objectives.elbo import VariationalELBOLoss
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 
 __all__ = ["Exploration"]
@@ -39,7 +41,9 @@ class Exploration(nn.Module):
        statistics are refreshed over the whole pool (``bonus.fit_statistics``: the dynamics model's
        standardisation, as the authors recompute it each iteration) and the model takes
        ``updates_per_iteration`` optimiser steps on minibatches of ``batch_size`` drawn uniformly
-       from the pool (the authors: 500 of 10).
+       from the pool (the authors: 500 of 10). For the ELBO these steps use its hand-written
+       gradients (``VariationalELBOLoss.elbo_gradients``, equal to autograd's), several times
+       faster than autograd at minibatches of 10.
 
     The policy update comes after ``step`` and uses the batch's reward, extrinsic and intrinsic
     reward keys (see ``ExplorationGAE``).
@@ -171,6 +175,15 @@ class Exploration(nn.Module):
         # all minibatches in one draw (uniform with replacement, as separate draws would be):
         # a replay-buffer sample call costs ~10x a tensordict split
         sample = self.pool.sample(self.updates_per_iteration * self.batch_size)
+        if isinstance(self.loss, VariationalELBOLoss) and self.loss.has_analytic_gradients():
+            metrics = self._elbo_steps(sample)
+        else:
+            metrics = self._loss_steps(sample)
+        self.model_updates += self.updates_per_iteration
+        return metrics
+
+    def _loss_steps(self, sample: TensorDictBase) -> dict[str, float]:
+        """Optimiser steps on the sum of the loss's ``loss_*`` outputs, by autograd."""
         totals: dict[str, torch.Tensor] = {}
         for minibatch in sample.split(self.batch_size):
             out = self.loss(minibatch)
@@ -181,8 +194,36 @@ class Exploration(nn.Module):
             for key, value in out.items():
                 if value.numel() == 1:
                     totals[key] = totals.get(key, 0.0) + value.detach()
-        self.model_updates += self.updates_per_iteration
         return {key: (total / self.updates_per_iteration).item() for key, total in totals.items()}
+
+    def _elbo_steps(self, sample: TensorDictBase) -> dict[str, float]:
+        """The same steps for the ELBO, with its hand-written gradients: the data prepared and
+        the weight noise drawn once for all minibatches (several times faster at minibatch 10)."""
+        loss, network = self.loss, self.loss.model.network
+        x, y = loss.model_inputs(sample)
+        steps, size = self.updates_per_iteration, self.batch_size
+        x, y = x.view(steps, size, -1), y.view(steps, size, -1)
+        noise = network.sample_noise(steps * loss.num_samples).view(steps, loss.num_samples, -1)
+        terms = []  # loss_nll, kl, entropy per step
+        fast_adam = supports_adam_steps(self.optimizer)
+        for i in range(steps):
+            out = loss.elbo_gradients(x[i], y[i], noise[i])
+            terms.append(out[:3])
+            network.mu.grad, network.rho.grad = out.grad_mu, out.grad_rho
+            if fast_adam:
+                adam_step(self.optimizer)
+            else:
+                self.optimizer.step()
+        network.mu.grad = network.rho.grad = None
+        loss_nll, mean_kl, entropy = torch.tensor(terms).mean(0).tolist()
+        loss_kl = loss.kl_weight * mean_kl
+        return {
+            "loss_nll": loss_nll,
+            "loss_kl": loss_kl,
+            "elbo": -(loss_nll + loss_kl),
+            "kl": mean_kl,
+            "entropy": entropy,
+        }
 
     def novelty(self, batch: TensorDictBase) -> float:
         """Spearman's ρ between the batch's bonus and its next states' k-NN novelty in the pool.
