@@ -1,6 +1,6 @@
 """TRPO with a surprise bonus: the paper's Algorithm 1, assembled from TorchRL parts.
 
-Per iteration: collect a batch with the policy (a ``Collector`` over a ``SerialEnv``); the
+Per iteration: collect a batch with the policy (a ``Collector`` over the envs stepped together); the
 exploration side (``torchrl_vase.Exploration``) adds the bonus to the whole batch at once (the model
 does not change during a rollout, so this equals computing it step by step), adds the transitions
 to the replay pool, refreshes the model's standardisation over the pool and trains the model;
@@ -23,7 +23,6 @@ Configuration: ``conf/trpo_vase.yaml`` and the groups ``conf/env/``, ``conf/surp
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import math
 import os
@@ -45,12 +44,11 @@ from torch import nn
 from torchrl.collectors import Collector
 from torchrl.envs import (
     ActionScaling,
+    ClipTransform,
     Compose,
     DoubleToFloat,
-    GymEnv,
     ObservationNorm,
     RewardSum,
-    SerialEnv,
     StepCounter,
     TransformedEnv,
 )
@@ -67,12 +65,16 @@ from torchrl_vase import (
     SurpriseRewardTransform,
     TRPOLoss,
     fit_critic,
+    initialize_,
 )
 from torchrl_vase.diagnostics import CoverageGrid, advantage_alignment
+from torchrl_vase.envs import VECTORIZATIONS, make_batched_env
+from torchrl_vase.modules import INITIALIZATIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 BNN_MEASURES = ("vase", "nll", "vime")
+COLLECTIONS = ("continuous", "rllab")
 # Exploration.step's metrics as the recipe logs them; the model's losses get a bnn_/rnd_ prefix
 EXPLORATION_METRICS = {
     "bonus_mean": "intrinsic_reward_mean",
@@ -95,6 +97,14 @@ def validate(cfg: DictConfig) -> None:
             f"env.frames_per_batch ({env.frames_per_batch}) is smaller than num_envs "
             f"({cfg.num_envs}): every env must step at least once per batch."
         )
+    if cfg.vectorization not in VECTORIZATIONS:
+        raise ValueError(
+            f"vectorization must be one of {VECTORIZATIONS}, got {cfg.vectorization!r}."
+        )
+    if cfg.trpo.init not in INITIALIZATIONS:
+        raise ValueError(f"trpo.init must be one of {INITIALIZATIONS}, got {cfg.trpo.init!r}.")
+    if cfg.collection not in COLLECTIONS:
+        raise ValueError(f"collection must be one of {COLLECTIONS}, got {cfg.collection!r}.")
     if cfg.advantage.structure == "dual" and surprise.name == "none":
         raise ValueError(
             "advantage=dual needs an intrinsic reward for its intrinsic critic; choose a "
@@ -162,12 +172,15 @@ def set_experiment(uri: str, name: str) -> None:
 def make_env(cfg: DictConfig) -> TransformedEnv:
     make_kwargs = cfg.env.get("make_kwargs")
     make_kwargs = {} if make_kwargs is None else OmegaConf.to_container(make_kwargs, resolve=True)
-    base = SerialEnv(
-        cfg.num_envs, functools.partial(GymEnv, cfg.env.id, device=cfg.device, **make_kwargs)
+    base = make_batched_env(
+        cfg.env.id, cfg.num_envs, vectorization=cfg.vectorization, device=cfg.device,
+        **make_kwargs,
     )
-    # the policy acts in [-1, 1] whatever the env's bounds (rllab's normalize() did the same), so
-    # a unit-scale Gaussian explores the point robot's |v| <= 0.01 as it does MountainCar's |a| <= 1
-    transforms = [DoubleToFloat(), ActionScaling(), StepCounter(), RewardSum()]
+    # the policy acts in [-1, 1] whatever the env's bounds (rllab's normalize() did the same, and
+    # clipped), so a unit-scale Gaussian explores the point robot's |v| <= 0.01 as it does
+    # MountainCar's |a| <= 1; the batch keeps the policy's own (unclipped) sample
+    clip = ClipTransform(in_keys_inv=["action"], low=-1.0, high=1.0)
+    transforms = [DoubleToFloat(), ActionScaling(), clip, StepCounter(), RewardSum()]
     if cfg.env.normalize_observations:
         transforms.append(ObservationNorm(in_keys=["observation"], standard_normal=True))
     env = TransformedEnv(base, Compose(*transforms))
@@ -187,6 +200,7 @@ def make_critic(cfg: DictConfig, obs_dim: int, out_key: str = "state_value") -> 
         if cells
         else nn.Linear(obs_dim, 1)
     )
+    initialize_(net, cfg.trpo.init, output_gain=1.0)
     if cfg.trpo.critic_standardize:
         net = StandardizedRegressor(net, in_features=obs_dim)
     return ValueOperator(net, in_keys=["observation"], out_keys=[out_key])
@@ -195,10 +209,8 @@ def make_critic(cfg: DictConfig, obs_dim: int, out_key: str = "state_value") -> 
 def make_agent(cfg: DictConfig, env) -> tuple[ProbabilisticActor, ValueOperator]:
     obs_dim = env.observation_spec["observation"].shape[-1]
     action_dim = env.action_spec.shape[-1]
-    head = StateIndependentScale(
-        MLP(obs_dim, action_dim, num_cells=list(cfg.env.policy_cells), activation_class=nn.Tanh),
-        action_dim,
-    )
+    mean = MLP(obs_dim, action_dim, num_cells=list(cfg.env.policy_cells), activation_class=nn.Tanh)
+    head = StateIndependentScale(initialize_(mean, cfg.trpo.init, output_gain=0.01), action_dim)
     actor = ProbabilisticActor(
         TensorDictModule(head, ["observation"], ["loc", "scale"]),
         in_keys=["loc", "scale"],
@@ -274,6 +286,7 @@ def make_advantage(cfg: DictConfig, loss: TRPOLoss, obs_dim: int) -> ValueOperat
         value_network=loss.critic_network,
         value_target=a.value_target,
         center_bonus=a.center_bonus,
+        terminal_path_ends=cfg.collection == "rllab",
         **kwargs,
     )
     loss.make_value_estimator(estimator)
@@ -312,6 +325,11 @@ def run_name(cfg: DictConfig) -> str:
 
 def checkpoint_dir(cfg: DictConfig, experiment: str) -> Path:
     return Path(cfg.checkpoint.dir) / experiment / run_name(cfg)
+
+
+def iteration_seed(seed: int, iteration: int) -> int:
+    """The seed of one iteration of a run: a function of the run's seed and the iteration only."""
+    return int(np.random.SeedSequence([seed, iteration]).generate_state(1)[0])
 
 
 def rng_state() -> dict:
@@ -384,7 +402,10 @@ def train(cfg: DictConfig) -> dict:
     env = make_env(cfg)
     actor, critic = make_agent(cfg, env)
     obs_dim = env.observation_spec["observation"].shape[-1]
-    loss = TRPOLoss(actor, critic, max_kl=cfg.env.max_kl)
+    loss = TRPOLoss(
+        actor, critic, max_kl=cfg.env.max_kl, cg_iters=cfg.trpo.cg_iters,
+        cg_damping=cfg.trpo.cg_damping, line_search_backtracks=cfg.trpo.backtracks,
+    )
     intrinsic_critic = make_advantage(cfg, loss, obs_dim)
     critic_parameters = list(critic.parameters())
     if intrinsic_critic is not None:
@@ -445,9 +466,11 @@ def train(cfg: DictConfig) -> dict:
         remaining = iterations - start_iteration
         if cfg.stop_at_first_reward and first_reward_step is not None:
             remaining = 0  # a resumed run that had already found the reward
+        rllab = cfg.collection == "rllab"
         collector = Collector(
             env, actor, frames_per_batch=frames_per_batch,
             total_frames=max(remaining, 1) * frames_per_batch,
+            reset_at_each_iter=rllab,  # rllab: every iteration starts fresh paths
         )
         bar = tqdm(total=iterations, initial=start_iteration, disable=not cfg.progress_bar,
                    desc=f"{cfg.env.name}/{cfg.surprise.name}")
@@ -457,6 +480,12 @@ def train(cfg: DictConfig) -> dict:
         batches = iter(collector) if remaining > 0 else iter(())
         for iteration in range(start_iteration, start_iteration + remaining):
             tick = time.perf_counter()
+            # each iteration's random numbers follow from (seed, iteration) alone; with rllab's
+            # fresh paths, so do its envs' starts: an iteration can be replayed from its seed
+            seed = iteration_seed(cfg.seed, iteration)
+            torch.manual_seed(seed)
+            if rllab:
+                env.set_seed(seed)
             batch = next(batches)
             frames += batch.numel()
             extrinsic = batch["next", "reward"].clone()

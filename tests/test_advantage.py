@@ -301,3 +301,24 @@ def test_fit_critic_standardises_a_standardized_regressor_on_the_batch():
     fit_critic(loss, batch, torch.optim.Adam(critic.parameters()), epochs=1)
     torch.testing.assert_close(net.output_loc, batch["value_target"].mean().reshape(1))
     torch.testing.assert_close(net.input_loc, batch["observation"].reshape(-1, OBS).mean(0))
+
+
+def test_terminal_path_ends_is_rllab_s_no_bootstrap_at_any_path_end():
+    batch = _batch()
+    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
+    gae = ExplorationGAE("combined", gamma=GAMMA, lmbda=LMBDA, value_network=critic,
+                         value_target="td_lambda", terminal_path_ends=True)
+    out = gae(batch.clone())
+    nxt = batch["next"]
+    path_end = nxt["done"].clone()
+    path_end[:, -1] = True  # the batch's cut ends a path too
+    bonus = ETA * nxt["intrinsic_reward"]
+    reward = nxt["extrinsic_reward"] + bonus - bonus.mean()
+    value, next_value = _values(critic, batch)
+    # env 1's truncation at step 4 and both batch ends: no bootstrap, as a termination
+    expected = _reference_gae(reward, value, next_value, path_end, path_end, GAMMA, LMBDA)
+    torch.testing.assert_close(out["advantage"], expected)
+    assert "_path_end" not in out["next"]
+    plain = ExplorationGAE("combined", gamma=GAMMA, lmbda=LMBDA, value_network=critic,
+                           value_target="td_lambda")(batch.clone())
+    assert not torch.allclose(plain["advantage"], expected)

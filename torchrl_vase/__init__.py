@@ -8,6 +8,7 @@ from torchrl_vase.modules import (
     LayerWeights,
     StandardizedRegressor,
     StateIndependentScale,
+    initialize_,
 )
 from torchrl_vase.objectives import (
     ExplorationGAE,
@@ -62,6 +63,7 @@ __all__ = [
     "explained_variance",
     "fit_critic",
     "gaussian_nll",
+    "initialize_",
     "nll_surprise",
     "prediction_nll",
     "vase_surprise",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gymnasium
 
+from torchrl_vase.envs.batched import VECTORIZATIONS, make_batched_env
 from torchrl_vase.envs.box2d_tasks import (
     RllabCartpoleSwingupEnv,
     RllabDoublePendulumEnv,
@@ -83,6 +84,7 @@ __all__ = [
     "FAITHFUL",
     "MAX_EPISODE_STEPS",
     "SPARSE_ENVS",
+    "VECTORIZATIONS",
     "AuthorsLunarLanderEnv",
     "PointRobot2DEnv",
     "RllabAntEnv",
@@ -95,5 +97,6 @@ __all__ = [
     "SparseDoublePendulumEnv",
     "SparseHalfCheetahEnv",
     "SparseMountainCarEnv",
+    "make_batched_env",
     "register_envs",
 ]

@@ -3,12 +3,14 @@
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP, LayerWeights
 from torchrl_vase.modules.critic import StandardizedRegressor
 from torchrl_vase.modules.dynamics import DynamicsModel
-from torchrl_vase.modules.policy import StateIndependentScale
+from torchrl_vase.modules.policy import INITIALIZATIONS, StateIndependentScale, initialize_
 
 __all__ = [
+    "INITIALIZATIONS",
     "BayesianMLP",
     "DynamicsModel",
     "LayerWeights",
     "StandardizedRegressor",
     "StateIndependentScale",
+    "initialize_",
 ]

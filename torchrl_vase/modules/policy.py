@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 
@@ -36,3 +38,40 @@ class StateIndependentScale(nn.Module):
     def forward(self, *inputs: Tensor) -> tuple[Tensor, Tensor]:
         loc = self.mean_network(*inputs)
         return loc, self.log_std.exp().expand_as(loc)
+
+
+INITIALIZATIONS = ("torch", "glorot", "orthogonal")
+
+
+@torch.no_grad()
+def initialize_(network: nn.Module, scheme: str, *, output_gain: float = 1.0) -> nn.Module:
+    """Re-initialise every ``nn.Linear`` of a network in place, as a TRPO implementation does.
+
+    * ``"torch"``: leave PyTorch's own initialisation (``U(±1/√fan_in)``, biases too).
+    * ``"glorot"``: rllab's (Lasagne's default): Glorot-uniform weights, zero biases.
+    * ``"orthogonal"``: stable-baselines3's: orthogonal weights with gain √2, the last layer with
+      ``output_gain`` (sb3: 0.01 for the policy's mean, 1 for the value), zero biases.
+
+    Returns the network.
+
+    Examples:
+        >>> from torch import nn
+        >>> net = initialize_(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)),
+        ...                   "orthogonal", output_gain=0.01)
+        >>> float(net[0].bias.abs().max()), round(float(net[2].weight.norm()), 4)
+        (0.0, 0.0141)
+    """
+    if scheme not in INITIALIZATIONS:
+        raise ValueError(f"scheme must be one of {INITIALIZATIONS}, got {scheme!r}.")
+    if scheme == "torch":
+        return network
+    layers = [m for m in network.modules() if isinstance(m, nn.Linear)]
+    for i, layer in enumerate(layers):
+        if scheme == "glorot":
+            nn.init.xavier_uniform_(layer.weight)
+        else:
+            gain = output_gain if i == len(layers) - 1 else math.sqrt(2)
+            nn.init.orthogonal_(layer.weight, gain=gain)
+        if layer.bias is not None:
+            layer.bias.zero_()
+    return network

@@ -31,6 +31,7 @@ _INTRINSIC_ADVANTAGE = "_intrinsic_advantage"
 _SCALED_INTRINSIC = "_scaled_intrinsic_reward"
 _COMBINED_REWARD = "_combined_reward"
 _NEVER = "_never_done"
+_PATH_END = "_path_end"
 
 
 def discounted_sum(values: Tensor, done: Tensor, factor: float, *, time_dim: int = -2) -> Tensor:
@@ -107,6 +108,10 @@ class ExplorationGAE(ValueEstimatorBase):
             otherwise reach the policy only through path ends, as a bonus for long paths, and that
             effect can drown U's variation between transitions. The authors' code does not centre
             (``False``).
+        terminal_path_ends: treat the end of every path as terminal, as rllab does: a time-limit
+            truncation and the cut at the end of the batch get no bootstrap from the critic
+            (rllab appends a 0 to the baseline of every path). ``False``: only ``terminated`` ends
+            the return; a truncation and the batch's end bootstrap from the next state's value.
         **kwargs: passed to torchrl's ``GAE`` (e.g. ``vectorized``, ``device``).
 
     Keys (``set_keys``): those of torchrl's GAE (``advantage``, ``value_target``, ``value``,
@@ -172,6 +177,7 @@ class ExplorationGAE(ValueEstimatorBase):
         episodic_intrinsic: bool = False,
         value_target: str | None = None,
         center_bonus: bool = True,
+        terminal_path_ends: bool = False,
         **kwargs,
     ) -> None:
         if structure not in STRUCTURES:
@@ -204,6 +210,7 @@ class ExplorationGAE(ValueEstimatorBase):
         self.episodic_intrinsic = bool(episodic_intrinsic)
         self.value_target = value_target
         self.center_bonus = bool(center_bonus)
+        self.terminal_path_ends = bool(terminal_path_ends)
         self.__dict__["intrinsic_value_network"] = intrinsic_value_network
         self.critic_gae = GAE(gamma=gamma, lmbda=lmbda, value_network=value_network, **kwargs)
         self.intrinsic_gae = None
@@ -220,14 +227,16 @@ class ExplorationGAE(ValueEstimatorBase):
     def set_keys(self, **kwargs) -> None:
         super().set_keys(**kwargs)
         keys = self._tensor_keys
-        common = {"done": keys.done, "sample_log_prob": keys.sample_log_prob}
+        done = _PATH_END if self.terminal_path_ends else keys.done
+        terminated = _PATH_END if self.terminal_path_ends else keys.terminated
+        common = {"done": done, "sample_log_prob": keys.sample_log_prob}
         critic_reward = _COMBINED_REWARD if self.structure == "combined" else keys.extrinsic_reward
         self.critic_gae.set_keys(
             reward=critic_reward,
             value=keys.value,
             value_target=keys.value_target,
             advantage=keys.advantage if self.structure == "combined" else _EXTRINSIC_ADVANTAGE,
-            terminated=keys.terminated,
+            terminated=terminated,
             **common,
         )
         if self.intrinsic_gae is not None:
@@ -237,7 +246,7 @@ class ExplorationGAE(ValueEstimatorBase):
                 value=keys.intrinsic_value,
                 value_target=keys.intrinsic_value_target,
                 advantage=_INTRINSIC_ADVANTAGE,
-                **{**common, "terminated": keys.terminated, **stream},
+                **{**common, "terminated": terminated, **stream},
             )
 
     @property
@@ -275,6 +284,20 @@ class ExplorationGAE(ValueEstimatorBase):
         keys = self.tensor_keys
         time_dim = self._time_dim(tensordict, time_dim)
         done = self._next(tensordict, keys.done, "the done flag")
+        if not self.terminal_path_ends:
+            return self._estimate(tensordict, done, time_dim, params, target_params)
+        # every path's end is terminal: episode ends and the batch's last step alike
+        done = done.clone()
+        done.select(time_dim, -1).fill_(True)
+        next_td = tensordict.get("next")
+        next_td.set(_PATH_END, done)
+        try:
+            return self._estimate(tensordict, done, time_dim, params, target_params)
+        finally:
+            next_td.del_(_PATH_END)
+
+    def _estimate(self, tensordict, done, time_dim, params, target_params) -> TensorDictBase:
+        keys = self.tensor_keys
         reward = self._next(tensordict, keys.reward, "the reward")
         critic_kwargs = {"params": params, "target_params": target_params, "time_dim": time_dim}
         if self.structure == "dual":

@@ -1,0 +1,56 @@
+"""Several copies of a gymnasium env as one batched TorchRL env, stepped in one call."""
+
+from __future__ import annotations
+
+import functools
+
+import gymnasium
+from gymnasium.vector import AutoresetMode
+from torchrl.envs import EnvBase, GymEnv, GymWrapper, SerialEnv
+
+VECTORIZATIONS = ("sync", "serial")
+
+
+def make_batched_env(
+    env_id: str,
+    num_envs: int,
+    *,
+    vectorization: str = "sync",
+    device: str | None = None,
+    **make_kwargs,
+) -> EnvBase:
+    """``num_envs`` copies of a registered gymnasium env as one TorchRL env of batch ``[num_envs]``.
+
+    * ``"sync"`` (default): gymnasium's ``SyncVectorEnv`` under torchrl's ``GymWrapper``, every
+      env stepped by one call, with gymnasium's auto-reset disabled: TorchRL resets the envs that
+      are done (the ``_reset`` mask), so the next observation of a terminated or truncated step
+      is the true last one, never the next episode's first.
+    * ``"serial"``: torchrl's ``SerialEnv`` of ``GymEnv`` (one TorchRL env per copy).
+
+    Both keep gymnasium's ``TimeLimit`` (``truncated``) and the env's ``terminated``. Seeding the
+    batched env with ``s`` seeds copy ``i`` with ``s + i`` (sync).
+
+    Examples:
+        >>> import torchrl_vase  # registers the sparse envs
+        >>> env = make_batched_env("torchrl_vase/SparseMountainCar-v1", num_envs=4)
+        >>> env.batch_size
+        torch.Size([4])
+        >>> env.rollout(3, break_when_any_done=False)["next", "observation"].shape
+        torch.Size([4, 3, 2])
+    """
+    if vectorization not in VECTORIZATIONS:
+        raise ValueError(
+            f"vectorization must be one of {VECTORIZATIONS}, got {vectorization!r}."
+        )
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
+    if vectorization == "serial":
+        return SerialEnv(num_envs, functools.partial(GymEnv, env_id, device=device, **make_kwargs))
+    vector_env = gymnasium.make_vec(
+        env_id,
+        num_envs=num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
+        **make_kwargs,
+    )
+    return GymWrapper(vector_env, device=device)
