@@ -238,3 +238,28 @@ def test_trpo_with_gae_improves_the_return_on_inverted_pendulum():
         returns.append(batch["next", "episode_reward"].squeeze(-1)[done].mean().item())
     collector.shutdown()
     assert returns[-1] > 3 * returns[0], returns
+
+
+def test_the_lean_critic_fit_takes_the_same_steps_as_loss_critic(monkeypatch):
+    from torchrl_vase.objectives import trpo as trpo_module
+
+    def fit(lean: bool):
+        torch.manual_seed(0)
+        critic = ValueOperator(MLP(3, 1, num_cells=[16]), in_keys=["observation"])
+        actor = ProbabilisticActor(
+            TensorDictModule(StateIndependentScale(nn.Linear(3, 1), 1), ["observation"],
+                             ["loc", "scale"]),
+            in_keys=["loc", "scale"], distribution_class=IndependentNormal)
+        loss = TRPOLoss(actor, critic)
+        optimizer = torch.optim.Adam(critic.parameters(), lr=1e-2)
+        # lean=False: the tensordict path, loss.loss_critic on every minibatch
+        monkeypatch.setattr(trpo_module, "_plain_squared_error", lambda loss: lean)
+        torch.manual_seed(1)
+        out = fit_critic(loss, batch, optimizer, epochs=3, minibatch_size=32)
+        return parameters_to_vector(critic.parameters()).detach(), out["loss_critic"]
+
+    batch = TensorDict({"observation": torch.randn(200, 3),
+                        "value_target": torch.randn(200, 1)}, [200])
+    (lean_params, lean_loss), (plain_params, plain_loss) = fit(True), fit(False)
+    torch.testing.assert_close(lean_params, plain_params, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(lean_loss, plain_loss)

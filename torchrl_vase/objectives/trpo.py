@@ -15,6 +15,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torchrl.modules.distributions.utils import has_analytic_kl
 from torchrl.objectives import PPOLoss
 
+from torchrl_vase._adam import adam_step, supports_adam_steps
 from torchrl_vase._validation import check_non_negative, check_positive
 from torchrl_vase.modules.critic import StandardizedRegressor
 from torchrl_vase.objectives.advantage import ExplorationGAE
@@ -404,6 +405,36 @@ def fit_critic(
     data = tensordict.reshape(-1)
     for critic, target_key in critics:
         _refit_standardization(critic, data, target_key)
+    if _plain_squared_error(loss) and all(_module_of(critic) for critic, _ in critics):
+        last = _fit_on_tensors(critics, data, optimizer, epochs, minibatch_size)
+    else:
+        last = _fit_on_tensordicts(loss, critics, data, optimizer, epochs, minibatch_size)
+    out = {"loss_critic": torch.stack(last).mean()}
+    with torch.no_grad():
+        for prefix, (critic, target_key) in zip(("", "intrinsic_"), critics, strict=False):
+            prediction = critic(data.select(*critic.in_keys)).get(critic.out_keys[0])
+            target = data.get(target_key)
+            out[f"{prefix}explained_variance"] = explained_variance(prediction, target)
+    return TensorDict(out, batch_size=[])
+
+
+def _plain_squared_error(loss: TRPOLoss) -> bool:
+    """Whether ``loss.loss_critic`` is the plain mean squared error of the critic's output."""
+    return (
+        loss.loss_critic_type == "l2"
+        and not loss.clip_value
+        and not loss.functional
+        and float(loss.critic_coeff) == 1.0
+    )
+
+
+def _module_of(critic) -> torch.nn.Module | None:
+    """The plain module of a one-module critic (a ``ValueOperator``), else ``None``."""
+    module = getattr(critic, "module", None)
+    return module if isinstance(module, torch.nn.Module) and len(critic.out_keys) == 1 else None
+
+
+def _fit_on_tensordicts(loss, critics, data, optimizer, epochs, minibatch_size) -> list[Tensor]:
     dual = len(critics) > 1
     last = []
     for _ in range(epochs):
@@ -417,13 +448,33 @@ def fit_critic(
             loss_value.backward()
             optimizer.step()
             last.append(loss_value.detach())
-    out = {"loss_critic": torch.stack(last).mean()}
-    with torch.no_grad():
-        for prefix, (critic, target_key) in zip(("", "intrinsic_"), critics, strict=False):
-            prediction = critic(data.select(*critic.in_keys)).get(critic.out_keys[0])
-            target = data.get(target_key)
-            out[f"{prefix}explained_variance"] = explained_variance(prediction, target)
-    return TensorDict(out, batch_size=[])
+    return last
+
+
+def _fit_on_tensors(critics, data, optimizer, epochs, minibatch_size) -> list[Tensor]:
+    """The same minibatch steps as ``loss.loss_critic`` (l2, coefficient 1) on plain tensors:
+    the inputs and targets gathered once, each critic's module called directly."""
+    fitted = [
+        (_module_of(critic), [data.get(key) for key in critic.in_keys], data.get(target_key))
+        for critic, target_key in critics
+    ]
+    fast_adam = supports_adam_steps(optimizer)
+    last = []
+    for _ in range(epochs):
+        last = []
+        for index in torch.randperm(data.shape[0]).split(minibatch_size):
+            loss_value = sum(
+                (module(*(x[index] for x in inputs)) - target[index]).square().mean()
+                for module, inputs, target in fitted
+            )
+            optimizer.zero_grad()
+            loss_value.backward()
+            if fast_adam:
+                adam_step(optimizer)
+            else:
+                optimizer.step()
+            last.append(loss_value.detach())
+    return last
 
 
 def explained_variance(prediction: Tensor, target: Tensor) -> Tensor:
