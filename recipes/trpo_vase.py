@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import gymnasium
 import hydra
 import mlflow
 import numpy as np
@@ -67,6 +68,7 @@ from torchrl_vase import (
     fit_critic,
     initialize_,
 )
+from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.diagnostics import CoverageGrid, advantage_alignment
 from torchrl_vase.envs import VECTORIZATIONS, make_batched_env
 from torchrl_vase.modules import INITIALIZATIONS
@@ -75,6 +77,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 BNN_MEASURES = ("vase", "nll", "vime")
 COLLECTIONS = ("continuous", "rllab")
+COLLECTORS = ("lean", "torchrl")
 # Exploration.step's metrics as the recipe logs them; the model's losses get a bnn_/rnd_ prefix
 EXPLORATION_METRICS = {
     "bonus_mean": "intrinsic_reward_mean",
@@ -103,6 +106,13 @@ def validate(cfg: DictConfig) -> None:
         )
     if cfg.trpo.init not in INITIALIZATIONS:
         raise ValueError(f"trpo.init must be one of {INITIALIZATIONS}, got {cfg.trpo.init!r}.")
+    if cfg.collector not in COLLECTORS:
+        raise ValueError(f"collector must be one of {COLLECTORS}, got {cfg.collector!r}.")
+    if cfg.collector == "lean" and env.frames_per_batch % cfg.num_envs:
+        raise ValueError(
+            f"env.frames_per_batch ({env.frames_per_batch}) must be a multiple of num_envs "
+            f"({cfg.num_envs}) with collector=lean: every env takes the same number of steps."
+        )
     if cfg.collection not in COLLECTIONS:
         raise ValueError(f"collection must be one of {COLLECTIONS}, got {cfg.collection!r}.")
     if cfg.advantage.structure == "dual" and surprise.name == "none":
@@ -170,11 +180,10 @@ def set_experiment(uri: str, name: str) -> None:
 # Building blocks
 # ------------------------------------------------------------------------------------------------
 def make_env(cfg: DictConfig) -> TransformedEnv:
-    make_kwargs = cfg.env.get("make_kwargs")
-    make_kwargs = {} if make_kwargs is None else OmegaConf.to_container(make_kwargs, resolve=True)
+    """The task as a TorchRL env for torchrl's ``Collector`` (``collector=torchrl``)."""
     base = make_batched_env(
         cfg.env.id, cfg.num_envs, vectorization=cfg.vectorization, device=cfg.device,
-        **make_kwargs,
+        **make_kwargs(cfg),
     )
     # the policy acts in [-1, 1] whatever the env's bounds (rllab's normalize() did the same, and
     # clipped), so a unit-scale Gaussian explores the point robot's |v| <= 0.01 as it does
@@ -206,9 +215,42 @@ def make_critic(cfg: DictConfig, obs_dim: int, out_key: str = "state_value") -> 
     return ValueOperator(net, in_keys=["observation"], out_keys=[out_key])
 
 
-def make_agent(cfg: DictConfig, env) -> tuple[ProbabilisticActor, ValueOperator]:
-    obs_dim = env.observation_spec["observation"].shape[-1]
-    action_dim = env.action_spec.shape[-1]
+def env_spaces(cfg: DictConfig) -> tuple[gymnasium.spaces.Box, gymnasium.spaces.Box]:
+    """The task's observation and action spaces (one copy, before any transform)."""
+    probe = gymnasium.make(cfg.env.id, **make_kwargs(cfg))
+    spaces = probe.observation_space, probe.action_space
+    probe.close()
+    return spaces
+
+
+def make_kwargs(cfg: DictConfig) -> dict:
+    kwargs = cfg.env.get("make_kwargs")
+    return {} if kwargs is None else OmegaConf.to_container(kwargs, resolve=True)
+
+
+def make_collector(cfg: DictConfig, actor: ProbabilisticActor):
+    """The batches of the run: the lean vector-env collector (default) or torchrl's ``Collector``
+    over the transformed batched env; both never stop (the loop counts iterations) and offer
+    ``set_seed``, ``state_dict`` and ``load_state_dict`` (the observation normalisation)."""
+    rllab = cfg.collection == "rllab"  # every iteration starts fresh paths
+    if cfg.collector == "lean":
+        collector = VectorEnvCollector(
+            cfg.env.id, actor, num_envs=cfg.num_envs, frames_per_batch=cfg.env.frames_per_batch,
+            reset_at_each_iter=rllab, seed=cfg.seed, make_kwargs=make_kwargs(cfg),
+        )
+        if cfg.env.normalize_observations:
+            # the paper normalises observations by statistics fixed before training
+            collector.fit_observation_normalization(cfg.obs_norm_steps)
+        return collector
+    return Collector(
+        make_env(cfg), actor, frames_per_batch=cfg.env.frames_per_batch, total_frames=-1,
+        reset_at_each_iter=rllab,
+    )
+
+
+def make_agent(
+    cfg: DictConfig, obs_dim: int, action_dim: int
+) -> tuple[ProbabilisticActor, ValueOperator]:
     mean = MLP(obs_dim, action_dim, num_cells=list(cfg.env.policy_cells), activation_class=nn.Tanh)
     head = StateIndependentScale(initialize_(mean, cfg.trpo.init, output_gain=0.01), action_dim)
     actor = ProbabilisticActor(
@@ -384,7 +426,6 @@ def train(cfg: DictConfig) -> dict:
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     experiment = cfg.mlflow.experiment or cfg.env.name
     iterations = cfg.iterations if cfg.iterations is not None else cfg.env.iterations
-    frames_per_batch = cfg.env.frames_per_batch
 
     resume_path = None
     if cfg.resume:
@@ -399,9 +440,10 @@ def train(cfg: DictConfig) -> dict:
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)  # noqa: NPY002
     random.seed(cfg.seed)
-    env = make_env(cfg)
-    actor, critic = make_agent(cfg, env)
-    obs_dim = env.observation_spec["observation"].shape[-1]
+    observation_space, action_space = env_spaces(cfg)
+    obs_dim, action_dim = observation_space.shape[0], action_space.shape[0]
+    actor, critic = make_agent(cfg, obs_dim, action_dim)
+    collector = make_collector(cfg, actor)
     loss = TRPOLoss(
         actor, critic, max_kl=cfg.env.max_kl, cg_iters=cfg.trpo.cg_iters,
         cg_damping=cfg.trpo.cg_damping, line_search_backtracks=cfg.trpo.backtracks,
@@ -413,11 +455,10 @@ def train(cfg: DictConfig) -> dict:
     critic_optimizer = torch.optim.Adam(critic_parameters, lr=cfg.trpo.critic_lr)
     exploration = None
     if cfg.surprise.name != "none":
-        exploration = make_exploration(cfg, obs_dim, env.action_spec.shape[-1])
+        exploration = make_exploration(cfg, obs_dim, action_dim)
     grid = None
     if cfg.env.get("coverage"):
-        space = env.observation_spec["observation"].space  # [num_envs, D]: every env alike
-        grid = CoverageGrid(space.low[0].tolist(), space.high[0].tolist(),
+        grid = CoverageGrid(observation_space.low.tolist(), observation_space.high.tolist(),
                             cfg.env.coverage.cell_size)
     heatmap_counts = None  # the grid's counts when the first reward was found
 
@@ -431,7 +472,7 @@ def train(cfg: DictConfig) -> dict:
         loss.value_estimator.load_state_dict(state["advantage"])
         if intrinsic_critic is not None:
             intrinsic_critic.load_state_dict(state["intrinsic_critic"])
-        env.transform.load_state_dict(state["env_transform"])
+        collector.load_state_dict(state["collector"])
         if exploration is not None:
             exploration.load_state_dict(state["exploration"])
         if grid is not None:
@@ -467,11 +508,6 @@ def train(cfg: DictConfig) -> dict:
         if cfg.stop_at_first_reward and first_reward_step is not None:
             remaining = 0  # a resumed run that had already found the reward
         rllab = cfg.collection == "rllab"
-        collector = Collector(
-            env, actor, frames_per_batch=frames_per_batch,
-            total_frames=max(remaining, 1) * frames_per_batch,
-            reset_at_each_iter=rllab,  # rllab: every iteration starts fresh paths
-        )
         bar = tqdm(total=iterations, initial=start_iteration, disable=not cfg.progress_bar,
                    desc=f"{cfg.env.name}/{cfg.surprise.name}")
         metrics: dict[str, float] = {}
@@ -485,7 +521,7 @@ def train(cfg: DictConfig) -> dict:
             seed = iteration_seed(cfg.seed, iteration)
             torch.manual_seed(seed)
             if rllab:
-                env.set_seed(seed)
+                collector.set_seed(seed)
             batch = next(batches)
             frames += batch.numel()
             extrinsic = batch["next", "reward"].clone()
@@ -563,7 +599,7 @@ def train(cfg: DictConfig) -> dict:
                     "critic_optimizer": critic_optimizer.state_dict(),
                     "advantage": loss.value_estimator.state_dict(),
                     "intrinsic_critic": intrinsic_critic.state_dict() if intrinsic_critic else None,
-                    "env_transform": env.transform.state_dict(),
+                    "collector": collector.state_dict(),
                     "exploration": exploration.state_dict() if exploration else None,
                     "iteration": iteration,
                     "frames": frames,

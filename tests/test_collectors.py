@@ -1,0 +1,143 @@
+"""VectorEnvCollector: torchrl's batch layout, actions as the env receives them, episode ends."""
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torchrl.collectors import Collector
+from torchrl.envs import (
+    ActionScaling,
+    ClipTransform,
+    Compose,
+    DoubleToFloat,
+    RewardSum,
+    StepCounter,
+    TransformedEnv,
+)
+from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, TanhNormal
+
+import torchrl_vase  # noqa: F401  (registers the envs)
+from torchrl_vase import StateIndependentScale
+from torchrl_vase.collectors import VectorEnvCollector
+from torchrl_vase.envs import make_batched_env
+
+POINT_ROBOT = "torchrl_vase/PointRobot2D-v0"
+
+
+def _actor(obs_dim: int = 2, action_dim: int = 2, init_std: float = 1.0) -> ProbabilisticActor:
+    torch.manual_seed(0)
+    head = StateIndependentScale(MLP(obs_dim, action_dim, num_cells=[16]), action_dim, init_std)
+    return ProbabilisticActor(
+        TensorDictModule(head, ["observation"], ["loc", "scale"]), in_keys=["loc", "scale"],
+        distribution_class=IndependentNormal, return_log_prob=True,
+    )
+
+
+def test_the_batch_has_torchrl_collector_s_keys_shapes_and_dtypes():
+    actor = _actor()
+    lean = next(iter(VectorEnvCollector(POINT_ROBOT, actor, num_envs=4, frames_per_batch=40,
+                                        seed=0)))
+    env = TransformedEnv(
+        make_batched_env(POINT_ROBOT, 4),
+        Compose(DoubleToFloat(), ActionScaling(), ClipTransform(in_keys_inv=["action"], low=-1.0,
+                                                                high=1.0),
+                StepCounter(), RewardSum()),
+    )
+    reference = next(iter(Collector(env, actor, frames_per_batch=40, total_frames=40)))
+    for key in lean.keys(True, True):
+        assert key in reference.keys(True, True), key
+        assert lean[key].shape == reference[key].shape, key
+        assert lean[key].dtype == reference[key].dtype, key
+    # the log-probability is the policy's own, of the stored (unclipped) sample
+    expected = torch.distributions.Normal(lean["loc"], lean["scale"]).log_prob(lean["action"])
+    torch.testing.assert_close(lean["action_log_prob"], expected.sum(-1))
+
+
+def test_the_env_receives_the_action_scaled_to_its_bounds_and_clipped():
+    actor = _actor(init_std=3.0)  # wide: many samples outside [-1, 1]
+    collector = VectorEnvCollector(POINT_ROBOT, actor, num_envs=3, frames_per_batch=30, seed=1)
+    batch = next(iter(collector))
+    moved = batch["next", "observation"] - batch["observation"]  # the robot's velocity
+    expected = 0.01 * batch["action"].clamp(-1, 1)  # |v| ≤ 0.01, no wrap-around this close
+    torch.testing.assert_close(moved, expected, atol=1e-6, rtol=0)
+    assert batch["action"].abs().max() > 1  # the batch keeps the policy's own sample
+
+
+def test_episode_ends_reset_the_env_and_the_counters():
+    actor = _actor()
+    collector = VectorEnvCollector(POINT_ROBOT, actor, num_envs=2, frames_per_batch=1400, seed=0)
+    batch = next(iter(collector))  # 700 steps per env: every env truncated at its 500th
+    truncated = batch["next", "truncated"].squeeze(-1)
+    assert truncated.sum() == 2 and truncated[:, 499].all()
+    assert (batch["next", "step_count"][:, 499] == 500).all()
+    assert (batch["next", "step_count"][:, 500] == 1).all()
+    # the last observation of an episode is its own; the next step starts at the origin
+    assert (batch["next", "observation"][:, 499].abs().sum(-1) > 0).all()
+    torch.testing.assert_close(batch["observation"][:, 500], torch.zeros(2, 2))
+    # the episode reward is the running sum of the rewards since the last reset
+    rewards = batch["next", "reward"].squeeze(-1)
+    torch.testing.assert_close(batch["next", "episode_reward"][:, 499, 0],
+                               rewards[:, :500].sum(-1))
+
+
+def test_a_seed_fixes_the_batches_and_rllab_batches_start_fresh():
+    def batches(reset):
+        torch.manual_seed(3)
+        collector = VectorEnvCollector("torchrl_vase/SparseMountainCar-v1", _actor(2, 1),
+                                       num_envs=2, frames_per_batch=40, seed=5,
+                                       reset_at_each_iter=reset)
+        iterator = iter(collector)
+        return next(iterator), next(iterator)
+
+    first, second = batches(True)
+    again, _ = batches(True)
+    torch.testing.assert_close(first, again)
+    assert (second["next", "step_count"][:, 0] == 1).all()  # a fresh episode each batch
+    assert (second["observation"][:, 0, 0] == 0).all()  # the authors' car starts at x = 0
+    _, continued = batches(False)
+    assert (continued["next", "step_count"][:, 0] == 21).all()  # episodes run on
+
+
+def test_observation_normalization_is_fixed_from_random_steps():
+    collector = VectorEnvCollector("torchrl_vase/SparseMountainCar-v1", _actor(2, 1),
+                                   num_envs=4, frames_per_batch=40, seed=0)
+    collector.fit_observation_normalization(200)
+    loc, scale = collector.observation_loc, collector.observation_scale
+    assert abs(loc[0]) < 0.2 and 0.01 < scale[1] < 1
+    batch = next(iter(collector))
+    raw = batch["observation"] * scale + loc
+    assert (raw[:, 0, 0].abs() < 1e-6).all()  # the starts, x = 0, standardised
+    state = collector.state_dict()
+    other = VectorEnvCollector("torchrl_vase/SparseMountainCar-v1", _actor(2, 1), num_envs=4,
+                               frames_per_batch=40)
+    other.load_state_dict(state)
+    torch.testing.assert_close(other.observation_scale, scale)
+
+
+def test_bad_settings_raise():
+    with pytest.raises(ValueError, match="multiple of num_envs"):
+        VectorEnvCollector(POINT_ROBOT, _actor(), num_envs=3, frames_per_batch=40)
+    tanh_actor = ProbabilisticActor(
+        TensorDictModule(nn.Linear(2, 4), ["observation"], ["loc", "scale"]),
+        in_keys=["loc", "scale"], distribution_class=TanhNormal,
+    )
+    with pytest.raises(TypeError, match="torchrl's Collector"):
+        VectorEnvCollector(POINT_ROBOT, tanh_actor, num_envs=2, frames_per_batch=40)
+    if "tests/Unbounded-v0" not in gymnasium.registry:
+        gymnasium.register("tests/Unbounded-v0", entry_point=_UnboundedActions)
+    with pytest.raises(ValueError, match="finite"):
+        VectorEnvCollector("tests/Unbounded-v0", _actor(3, 1), num_envs=2, frames_per_batch=40)
+
+
+class _UnboundedActions(gymnasium.Env):
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gymnasium.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(3, np.float32), 0.0, False, False, {}

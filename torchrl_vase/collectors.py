@@ -1,0 +1,287 @@
+"""A lean on-policy collector: a gymnasium vector env and a Gaussian policy, batches in TorchRL's
+layout.
+
+TorchRL's ``Collector`` pays for its generality at every step: the policy runs as a
+``ProbabilisticActor`` on a tensordict, the env step goes through the transforms, and the
+collector keeps its own carrier. For on-policy continuous control with a Gaussian policy (the
+paper's setting) all of that per-step work reduces to a network call, a normal sample and one
+vector-env step. ``VectorEnvCollector`` does just that and assembles the batch once per batch,
+with the keys a ``Collector`` over a ``TransformedEnv(..., Compose(DoubleToFloat(), ActionScaling(),
+ClipTransform(...), StepCounter(), RewardSum()))`` writes, so GAE, the losses, the bonus
+transforms and ``Exploration`` take it unchanged. ``recipes/benchmark_sb3.py`` measures the
+difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import gymnasium
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+from tensordict import TensorDict
+from torch import Tensor, nn
+from torchrl.modules import IndependentNormal
+
+__all__ = ["VectorEnvCollector"]
+
+
+def _gaussian_network(policy) -> tuple[nn.Module, str, str]:
+    """The ``observation → (loc, scale)`` network of a ``ProbabilisticActor`` with a normal
+    policy, its observation key and its log-probability key."""
+    try:
+        network_module, distribution_module = policy.module
+        distribution = distribution_module.distribution_class
+        in_keys, out_keys = list(network_module.in_keys), list(network_module.out_keys)
+        network = network_module.module
+        log_prob_key = distribution_module.log_prob_key
+    except (AttributeError, TypeError, ValueError):
+        network = distribution = None
+    if (
+        distribution is not IndependentNormal
+        or len(in_keys) != 1
+        or out_keys != ["loc", "scale"]
+        or not isinstance(network, nn.Module)
+    ):
+        raise TypeError(
+            "VectorEnvCollector takes ProbabilisticActor(TensorDictModule(net, [observation], "
+            "['loc', 'scale']), in_keys=['loc', 'scale'], distribution_class=IndependentNormal)"
+            "; use torchrl's Collector for other policies."
+        )
+    return network, in_keys[0], log_prob_key
+
+
+class VectorEnvCollector:
+    """Batches of ``[num_envs, frames_per_batch // num_envs]`` transitions from a vector env.
+
+    Steps ``num_envs`` copies of a gymnasium env in one call (``SyncVectorEnv``, auto-reset off:
+    the envs that are done are reset at the next step, so the last observation of an episode is
+    its true last one). At each step the policy's mean network gives ``(loc, scale)``, the action
+    is ``loc + scale · ε`` (stored as sampled), and the env receives it mapped from [−1, 1] to its
+    bounds and clipped (torchrl's ``ActionScaling`` and ``ClipTransform``, rllab's
+    ``NormalizedEnv``). Observations are cast to float32 and, with ``observation_loc`` and
+    ``observation_scale``, standardised (``ObservationNorm``'s ``standard_normal``).
+
+    Each batch holds ``observation``, ``action``, ``loc``, ``scale``, ``action_log_prob`` (the
+    policy's own distribution, computed once for the batch) and under ``"next"``:
+    ``observation``, ``reward``, ``done``, ``terminated``, ``truncated``, ``step_count`` and
+    ``episode_reward`` (the extrinsic return so far).
+
+    Args:
+        env_id: a registered gymnasium id with a vector observation and a bounded ``Box`` action.
+        policy: ``ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
+            in_keys=["loc", "scale"], distribution_class=IndependentNormal)``.
+
+    Keyword Args:
+        num_envs: copies stepped together.
+        frames_per_batch: transitions per batch, a multiple of ``num_envs``.
+        total_frames: stop after this many (``-1``: never).
+        reset_at_each_iter: start fresh episodes at every batch (rllab's batches).
+        seed: seeds the envs (copy ``i`` with ``seed + i``); ``set_seed`` reseeds.
+        observation_loc: subtracted from every observation (with ``observation_scale``).
+        observation_scale: divides it.
+        make_kwargs: passed to ``gymnasium.make`` for every copy.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict.nn import TensorDictModule
+        >>> from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor
+        >>> import torchrl_vase
+        >>> head = torchrl_vase.StateIndependentScale(MLP(2, 1, num_cells=[32]), 1)
+        >>> actor = ProbabilisticActor(TensorDictModule(head, ["observation"], ["loc", "scale"]),
+        ...     in_keys=["loc", "scale"], distribution_class=IndependentNormal,
+        ...     return_log_prob=True)
+        >>> collector = VectorEnvCollector("torchrl_vase/SparseMountainCar-v1", actor,
+        ...     num_envs=4, frames_per_batch=400, seed=0)
+        >>> batch = next(iter(collector))
+        >>> batch.shape, batch["next", "episode_reward"].shape
+        (torch.Size([4, 100]), torch.Size([4, 100, 1]))
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        policy,
+        *,
+        num_envs: int,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        reset_at_each_iter: bool = False,
+        seed: int | None = None,
+        observation_loc: Tensor | None = None,
+        observation_scale: Tensor | None = None,
+        make_kwargs: dict | None = None,
+    ) -> None:
+        for name, value in (("num_envs", num_envs), ("frames_per_batch", frames_per_batch)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        if frames_per_batch % num_envs:
+            raise ValueError(
+                f"frames_per_batch ({frames_per_batch}) must be a multiple of num_envs "
+                f"({num_envs}): every env takes the same number of steps."
+            )
+        self.network, self.observation_key, self.log_prob_key = _gaussian_network(policy)
+        self.policy = policy
+        self.env = gymnasium.make_vec(
+            env_id,
+            num_envs=num_envs,
+            vectorization_mode="sync",
+            vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
+            **(make_kwargs or {}),
+        )
+        space = self.env.single_action_space
+        observation_space = self.env.single_observation_space
+        if not isinstance(space, gymnasium.spaces.Box) or len(space.shape) != 1:
+            raise TypeError(f"{env_id} needs a vector Box action space, got {space}.")
+        if not np.isfinite(space.low).all() or not np.isfinite(space.high).all():
+            raise ValueError(f"{env_id}'s action bounds must be finite to scale [-1, 1] to them.")
+        if len(observation_space.shape) != 1:
+            raise TypeError(f"{env_id} needs a vector observation, got {observation_space}.")
+        self.num_envs = num_envs
+        self.steps = frames_per_batch // num_envs
+        self.frames_per_batch = frames_per_batch
+        self.total_frames = total_frames
+        self.reset_at_each_iter = bool(reset_at_each_iter)
+        self.observation_dim = int(observation_space.shape[0])
+        self.action_dim = int(space.shape[0])
+        self._low, self._half_range = space.low, (space.high - space.low) / 2
+        self.observation_loc = observation_loc
+        self.observation_scale = observation_scale
+        self._frames = 0
+        self._seed = seed
+        self._observation = self._reset_all(seed)
+        self._step_count = np.zeros(num_envs, dtype=np.int64)
+        self._episode_reward = np.zeros(num_envs, dtype=np.float32)
+
+    # ----------------------------------------------------------------------------------------
+    # Collector interface
+    # ----------------------------------------------------------------------------------------
+    def set_seed(self, seed: int) -> None:
+        """Reseed (and reset) every env: copy ``i`` with ``seed + i``."""
+        self._observation = self._reset_all(seed)
+
+    def update_policy_weights_(self) -> None:
+        """Nothing to do: the collector holds the policy itself, in this process."""
+
+    @property
+    def observation_space(self) -> gymnasium.spaces.Box:
+        """One copy's observation space (before any standardisation)."""
+        return self.env.single_observation_space
+
+    def fit_observation_normalization(self, num_steps: int) -> None:
+        """Fix ``observation_loc`` and ``observation_scale`` to the mean and std of the
+        observations of ``num_steps`` steps of uniformly random actions in every copy (as
+        ``ObservationNorm.init_stats`` with ``standard_normal=True``), then start fresh episodes.
+        """
+        if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
+            raise ValueError(f"num_steps must be a positive int, got {num_steps!r}.")
+        seen = []
+        self.env.action_space.seed(self._seed)
+        for _ in range(num_steps):
+            observation, _, terminated, truncated, _ = self.env.step(self.env.action_space.sample())
+            seen.append(observation)
+            done = terminated | truncated
+            if done.any():
+                self.env.reset(options={"reset_mask": done})
+        data = torch.as_tensor(np.stack(seen), dtype=torch.float32)
+        data = data.reshape(-1, self.observation_dim)
+        self.observation_loc = data.mean(0)
+        self.observation_scale = data.std(0).clamp_min(1e-6)
+        self._observation = self._reset_all(self._seed)
+
+    def state_dict(self) -> dict:
+        """The observation standardisation (all the collector learns)."""
+        return {
+            "observation_loc": self.observation_loc,
+            "observation_scale": self.observation_scale,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.observation_loc = state["observation_loc"]
+        self.observation_scale = state["observation_scale"]
+
+    def shutdown(self) -> None:
+        self.env.close()
+
+    def __iter__(self) -> Iterator[TensorDict]:
+        while self.total_frames < 0 or self._frames < self.total_frames:
+            yield self.rollout()
+
+    # ----------------------------------------------------------------------------------------
+    # Collection
+    # ----------------------------------------------------------------------------------------
+    def _reset_all(self, seed: int | None) -> np.ndarray:
+        observation, _ = self.env.reset(seed=seed)
+        self._step_count = np.zeros(self.num_envs, dtype=np.int64)
+        self._episode_reward = np.zeros(self.num_envs, dtype=np.float32)
+        return observation
+
+    def _prepare(self, observation: np.ndarray) -> Tensor:
+        tensor = torch.as_tensor(observation, dtype=torch.float32)
+        if self.observation_loc is not None:
+            tensor = (tensor - self.observation_loc) / self.observation_scale
+        return tensor
+
+    @torch.no_grad()
+    def rollout(self) -> TensorDict:
+        """One batch, ``[num_envs, frames_per_batch // num_envs]``."""
+        if self.reset_at_each_iter:
+            self._observation = self._reset_all(None)
+        envs, steps = self.num_envs, self.steps
+        shape = (envs, steps)
+        observations = torch.empty(*shape, self.observation_dim)
+        next_observations = torch.empty(*shape, self.observation_dim)
+        actions = torch.empty(*shape, self.action_dim)
+        rewards = torch.empty(*shape, 1)
+        terminated = torch.empty(*shape, 1, dtype=torch.bool)
+        truncated = torch.empty(*shape, 1, dtype=torch.bool)
+        step_count = torch.empty(*shape, 1, dtype=torch.int64)
+        episode_reward = torch.empty(*shape, 1)
+        noise = torch.randn(steps, envs, self.action_dim)
+        observation = self._prepare(self._observation)
+        for t in range(steps):
+            loc, scale = self.network(observation)
+            action = loc + scale * noise[t]
+            env_action = self._low + (action.clamp(-1.0, 1.0).numpy() + 1.0) * self._half_range
+            next_raw, reward, term, trunc, _ = self.env.step(env_action)
+            next_observation = self._prepare(next_raw)
+            self._step_count += 1
+            self._episode_reward += reward.astype(np.float32)
+            observations[:, t] = observation
+            actions[:, t] = action
+            next_observations[:, t] = next_observation
+            rewards[:, t, 0] = torch.from_numpy(np.asarray(reward, dtype=np.float32))
+            terminated[:, t, 0] = torch.from_numpy(term)
+            truncated[:, t, 0] = torch.from_numpy(trunc)
+            step_count[:, t, 0] = torch.from_numpy(self._step_count)
+            episode_reward[:, t, 0] = torch.from_numpy(self._episode_reward)
+            done = term | trunc
+            if done.any():
+                reset_raw, _ = self.env.reset(options={"reset_mask": done})
+                next_raw = np.where(done[:, None], reset_raw, next_raw)
+                next_observation = self._prepare(next_raw)
+                self._step_count[done] = 0
+                self._episode_reward[done] = 0.0
+            self._observation, observation = next_raw, next_observation
+        batch = TensorDict(
+            {
+                self.observation_key: observations,
+                "action": actions,
+                "next": {
+                    self.observation_key: next_observations,
+                    "reward": rewards,
+                    "done": terminated | truncated,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                    "step_count": step_count,
+                    "episode_reward": episode_reward,
+                },
+            },
+            batch_size=shape,
+        )
+        # the policy's own (loc, scale) and log-probability, for the whole batch in one call
+        distribution = self.policy.get_dist(batch)
+        batch.set(self.log_prob_key, distribution.log_prob(actions))
+        self._frames += self.frames_per_batch
+        return batch
