@@ -1,6 +1,7 @@
 """torchrl-vase: Variational Assorted Surprise Exploration (Xu, McCane & Szymanski) on TorchRL."""
 
 from torchrl_vase import diagnostics, envs  # envs: registers the sparse envs with gymnasium
+from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.exploration import Exploration
 from torchrl_vase.modules import (
     BayesianMLP,
@@ -56,6 +57,7 @@ __all__ = [
     "VASERewardTransform",
     "VIMERewardTransform",
     "VariationalELBOLoss",
+    "VectorEnvCollector",
     "conjugate_gradient",
     "diagnostics",
     "discounted_sum",
