@@ -123,6 +123,9 @@ def main() -> None:
     parser.add_argument("--fps-frames", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed, ...")
+    parser.add_argument("--skip-sb3-learning", action="store_true",
+                        help="learning runs of ours only (choosing our settings)")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-learning", action="store_true")
     parser.add_argument("--ours", nargs="*", default=[], help="extra Hydra overrides for ours")
@@ -158,13 +161,14 @@ def main() -> None:
             print(f"{'env':<22} {'frames':>8} {'ours':>30} {'sb3':>30}")
             for env_id, frames in LEARNING.items():
                 finals = {"ours": [], "sb3": []}
-                for seed in range(args.seeds):
+                for seed in range(args.first_seed, args.first_seed + args.seeds):
                     finals["ours"].append(last_mean(
                         ours(env_id, frames, seed, args.num_envs, store, args.ours)[1], frames))
-                    finals["sb3"].append(last_mean(sb3(env_id, frames, seed, args.num_envs)[1],
-                                                   frames))
+                    if not args.skip_sb3_learning:
+                        finals["sb3"].append(last_mean(
+                            sb3(env_id, frames, seed, args.num_envs)[1], frames))
                 cells = {k: f"{np.mean(v):8.1f} ({', '.join(f'{x:.0f}' for x in v)})"
-                         for k, v in finals.items()}
+                         if v else "–" for k, v in finals.items()}
                 print(f"{env_id:<22} {frames:>8,} {cells['ours']:>30} {cells['sb3']:>30}")
     print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
 
