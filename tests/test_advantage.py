@@ -111,10 +111,11 @@ def test_extrinsic_structure(center):
     expected = _reference_gae(nxt["extrinsic_reward"] + bonus, value, next_value, nxt["done"],
                               nxt["terminated"], GAMMA, LMBDA)
     torch.testing.assert_close(out["advantage"], expected)
-    # the critic learns the Monte-Carlo extrinsic return (rllab's path["returns"])
-    torch.testing.assert_close(
-        out["value_target"], _reference_returns(nxt["extrinsic_reward"], nxt["done"], GAMMA)
-    )
+    # the critic learns the discounted extrinsic return, bootstrapped where a path is only
+    # interrupted (env 1's time limit, the batch's end), as the advantage is
+    mc = _reference_gae(nxt["extrinsic_reward"], value, next_value, nxt["done"],
+                        nxt["terminated"], GAMMA, 1.0)
+    torch.testing.assert_close(out["value_target"], mc + value)
     centred = ETA * (nxt["intrinsic_reward"] - nxt["intrinsic_reward"].mean())
     torch.testing.assert_close(
         out["bonus_advantage"], _reference_returns(centred, nxt["done"], GAMMA * LMBDA)
@@ -153,7 +154,8 @@ def test_combined_structure(value_target):
                               GAMMA, LMBDA)
     torch.testing.assert_close(out["advantage"], expected)
     if value_target == "monte_carlo":
-        target = _reference_returns(reward, nxt["done"], GAMMA)
+        target = value + _reference_gae(reward, value, next_value, nxt["done"], nxt["terminated"],
+                                        GAMMA, 1.0)
     else:
         target = expected + value
     torch.testing.assert_close(out["value_target"], target)
@@ -322,3 +324,35 @@ def test_terminal_path_ends_is_rllab_s_no_bootstrap_at_any_path_end():
     plain = ExplorationGAE("combined", gamma=GAMMA, lmbda=LMBDA, value_network=critic,
                            value_target="td_lambda")(batch.clone())
     assert not torch.allclose(plain["advantage"], expected)
+
+
+def test_monte_carlo_targets_with_terminal_path_ends_are_rllab_s_cut_returns():
+    batch = _batch()
+    # consecutive steps: each state is the previous step's next state
+    batch["observation"][:, 1:] = batch["next", "observation"][:, :-1]
+    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
+    gae = ExplorationGAE("extrinsic", gamma=GAMMA, lmbda=LMBDA, value_network=critic,
+                         terminal_path_ends=True)
+    out = gae(batch.clone())
+    path_end = batch["next", "done"].clone()
+    path_end[:, -1] = True
+    # rllab's path["returns"]: the discounted rewards to every path's end, no bootstrap
+    expected = _reference_returns(batch["next", "extrinsic_reward"], path_end, GAMMA)
+    torch.testing.assert_close(out["value_target"], expected)
+
+
+def test_dual_monte_carlo_targets_bootstrap_the_endless_intrinsic_stream():
+    batch = _batch()
+    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
+    intrinsic_critic = _linear_critic([-0.4, 0.1, 0.2], 1.5, out_key="intrinsic_state_value")
+    gae = ExplorationGAE("dual", gamma=GAMMA, lmbda=LMBDA, value_network=critic,
+                         intrinsic_value_network=intrinsic_critic, intrinsic_gamma=0.95,
+                         value_target="monte_carlo")
+    out = gae(batch.clone())
+    scale = gae.intrinsic_return_stats.var.sqrt()
+    scaled = batch["next", "intrinsic_reward"] / scale.double()
+    ivalue, inext = _values(intrinsic_critic, batch)
+    never = torch.zeros_like(batch["next", "done"])
+    # never cut at episode ends, bootstrapped from V_i at the batch's end
+    expected = ivalue + _reference_gae(scaled, ivalue, inext, never, never, 0.95, 1.0)
+    torch.testing.assert_close(out["intrinsic_value_target"], expected, rtol=1e-6, atol=1e-6)

@@ -261,3 +261,15 @@ def test_the_fast_elbo_steps_are_the_autograd_steps(monkeypatch):
     torch.testing.assert_close(network.rho, twin_network.rho, rtol=1e-4, atol=1e-6)
     for key in ("loss_nll", "loss_kl", "elbo", "kl", "entropy"):
         assert fast[key] == pytest.approx(slow[key], rel=1e-4), key
+
+
+def test_a_feature_constant_in_the_pool_is_centred_not_blown_up():
+    model = DynamicsModel.build(3, 1, standardize=True)
+    obs = torch.randn(100, 3)
+    obs[:, 2] = 0.5  # never changes in the pool
+    model.update_statistics(obs, torch.randn(100, 1), obs + 0.01)
+    assert model.observation_scale[2] == 1.0 and model.observation_loc[2] == 0.5
+    moved = obs[:1].clone()
+    moved[0, 2] = 0.55
+    prepared, _, _ = model.prepare(moved, torch.zeros(1, 1), moved)
+    assert prepared[0, 2].item() == pytest.approx(0.05)

@@ -72,3 +72,13 @@ def test_benchmark_envs_prints_every_env():
                    "SparseDoublePendulum", "SparseHalfCheetah", "SparseAnt"):
         assert re.search(rf"torchrl_vase/{env_id}-v0\s+[\d,]+\s+[\d,]+", out), env_id
     assert "steps to first reach the goal" in out
+
+
+def test_benchmark_sb3_prints_the_ratio_table():
+    import pytest
+
+    pytest.importorskip("sb3_contrib", reason="the optional bench extra is not installed")
+    out = _run("recipes/benchmark_sb3.py", "--skip-learning", "--fps-frames", "10000",
+               "--rounds", "1", "--num-envs", "4")
+    rows = re.findall(r"^(\S+-v\d)\s+[\d,]+\s+[\d,]+\s+\d+\.\d+x", out, flags=re.MULTILINE)
+    assert rows == ["HalfCheetah-v5", "MountainCarContinuous-v0"]

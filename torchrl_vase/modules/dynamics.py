@@ -22,6 +22,8 @@ from torchrl_vase.modules.bayesian_mlp import BayesianMLP
 TARGETS = ("next_observation", "delta")
 # the authors' code adds 1e-8 to the pool's std before dividing
 _STD_EPS = 1e-8
+# below this std a feature counts as constant in the pool and is only centred, not scaled
+_CONSTANT_STD = 1e-6
 
 
 class DynamicsModel(nn.Module):
@@ -36,7 +38,9 @@ class DynamicsModel(nn.Module):
         y = s' − s → (y − μ_Δ) / (σ_Δ + 1e-8)       (target="delta")
 
     The statistics are buffers (saved in ``state_dict``), set by ``update_statistics`` from the
-    transitions it is given, e.g. the whole replay pool once per iteration, as the authors do.
+    transitions it is given, e.g. the whole replay pool once per iteration, as the authors do. A
+    feature constant in that data (std < 1e-6) is centred but not scaled (the authors' code would
+    divide it by 1e-8).
     Before the first call they are the identity (mean 0, std 1): the data is seen raw.
     ``VariationalELBOLoss`` and every surprise transform take this object and call ``prepare``, so
     a bonus is always evaluated on the data as the ELBO saw it.
@@ -233,7 +237,11 @@ class DynamicsModel(nn.Module):
         for name, value in (("observation", obs), ("action", action), ("delta", next_obs - obs)):
             flat = value.reshape(-1, value.shape[-1])
             getattr(self, f"{name}_loc").copy_(flat.mean(0))
-            getattr(self, f"{name}_scale").copy_(flat.std(0, unbiased=False))
+            std = flat.std(0, unbiased=False)
+            # a feature constant in the pool (a contact force never felt yet, an action class never
+            # taken) is left unscaled: dividing by 1e-8, as the authors' code would, turns its
+            # first change into an input of millions
+            getattr(self, f"{name}_scale").copy_(torch.where(std < _CONSTANT_STD, 1.0, std))
         self.statistics_count.fill_(count)
 
     def prepare(

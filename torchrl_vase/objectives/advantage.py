@@ -62,12 +62,12 @@ class ExplorationGAE(ValueEstimatorBase):
     ``("next", "intrinsic_reward")``:
 
     * ``"extrinsic"`` (the VASE authors'): the critic V_e learns the extrinsic return only; the
-      advantage is GAE of ``r_e + η·U`` against it. ``value_target`` is the Monte-Carlo return of
-      r_e (as rllab's ``path["returns"]``: discounted by γ, cut at episode ends and at the end of
-      the batch, no bootstrapping). Since GAE is linear in the reward, the advantage is
-      ``GAE(r_e; V_e) + Σ_k (γλ)^k η·U_{t+k}``. Before the first extrinsic reward every target is
-      0, V_e ≈ 0 (exactly 0 with a ``StandardizedRegressor`` critic) and the advantage is the
-      discounted bonus.
+      advantage is GAE of ``r_e + η·U`` against it. ``value_target`` is the discounted return of
+      r_e (rllab's ``path["returns"]``; see ``value_target`` below for where it is cut). Since
+      GAE is linear in the reward, the advantage is ``GAE(r_e; V_e) + Σ_k (γλ)^k η·U_{t+k}``.
+      Before the first extrinsic reward every target is 0 (with ``terminal_path_ends``; otherwise
+      it fades as γ^k·V at the interruptions), V_e ≈ 0 (exactly 0 with a
+      ``StandardizedRegressor`` critic) and the advantage is the discounted bonus.
     * ``"combined"``: one critic on ``r_e + η·U`` (plain GAE on the reward).
     * ``"dual"`` (RND's, Burda et al. 2018): an extrinsic critic V_e and an intrinsic critic V_i,
       each with its own returns. U is divided by a running std of its discounted return (γ_i),
@@ -97,11 +97,14 @@ class ExplorationGAE(ValueEstimatorBase):
         extrinsic_coef: the weight of the extrinsic advantage (``"dual"``; RND: 2).
         intrinsic_coef: the weight of the intrinsic advantage (``"dual"``; RND: 1).
         episodic_intrinsic: let the intrinsic stream stop at episode ends (``"dual"``).
-        value_target: the critics' regression targets: ``"monte_carlo"`` (discounted returns, no
-            bootstrapping) or ``"td_lambda"`` (GAE's ``advantage + V``, bootstrapped from the
-            critic). Default: ``"monte_carlo"`` for ``"extrinsic"`` (the authors'; a bootstrapped
-            target would keep the critic's own error alive where every reward is 0),
-            ``"td_lambda"`` for the others (torchrl's GAE, RND's).
+        value_target: the critics' regression targets: ``"monte_carlo"``, the discounted return
+            (GAE's target with λ = 1: the rewards to the end of the path, plus γ^k·V of the next
+            state where the path is interrupted by a time limit or the batch's end, cut without
+            bootstrap where it terminates, and everywhere with ``terminal_path_ends``: rllab's
+            ``path["returns"]``), or ``"td_lambda"`` (GAE's ``advantage + V``). Default:
+            ``"monte_carlo"`` for ``"extrinsic"`` (the authors'; a λ < 1 target would keep the
+            critic's own error alive where every reward is 0), ``"td_lambda"`` for the others
+            (torchrl's GAE, RND's).
         center_bonus: subtract the batch mean of the bonus term ``r − r_e`` before it enters the
             advantage (``"extrinsic"``, ``"combined"``). Any constant in U (VASE's ``−δ·H(q)``,
             which is the same for every transition of a batch, and the Gaussian normaliser) would
@@ -257,12 +260,23 @@ class ExplorationGAE(ValueEstimatorBase):
         return [*keys, self.tensor_keys.bonus_advantage]
 
     def _next(self, tensordict: TensorDictBase, key: NestedKey, what: str) -> Tensor:
-        value = tensordict.get(("next", key), None)
-        if value is None:
+        next_td = tensordict.get("next", None)
+        if next_td is None:
             raise KeyError(
-                f"the {self.structure!r} advantage needs {what} at ('next', {key!r}); a bonus "
-                "transform (SurpriseRewardTransform, RNDRewardTransform) writes it. Keys present "
-                f"under 'next': {list(tensordict.get('next').keys(True, True))}."
+                "ExplorationGAE needs transitions with a 'next' entry (as collectors write them); "
+                f"got keys {list(tensordict.keys())}."
+            )
+        value = next_td.get(key, None)
+        if value is None:
+            keys = self.tensor_keys
+            hint = (
+                " A bonus transform (SurpriseRewardTransform, RNDRewardTransform) writes it."
+                if key in (keys.extrinsic_reward, keys.intrinsic_reward)
+                else ""
+            )
+            raise KeyError(
+                f"the {self.structure!r} advantage needs {what} at ('next', {key!r}).{hint} Keys "
+                f"present under 'next': {list(next_td.keys(True, True))}."
             )
         return value
 
@@ -316,38 +330,64 @@ class ExplorationGAE(ValueEstimatorBase):
                 next_td.set(_COMBINED_REWARD, extrinsic + bonus_term)
                 try:
                     self.critic_gae(tensordict, **critic_kwargs)
-                    if self.value_target == "monte_carlo":
-                        self._monte_carlo_targets(tensordict, done, time_dim)
+                    self._return_target(tensordict, _COMBINED_REWARD, done, time_dim)
                 finally:
                     next_td.del_(_COMBINED_REWARD)
             else:
                 self.critic_gae(tensordict, **critic_kwargs)
+                self._return_target(tensordict, keys.extrinsic_reward, done, time_dim)
                 advantage = tensordict.pop(_EXTRINSIC_ADVANTAGE)
                 bonus = discounted_sum(bonus_term, done, self.gamma * self.lmbda, time_dim=time_dim)
                 tensordict.set(keys.advantage, advantage + bonus)
-        if self.value_target == "monte_carlo" and self.structure != "combined":
-            self._monte_carlo_targets(tensordict, done, time_dim)
+        stream_done = done
+        if self.structure == "dual" and not self.episodic_intrinsic:
+            stream_done = torch.zeros_like(done)  # the bonus's own advantage runs on too
         centred = bonus_term - bonus_term.mean()
         tensordict.set(
             keys.bonus_advantage,
-            discounted_sum(centred, done, self.gamma * self.lmbda, time_dim=time_dim),
+            discounted_sum(centred, stream_done, self.gamma * self.lmbda, time_dim=time_dim),
         )
         return tensordict
 
-    def _monte_carlo_targets(self, tensordict: TensorDictBase, done: Tensor, time_dim: int) -> None:
+    def _return_target(
+        self,
+        tensordict: TensorDictBase,
+        reward_key: NestedKey,
+        done: Tensor,
+        time_dim: int,
+        *,
+        intrinsic: bool = False,
+    ) -> None:
+        """With ``value_target="monte_carlo"``, replace GAE's target by the discounted return:
+        cut where a path ends for good (a termination, or every path end with
+        ``terminal_path_ends``), bootstrapped from the critic's value of the next state where a
+        path is only interrupted (a time limit, the batch's end), as GAE's advantage is."""
+        if self.value_target != "monte_carlo":
+            return
         keys = self.tensor_keys
-        critic_reward = _COMBINED_REWARD if self.structure == "combined" else keys.extrinsic_reward
-        returns = discounted_sum(
-            tensordict.get(("next", critic_reward)), done, self.gamma, time_dim=time_dim
-        )
-        tensordict.set(keys.value_target, returns)
-        if self.structure == "dual":
-            stream_done = done if self.episodic_intrinsic else torch.zeros_like(done)
-            scaled = tensordict.get(("next", keys.intrinsic_reward)) / self._intrinsic_scale()
-            tensordict.set(
-                keys.intrinsic_value_target,
-                discounted_sum(scaled, stream_done, self.intrinsic_gamma, time_dim=time_dim),
+        if intrinsic:
+            value_key, target_key, gamma = (
+                keys.intrinsic_value, keys.intrinsic_value_target, self.intrinsic_gamma
             )
+            if not self.episodic_intrinsic:
+                done = torch.zeros_like(done)
+        else:
+            value_key, target_key, gamma = keys.value, keys.value_target, self.gamma
+        if self.terminal_path_ends or (intrinsic and not self.episodic_intrinsic):
+            terminated = done
+        else:
+            terminated = tensordict.get(("next", keys.terminated), done)
+        _, target = vec_generalized_advantage_estimate(
+            gamma,
+            1.0,
+            tensordict.get(value_key),
+            tensordict.get(("next", value_key)),
+            tensordict.get(("next", reward_key)),
+            done=done,
+            terminated=terminated,
+            time_dim=time_dim,
+        )
+        tensordict.set(target_key, target)
 
     def _intrinsic_scale(self) -> Tensor:
         return self.intrinsic_return_stats.var.clamp_min(1e-8).sqrt()
@@ -381,7 +421,9 @@ class ExplorationGAE(ValueEstimatorBase):
             next_td.set(_NEVER, torch.zeros_like(done))
         try:
             self.critic_gae(tensordict, **critic_kwargs)
+            self._return_target(tensordict, keys.extrinsic_reward, done, time_dim)
             self.intrinsic_gae(tensordict, time_dim=time_dim)
+            self._return_target(tensordict, _SCALED_INTRINSIC, done, time_dim, intrinsic=True)
         finally:
             next_td.del_(_SCALED_INTRINSIC)
             if not self.episodic_intrinsic:

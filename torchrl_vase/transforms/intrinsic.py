@@ -57,7 +57,8 @@ class RecentMedianNormalizer(nn.Module):
         filled = min(int(self.count), self.medians.numel())
         if filled == 0:
             return values
-        scale = self.medians[:filled].mean().clamp_min(1e-8)
+        # VIME's bonus is non-negative; for one that is not, divide by the medians' magnitude
+        scale = self.medians[:filled].mean().abs().clamp_min(1e-8)
         return values / scale.to(values.dtype)
 
 
