@@ -218,11 +218,16 @@ def test_bad_structures_raise_at_construction():
                        value_target="bootstrap")
     with pytest.raises(ValueError, match="gamma"):
         ExplorationGAE("extrinsic", gamma=1.5, lmbda=0.9, value_network=critic)
-    gae = ExplorationGAE("extrinsic", gamma=0.9, lmbda=0.9, value_network=critic)
-    batch = _batch()
-    del batch["next", "extrinsic_reward"]
-    with pytest.raises(KeyError, match="bonus transform"):
-        gae(batch)
+    dual_critic = _linear_critic([0.0, 0.0, 0.0], 0.0, out_key="intrinsic_state_value")
+    for gae in (
+        ExplorationGAE("extrinsic", gamma=0.9, lmbda=0.9, value_network=critic),
+        ExplorationGAE("dual", gamma=0.9, lmbda=0.9, value_network=critic,
+                       intrinsic_value_network=dual_critic),
+    ):
+        batch = _batch()
+        del batch["next", "extrinsic_reward"]
+        with pytest.raises(KeyError, match=r"extrinsic reward.*bonus transform"):
+            gae(batch)
 
 
 def _actor(tanh: bool = False):
@@ -356,3 +361,24 @@ def test_dual_monte_carlo_targets_bootstrap_the_endless_intrinsic_stream():
     # never cut at episode ends, bootstrapped from V_i at the batch's end
     expected = ivalue + _reference_gae(scaled, ivalue, inext, never, never, 0.95, 1.0)
     torch.testing.assert_close(out["intrinsic_value_target"], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_dual_with_terminal_path_ends_stops_the_intrinsic_stream_at_the_batch_end():
+    batch = _batch()
+    batch["observation"][:, 1:] = batch["next", "observation"][:, :-1]
+    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
+    intrinsic_critic = _linear_critic([-0.4, 0.1, 0.2], 1.5, out_key="intrinsic_state_value")
+    gae = ExplorationGAE("dual", gamma=GAMMA, lmbda=LMBDA, value_network=critic,
+                         intrinsic_value_network=intrinsic_critic, intrinsic_gamma=0.95,
+                         value_target="monte_carlo", terminal_path_ends=True)
+    out = gae(batch.clone())
+    # the next batch starts fresh paths: the return runs over episode ends, not past the batch
+    batch_end = torch.zeros_like(batch["next", "done"])
+    batch_end[:, -1] = True
+    expected_returns = _reference_returns(batch["next", "intrinsic_reward"], batch_end, 0.95)
+    torch.testing.assert_close(gae.intrinsic_return_stats.var.double(),
+                               expected_returns.var(unbiased=False).reshape(()), rtol=1e-4, atol=0)
+    scale = gae.intrinsic_return_stats.var.sqrt().double()
+    last = out["intrinsic_value_target"][:, -1]
+    torch.testing.assert_close(last, batch["next", "intrinsic_reward"][:, -1] / scale,
+                               rtol=1e-6, atol=1e-6)

@@ -241,9 +241,11 @@ def test_every_advantage_structure_runs(store, advantage):
     assert run.info.run_name == f"vase-{advantage}-seed3"
     assert run.data.params["advantage.structure"] == advantage
     if advantage == "dual":
-        history = MlflowClient(tracking_uri=store[0]).get_metric_history(
-            result["run_id"], "intrinsic_explained_variance")
-        assert [m.step for m in history] == [128]  # no intrinsic reward in the first batch
+        client = MlflowClient(tracking_uri=store[0])
+        history = client.get_metric_history(result["run_id"], "intrinsic_explained_variance")
+        assert [m.step for m in history] == [64, 128]  # the intrinsic critic is fitted each batch
+        bonus = client.get_metric_history(result["run_id"], "intrinsic_reward_std")
+        assert [m.value > 0 for m in bonus] == [False, True]  # no bonus before the first update
 
 
 def test_authors_preset_sets_their_settings():

@@ -341,7 +341,7 @@ class ExplorationGAE(ValueEstimatorBase):
                 tensordict.set(keys.advantage, advantage + bonus)
         stream_done = done
         if self.structure == "dual" and not self.episodic_intrinsic:
-            stream_done = torch.zeros_like(done)  # the bonus's own advantage runs on too
+            stream_done = self._endless(done, time_dim)  # the bonus's own advantage runs on too
         centred = bonus_term - bonus_term.mean()
         tensordict.set(
             keys.bonus_advantage,
@@ -370,7 +370,7 @@ class ExplorationGAE(ValueEstimatorBase):
                 keys.intrinsic_value, keys.intrinsic_value_target, self.intrinsic_gamma
             )
             if not self.episodic_intrinsic:
-                done = torch.zeros_like(done)
+                done = self._endless(done, time_dim)
         else:
             value_key, target_key, gamma = keys.value, keys.value_target, self.gamma
         if self.terminal_path_ends or (intrinsic and not self.episodic_intrinsic):
@@ -388,6 +388,14 @@ class ExplorationGAE(ValueEstimatorBase):
             time_dim=time_dim,
         )
         tensordict.set(target_key, target)
+
+    def _endless(self, done: Tensor, time_dim: int) -> Tensor:
+        """The ends of the non-episodic intrinsic stream: none, or the batch's end when every path
+        ends there (``terminal_path_ends``: the next batch starts fresh paths)."""
+        ends = torch.zeros_like(done)
+        if self.terminal_path_ends:
+            ends.select(time_dim, -1).fill_(True)
+        return ends
 
     def _intrinsic_scale(self) -> Tensor:
         return self.intrinsic_return_stats.var.clamp_min(1e-8).sqrt()
@@ -407,9 +415,10 @@ class ExplorationGAE(ValueEstimatorBase):
     def _dual(self, tensordict: TensorDictBase, done: Tensor, critic_kwargs: dict) -> Tensor:
         keys = self.tensor_keys
         time_dim = critic_kwargs["time_dim"]
+        self._next(tensordict, keys.extrinsic_reward, "the extrinsic reward")
         intrinsic = self._next(tensordict, keys.intrinsic_reward, "the intrinsic reward")
         if self.training:
-            stream_done = done if self.episodic_intrinsic else torch.zeros_like(done)
+            stream_done = done if self.episodic_intrinsic else self._endless(done, time_dim)
             returns = discounted_sum(
                 intrinsic, stream_done, self.intrinsic_gamma, time_dim=time_dim
             )
@@ -418,7 +427,7 @@ class ExplorationGAE(ValueEstimatorBase):
         next_td = tensordict.get("next")
         next_td.set(_SCALED_INTRINSIC, scaled)
         if not self.episodic_intrinsic:
-            next_td.set(_NEVER, torch.zeros_like(done))
+            next_td.set(_NEVER, self._endless(done, time_dim))
         try:
             self.critic_gae(tensordict, **critic_kwargs)
             self._return_target(tensordict, keys.extrinsic_reward, done, time_dim)
