@@ -2,8 +2,9 @@
 # Issue 12's study: which advantage structure lets the bonus steer the policy.
 #   bash recipes/studies/advantage_structures.sh select        # choose the default (seeds 100-104)
 #   bash recipes/studies/advantage_structures.sh study STRUCT  # report (seeds 0-9), STRUCT = chosen
+#   bash recipes/studies/advantage_structures.sh bar           # the bar's figures at the defaults
 # Runs go to $STORE (default: sqlite:///studies/advantage_structures.db, outside git), two jobs at
-# a time, one thread each. Results: python recipes/study_report.py --tracking-uri $STORE ...
+# a time, one thread each. Results: python recipes/compare.py --tracking-uri $STORE --experiment E --out docs/results/...
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STORE=${STORE:-sqlite:///$PWD/studies/advantage_structures.db}
@@ -45,5 +46,12 @@ case "${1:-}" in
       run env=mountain_car $args seed=$SEEDS mlflow.experiment=mountain_car
     done
     ;;
-  *) echo "usage: $0 select | study STRUCTURE" >&2; exit 2 ;;
+  bar)
+    # issue 12's bar at the current defaults: the diagnostics of `trpo_vase.py surprise=vase
+    # iterations=8` (seeds 0-9) on the point robot, beside plain TRPO, and on MountainCar
+    SEEDS=0,1,2,3,4,5,6,7,8,9
+    run env=point_robot surprise=none,vase seed=$SEEDS iterations=8 mlflow.experiment=bar_point_robot
+    run env=mountain_car surprise=vase seed=$SEEDS iterations=8 mlflow.experiment=bar_mountain_car
+    ;;
+  *) echo "usage: $0 select | study STRUCTURE | bar" >&2; exit 2 ;;
 esac
