@@ -4,7 +4,8 @@
 #   bash recipes/studies/advantage_structures.sh study STRUCT  # report (seeds 0-9), STRUCT = chosen
 #   bash recipes/studies/advantage_structures.sh bar           # the bar's figures at the defaults
 # Runs go to $STORE (default: sqlite:///studies/advantage_structures.db, outside git), two jobs at
-# a time, one thread each. Results: python recipes/compare.py --tracking-uri $STORE --experiment E --out docs/results/...
+# a time, one thread each. Reports:
+#   python recipes/compare.py --tracking-uri $STORE --experiment E --out docs/results/advantage_structures/E
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STORE=${STORE:-sqlite:///$PWD/studies/advantage_structures.db}
