@@ -16,8 +16,8 @@ For one experiment (one env), reads every finished or running run written by
 * ``table.md``: per measure, the final median return and its IQR across seeds, the success rate,
   the median step of the first extrinsic reward, frames/s, seconds per iteration (the median
   iteration) and the seeds; then the exploration diagnostics (coverage, and "is the bonus
-  steering the policy?": the advantage/bonus correlation and share, the bonus/novelty Spearman ρ,
-  over the iterations before each seed's first reward).
+  steering the policy?": the advantage/bonus correlation, how many iterations it was ≥ 0.8, its
+  share, the bonus/novelty Spearman ρ, over the iterations before each seed's first reward).
 
 Runs are grouped by measure and, within a measure, by every ``surprise.*`` and ``advantage.*``
 setting that differs between its runs.
@@ -41,6 +41,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from mlflow.tracking import MlflowClient
 
+STEERING_CORR = 0.8  # issue 12's bar for the advantage/bonus correlation
 MEASURE_ORDER = ["none", "vase", "nll", "vime", "rnd"]
 METRICS = ("return_mean", "success_rate", "fps", "wall_time", "first_reward_step", "coverage",
            "advantage_bonus_corr", "advantage_bonus_share", "novelty_spearman")
@@ -229,8 +230,9 @@ def diagnostics_table(groups: dict[str, list[Run]]) -> str:
         return ""
     lines = [
         "| measure | final coverage (median) | advantage/bonus corr. (median; lowest) "
+        f"| iterations with corr. ≥ {STEERING_CORR} "
         "| bonus share of advantage variance | bonus/novelty Spearman ρ (median; lowest) | seeds |",
-        "|---|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
 
     def median_over_seeds(members: list[Run], name: str) -> tuple[float, float]:
@@ -249,14 +251,16 @@ def diagnostics_table(groups: dict[str, list[Run]]) -> str:
         corr, lowest = median_over_seeds(members, "advantage_bonus_corr")
         share, _ = median_over_seeds(members, "advantage_bonus_share")
         novelty, novelty_lowest = median_over_seeds(members, "novelty_spearman")
+        pooled = np.concatenate([r.before_first_reward("advantage_bonus_corr") for r in members])
+        steering = f"{int((pooled >= STEERING_CORR).sum())}/{pooled.size}" if pooled.size else "–"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             final_coverage = float(np.nanmedian(coverage))
         corr_cell = "–" if math.isnan(corr) else f"{corr:.2f}; {lowest:.2f}"
         novelty_cell = "–" if math.isnan(novelty) else f"{novelty:.2f}; {novelty_lowest:.2f}"
         lines.append(
-            f"| {measure} | {cell(final_coverage, '.3f')} | {corr_cell} | {cell(share)} | "
-            f"{novelty_cell} | {len(members)} |"
+            f"| {measure} | {cell(final_coverage, '.3f')} | {corr_cell} | {steering} | "
+            f"{cell(share)} | {novelty_cell} | {len(members)} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -186,8 +186,9 @@ def test_diagnostics_table_and_coverage_figure(tmp_path):
     medians = [np.median(v) for v in before.values()]
     lowest = min(min(v) for v in before.values())
     assert row[2] == f"{np.median(medians):.2f}; {lowest:.2f}"
+    assert row[3] == "4/7"  # 1.0, 0.9 | 0.8 | 0.95 of the seven iterations before a reward
     nov = {0: novelty[0][:2], 1: novelty[1], 2: novelty[2][:1]}
-    assert row[4] == f"{np.median([np.median(v) for v in nov.values()]):.2f}; 0.40"
+    assert row[5] == f"{np.median([np.median(v) for v in nov.values()]):.2f}; 0.40"
     assert row[1] == f"{np.median([0.04, 0.08, 0.12]):.3f}"  # final coverage per seed
     image = plt.imread(written["coverage"])
     assert image.shape[0] > 100 and image.std() > 0.01

@@ -53,6 +53,9 @@ case "${1:-}" in
     SEEDS=0,1,2,3,4,5,6,7,8,9
     run env=point_robot surprise=none,vase seed=$SEEDS iterations=8 mlflow.experiment=bar_point_robot
     run env=mountain_car surprise=vase seed=$SEEDS iterations=8 mlflow.experiment=bar_mountain_car
+    # the authors' structure beside the default, for the correlation part of the bar
+    run env=point_robot surprise=vase advantage=extrinsic seed=$SEEDS iterations=8 \
+        mlflow.experiment=bar_point_robot
     ;;
   *) echo "usage: $0 select | study STRUCTURE | bar" >&2; exit 2 ;;
 esac
