@@ -136,6 +136,11 @@ def validate(cfg: DictConfig) -> None:
                 f"env.bnn.activation must be one of {sorted(ACTIVATIONS)}, got "
                 f"{env.bnn.activation!r}."
             )
+    if cfg.trpo.critic_activation not in ACTIVATIONS:
+        raise ValueError(
+            f"trpo.critic_activation must be one of {sorted(ACTIVATIONS)}, got "
+            f"{cfg.trpo.critic_activation!r}."
+        )
     if cfg.checkpoint.every < 0:
         raise ValueError(f"checkpoint.every must be >= 0, got {cfg.checkpoint.every}.")
 
@@ -205,7 +210,7 @@ def make_critic(cfg: DictConfig, obs_dim: int, out_key: str = "state_value") -> 
     standardised per fit, as rllab's baselines do."""
     cells = list(cfg.env.critic_cells)
     net = (
-        MLP(obs_dim, 1, num_cells=cells, activation_class=nn.ReLU)
+        MLP(obs_dim, 1, num_cells=cells, activation_class=ACTIVATIONS[cfg.trpo.critic_activation])
         if cells
         else nn.Linear(obs_dim, 1)
     )

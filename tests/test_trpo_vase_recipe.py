@@ -209,6 +209,16 @@ def test_bad_inputs_fail_before_training(store):
         _config(store, "advantage=intrinsic")
     with pytest.raises(ValueError, match="advantage=dual needs an intrinsic reward"):
         recipe.train(_config(store, "advantage=dual", "surprise=none"))
+    with pytest.raises(ValueError, match=r"critic_activation must be one of \['relu', 'tanh'\]"):
+        recipe.train(_config(store, "trpo.critic_activation=sigmoid"))
+
+
+@pytest.mark.parametrize("activation, layer", [("relu", torch.nn.ReLU), ("tanh", torch.nn.Tanh)])
+def test_the_critic_uses_the_configured_activation(store, activation, layer):
+    cfg = _config(store, f"trpo.critic_activation={activation}", "trpo.critic_standardize=false")
+    critic = recipe.make_critic(cfg, obs_dim=3)
+    kinds = {type(m) for m in critic.modules()}
+    assert layer in kinds and ({torch.nn.ReLU, torch.nn.Tanh} - {layer}).isdisjoint(kinds)
 
 
 def test_flatten_is_one_param_per_leaf():
