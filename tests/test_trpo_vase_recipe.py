@@ -70,7 +70,7 @@ def test_every_env_and_surprise_runs_two_iterations(store, env, surprise):
     run = MlflowClient(tracking_uri=store[0]).get_run(result["run_id"])
     assert run.info.status == "FINISHED"
     assert run.data.tags["env"] == env and run.data.tags["surprise"] == surprise
-    expected_name = "none-seed7" if surprise == "none" else f"{surprise}-combined-seed7"
+    expected_name = "none-seed7" if surprise == "none" else f"{surprise}-extrinsic-seed7"
     assert run.info.run_name == expected_name
     experiment = MlflowClient(tracking_uri=store[0]).get_experiment(run.info.experiment_id)
     assert experiment.name == env
@@ -133,7 +133,7 @@ def test_kill_and_resume_continues_the_same_run_without_duplicate_steps(store, m
     assert [m.step for m in iterations] == [64, 128, 192, 256, 320]
     assert [m.value for m in iterations] == [0, 1, 2, 3, 4]
     state = torch.load(
-        Path(store[1]) / "checkpoints" / "mountain_car" / "vase-combined-seed21" / "last.pt",
+        Path(store[1]) / "checkpoints" / "mountain_car" / "vase-extrinsic-seed21" / "last.pt",
         weights_only=False,
     )
     assert state["iteration"] == 4 and state["frames"] == 320
@@ -244,7 +244,7 @@ def test_multirun_grid_with_the_joblib_launcher(tmp_path):
     mlflow.set_tracking_uri(None)
 
 
-@pytest.mark.parametrize("advantage", ["extrinsic", "dual"])
+@pytest.mark.parametrize("advantage", ["combined", "dual"])
 def test_every_advantage_structure_runs(store, advantage):
     result = recipe.train(_config(store, "env=point_robot", f"advantage={advantage}", "seed=3"))
     run = MlflowClient(tracking_uri=store[0]).get_run(result["run_id"])

@@ -55,8 +55,8 @@ case "${1:-}" in
     SEEDS=0,1,2,3,4,5,6,7,8,9
     run env=point_robot surprise=none,vase seed=$SEEDS iterations=8 mlflow.experiment=bar_point_robot$T
     run env=mountain_car surprise=vase seed=$SEEDS iterations=8 mlflow.experiment=bar_mountain_car$T
-    # the authors' structure beside the default, for the correlation part of the bar
-    run env=point_robot surprise=vase advantage=extrinsic seed=$SEEDS iterations=8 \
+    # the other structures beside the default (extrinsic since the rerun of the selection)
+    run env=point_robot surprise=vase advantage=combined,dual seed=$SEEDS iterations=8 \
         mlflow.experiment=bar_point_robot$T
     ;;
   *) echo "usage: $0 select | study STRUCTURE | bar" >&2; exit 2 ;;
