@@ -11,6 +11,13 @@ alternate between the two libraries (ours, sb3, ours, sb3, …) so that a change
 * learning: the mean return of the episodes that end in the last 20,000 frames, on HalfCheetah-v5
   (200,000 frames) and InvertedPendulum-v5 (100,000), ``--seeds`` seeds each.
 
+The trust region: sb3-contrib's TRPO bounds the KL *averaged over the action's dimensions* (its
+``kl_divergence`` of per-dimension Normals, then ``.mean()``), ours (rllab's, the paper's) the KL of
+the whole action distribution, summed over dimensions. With ``d`` action dimensions, sb3's
+``target_kl=0.01, cg_damping=0.1`` is exactly our ``max_kl=0.01·d, cg_damping=0.1·d`` (same search
+direction, step and acceptance); ``--trust-region sb3`` (the default) runs ours so, ``textbook``
+with ``max_kl=0.01, cg_damping=0.1`` as written.
+
 Needs the ``bench`` extra: ``pip install -c constraints.txt -e ".[bench]"``.
 
     python recipes/benchmark_sb3.py                 # everything (about 15 minutes on 2 cores)
@@ -30,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import gymnasium
 import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
@@ -50,6 +58,12 @@ def _recipe():
     return module
 
 
+def trust_region(env_id: str, kind: str) -> list[str]:
+    """Our ``max_kl`` and CG damping for sb3's ``target_kl=0.01, cg_damping=0.1`` (see the doc)."""
+    dims = 1 if kind == "textbook" else int(np.prod(gymnasium.make(env_id).action_space.shape))
+    return [f"env.max_kl={0.01 * dims:g}", f"trpo.cg_damping={0.1 * dims:g}"]
+
+
 def ours(env_id: str, frames: int, seed: int, num_envs: int, store: Path, extra: list[str]):
     """Plain TRPO from the recipe; returns (frames/s, [(end frame, episode return), ...])."""
     iterations = frames // FRAMES_PER_UPDATE
@@ -57,7 +71,7 @@ def ours(env_id: str, frames: int, seed: int, num_envs: int, store: Path, extra:
         "env=half_cheetah", f"env.id={env_id}", "env.name=sb3_comparison", "surprise=none",
         f"seed={seed}", f"iterations={iterations}", f"num_envs={num_envs}",
         f"env.frames_per_batch={FRAMES_PER_UPDATE}", "env.policy_cells=[64,32]",
-        "env.critic_cells=[32]", "trpo.critic_activation=tanh", "env.max_kl=0.01",
+        "env.critic_cells=[32]", "trpo.critic_activation=tanh",
         "env.normalize_observations=false",
         "trpo.gamma=0.99", "trpo.gae_lambda=0.95", "trpo.critic_epochs=5",
         "trpo.critic_minibatch=500", "trpo.critic_lr=1e-3", "threads=1", "progress_bar=false",
@@ -130,6 +144,8 @@ def main() -> None:
                         help="learning runs of ours only (choosing our settings)")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-learning", action="store_true")
+    parser.add_argument("--trust-region", choices=("sb3", "textbook"), default="sb3",
+                        help="sb3: our KL bound and damping scaled to sb3's per-dimension KL")
     parser.add_argument("--ours", nargs="*", default=[], help="extra Hydra overrides for ours")
     args = parser.parse_args()
     try:
@@ -139,7 +155,7 @@ def main() -> None:
     torch.set_num_threads(1)
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     print(f"load average at start: {os.getloadavg()[0]:.2f}; {args.num_envs} envs; "
-          f"ours with {args.ours or 'the recipe defaults'}")
+          f"trust region {args.trust_region}; ours with {args.ours or 'the recipe defaults'}")
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp)
         if not args.skip_speed:
@@ -150,7 +166,8 @@ def main() -> None:
                 rates = {"ours": [], "sb3": []}
                 for round_ in range(args.rounds):
                     rates["ours"].append(
-                        ours(env_id, args.fps_frames, round_, args.num_envs, store, args.ours)[0]
+                        ours(env_id, args.fps_frames, round_, args.num_envs, store,
+                             trust_region(env_id, args.trust_region) + args.ours)[0]
                     )
                     rates["sb3"].append(sb3(env_id, args.fps_frames, round_, args.num_envs)[0])
                 mine, theirs = (statistics.median(rates[k]) for k in ("ours", "sb3"))
@@ -165,7 +182,8 @@ def main() -> None:
                 finals = {"ours": [], "sb3": []}
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
                     finals["ours"].append(last_mean(
-                        ours(env_id, frames, seed, args.num_envs, store, args.ours)[1], frames))
+                        ours(env_id, frames, seed, args.num_envs, store,
+                             trust_region(env_id, args.trust_region) + args.ours)[1], frames))
                     if not args.skip_sb3_learning:
                         finals["sb3"].append(last_mean(
                             sb3(env_id, frames, seed, args.num_envs)[1], frames))

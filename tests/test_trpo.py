@@ -263,3 +263,48 @@ def test_the_lean_critic_fit_takes_the_same_steps_as_loss_critic(monkeypatch):
     (lean_params, lean_loss), (plain_params, plain_loss) = fit(True), fit(False)
     torch.testing.assert_close(lean_params, plain_params, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(lean_loss, plain_loss)
+
+
+def test_a_per_dimension_kl_bound_is_ours_scaled_by_the_action_dimension():
+    """sb3-contrib's TRPO bounds the KL averaged over the action's dimensions: its (δ, λ) must equal
+    our (d·δ, d·λ). Reference: the step solved exactly with the explicit Hessian of that KL."""
+    torch.manual_seed(0)
+    actor = _gaussian_actor(cells=())  # linear mean: 8 weights and biases, 2 log-stds
+    delta, damping = 0.01, 0.1
+    loss = TRPOLoss(actor, _critic(), max_kl=ACT * delta, cg_damping=ACT * damping, cg_iters=10)
+    td = _batch(actor)
+    params = loss._policy_parameters()
+    names = [name for name, p in actor.named_parameters() if p.requires_grad]
+    start = parameters_to_vector(params).detach().clone()
+    advantage = loss._advantage(td.clone(False))
+    old = actor.get_dist(td.clone(False))
+    old_loc, old_scale = old.base_dist.loc.detach(), old.base_dist.scale.detach()
+    old_log_prob = old.log_prob(td["action"]).detach()
+
+    def at(vector):
+        pieces = vector.split([p.numel() for p in params])
+        replaced = {n: v.view(p.shape) for n, v, p in zip(names, pieces, params, strict=True)}
+        with torch.nn.utils.stateless._reparametrize_module(actor, replaced):
+            dist = actor.get_dist(td.clone(False))
+        return dist.base_dist.loc, dist.base_dist.scale, dist.log_prob(td["action"])
+
+    def kl_per_dimension(vector):  # torch's KL of per-dimension Normals, then .mean(), as sb3
+        loc, scale, _ = at(vector)
+        return torch.distributions.kl_divergence(
+            torch.distributions.Normal(loc, scale), torch.distributions.Normal(old_loc, old_scale)
+        ).mean()
+
+    def surrogate(vector):
+        return ((at(vector)[2] - old_log_prob).exp() * advantage).mean()
+
+    hessian = torch.autograd.functional.hessian(kl_per_dimension, start) + damping * torch.eye(10)
+    gradient = torch.autograd.grad(surrogate(start.requires_grad_()), start)[0]
+    start = start.detach()
+    direction = torch.linalg.solve(hessian, gradient)
+    step = direction * torch.sqrt(2 * delta / (direction @ hessian @ direction))
+    assert kl_per_dimension(start + step) < delta and surrogate(start + step) > surrogate(start)
+
+    info = loss.natural_gradient_step(td)
+    assert bool(info["step_accepted"]) and int(info["backtracks"]) == 0
+    torch.testing.assert_close(parameters_to_vector(params).detach() - start, step,
+                               rtol=1e-3, atol=1e-6)

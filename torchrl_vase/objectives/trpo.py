@@ -84,6 +84,9 @@ class TRPOLoss(PPOLoss):
 
     Keyword Args:
         max_kl: δ, the trust-region radius on the mean KL (paper: 0.01 classic, 0.05 locomotion).
+            The KL is that of the whole action distribution (summed over a Gaussian's
+            dimensions, as rllab's); sb3-contrib's TRPO averages it over the dimensions, so its
+            ``target_kl=δ, cg_damping=λ`` equals ``max_kl=d·δ, cg_damping=d·λ`` here.
         cg_iters: conjugate-gradient iterations.
         cg_damping: λ in ``(F + λ I) x = g``.
         line_search_backtracks: step sizes tried: ``1, s, s², …`` (this many).
