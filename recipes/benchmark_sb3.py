@@ -28,6 +28,7 @@ Needs the ``bench`` extra: ``pip install -c constraints.txt -e ".[bench]"``.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import logging
 import os
@@ -58,10 +59,14 @@ def _recipe():
     return module
 
 
-def trust_region(env_id: str, kind: str) -> list[str]:
+@functools.cache
+def trust_region(env_id: str, kind: str) -> tuple[str, ...]:
     """Our ``max_kl`` and CG damping for sb3's ``target_kl=0.01, cg_damping=0.1`` (see the doc)."""
-    dims = 1 if kind == "textbook" else int(np.prod(gymnasium.make(env_id).action_space.shape))
-    return [f"env.max_kl={0.01 * dims:g}", f"trpo.cg_damping={0.1 * dims:g}"]
+    dims = 1
+    if kind == "sb3":
+        with gymnasium.make(env_id) as env:
+            dims = int(np.prod(env.action_space.shape))
+    return (f"env.max_kl={0.01 * dims:g}", f"trpo.cg_damping={0.1 * dims:g}")
 
 
 def ours(env_id: str, frames: int, seed: int, num_envs: int, store: Path, extra: list[str]):
@@ -167,7 +172,7 @@ def main() -> None:
                 for round_ in range(args.rounds):
                     rates["ours"].append(
                         ours(env_id, args.fps_frames, round_, args.num_envs, store,
-                             trust_region(env_id, args.trust_region) + args.ours)[0]
+                             [*trust_region(env_id, args.trust_region), *args.ours])[0]
                     )
                     rates["sb3"].append(sb3(env_id, args.fps_frames, round_, args.num_envs)[0])
                 mine, theirs = (statistics.median(rates[k]) for k in ("ours", "sb3"))
@@ -183,7 +188,7 @@ def main() -> None:
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
                     finals["ours"].append(last_mean(
                         ours(env_id, frames, seed, args.num_envs, store,
-                             trust_region(env_id, args.trust_region) + args.ours)[1], frames))
+                             [*trust_region(env_id, args.trust_region), *args.ours])[1], frames))
                     if not args.skip_sb3_learning:
                         finals["sb3"].append(last_mean(
                             sb3(env_id, frames, seed, args.num_envs)[1], frames))

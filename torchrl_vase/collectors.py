@@ -19,10 +19,11 @@ from collections.abc import Iterator
 import gymnasium
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
 from tensordict import TensorDict
 from torch import Tensor, nn
 from torchrl.modules import IndependentNormal
+
+from torchrl_vase.envs.batched import sync_vector_env
 
 __all__ = ["VectorEnvCollector"]
 
@@ -123,13 +124,7 @@ class VectorEnvCollector:
             )
         self.network, self.observation_key, self.log_prob_key = _gaussian_network(policy)
         self.policy = policy
-        self.env = gymnasium.make_vec(
-            env_id,
-            num_envs=num_envs,
-            vectorization_mode="sync",
-            vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
-            **(make_kwargs or {}),
-        )
+        self.env = sync_vector_env(env_id, num_envs, **(make_kwargs or {}))
         space = self.env.single_action_space
         observation_space = self.env.single_observation_space
         if not isinstance(space, gymnasium.spaces.Box) or len(space.shape) != 1:
@@ -151,8 +146,6 @@ class VectorEnvCollector:
         self._frames = 0
         self._seed = seed
         self._observation = self._reset_all(seed)
-        self._step_count = np.zeros(num_envs, dtype=np.int64)
-        self._episode_reward = np.zeros(num_envs, dtype=np.float32)
 
     # ----------------------------------------------------------------------------------------
     # Collector interface

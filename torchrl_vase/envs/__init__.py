@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gymnasium
 
-from torchrl_vase.envs.batched import VECTORIZATIONS, make_batched_env
+from torchrl_vase.envs.batched import VECTORIZATIONS, make_batched_env, sync_vector_env
 from torchrl_vase.envs.box2d_tasks import (
     RllabCartpoleSwingupEnv,
     RllabDoublePendulumEnv,
@@ -99,4 +99,5 @@ __all__ = [
     "SparseMountainCarEnv",
     "make_batched_env",
     "register_envs",
+    "sync_vector_env",
 ]

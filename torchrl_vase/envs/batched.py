@@ -46,11 +46,24 @@ def make_batched_env(
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
     if vectorization == "serial":
         return SerialEnv(num_envs, functools.partial(GymEnv, env_id, device=device, **make_kwargs))
-    vector_env = gymnasium.make_vec(
+    return GymWrapper(sync_vector_env(env_id, num_envs, **make_kwargs), device=device)
+
+
+def sync_vector_env(env_id: str, num_envs: int, **make_kwargs) -> gymnasium.vector.VectorEnv:
+    """gymnasium's ``SyncVectorEnv`` of ``num_envs`` copies with auto-reset disabled: the caller
+    resets the copies that are done (``reset(options={"reset_mask": done})``), so a terminated or
+    truncated step's observation is the episode's true last one.
+
+    Examples:
+        >>> import torchrl_vase  # registers the sparse envs
+        >>> envs = sync_vector_env("torchrl_vase/SparseMountainCar-v1", 3)
+        >>> envs.reset(seed=0)[0].shape
+        (3, 2)
+    """
+    return gymnasium.make_vec(
         env_id,
         num_envs=num_envs,
         vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
         **make_kwargs,
     )
-    return GymWrapper(vector_env, device=device)
