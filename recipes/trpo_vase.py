@@ -11,7 +11,7 @@ Diagnostics of whether the bonus steers the policy are logged every iteration.
     python recipes/trpo_vase.py                                     # MountainCar, VASE, seed 0
     python recipes/trpo_vase.py env=half_cheetah surprise=nll seed=3 surprise.delta=1e-3
     python recipes/trpo_vase.py advantage=dual surprise=rnd        # RND's two critics
-    python recipes/trpo_vase.py +preset=authors                     # the authors' settings
+    python recipes/trpo_vase.py preset=authors                      # the authors' settings
     python recipes/trpo_vase.py -m seed=0,1,2 surprise=none,vase,nll hydra/launcher=joblib
     python recipes/trpo_vase.py resume=true                         # continue a killed run
     mlflow ui --backend-store-uri sqlite:///mlflow.db               # compare the runs
@@ -27,7 +27,9 @@ import logging
 import math
 import os
 import random
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +40,7 @@ import mlflow
 import numpy as np
 import torch
 from filelock import FileLock
+from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 from tensordict.nn import TensorDictModule
@@ -68,12 +71,24 @@ from torchrl_vase import (
     fit_critic,
     initialize_,
 )
+from torchrl_vase.checkpointing import (
+    Checkpointer,
+    StopSignals,
+    check_writable,
+    config_identity,
+    load_checkpoint,
+    rng_state,
+    set_rng_state,
+)
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.diagnostics import CoverageGrid, advantage_alignment
 from torchrl_vase.envs import VECTORIZATIONS, make_batched_env
 from torchrl_vase.modules import INITIALIZATIONS
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "recipes"))
+from trpo_vase_config import typed_config  # noqa: E402  (the schema beside this script)
+
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 BNN_MEASURES = ("vase", "nll", "vime")
 COLLECTIONS = ("continuous", "rllab")
@@ -92,9 +107,10 @@ EXPLORATION_METRICS = {
 def validate(cfg: DictConfig) -> None:
     """Reject impossible settings before any env is built."""
     env, surprise = cfg.env, cfg.surprise
-    iterations = cfg.iterations if cfg.iterations is not None else env.iterations
-    if iterations < 1:
-        raise ValueError(f"iterations must be >= 1, got {iterations}.")
+    if cfg.resume is not False and cfg.checkpoint.every == 0:
+        raise ValueError("resume needs checkpoints: checkpoint.every=0 keeps none.")
+    if cfg.device not in ("cpu", "cuda") and not cfg.device.startswith("cuda:"):
+        raise ValueError(f"device must be cpu, cuda or cuda:<index>, got {cfg.device!r}.")
     if env.frames_per_batch < cfg.num_envs:
         raise ValueError(
             f"env.frames_per_batch ({env.frames_per_batch}) is smaller than num_envs "
@@ -141,8 +157,6 @@ def validate(cfg: DictConfig) -> None:
             f"trpo.critic_activation must be one of {sorted(ACTIVATIONS)}, got "
             f"{cfg.trpo.critic_activation!r}."
         )
-    if cfg.checkpoint.every < 0:
-        raise ValueError(f"checkpoint.every must be >= 0, got {cfg.checkpoint.every}.")
 
 
 def tracking_uri(cfg: DictConfig) -> str:
@@ -267,9 +281,16 @@ def make_agent(
     return actor, make_critic(cfg, obs_dim)
 
 
-def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int) -> Exploration:
-    """The bonus of ``cfg.surprise``, its model and loss, in the library's ``Exploration``."""
+def make_exploration(
+    cfg: DictConfig, obs_dim: int, action_dim: int, iterations: int | None = None
+) -> Exploration:
+    """The bonus of ``cfg.surprise``, its model and loss, in the library's ``Exploration``; the
+    pool holds at most what ``iterations`` collect (the paper's 5M would otherwise be reserved
+    for a run that collects less)."""
     s, e = cfg.surprise, cfg.env
+    pool_size = e.pool_size
+    if iterations is not None:
+        pool_size = max(e.pool_min, min(pool_size, iterations * e.frames_per_batch))
     if s.name == "rnd":
         bonus = RNDRewardTransform(
             obs_dim, eta=s.eta, num_cells=list(s.num_cells), embedding_dim=s.embedding_dim
@@ -299,7 +320,7 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int) -> Explorat
     return Exploration(
         bonus,
         loss,
-        pool_size=e.pool_size,
+        pool_size=pool_size,
         pool_min=e.pool_min,
         updates_per_iteration=s.elbo.updates_per_iteration,
         batch_size=s.elbo.batch_size,
@@ -370,8 +391,69 @@ def run_name(cfg: DictConfig) -> str:
     return f"{cfg.surprise.name}-{cfg.advantage.structure}-seed{cfg.seed}"
 
 
-def checkpoint_dir(cfg: DictConfig, experiment: str) -> Path:
-    return Path(cfg.checkpoint.dir) / experiment / run_name(cfg)
+# keys that do not change what a run computes: a run resumed with other values is the same run
+IDENTITY_IGNORES = ("resume", "iterations", "env.iterations", "checkpoint", "progress_bar",
+                    "threads", "mlflow")
+# metrics that measure the machine, not the run: they differ between a run and its replay
+TIMING_METRICS = ("fps", "wall_time")
+
+
+def run_identity(cfg: DictConfig) -> str:
+    """The hash of every setting that changes what the run computes (the tag ``run_identity``)."""
+    return config_identity(OmegaConf.to_container(cfg, resolve=True), IDENTITY_IGNORES)
+
+
+def find_resumable(cfg: DictConfig, client: MlflowClient, experiment_id: str,
+                   root: Path) -> tuple[str | None, dict | None]:
+    """The run and checkpoint ``resume`` points at: ``(run id, state)``, either may be ``None``.
+
+    ``resume=true``: the latest run of this experiment with the same ``run_identity`` (whatever
+    its status: a run killed before its first checkpoint restarts from scratch in the same MLflow
+    run); none yet starts a new run. ``resume=<path>``: that checkpoint, if it is of this config.
+    """
+    if cfg.resume is False:
+        return None, None
+    if cfg.resume is True:
+        runs = client.search_runs(
+            [experiment_id], filter_string=f"tags.run_identity = '{run_identity(cfg)}'",
+            order_by=["attributes.start_time DESC"], max_results=1,
+        )
+        if not runs:
+            print("resume: no earlier run of this config in this experiment; starting one.")
+            return None, None
+        run_id = runs[0].info.run_id
+        checkpointer = Checkpointer(root / run_id)
+        return run_id, checkpointer.load() if checkpointer.exists() else None
+    path = Path(str(cfg.resume))
+    if not path.exists():
+        raise FileNotFoundError(f"resume: no checkpoint at {path}.")
+    state = load_checkpoint(path)
+    if state["identity"] != run_identity(cfg):
+        saved, now = (flatten(c) for c in (OmegaConf.to_container(OmegaConf.create(
+            state["config"])), OmegaConf.to_container(cfg, resolve=True)))
+        differ = sorted(k for k in saved.keys() | now.keys() if saved.get(k) != now.get(k)
+                        and not k.startswith(IDENTITY_IGNORES))
+        raise ValueError(
+            f"resume: {path} is a checkpoint of another config; keys that differ: "
+            + ", ".join(f"{k} ({saved.get(k)} there, {now.get(k)} here)" for k in differ[:8])
+        )
+    return state["run_id"], state
+
+
+def log_steps(client: MlflowClient, run_id: str, steps: list[tuple[int, dict]],
+              logged_until: int) -> int:
+    """Log each ``(step, metrics)`` after ``logged_until``, NaN and inf as they are, whole steps
+    per request (each request is one transaction of the store); the last step logged."""
+    now = int(time.time() * 1000)
+    pending = [(step, metrics) for step, metrics in steps if step > logged_until]
+    per_request = max(1, 1000 // max((len(m) for _, m in pending), default=1))
+    for start in range(0, len(pending), per_request):
+        client.log_batch(run_id, metrics=[
+            Metric(key, float(value), now, step)
+            for step, metrics in pending[start:start + per_request]
+            for key, value in metrics.items()
+        ], synchronous=True)
+    return max([logged_until, *(step for step, _ in pending)])
 
 
 def iteration_seed(seed: int, iteration: int) -> int:
@@ -379,18 +461,60 @@ def iteration_seed(seed: int, iteration: int) -> int:
     return int(np.random.SeedSequence([seed, iteration]).generate_state(1)[0])
 
 
-def rng_state() -> dict:
+def check_finite(value: torch.Tensor, what: str, iteration: int) -> None:
+    """Stop at the first non-finite value, naming it: a NaN would otherwise surface much later,
+    blamed on the advantages or the policy step."""
+    bad = ~torch.isfinite(value)
+    if bad.any():
+        raise FloatingPointError(
+            f"{what} is not finite in {int(bad.sum())} of {value.numel()} transitions of "
+            f"iteration {iteration} (e.g. {value[bad].flatten()[0].item()})."
+        )
+
+
+def check_artifact_store(location: str) -> None:
+    """A local artifact store must be writable before the run starts (remote ones are checked by
+    the first artifact, the config, logged before training)."""
+    if location.startswith("file:"):
+        from urllib.parse import unquote, urlparse
+
+        check_writable(unquote(urlparse(location).path), "the MLflow artifact store")
+    elif "://" not in location:
+        check_writable(location, "the MLflow artifact store")
+
+
+def episode_metrics(batch) -> dict[str, float]:
+    """The extrinsic return, success and length of the episodes that ended in the batch (NaN
+    when none did): ``RewardSum`` runs before the bonus is added, so the return is extrinsic."""
+    done = batch["next", "done"].squeeze(-1)
+    returns = batch["next", "episode_reward"].squeeze(-1)[done]
+    if not returns.numel():
+        return dict.fromkeys(
+            ("return_mean", "return_median", "success_rate", "episode_length"), math.nan
+        ) | {"episodes": 0.0}
     return {
-        "torch": torch.get_rng_state(),
-        "numpy": np.random.get_state(),  # noqa: NPY002  (the global RNG gymnasium may use)
-        "python": random.getstate(),
+        "return_mean": returns.mean().item(),
+        "return_median": returns.median().item(),
+        "success_rate": (returns > 0).float().mean().item(),
+        "episode_length": batch["next", "step_count"].squeeze(-1)[done].float().mean().item(),
+        "episodes": float(returns.numel()),
     }
 
 
-def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])  # noqa: NPY002
-    random.setstate(state["python"])
+def save_weights(directory: Path, stateful: dict) -> None:
+    """The run's networks without the replay pool or optimisers (``weights.pt``, also an MLflow
+    artifact): the policy, the critics, the bonus's model and the observation standardisation."""
+    weights = {
+        name: stateful[name].state_dict() if stateful[name] is not None else None
+        for name in ("actor", "critic", "intrinsic_critic", "collector")
+    }
+    exploration = stateful["exploration"]
+    weights["exploration"] = None if exploration is None else {
+        key: value for key, value in exploration.state_dict().items()
+        if not key.endswith("_extra_state")
+    }
+    path = Checkpointer(directory, "weights.pt").save(weights)
+    mlflow.log_artifact(str(path))
 
 
 def coverage_heatmap(grid: CoverageGrid, first_reward_step: int | None, path: Path) -> None:
@@ -423,7 +547,14 @@ def coverage_heatmap(grid: CoverageGrid, first_reward_step: int | None, path: Pa
 # Algorithm 1
 # ------------------------------------------------------------------------------------------------
 def train(cfg: DictConfig) -> dict:
-    """Run (or resume) one training run; return its MLflow run id and final metrics."""
+    """Run (or resume) one training run; return its MLflow run id and final metrics.
+
+    Metrics reach MLflow with each checkpoint (every iteration with ``checkpoint.every=0``), so
+    every logged value belongs to a state the run can resume from: a run killed at any instant
+    and resumed logs the same history as one never killed. SIGTERM or SIGINT end the iteration,
+    write a checkpoint and end the run as KILLED (a second signal stops at once).
+    """
+    cfg = typed_config(cfg)
     validate(cfg)
     uri = tracking_uri(cfg)
     check_tracking_uri(uri)
@@ -431,16 +562,17 @@ def train(cfg: DictConfig) -> dict:
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     experiment = cfg.mlflow.experiment or cfg.env.name
     iterations = cfg.iterations if cfg.iterations is not None else cfg.env.iterations
+    every = cfg.checkpoint.every
+    root = None
+    if every:
+        root = check_writable(Path(cfg.checkpoint.dir) / experiment, "checkpoint.dir")
 
-    resume_path = None
-    if cfg.resume:
-        resume_path = (
-            checkpoint_dir(cfg, experiment) / "last.pt"
-            if cfg.resume is True
-            else Path(str(cfg.resume))
-        )
-        if not resume_path.exists():
-            raise FileNotFoundError(f"resume: no checkpoint at {resume_path}.")
+    mlflow.set_tracking_uri(uri)
+    set_experiment(uri, experiment)
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.get_experiment_by_name(experiment).experiment_id
+    check_artifact_store(client.get_experiment(experiment_id).artifact_location)
+    run_id, state = find_resumable(cfg, client, experiment_id, root)
 
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)  # noqa: NPY002
@@ -460,54 +592,55 @@ def train(cfg: DictConfig) -> dict:
     critic_optimizer = torch.optim.Adam(critic_parameters, lr=cfg.trpo.critic_lr)
     exploration = None
     if cfg.surprise.name != "none":
-        exploration = make_exploration(cfg, obs_dim, action_dim)
+        exploration = make_exploration(cfg, obs_dim, action_dim, iterations)
     grid = None
     if cfg.env.get("coverage"):
         grid = CoverageGrid(observation_space.low.tolist(), observation_space.high.tolist(),
                             cfg.env.coverage.cell_size)
+    # what a checkpoint holds besides the counters (load_state_dict restores each in place)
+    stateful = {"actor": actor, "critic": critic, "critic_optimizer": critic_optimizer,
+                "advantage": loss.value_estimator, "intrinsic_critic": intrinsic_critic,
+                "collector": collector, "exploration": exploration, "coverage": grid}
     heatmap_counts = None  # the grid's counts when the first reward was found
-
-    start_iteration, frames, first_reward_step, run_id = 0, 0, None, None
-    wall_time_before = 0.0
-    if resume_path is not None:
-        state = torch.load(resume_path, weights_only=False)
-        actor.load_state_dict(state["actor"])
-        critic.load_state_dict(state["critic"])
-        critic_optimizer.load_state_dict(state["critic_optimizer"])
-        loss.value_estimator.load_state_dict(state["advantage"])
-        if intrinsic_critic is not None:
-            intrinsic_critic.load_state_dict(state["intrinsic_critic"])
-        collector.load_state_dict(state["collector"])
-        if exploration is not None:
-            exploration.load_state_dict(state["exploration"])
-        if grid is not None:
-            grid.load_state_dict(state["coverage"])
-            heatmap_counts = state["heatmap_counts"]
+    start_iteration, frames, first_reward_step, wall_time_before = 0, 0, None, 0.0
+    pending: list[tuple[int, dict]] = []  # (frames, metrics) computed since the last checkpoint
+    if state is not None:
+        for name, part in stateful.items():
+            if part is not None:
+                part.load_state_dict(state[name])
+        heatmap_counts = state["heatmap_counts"]
         start_iteration, frames = state["iteration"] + 1, state["frames"]
-        first_reward_step, run_id = state["first_reward_step"], state["run_id"]
-        wall_time_before = state.get("wall_time", 0.0)
+        first_reward_step, wall_time_before = state["first_reward_step"], state["wall_time"]
+        pending = state["pending_metrics"]
         set_rng_state(state["rng"])
+        if cfg.collection == "continuous":
+            print("resume: collection=continuous restarts the episodes in progress at the "
+                  "checkpoint (the envs' state is not saved); with collection=rllab resume is "
+                  "exact.")
 
-    mlflow.set_tracking_uri(uri)
-    set_experiment(uri, experiment)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    with mlflow.start_run(run_id=run_id, run_name=None if run_id else run_name(cfg)) as run:
-        client = MlflowClient(tracking_uri=uri)
-        logged_until = max(
-            (m.step for m in client.get_metric_history(run.info.run_id, "frames")), default=-1
-        )
-        if run_id is None:
+    run = mlflow.start_run(run_id=run_id, run_name=None if run_id else run_name(cfg))
+    run_id = run.info.run_id
+    status = "FAILED"
+    try:
+        if not client.get_run(run_id).data.tags.get("run_identity"):  # a new run
             mlflow.set_tags(
                 {"env": cfg.env.name, "surprise": cfg.surprise.name, "seed": str(cfg.seed),
-                 "advantage": cfg.advantage.structure, "git_commit": git_commit()}
+                 "advantage": cfg.advantage.structure, "git_commit": git_commit(),
+                 "run_identity": run_identity(cfg)}
             )
-            mlflow.log_params(flatten(resolved))
+            mlflow.log_params(flatten(OmegaConf.to_container(cfg, resolve=True)))
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "config.yaml"
                 path.write_text(OmegaConf.to_yaml(cfg, resolve=True))
                 mlflow.log_artifact(str(path))
-        print(f"MLflow run {run.info.run_id} ({run_name(cfg)}) in experiment '{experiment}' "
-              f"at {uri}")
+        print(f"MLflow run {run_id} ({run_name(cfg)}) in experiment '{experiment}' at {uri}")
+        checkpointer = Checkpointer(root / run_id) if every else None
+        # steps the killed process logged are the checkpoint's (metrics go out after it)
+        logged_until = max(
+            (m.step for m in client.get_metric_history(run_id, "frames")), default=-1
+        )
+        logged_until = log_steps(client, run_id, pending, logged_until)
+        pending = []
 
         remaining = iterations - start_iteration
         if cfg.stop_at_first_reward and first_reward_step is not None:
@@ -519,111 +652,98 @@ def train(cfg: DictConfig) -> dict:
         started = time.perf_counter()
         iteration = start_iteration - 1
         batches = iter(collector) if remaining > 0 else iter(())
-        for iteration in range(start_iteration, start_iteration + remaining):
-            tick = time.perf_counter()
-            # each iteration's random numbers follow from (seed, iteration) alone; with rllab's
-            # fresh paths, so do its envs' starts: an iteration can be replayed from its seed
-            seed = iteration_seed(cfg.seed, iteration)
-            torch.manual_seed(seed)
-            if rllab:
-                collector.set_seed(seed)
-            batch = next(batches)
-            frames += batch.numel()
-            extrinsic = batch["next", "reward"].clone()
-            if grid is not None:
-                grid.update(batch["next", "observation"])
-            # [num_envs, T]: the envs step together, so time slice t ends at env step (t + 1)·E
-            rewarded = (extrinsic.reshape(*batch.shape) > 0).reshape(-1, batch.shape[-1]).any(0)
-            if first_reward_step is None and rewarded.any():
-                first_slice = int(rewarded.nonzero()[0])
-                first_reward_step = frames - batch.numel() + (first_slice + 1) * cfg.num_envs
+        with StopSignals() as signals:
+            for iteration in range(start_iteration, start_iteration + remaining):
+                tick = time.perf_counter()
+                torch.set_num_threads(cfg.threads)  # an env's close() may have changed it
+                # each iteration's random numbers follow from (seed, iteration) alone; with
+                # rllab's fresh paths, so do its envs' starts: an iteration replays from its seed
+                seed = iteration_seed(cfg.seed, iteration)
+                torch.manual_seed(seed)
+                if rllab:
+                    collector.set_seed(seed)
+                batch = next(batches)
+                frames += batch.numel()
+                extrinsic = batch["next", "reward"].clone()
+                check_finite(extrinsic, "the env's reward ('next', 'reward')", iteration)
                 if grid is not None:
-                    heatmap_counts = grid.counts.clone()
+                    grid.update(batch["next", "observation"])
+                # [num_envs, T]: the envs step together, so time slice t ends at env step (t+1)·E
+                rewarded = (extrinsic.reshape(*batch.shape) > 0).reshape(-1, batch.shape[-1]).any(0)
+                if first_reward_step is None and rewarded.any():
+                    first_slice = int(rewarded.nonzero()[0])
+                    first_reward_step = frames - batch.numel() + (first_slice + 1) * cfg.num_envs
+                    if grid is not None:
+                        heatmap_counts = grid.counts.clone()
 
-            metrics = {}
-            if exploration is not None:
-                model_prefix = "rnd_" if cfg.surprise.name == "rnd" else "bnn_"
-                for key, value in exploration.step(batch).items():
-                    metrics[EXPLORATION_METRICS.get(key, model_prefix + key)] = value
+                metrics = {}
+                if exploration is not None:
+                    model_prefix = "rnd_" if cfg.surprise.name == "rnd" else "bnn_"
+                    for key, value in exploration.step(batch).items():
+                        metrics[EXPLORATION_METRICS.get(key, model_prefix + key)] = value
 
-            with torch.no_grad():
-                loss.value_estimator(batch)
-            if exploration is not None and metrics["intrinsic_reward_std"] > 0:
-                alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
-                metrics.update(advantage_bonus_corr=alignment["correlation"],
-                               advantage_bonus_share=alignment["bonus_share"])
-            step = loss.natural_gradient_step(batch)
-            critic_fit = fit_critic(loss, batch, critic_optimizer, epochs=cfg.trpo.critic_epochs,
-                                    minibatch_size=cfg.trpo.critic_minibatch)
-            collector.update_policy_weights_()
-
-            done = batch["next", "done"].squeeze(-1)
-            finished = batch["next", "episode_reward"].squeeze(-1)[done]
-            lengths = batch["next", "step_count"].squeeze(-1)[done].float()
-            # extrinsic return: RewardSum runs before the bonus is added, so it is extrinsic only
-            successes = (batch["next", "episode_reward"].squeeze(-1)[done] > 0).float()
-            elapsed = time.perf_counter() - tick
-            metrics.update(
-                frames=frames,
-                iteration=iteration,
-                return_mean=finished.mean().item() if finished.numel() else math.nan,
-                return_median=finished.median().item() if finished.numel() else math.nan,
-                success_rate=successes.mean().item() if finished.numel() else math.nan,
-                episode_length=lengths.mean().item() if finished.numel() else math.nan,
-                episodes=float(finished.numel()),
-                trpo_kl=step["kl"].item(),
-                trpo_surrogate_before=step["surrogate_before"].item(),
-                trpo_surrogate_after=step["surrogate_after"].item(),
-                trpo_step_accepted=float(step["step_accepted"]),
-                trpo_backtracks=float(step["backtracks"]),
-                critic_loss=critic_fit["loss_critic"].item(),
-                explained_variance=critic_fit["explained_variance"].item(),
-                **{k: v.item() for k, v in critic_fit.items() if k.startswith("intrinsic_")},
-                fps=batch.numel() / elapsed,
-                wall_time=wall_time_before + time.perf_counter() - started,
-            )
-            if first_reward_step is not None:
-                metrics["first_reward_step"] = first_reward_step
-            if grid is not None:
-                metrics["coverage"] = grid.coverage()
-            if frames > logged_until:  # a resumed run never logs a step twice
-                mlflow.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)},
-                                   step=frames)
-            bar.set_postfix(ret=f"{metrics['return_mean']:.2f}",
-                            success=f"{metrics['success_rate']:.2f}",
-                            fps=f"{metrics['fps']:,.0f}")
-            bar.update(1)
-
-            # the paper's exploration experiment counts steps until the first extrinsic reward
-            stop = cfg.stop_at_first_reward and first_reward_step is not None
-            last = iteration == iterations - 1 or stop
-            if cfg.checkpoint.every and ((iteration + 1) % cfg.checkpoint.every == 0 or last):
-                state = {
-                    "actor": actor.state_dict(),
-                    "critic": critic.state_dict(),
-                    "critic_optimizer": critic_optimizer.state_dict(),
-                    "advantage": loss.value_estimator.state_dict(),
-                    "intrinsic_critic": intrinsic_critic.state_dict() if intrinsic_critic else None,
-                    "collector": collector.state_dict(),
-                    "exploration": exploration.state_dict() if exploration else None,
-                    "iteration": iteration,
+                with torch.no_grad():
+                    loss.value_estimator(batch)
+                if exploration is not None and metrics["intrinsic_reward_std"] > 0:
+                    alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
+                    metrics.update(advantage_bonus_corr=alignment["correlation"],
+                                   advantage_bonus_share=alignment["bonus_share"])
+                step = loss.natural_gradient_step(batch)
+                critic_fit = fit_critic(loss, batch, critic_optimizer,
+                                        epochs=cfg.trpo.critic_epochs,
+                                        minibatch_size=cfg.trpo.critic_minibatch)
+                collector.update_policy_weights_()
+                metrics.update(episode_metrics(batch), **{
                     "frames": frames,
-                    "first_reward_step": first_reward_step,
-                    "coverage": grid.state_dict() if grid is not None else None,
-                    "heatmap_counts": heatmap_counts,
-                    "wall_time": metrics["wall_time"],
-                    "run_id": run.info.run_id,
-                    "rng": rng_state(),
-                }
-                directory = checkpoint_dir(cfg, experiment)
-                directory.mkdir(parents=True, exist_ok=True)
-                torch.save(state, directory / "last.pt.tmp")
-                os.replace(directory / "last.pt.tmp", directory / "last.pt")
-                mlflow.log_artifact(str(directory / "last.pt"), artifact_path="checkpoints")
-            if stop:
-                break
+                    "iteration": iteration,
+                    "trpo_kl": step["kl"].item(),
+                    "trpo_surrogate_before": step["surrogate_before"].item(),
+                    "trpo_surrogate_after": step["surrogate_after"].item(),
+                    "trpo_step_accepted": float(step["step_accepted"]),
+                    "trpo_backtracks": float(step["backtracks"]),
+                    "critic_loss": critic_fit["loss_critic"].item(),
+                    "explained_variance": critic_fit["explained_variance"].item(),
+                    **{k: v.item() for k, v in critic_fit.items() if k.startswith("intrinsic_")},
+                    "fps": batch.numel() / (time.perf_counter() - tick),
+                    "wall_time": wall_time_before + time.perf_counter() - started,
+                })
+                if first_reward_step is not None:
+                    metrics["first_reward_step"] = first_reward_step
+                if grid is not None:
+                    metrics["coverage"] = grid.coverage()
+                pending.append((frames, metrics))
+                bar.set_postfix(ret=f"{metrics['return_mean']:.2f}",
+                                success=f"{metrics['success_rate']:.2f}",
+                                fps=f"{metrics['fps']:,.0f}")
+                bar.update(1)
+
+                # the paper's exploration experiment counts steps until the first reward
+                stop = cfg.stop_at_first_reward and first_reward_step is not None
+                last = iteration == iterations - 1 or stop or signals.received is not None
+                if checkpointer is not None and ((iteration + 1) % every == 0 or last):
+                    checkpointer.save({
+                        **{name: part.state_dict() if part is not None else None
+                           for name, part in stateful.items()},
+                        "heatmap_counts": heatmap_counts,
+                        "iteration": iteration,
+                        "frames": frames,
+                        "first_reward_step": first_reward_step,
+                        "wall_time": metrics["wall_time"],
+                        "pending_metrics": pending,
+                        "run_id": run_id,
+                        "identity": run_identity(cfg),
+                        "config": OmegaConf.to_yaml(cfg, resolve=True),
+                        "rng": rng_state(),
+                    })
+                    save_weights(checkpointer.directory, stateful)
+                if checkpointer is None or (iteration + 1) % every == 0 or last:
+                    logged_until = log_steps(client, run_id, pending, logged_until)
+                    pending = []
+                if stop or signals.received is not None:
+                    break
         bar.close()
         collector.shutdown()
+        torch.set_num_threads(cfg.threads)
 
         if grid is not None and frames > 0:
             # the paper's figure: where the robot went until it first found the reward
@@ -632,11 +752,24 @@ def train(cfg: DictConfig) -> dict:
                 path = Path(tmp) / "visited_positions.png"
                 coverage_heatmap(snapshot, first_reward_step, path)
                 mlflow.log_artifact(str(path))
-        return {"run_id": run.info.run_id, "iterations_done": iteration + 1, **metrics}
+        if signals.received is not None:
+            status = "KILLED"
+            print(f"{signals.received}: stopped after iteration {iteration}"
+                  + (f", checkpoint {checkpointer.path}" if checkpointer else "")
+                  + "; continue with resume=true.")
+        else:
+            status = "FINISHED"
+        return {"run_id": run_id, "iterations_done": iteration + 1,
+                "stopped_by": signals.received, **metrics}
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        mlflow.end_run(status)
 
 
 @hydra.main(version_base=None, config_path=str(ROOT / "conf"), config_name="trpo_vase")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> float:
     result = train(cfg)
     print(
         f"done: {result['iterations_done']} iterations; extrinsic return "
@@ -644,6 +777,9 @@ def main(cfg: DictConfig) -> None:
         f"{result.get('success_rate', math.nan):.2f}. See the run with: mlflow ui "
         f"--backend-store-uri {tracking_uri(cfg)}"
     )
+    if result["stopped_by"] is not None:
+        sys.exit(128 + signal.Signals[result["stopped_by"]].value)
+    return result.get("return_mean", math.nan)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """DynamicsModel's data preparation, Exploration (Algorithm 1's exploration side), and RND."""
 
 import copy
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -101,9 +103,9 @@ def test_the_authors_mean_initialisation_is_standard_normal():
 # ------------------------------------------------------------------------------------------------
 # Exploration
 # ------------------------------------------------------------------------------------------------
-def _exploration(**kwargs) -> Exploration:
+def _exploration(sigma_c: float = 0.5, **kwargs) -> Exploration:
     torch.manual_seed(0)
-    bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=0.1, delta=0.0,
+    bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=sigma_c), eta=0.1, delta=0.0,
                                 seed=5)
     defaults = {"pool_min": 100, "updates_per_iteration": 30, "batch_size": 10}
     return Exploration(bonus, bonus.make_loss(kl_weight=0.2), **{**defaults, **kwargs})
@@ -164,6 +166,56 @@ def test_state_dict_round_trip_continues_identically():
     torch.testing.assert_close(batch_a["next", "intrinsic_reward"],
                                batch_b["next", "intrinsic_reward"])
     torch.testing.assert_close(exploration.bonus.model.network.mu, resumed.bonus.model.network.mu)
+
+
+def test_the_pool_s_state_is_its_filled_part_and_survives_a_wrap_around():
+    exploration = _exploration(pool_size=500)
+    for seed in range(3):  # 900 transitions through a pool of 500: the cursor wrapped
+        exploration.update(_rollout(300, seed=seed))
+    state = exploration.state_dict()
+    saved = state["_extra_state"]["pool"]
+    assert saved["cursor"] == 400 and saved["write_count"] == 900
+    small = _exploration(pool_size=500)
+    small.update(_rollout(300, seed=0))
+    assert len(small.state_dict()["_extra_state"]["pool"]["transitions"]["observation"]) == 300
+    path = Path(tempfile.mkdtemp()) / "state.pt"
+    torch.save(state, path)
+    resumed = _exploration(pool_size=500)
+    resumed.load_state_dict(torch.load(path, weights_only=True))
+    assert torch.equal(resumed.pool.storage[:500]["observation"],
+                       exploration.pool.storage[:500]["observation"])
+    batch = _rollout(100, seed=7)  # the next write lands on the same (oldest) slots
+    exploration.pool.extend(batch.select(*exploration.bonus.transition_keys))
+    resumed.pool.extend(batch.select(*resumed.bonus.transition_keys))
+    assert torch.equal(resumed.pool.storage[:500]["observation"],
+                       exploration.pool.storage[:500]["observation"])
+
+
+def test_the_transform_s_own_rollouts_train_the_model_discrete_nested_float64():
+    env = TransformedEnv(GymEnv("CartPole-v1"), VASERewardTransform(eta=1e-4))
+    batch = env.rollout(40, break_when_any_done=False)  # one-hot discrete actions
+    exploration = Exploration(env.transform, pool_min=20, updates_per_iteration=3, batch_size=5)
+    exploration.step(batch.clone())
+    assert int(exploration.model_updates) == 3
+    model = DynamicsModel.build(3, 1, sigma_c=0.5)
+    bonus = VASERewardTransform(model, observation_key=("agent", "obs"),
+                                action_key=("agent", "act"))
+    double = TensorDict({
+        ("agent", "obs"): torch.randn(30, 3, dtype=torch.float64),
+        ("agent", "act"): torch.randn(30, 1, dtype=torch.float64),
+        ("next", "agent", "obs"): torch.randn(30, 3, dtype=torch.float64),
+        ("next", "reward"): torch.zeros(30, 1, dtype=torch.float64),
+    }, [30])
+    exploration = Exploration(bonus, pool_min=20, updates_per_iteration=3, batch_size=5)
+    exploration.step(double.clone())
+    metrics = exploration.step(double)
+    assert np.isfinite(metrics["bonus_mean"]) and double["next", "reward"].dtype == torch.float64
+
+
+def test_a_model_update_that_overflows_names_the_settings():
+    exploration = _exploration(sigma_c=1e-20)
+    with pytest.raises(FloatingPointError, match=r"non-finite loss_nll.*sigma_c=1e-20"):
+        exploration.step(_rollout(300))
 
 
 def test_bad_settings_raise_at_construction():

@@ -467,3 +467,31 @@ def test_batch_path_without_a_model_or_next_entry_raises():
         VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)))(
             TensorDict({"observation": torch.zeros(2)}, [])
         )
+
+
+def _transitions(reward: float = 0.0) -> TensorDict:
+    return TensorDict(
+        {"observation": torch.randn(6, 2), "action": torch.randn(6, 1),
+         ("next", "observation"): torch.randn(6, 2),
+         ("next", "reward"): torch.full((6, 1), reward)},
+        [6],
+    )
+
+
+def test_a_non_finite_reward_is_refused_naming_the_key():
+    transform = VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)))
+    with pytest.raises(ValueError, match=r"reward key 'reward' \(shape \(6, 1\)\) contains non-f"):
+        transform(_transitions(reward=float("nan")))
+
+
+def test_an_overflowing_bonus_names_the_settings_that_scale_it():
+    model = DynamicsModel(BayesianMLP(3, 2), sigma_c=0.5)
+    with torch.no_grad():
+        model.network.mu.fill_(1e30)  # predictions overflow float32: the surprise is inf
+    transform = VASERewardTransform(model, eta=1e-4)
+    with pytest.raises(FloatingPointError, match=r"the bonus is not finite for 6 of 6 .*"
+                       r"sigma_c=0.5, eta=0.0001"):
+        transform(_transitions())
+    huge_eta = VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)), eta=1e308)
+    with pytest.raises(FloatingPointError, match=r"r_e \+ eta \* bonus is not finite.*eta=1e\+308"):
+        huge_eta(_transitions())

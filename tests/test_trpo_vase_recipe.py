@@ -1,8 +1,10 @@
 """recipes/trpo_vase.py through Hydra's compose API, tiny budgets, a throw-away MLflow store."""
 
 import importlib.util
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gymnasium
@@ -92,8 +94,12 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
                 "fps", "wall_time", "frames", "coverage"):
         history = client.get_metric_history(run.info.run_id, key)
         assert [m.step for m in history] == [64, 128], key  # stepped by frames
-    # the bonus starts once the model has been trained: diagnostics from the second iteration
-    for key in ("novelty_spearman", "advantage_bonus_corr", "advantage_bonus_share"):
+    # the bonus starts once the model has been trained: the novelty diagnostic is NaN (logged,
+    # not dropped) in the first iteration; the alignment needs a bonus with a spread
+    history = client.get_metric_history(run.info.run_id, "novelty_spearman")
+    assert [m.step for m in history] == [64, 128] and np.isnan(history[0].value)
+    assert np.isfinite(history[1].value)
+    for key in ("advantage_bonus_corr", "advantage_bonus_share"):
         history = client.get_metric_history(run.info.run_id, key)
         assert [m.step for m in history] == [128], key
     corr = client.get_metric_history(run.info.run_id, "advantage_bonus_corr")[0].value
@@ -101,12 +107,27 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
     coverage = [m.value for m in client.get_metric_history(run.info.run_id, "coverage")]
     assert 0 < coverage[0] <= coverage[1] < 0.05  # 128 steps of ≤ 0.01 from the origin
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"config.yaml", "checkpoints", "visited_positions.png"} <= artifacts
+    assert {"config.yaml", "weights.pt", "visited_positions.png"} <= artifacts
+    weights = torch.load(client.download_artifacts(run.info.run_id, "weights.pt"),
+                         weights_only=True)
+    assert set(weights) == {"actor", "critic", "intrinsic_critic", "collector", "exploration"}
+    assert not any("extra_state" in key for key in weights["exploration"])  # no pool
 
 
-def test_kill_and_resume_continues_the_same_run_without_duplicate_steps(store, monkeypatch):
+def _history(uri: str, run_id: str) -> dict[str, list[tuple[int, float]]]:
+    """Every metric's (step, value) but the timings, NaN as a string so that it compares equal."""
+    client = MlflowClient(tracking_uri=uri)
+    return {
+        key: [(m.step, "nan" if np.isnan(m.value) else m.value)
+              for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
+        for key in client.get_run(run_id).data.metrics if key not in ("fps", "wall_time")
+    }
+
+
+def test_kill_and_resume_ends_with_the_uninterrupted_runs_metric_values(store, monkeypatch):
     overrides = ("env=mountain_car", "surprise=vase", "seed=21", "iterations=5",
                  "checkpoint.every=2")
+    uninterrupted = recipe.train(_config(store, *overrides, "mlflow.experiment=uninterrupted"))
     calls = []
     original = recipe.fit_critic
 
@@ -120,25 +141,116 @@ def test_kill_and_resume_continues_the_same_run_without_duplicate_steps(store, m
     with pytest.raises(KeyboardInterrupt):
         recipe.train(_config(store, *overrides))
     monkeypatch.setattr(recipe, "fit_critic", original)
-    # iterations 0-2 were logged, the checkpoint holds iteration 1: 2 is recomputed, not re-logged
-    result = recipe.train(_config(store, *overrides, "resume=true"))
     client = MlflowClient(tracking_uri=store[0])
-    runs = client.search_runs(
-        [client.get_experiment_by_name("mountain_car").experiment_id],
-        filter_string="tags.seed = '21'",
-    )
-    assert len(runs) == 1 and runs[0].info.run_id == result["run_id"]
-    assert runs[0].info.status == "FINISHED"
-    iterations = client.get_metric_history(result["run_id"], "iteration")
-    assert [m.step for m in iterations] == [64, 128, 192, 256, 320]
-    assert [m.value for m in iterations] == [0, 1, 2, 3, 4]
-    state = torch.load(
-        Path(store[1]) / "checkpoints" / "mountain_car" / "vase-extrinsic-seed21" / "last.pt",
-        weights_only=False,
-    )
-    assert state["iteration"] == 4 and state["frames"] == 320
+    [killed] = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id],
+                                  filter_string="tags.seed = '21'")
+    assert killed.info.status == "KILLED"
+    # metrics go out with checkpoints: iterations 0-1 are logged, 2 was computed and lost
+    assert [m.step for m in client.get_metric_history(killed.info.run_id, "frames")] == [64, 128]
+    result = recipe.train(_config(store, *overrides, "resume=true"))
+    assert result["run_id"] == killed.info.run_id
+    assert client.get_run(result["run_id"]).info.status == "FINISHED"
+    resumed = _history(store[0], result["run_id"])
+    assert resumed == _history(store[0], uninterrupted["run_id"])
+    assert [step for step, _ in resumed["trpo_kl"]] == [64, 128, 192, 256, 320]
+    # one checkpoint per run, under its run id; plain tensors (weights_only) and only the part
+    # of the pool the run filled (the pool is as large as the run collects: 5 x 64)
+    path = Path(store[1]) / "checkpoints" / "mountain_car" / result["run_id"] / "last.pt"
+    state = torch.load(path, weights_only=True)
+    assert state["iteration"] == 4 and state["frames"] == 320 and state["pending_metrics"]
     pool = state["exploration"]["_extra_state"]["pool"]
-    assert len(pool["_storage"]["_storage"]["observation"]) == 1000
+    assert len(pool["transitions"]["observation"]) == 320
+
+
+def test_resume_refuses_a_checkpoint_of_another_config(store):
+    cfg = _config(store, "surprise=none", "seed=4", "iterations=1", "checkpoint.every=1")
+    result = recipe.train(cfg)
+    path = Path(store[1]) / "checkpoints" / "mountain_car" / result["run_id"] / "last.pt"
+    with pytest.raises(ValueError, match=r"another config; keys that differ: seed \(4 there"):
+        recipe.train(_config(store, "surprise=none", "seed=5", "checkpoint.every=1",
+                             f"resume={path}"))
+
+
+def test_a_parallel_sweep_with_checkpoints_gives_two_runs_that_each_resume_themselves(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def sweep(iterations: int, resume: bool) -> None:
+        command = [
+            sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "-m", "hydra/launcher=joblib",
+            "surprise.delta=0.01,0", f"iterations={iterations}", "num_envs=2",
+            "env.frames_per_batch=64", "env.pool_min=50", "surprise.elbo.updates_per_iteration=3",
+            "trpo.critic_minibatch=32", "progress_bar=false", "checkpoint.every=1",
+            f"resume={str(resume).lower()}", f"mlflow.tracking_uri={uri}",
+            f"checkpoint.dir={tmp_path / 'checkpoints'}", f"hydra.sweep.dir={tmp_path / 'mr'}",
+        ]
+        result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True,
+                                timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    sweep(1, resume=False)
+    sweep(2, resume=True)  # each job finds its own run by its config's identity, and extends it
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id])
+    assert sorted(r.data.params["surprise.delta"] for r in runs) == ["0.0", "0.01"]
+    for run in runs:
+        assert run.info.status == "FINISHED"
+        frames = client.get_metric_history(run.info.run_id, "frames")
+        assert sorted(m.step for m in frames) == [64, 128]
+        state = torch.load(tmp_path / "checkpoints" / "mountain_car" / run.info.run_id / "last.pt",
+                           weights_only=True)
+        assert state["run_id"] == run.info.run_id
+        assert f"delta: {run.data.params['surprise.delta']}" in state["config"]
+    mlflow.set_tracking_uri(None)
+
+
+def test_sigterm_ends_the_run_killed_with_a_checkpoint_and_resume_finishes_it(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    command = [
+        sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "surprise=none",
+        "iterations=1000", "num_envs=2", "env.frames_per_batch=64", "trpo.critic_minibatch=32",
+        "progress_bar=false", "checkpoint.every=1000", f"mlflow.tracking_uri={uri}",
+        f"checkpoint.dir={tmp_path / 'checkpoints'}",
+    ]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+                               stderr=subprocess.DEVNULL)
+    for line in process.stdout:  # wait until training has started
+        if line.startswith("MLflow run"):
+            break
+    time.sleep(2.0)
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=120)[0]
+    assert process.returncode == 128 + signal.SIGTERM, output
+    client = MlflowClient(tracking_uri=uri)
+    [run] = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id])
+    assert run.info.status == "KILLED"
+    state = torch.load(tmp_path / "checkpoints" / "mountain_car" / run.info.run_id / "last.pt",
+                       weights_only=True)
+    done = state["iteration"] + 1
+    assert 1 <= done < 1000  # not a checkpoint of the schedule (every 1000): the signal's
+    frames = client.get_metric_history(run.info.run_id, "frames")
+    assert sorted(m.step for m in frames) == [64 * (i + 1) for i in range(done)]
+    resumed = subprocess.run([*command, f"iterations={done + 2}", "resume=true"],  # last wins
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    run = client.get_run(run.info.run_id)
+    assert run.info.status == "FINISHED"
+    assert len(client.get_metric_history(run.info.run_id, "frames")) == done + 2
+    mlflow.set_tracking_uri(None)
+
+
+def test_threads_hold_for_the_whole_run(store, monkeypatch):
+    seen = []
+    original = recipe.fit_critic
+    monkeypatch.setattr(recipe, "fit_critic", lambda *a, **k: seen.append(
+        torch.get_num_threads()) or original(*a, **k))
+    torch.set_num_threads(2)
+    try:
+        # torchrl's SerialEnv puts its own thread count back when it closes
+        recipe.train(_config(store, "threads=1", "collector=torchrl", "vectorization=serial",
+                             "surprise=none", "iterations=3"))
+        assert seen == [1, 1, 1] and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(2)
 
 
 def test_replay_pool_never_crosses_an_episode_boundary(store):
@@ -204,13 +316,71 @@ def test_bad_inputs_fail_before_training(store):
     with pytest.raises(RuntimeError, match="cannot reach the MLflow tracking store"):
         recipe.train(cfg)
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
-        recipe.train(_config(store, "resume=/nonexistent/last.pt"))
+        recipe.train(_config(store, "resume=/nonexistent/last.pt", "checkpoint.every=1"))
+    with pytest.raises(ValueError, match="resume needs checkpoints"):
+        recipe.train(_config(store, "resume=true"))
     with pytest.raises(ConfigCompositionException, match="advantage"):
         _config(store, "advantage=intrinsic")
     with pytest.raises(ValueError, match="advantage=dual needs an intrinsic reward"):
         recipe.train(_config(store, "advantage=dual", "surprise=none"))
     with pytest.raises(ValueError, match=r"critic_activation must be one of \['relu', 'tanh'\]"):
         recipe.train(_config(store, "trpo.critic_activation=sigmoid"))
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("iterations=abc", r"^iterations: Value 'abc' of type 'str' could not be converted"),
+        ("iterations=2.5", r"^iterations: Value '2.5' of type 'float' could not be converted"),
+        ("num_envs=0", r"^num_envs must be >= 1, got 0"),
+        ("threads=0", r"^threads must be >= 1"),
+        ("env.bnn.num_cells=[32,x]", r"^env.bnn.num_cells\[1\]: Value 'x'"),
+        ("+surprise.sigma=1", r"^surprise.sigma: Key 'sigma' not in 'BNNSurprise'"),
+        ("+seeds=3", r"^seeds: Key 'seeds' not in 'Main'"),
+        ("surprise.sigma_c=0", r"^surprise.sigma_c must be > 0, got 0.0"),
+        ("trpo.gamma=1.5", r"^trpo.gamma must be <= 1, got 1.5"),
+        ("device=gpu", r"^device must be cpu, cuda or cuda:<index>"),
+        ("resume=3", r"^resume must be true, false or a checkpoint path"),
+    ],
+)
+def test_a_bad_setting_fails_with_its_key_before_any_run_exists(store, override, message):
+    before = _all_runs(store[0])
+    with pytest.raises(ValueError, match=message):
+        recipe.train(_config(store, override))
+    assert _all_runs(store[0]) == before
+
+
+def _all_runs(uri: str) -> int:
+    client = MlflowClient(tracking_uri=uri)
+    return len(client.search_runs([e.experiment_id for e in client.search_experiments()]))
+
+
+def test_an_unwritable_checkpoint_dir_fails_before_any_run_exists(store, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    before = _all_runs(store[0])
+    with pytest.raises(PermissionError, match=r"checkpoint.dir: cannot write to .*a_file"):
+        recipe.train(_config(store, f"checkpoint.dir={blocker}", "checkpoint.every=1"))
+    assert _all_runs(store[0]) == before
+
+
+def test_a_nan_reward_stops_the_run_at_its_first_step_naming_the_key(store):
+    if "tests/NaNRewardPointRobot-v0" not in gymnasium.registry:
+        gymnasium.register(
+            "tests/NaNRewardPointRobot-v0", max_episode_steps=50,
+            entry_point=lambda: gymnasium.wrappers.TransformReward(PointRobot2DEnv(),
+                                                                   lambda r: float("nan")),
+        )
+    cfg = _config(store, "env=point_robot", "env.id=tests/NaNRewardPointRobot-v0")
+    with pytest.raises(FloatingPointError, match=r"reward \('next', 'reward'\) is not finite "
+                       r"in 64 of 64 transitions of iteration 0"):
+        recipe.train(cfg)
+
+
+def test_a_tiny_sigma_c_stops_the_run_at_the_models_first_update_naming_it(store):
+    cfg = _config(store, "env=point_robot", "surprise=vase", "surprise.sigma_c=1e-20")
+    with pytest.raises(FloatingPointError, match=r"non-finite loss_nll.*sigma_c=1e-20"):
+        recipe.train(cfg)
 
 
 @pytest.mark.parametrize("activation, layer", [("relu", torch.nn.ReLU), ("tanh", torch.nn.Tanh)])

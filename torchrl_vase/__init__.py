@@ -1,6 +1,6 @@
 """torchrl-vase: Variational Assorted Surprise Exploration (Xu, McCane & Szymanski) on TorchRL."""
 
-from torchrl_vase import diagnostics, envs  # envs: registers the sparse envs with gymnasium
+from torchrl_vase import checkpointing, diagnostics, envs  # envs: registers the sparse envs
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.exploration import Exploration
 from torchrl_vase.modules import (
@@ -58,6 +58,7 @@ __all__ = [
     "VIMERewardTransform",
     "VariationalELBOLoss",
     "VectorEnvCollector",
+    "checkpointing",
     "conjugate_gradient",
     "diagnostics",
     "discounted_sum",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 from torch import nn
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.objectives.common import LossModule
@@ -179,6 +179,13 @@ class Exploration(nn.Module):
             metrics = self._elbo_steps(sample)
         else:
             metrics = self._loss_steps(sample)
+        bad = [key for key, value in metrics.items() if not math.isfinite(value)]
+        if bad:
+            raise FloatingPointError(
+                f"training the bonus's model gave non-finite {', '.join(bad)} (with "
+                f"{self.bonus.settings()}): a setting that makes the loss overflow (a tiny "
+                "sigma_c, a large learning rate) or non-finite transitions in the pool."
+            )
         self.model_updates += self.updates_per_iteration
         return metrics
 
@@ -249,8 +256,35 @@ class Exploration(nn.Module):
     # State
     # ----------------------------------------------------------------------------------------
     def get_extra_state(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict(), "pool": self.pool.state_dict()}
+        """The optimiser and the pool's *filled* part (not its preallocated capacity), as plain
+        tensors and numbers (``torch.load(..., weights_only=True)`` reads them back). The slice
+        is copied: ``torch.save`` of a view writes the whole storage behind it."""
+        filled = len(self.pool)
+        writer = self.pool.writer.state_dict()
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "pool": {
+                "transitions": self.pool.storage[:filled].clone().to_dict() if filled else None,
+                "cursor": int(writer["_cursor"]),
+                "write_count": int(writer.get("_write_count", filled)),
+            },
+        }
 
     def set_extra_state(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
-        self.pool.load_state_dict(state["pool"])
+        pool = state["pool"]
+        self.pool.empty()
+        if pool["transitions"] is not None:
+            transitions = TensorDict(pool["transitions"]).auto_batch_size_(batch_dims=1)
+            if len(transitions) > self.pool_size:
+                raise ValueError(
+                    f"the saved pool holds {len(transitions)} transitions, more than pool_size "
+                    f"({self.pool_size})."
+                )
+            # slot i of the saved storage goes back to slot i; the cursor says where the next
+            # write lands (after a wrap-around, not at the end)
+            self.pool.extend(transitions)
+            cursor = pool["cursor"] if len(transitions) == self.pool_size else len(transitions)
+            self.pool.writer.load_state_dict(
+                {"_cursor": cursor, "_write_count": pool["write_count"]}
+            )

@@ -225,6 +225,7 @@ class IntrinsicRewardTransform(Transform):
 
     def _add_bonus(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase):
         bonus = self.intrinsic_reward(tensordict, next_tensordict)
+        self._check_finite(bonus, "the bonus")
         if self.bonus_stats is not None:
             if self.training:
                 self.bonus_stats.update(bonus)
@@ -236,13 +237,28 @@ class IntrinsicRewardTransform(Transform):
         ``r_e + η·bonus``; the extrinsic reward is kept (or read back if already kept)."""
         extrinsic = next_tensordict.get(self.extrinsic_reward_key, None)
         if extrinsic is None:
-            extrinsic = self._read(next_tensordict, self.reward_key, "reward", check_finite=False)
+            extrinsic = self._read(next_tensordict, self.reward_key, "reward")
         bonus = self._like_reward(bonus, extrinsic)
         next_tensordict.set(self.intrinsic_reward_key, bonus)
         if self.mix_reward:
+            reward = extrinsic + self.eta * bonus
+            self._check_finite(reward, "the reward r_e + eta * bonus")
             next_tensordict.set(self.extrinsic_reward_key, extrinsic)
-            next_tensordict.set(self.reward_key, extrinsic + self.eta * bonus)
+            next_tensordict.set(self.reward_key, reward)
         return next_tensordict
+
+    def settings(self) -> str:
+        """The settings that scale the bonus, for error messages (subclasses add their own)."""
+        return f"eta={self.eta}"
+
+    def _check_finite(self, value: Tensor, what: str) -> None:
+        bad = ~torch.isfinite(value)
+        if bad.any():
+            raise FloatingPointError(
+                f"{what} is not finite for {int(bad.sum())} of {value.numel()} transitions "
+                f"(e.g. {value[bad].flatten()[0].item()}), with {self.settings()}: a setting "
+                "that makes it overflow (a tiny sigma_c, a huge eta) or non-finite inputs."
+            )
 
     def write_no_bonus(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Write a zero bonus to a batch (``r = r_e``): the keys are there, the reward unchanged.
@@ -251,7 +267,7 @@ class IntrinsicRewardTransform(Transform):
         the first iteration).
         """
         next_tensordict = self._next_of(tensordict)
-        reward = self._read(next_tensordict, self.reward_key, "reward", check_finite=False)
+        reward = self._read(next_tensordict, self.reward_key, "reward")
         self.write_bonus(next_tensordict, reward.new_zeros(reward.shape))
         return tensordict
 

@@ -307,6 +307,10 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
             **common,
         )
 
+    def settings(self) -> str:
+        sigma_c = self.model.sigma_c if self.model is not None else None
+        return f"measure={self.measure!r}, sigma_c={sigma_c}, eta={self.eta}, delta={self.delta}"
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(measure={self.measure!r}, eta={self.eta}, "

@@ -1,0 +1,89 @@
+"""torchrl_vase.checkpointing: run identity, atomic checkpoints, RNG state, signals."""
+
+import os
+import random
+import signal
+
+import numpy as np
+import pytest
+import torch
+
+from torchrl_vase.checkpointing import (
+    Checkpointer,
+    StopSignals,
+    check_writable,
+    config_identity,
+    load_checkpoint,
+    rng_state,
+    set_rng_state,
+)
+
+
+def test_identity_ignores_the_listed_keys_and_key_order_only():
+    config = {"seed": 0, "surprise": {"delta": 0.01, "eta": 1e-4}, "resume": False,
+              "checkpoint": {"every": 10}}
+    same = {"checkpoint": {"every": 1}, "resume": True,
+            "surprise": {"eta": 1e-4, "delta": 0.01}, "seed": 0}
+    ignore = ["resume", "checkpoint"]
+    assert config_identity(config, ignore) == config_identity(same, ignore)
+    other_delta = {**config, "surprise": {"delta": 0.0, "eta": 1e-4}}
+    assert config_identity(config, ignore) != config_identity(other_delta, ignore)
+    assert config_identity(config) != config_identity(same)  # nothing ignored
+
+
+def test_rng_state_round_trips_through_a_weights_only_checkpoint(tmp_path):
+    torch.manual_seed(3)
+    np.random.seed(3)  # noqa: NPY002
+    random.seed(3)
+    np.random.standard_normal()  # noqa: NPY002  (a cached Gaussian is part of the state)
+    Checkpointer(tmp_path).save({"rng": rng_state()})
+    expected = (torch.rand(3), np.random.standard_normal(2), random.random())  # noqa: NPY002
+    set_rng_state(Checkpointer(tmp_path).load()["rng"])
+    got = (torch.rand(3), np.random.standard_normal(2), random.random())  # noqa: NPY002
+    assert torch.equal(expected[0], got[0])
+    np.testing.assert_array_equal(expected[1], got[1])
+    assert expected[2] == got[2]
+
+
+def test_a_torn_write_leaves_the_previous_checkpoint_and_the_next_save_cleans_up(tmp_path):
+    checkpointer = Checkpointer(tmp_path)
+    checkpointer.save({"step": torch.tensor(1)})
+
+    class Unsaveable:
+        pass
+
+    with pytest.raises(Exception):  # noqa: B017  (pickling fails midway through the write)
+        checkpointer.save({"step": torch.tensor(2), "bad": Unsaveable()})
+    assert int(checkpointer.load()["step"]) == 1
+    (tmp_path / ".last.pt.dead.tmp").write_bytes(b"half a checkpoint")  # a killed writer's
+    checkpointer.save({"step": torch.tensor(3)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+    assert int(checkpointer.load()["step"]) == 3
+    assert oct(os.stat(checkpointer.path).st_mode & 0o777) == "0o644"
+
+
+def test_loading_refuses_pickled_objects(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"object": Checkpointer}, path)  # a class: code a full unpickler would import
+    with pytest.raises(RuntimeError, match=r"cannot load the checkpoint .* weights_only=True"):
+        load_checkpoint(path)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        Checkpointer(tmp_path / "empty").load()
+
+
+def test_an_unwritable_directory_is_named(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(PermissionError, match=r"checkpoint.dir: cannot write to .*file/run"):
+        check_writable(blocker / "run", "checkpoint.dir")
+
+
+def test_the_first_signal_asks_to_stop_the_second_interrupts():
+    previous = signal.getsignal(signal.SIGTERM)
+    with StopSignals() as stop:
+        assert stop.received is None
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.received == "SIGTERM"
+        with pytest.raises(KeyboardInterrupt, match="second SIGINT"):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGTERM) is previous

@@ -1,0 +1,210 @@
+"""What a training loop needs to survive anything: a run's identity, atomic checkpoints that load
+safely, the random state in a loadable form, and signals that end a run cleanly.
+
+Used by ``recipes/trpo_vase.py``; nothing here knows about TRPO or the bonus.
+
+Examples:
+    >>> import tempfile, torch
+    >>> from torchrl_vase.checkpointing import Checkpointer, config_identity, rng_state
+    >>> identity = config_identity({"seed": 0, "lr": 1e-3, "resume": True}, ignore=["resume"])
+    >>> identity == config_identity({"lr": 1e-3, "seed": 0}, ignore=[])
+    True
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     checkpointer = Checkpointer(tmp)
+    ...     _ = checkpointer.save({"step": torch.tensor(3), "rng": rng_state()})
+    ...     int(checkpointer.load()["step"])
+    3
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import signal
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import FrameType
+
+import numpy as np
+import torch
+
+__all__ = [
+    "Checkpointer",
+    "StopSignals",
+    "check_writable",
+    "config_identity",
+    "load_checkpoint",
+    "rng_state",
+    "set_rng_state",
+]
+
+
+def config_identity(config: Mapping, ignore: Iterable[str] = (), length: int = 12) -> str:
+    """A short hash of a (resolved, nested) config without the dotted keys in ``ignore``.
+
+    Two configs get the same identity exactly when they agree on every other leaf, whatever the
+    order of their keys: the identity of a run that settings outside ``ignore`` define.
+    """
+    ignored = set(ignore)
+
+    def strip(node, prefix: str):
+        if isinstance(node, Mapping):
+            return {
+                str(key): strip(value, f"{prefix}{key}.")
+                for key, value in node.items()
+                if f"{prefix}{key}" not in ignored
+            }
+        if isinstance(node, (list, tuple)):
+            return [strip(value, prefix) for value in node]
+        return node
+
+    text = json.dumps(strip(config, ""), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def check_writable(directory: str | os.PathLike, what: str) -> Path:
+    """Create ``directory`` if needed and prove a file can be written there; else a clear
+    ``PermissionError`` naming ``what`` (e.g. the config key), before any work is done."""
+    path = Path(directory)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as error:
+        raise PermissionError(
+            f"{what}: cannot write to {str(path)!r} ({error.strerror or error}). Choose a "
+            "writable directory."
+        ) from None
+    return path
+
+
+def rng_state() -> dict:
+    """torch's, numpy's global and Python's random state, in types ``torch.load(...,
+    weights_only=True)`` accepts."""
+    kind, keys, position, has_gauss, cached = np.random.get_state()  # noqa: NPY002
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "position": int(position),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
+        "python": random.getstate(),
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    """Restore what ``rng_state`` returned."""
+    torch.set_rng_state(state["torch"])
+    numpy = state["numpy"]
+    np.random.set_state((  # noqa: NPY002
+        numpy["kind"], numpy["keys"].numpy().astype(np.uint32), numpy["position"],
+        numpy["has_gauss"], numpy["cached_gaussian"],
+    ))
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+
+
+class Checkpointer:
+    """One run's checkpoint file, written atomically and loaded with ``weights_only=True``.
+
+    ``save`` writes to a temporary file of its own in the same directory (a unique name: no two
+    writers share one), flushes it to disk and renames it over the checkpoint, so a process
+    killed at any instant leaves either the previous checkpoint or the new one, never a torn
+    file. Temporaries left by a killed writer are removed by the next ``save``.
+
+    Args:
+        directory: the run's own directory (created, and checked writable, at construction).
+        filename: the checkpoint's name in it.
+    """
+
+    def __init__(self, directory: str | os.PathLike, filename: str = "last.pt") -> None:
+        self.directory = check_writable(directory, "checkpoint directory")
+        self.path = self.directory / filename
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def save(self, state: dict) -> Path:
+        descriptor, temporary = tempfile.mkstemp(
+            dir=self.directory, prefix=f".{self.path.name}.", suffix=".tmp"
+        )
+        try:
+            os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide the checkpoint from the group
+            with os.fdopen(descriptor, "wb") as file:
+                torch.save(state, file)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        for stale in self.directory.glob(f".{self.path.name}.*.tmp"):
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        return self.path
+
+    def load(self) -> dict:
+        """The checkpoint's state; tensors, containers and plain values only (no code runs)."""
+        if not self.path.exists():
+            raise FileNotFoundError(f"no checkpoint at {self.path}.")
+        return load_checkpoint(self.path)
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict:
+    """``torch.load(path, weights_only=True)`` with a message that says what went wrong."""
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as error:
+        raise RuntimeError(
+            f"cannot load the checkpoint {str(path)!r} with weights_only=True "
+            f"({type(error).__name__}: {str(error).splitlines()[0][:300]}). It is not a "
+            "checkpoint of this library, it was written by an older version (which pickled "
+            "objects), or it is damaged."
+        ) from None
+
+
+class StopSignals:
+    """A context in which SIGTERM and SIGINT ask the loop to stop instead of killing it.
+
+    The first signal sets ``received`` (its name); the loop checks it between iterations, saves
+    a checkpoint and ends the run as killed. A second signal raises ``KeyboardInterrupt`` at
+    once, for a user who does not want to wait. The previous handlers come back on exit. Outside
+    the main thread (where Python allows no handlers) it does nothing.
+
+    Examples:
+        >>> import os, signal
+        >>> with StopSignals() as stop:
+        ...     os.kill(os.getpid(), signal.SIGTERM)
+        ...     stop.received
+        'SIGTERM'
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, object] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: stopping now")
+        self.received = signal.Signals(signum).name
+
+    def __enter__(self) -> StopSignals:
+        with contextlib.suppress(ValueError):  # not the main thread
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
