@@ -19,8 +19,13 @@ For one experiment (one env), reads every finished or running run written by
   steering the policy?": the advantage/bonus correlation, how many iterations it was ≥ 0.8, its
   share, the bonus/novelty Spearman ρ, over the iterations before each seed's first reward).
 
-Runs are grouped by measure and, within a measure, by every ``surprise.*`` and ``advantage.*``
-setting that differs between its runs.
+Only finished runs count: running, killed and failed ones are left out with a note (their shorter
+curves would cut their group's). Runs are grouped by measure and, within a measure, by every setting
+but the seed that differs between its runs; a seed run twice with the same settings counts once
+(the latest run; the note names the others). Beside the median and IQR of the final returns, the
+table gives their interquartile mean (IQM) with a 95 % percentile-bootstrap confidence interval
+over seeds (rliable's aggregate; one experiment is one task, so its stratified bootstrap is the
+plain one).
 
     python recipes/compare.py --experiment mountain_car [--tracking-uri sqlite:///mlflow.db]
 """
@@ -39,6 +44,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+import scipy.stats
 from mlflow.tracking import MlflowClient
 
 STEERING_CORR = 0.8  # issue 12's bar for the advantage/bonus correlation
@@ -46,18 +52,33 @@ MEASURE_ORDER = ["none", "vase", "nll", "vime", "rnd"]
 METRICS = ("return_mean", "success_rate", "fps", "wall_time", "first_reward_step", "coverage",
            "advantage_bonus_corr", "advantage_bonus_share", "novelty_spearman")
 DIAGNOSTICS = ("advantage_bonus_corr", "advantage_bonus_share", "novelty_spearman")
+# the names the recipe logs them under (stores written before the namespaces have the bare ones)
+NAMESPACED = {
+    "return_mean": "train/return_mean", "success_rate": "train/success_rate", "fps": "train/fps",
+    "wall_time": "train/wall_time", "first_reward_step": "train/first_reward_step",
+    "coverage": "train/coverage", "advantage_bonus_corr": "bonus/advantage_corr",
+    "advantage_bonus_share": "bonus/advantage_share",
+    "novelty_spearman": "bonus/novelty_spearman",
+}
+
+
+# params that do not change what a run computes: never a reason to split a group
+NOT_SETTINGS = ("seed", "resume", "threads", "progress_bar", "surprise.name", "checkpoint.",
+                "mlflow.")
 
 
 @dataclass
 class Run:
-    """One training run: its tags, δ, and per-iteration metric histories."""
+    """One training run: its tags, settings, and per-iteration metric histories."""
 
     run_id: str
     surprise: str
     seed: int
     metrics: dict[str, np.ndarray]  # name -> values ordered by step (frames)
-    settings: dict[str, str] = field(default_factory=dict)  # surprise.* (but name), advantage.*
+    settings: dict[str, str] = field(default_factory=dict)  # every param but NOT_SETTINGS
     steps: dict[str, np.ndarray] = field(default_factory=dict)  # name -> the steps of its values
+    name: str = ""
+    start_time: int = 0
 
     @property
     def delta(self) -> float | None:
@@ -79,17 +100,31 @@ class Run:
         return values[np.isfinite(values)]
 
 
-def load_runs(client: MlflowClient, experiment: str) -> list[Run]:
+def _history(client: MlflowClient, run_id: str, name: str) -> list:
+    """A metric's history by step; the namespaced name (``train/return_mean``) or, for stores
+    written before the namespaces, the bare one."""
+    for key in (NAMESPACED.get(name, name), name):
+        history = client.get_metric_history(run_id, key)
+        if history:
+            return sorted(history, key=lambda m: m.step)
+    return []
+
+
+def load_runs(client: MlflowClient, experiment: str) -> tuple[list[Run], list[str]]:
+    """The experiment's finished runs and notes on the runs left out (unfinished, killed,
+    failed: their curves would cut every curve of their group to their length)."""
     found = client.get_experiment_by_name(experiment)
     if found is None:
         raise SystemExit(f"no experiment named {experiment!r} in {client.tracking_uri}.")
-    runs = []
+    runs, notes = [], []
     for run in client.search_runs([found.experiment_id], max_results=10_000):
-        if run.info.status not in ("FINISHED", "RUNNING"):
+        if run.info.status != "FINISHED":
+            notes.append(f"left out {run.info.run_name} ({run.info.run_id[:8]}): "
+                         f"{run.info.status}, not finished")
             continue
         metrics, steps = {}, {}
         for name in METRICS:
-            history = sorted(client.get_metric_history(run.info.run_id, name), key=lambda m: m.step)
+            history = _history(client, run.info.run_id, name)
             metrics[name] = np.array([m.value for m in history], dtype=float)
             steps[name] = np.array([m.step for m in history], dtype=float)
         runs.append(
@@ -99,13 +134,35 @@ def load_runs(client: MlflowClient, experiment: str) -> list[Run]:
                 seed=int(run.data.tags.get("seed", -1)),
                 metrics=metrics,
                 settings={k: v for k, v in run.data.params.items()
-                          if k.startswith(("surprise.", "advantage.")) and k != "surprise.name"},
+                          if not k.startswith(NOT_SETTINGS)},
                 steps=steps,
+                name=run.info.run_name or "",
+                start_time=run.info.start_time or 0,
             )
         )
     if not runs:
-        raise SystemExit(f"experiment {experiment!r} has no finished or running runs.")
-    return runs
+        raise SystemExit(f"experiment {experiment!r} has no finished runs "
+                         f"({len(notes)} unfinished).")
+    return runs, notes
+
+
+def latest_per_seed(groups: dict[str, list[Run]]) -> tuple[dict[str, list[Run]], list[str]]:
+    """One run per seed in each group: the latest finished; a note for every rerun set aside
+    (pooling two runs of one seed would count one seed twice)."""
+    kept, notes = {}, []
+    for group, members in groups.items():
+        by_seed: dict[int, list[Run]] = {}
+        for run in members:
+            by_seed.setdefault(run.seed, []).append(run)
+        kept[group] = []
+        for seed, same in sorted(by_seed.items()):
+            same.sort(key=lambda r: r.start_time)
+            kept[group].append(same[-1])
+            if len(same) > 1:
+                notes.append(f"{group}: {len(same)} runs of seed {seed}; kept the latest "
+                             f"({same[-1].run_id[:8]}), left out "
+                             + ", ".join(r.run_id[:8] for r in same[:-1]))
+    return kept, notes
 
 
 SYMBOLS = {"surprise.delta": "δ", "surprise.sigma_c": "σ_c", "surprise.eta": "η",
@@ -127,9 +184,9 @@ def _label(value: str | None) -> str:
 
 
 def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
-    """Runs grouped by surprise measure and, within a measure, by every ``surprise.*`` setting
-    that differs between its runs (``"vase δ=0.01"``, ``"vase δ=0, σ_c=0.5"``): a sweep's
-    settings are never pooled into one row."""
+    """Runs grouped by surprise measure and, within a measure, by every setting but the seed
+    that differs between its runs (``"vase δ=0.01"``, ``"vase δ=0, σ_c=0.5"``,
+    ``"none trpo.gamma=0.9"``): a sweep's settings are never pooled into one row."""
     measures: dict[str, list[Run]] = {}
     for run in runs:
         measures.setdefault(run.surprise, []).append(run)
@@ -153,7 +210,7 @@ def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
             name = measure
             if varying:
                 name += " " + ", ".join(
-                    f"{SYMBOLS.get(k, k.split('.', 1)[1])}={_label(run.settings.get(k))}"
+                    f"{SYMBOLS.get(k, k.removeprefix('surprise.'))}={_label(run.settings.get(k))}"
                     for k in varying
                 )
             groups.setdefault(name, []).append(run)
@@ -174,13 +231,42 @@ def summary(runs: list[Run], last: int) -> dict[str, float]:
         return _summary(runs, last)
 
 
+def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The interquartile mean: the mean of the middle 50 % (rliable's aggregate)."""
+    return scipy.stats.trim_mean(values, proportiontocut=0.25, axis=axis)
+
+
+def iqm_interval(values: np.ndarray, confidence: float = 0.95,
+                 resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """The IQM of ``values`` (one per seed) and its percentile-bootstrap confidence interval.
+
+    rliable's stratified bootstrap resamples the runs of each task separately; one experiment is
+    one task, so the strata are one and this is the plain bootstrap over seeds. NaN bounds with
+    fewer than 2 values (nothing to resample)."""
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return math.nan, math.nan, math.nan
+    point = float(iqm(values))
+    if values.size < 2:
+        return point, math.nan, math.nan
+    result = scipy.stats.bootstrap(
+        (values,), iqm, n_resamples=resamples, confidence_level=confidence,
+        method="percentile", rng=np.random.default_rng(seed), vectorized=True,
+    )
+    return point, float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
 def _summary(runs: list[Run], last: int) -> dict[str, float]:
     finals = np.array([r.final("return_mean", last) for r in runs])
+    point, low, high = iqm_interval(finals)
     first = [r.metrics["first_reward_step"] for r in runs]
     first_steps = [f[0] for f in first if f.size]
     return {
         "final_median": float(np.nanmedian(finals)),
         "iqr": float(np.nanpercentile(finals, 75) - np.nanpercentile(finals, 25)),
+        "iqm": point,
+        "iqm_low": low,
+        "iqm_high": high,
         "success": float(np.nanmean([r.final("success_rate", last) for r in runs])),
         "first_reward_median": float(np.median(first_steps)) if first_steps else math.nan,
         "reached": len(first_steps),
@@ -195,11 +281,12 @@ def _summary(runs: list[Run], last: int) -> dict[str, float]:
     }
 
 
-def markdown_table(experiment: str, groups: dict[str, list[Run]], last: int) -> str:
+def markdown_table(experiment: str, groups: dict[str, list[Run]], last: int,
+                   notes: list[str] = ()) -> str:
     lines = [
-        "| env | measure | final median return | IQR | success rate | first reward (median step) "
-        "| frames/s | s/iteration | seeds |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| env | measure | final median return | IQR | IQM [95 % CI] | success rate "
+        "| first reward (median step) | frames/s | s/iteration | seeds |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for measure, runs in groups.items():
         s = summary(runs, last)
@@ -208,13 +295,17 @@ def markdown_table(experiment: str, groups: dict[str, list[Run]], last: int) -> 
             if s["reached"]
             else f"never (0/{s['seeds']})"
         )
+        interval = f"{s['iqm']:.3f} [{s['iqm_low']:.3f}, {s['iqm_high']:.3f}]"
         lines.append(
             f"| {experiment} | {measure} | {s['final_median']:.3f} | {s['iqr']:.3f} | "
-            f"{s['success']:.2f} | {first} | {s['fps']:,.0f} | {s['seconds_per_iteration']:.2f} | "
-            f"{s['seeds']} |"
+            f"{interval} | {s['success']:.2f} | {first} | {s['fps']:,.0f} | "
+            f"{s['seconds_per_iteration']:.2f} | {s['seeds']} |"
         )
     diagnostics = diagnostics_table(groups)
-    return "\n".join(lines) + "\n" + (f"\n{diagnostics}" if diagnostics else "")
+    text = "\n".join(lines) + "\n" + (f"\n{diagnostics}" if diagnostics else "")
+    if notes:
+        text += "\nNot pooled:\n\n" + "".join(f"- {note}\n" for note in notes)
+    return text
 
 
 def diagnostics_table(groups: dict[str, list[Run]]) -> str:
@@ -307,11 +398,11 @@ def plot_returns(experiment: str, groups: dict[str, list[Run]], path: Path) -> N
         curves = return_curves(runs)
         if curves.shape[1] == 0:  # no episode finished in some run yet
             continue
-        x = np.arange(curves.shape[1])
+        x = runs[0].steps["return_mean"][: curves.shape[1]]
         low, mid, high = np.nanpercentile(curves, [25, 50, 75], axis=0)
         ax.plot(x, mid, label=f"{measure} ({len(runs)} seeds)")
         ax.fill_between(x, low, high, alpha=0.25)
-    ax.set_xlabel("iteration")
+    ax.set_xlabel("env steps (frames)")
     ax.set_ylabel("extrinsic return (median, IQR)")
     ax.set_title(experiment)
     ax.legend()
@@ -378,13 +469,17 @@ def plot_heatmaps(client: MlflowClient, groups: dict[str, list[Run]], path: Path
         os.remove(local)
     if not images:
         return False
-    fig, axes = plt.subplots(1, len(images), figsize=(4 * len(images), 4))
-    for ax, (measure, run, image) in zip(np.atleast_1d(axes), images, strict=True):
-        ax.imshow(image)
+    # at most 3 panels a row: a page-wide figure keeps each heatmap readable
+    columns = min(3, len(images))
+    rows = math.ceil(len(images) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.6 * rows), squeeze=False)
+    for ax in axes.flat:
         ax.axis("off")
+    for ax, (measure, run, image) in zip(axes.flat, images, strict=False):
+        ax.imshow(image)
         first = run.metrics["first_reward_step"]
         steps = f"first reward at {first[0]:,.0f}" if first.size else "no reward"
-        ax.set_title(f"{measure}, seed {run.seed}: {steps}")
+        ax.set_title(f"{measure}, seed {run.seed}\n{steps}", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -395,12 +490,14 @@ def compare(tracking_uri: str, experiment: str, out: Path, last: int = 5,
             heatmap_seed: int | None = None) -> dict[str, Path]:
     """Write the figures and the table for one experiment; return what was written."""
     client = MlflowClient(tracking_uri=tracking_uri)
-    runs = load_runs(client, experiment)
-    groups = by_measure(runs)
+    runs, notes = load_runs(client, experiment)
+    groups, duplicates = latest_per_seed(by_measure(runs))
+    notes += duplicates
+    runs = [r for members in groups.values() for r in members]
     out.mkdir(parents=True, exist_ok=True)
     written = {"table": out / "table.md", "returns": out / "returns.png",
                "running_time": out / "running_time.png"}
-    written["table"].write_text(markdown_table(experiment, groups, last))
+    written["table"].write_text(markdown_table(experiment, groups, last, notes))
     plot_returns(experiment, groups, written["returns"])
     plot_running_time(experiment, groups, written["running_time"])
     if plot_delta_sweep(runs, last, out / "delta_sweep.png"):

@@ -93,11 +93,13 @@ ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 BNN_MEASURES = ("vase", "nll", "vime")
 COLLECTIONS = ("continuous", "rllab")
 COLLECTORS = ("lean", "torchrl")
-# Exploration.step's metrics as the recipe logs them; the model's losses get a bnn_/rnd_ prefix
+# Exploration.step's metrics as the recipe logs them; the model's losses go under bnn/ or rnd/.
+# Namespaces: train/ (the run: returns, frames, timing), trpo/ (the policy step and critic fit),
+# bonus/ (the intrinsic reward and its diagnostics), bnn/ or rnd/ (the bonus's model), eval/.
 EXPLORATION_METRICS = {
-    "bonus_mean": "intrinsic_reward_mean",
-    "bonus_std": "intrinsic_reward_std",
-    "novelty_spearman": "novelty_spearman",
+    "bonus_mean": "bonus/mean",
+    "bonus_std": "bonus/std",
+    "novelty_spearman": "bonus/novelty_spearman",
 }
 
 
@@ -395,7 +397,7 @@ def run_name(cfg: DictConfig) -> str:
 IDENTITY_IGNORES = ("resume", "iterations", "env.iterations", "checkpoint", "progress_bar",
                     "threads", "mlflow")
 # metrics that measure the machine, not the run: they differ between a run and its replay
-TIMING_METRICS = ("fps", "wall_time")
+TIMING_METRICS = ("train/fps", "train/wall_time")
 
 
 def run_identity(cfg: DictConfig) -> str:
@@ -490,14 +492,15 @@ def episode_metrics(batch) -> dict[str, float]:
     returns = batch["next", "episode_reward"].squeeze(-1)[done]
     if not returns.numel():
         return dict.fromkeys(
-            ("return_mean", "return_median", "success_rate", "episode_length"), math.nan
-        ) | {"episodes": 0.0}
+            ("train/return_mean", "train/return_median", "train/success_rate",
+             "train/episode_length"), math.nan
+        ) | {"train/episodes": 0.0}
     return {
-        "return_mean": returns.mean().item(),
-        "return_median": returns.median().item(),
-        "success_rate": (returns > 0).float().mean().item(),
-        "episode_length": batch["next", "step_count"].squeeze(-1)[done].float().mean().item(),
-        "episodes": float(returns.numel()),
+        "train/return_mean": returns.mean().item(),
+        "train/return_median": returns.median().item(),
+        "train/success_rate": (returns > 0).float().mean().item(),
+        "train/episode_length": batch["next", "step_count"].squeeze(-1)[done].float().mean().item(),
+        "train/episodes": float(returns.numel()),
     }
 
 
@@ -637,7 +640,7 @@ def train(cfg: DictConfig) -> dict:
         checkpointer = Checkpointer(root / run_id) if every else None
         # steps the killed process logged are the checkpoint's (metrics go out after it)
         logged_until = max(
-            (m.step for m in client.get_metric_history(run_id, "frames")), default=-1
+            (m.step for m in client.get_metric_history(run_id, "train/frames")), default=-1
         )
         logged_until = log_steps(client, run_id, pending, logged_until)
         pending = []
@@ -678,43 +681,44 @@ def train(cfg: DictConfig) -> dict:
 
                 metrics = {}
                 if exploration is not None:
-                    model_prefix = "rnd_" if cfg.surprise.name == "rnd" else "bnn_"
+                    model_prefix = "rnd/" if cfg.surprise.name == "rnd" else "bnn/"
                     for key, value in exploration.step(batch).items():
                         metrics[EXPLORATION_METRICS.get(key, model_prefix + key)] = value
 
                 with torch.no_grad():
                     loss.value_estimator(batch)
-                if exploration is not None and metrics["intrinsic_reward_std"] > 0:
+                if exploration is not None and metrics["bonus/std"] > 0:
                     alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
-                    metrics.update(advantage_bonus_corr=alignment["correlation"],
-                                   advantage_bonus_share=alignment["bonus_share"])
+                    metrics.update({"bonus/advantage_corr": alignment["correlation"],
+                                    "bonus/advantage_share": alignment["bonus_share"]})
                 step = loss.natural_gradient_step(batch)
                 critic_fit = fit_critic(loss, batch, critic_optimizer,
                                         epochs=cfg.trpo.critic_epochs,
                                         minibatch_size=cfg.trpo.critic_minibatch)
                 collector.update_policy_weights_()
                 metrics.update(episode_metrics(batch), **{
-                    "frames": frames,
-                    "iteration": iteration,
-                    "trpo_kl": step["kl"].item(),
-                    "trpo_surrogate_before": step["surrogate_before"].item(),
-                    "trpo_surrogate_after": step["surrogate_after"].item(),
-                    "trpo_step_accepted": float(step["step_accepted"]),
-                    "trpo_backtracks": float(step["backtracks"]),
-                    "critic_loss": critic_fit["loss_critic"].item(),
-                    "explained_variance": critic_fit["explained_variance"].item(),
-                    **{k: v.item() for k, v in critic_fit.items() if k.startswith("intrinsic_")},
-                    "fps": batch.numel() / (time.perf_counter() - tick),
-                    "wall_time": wall_time_before + time.perf_counter() - started,
+                    "train/frames": frames,
+                    "train/iteration": iteration,
+                    "trpo/kl": step["kl"].item(),
+                    "trpo/surrogate_before": step["surrogate_before"].item(),
+                    "trpo/surrogate_after": step["surrogate_after"].item(),
+                    "trpo/step_accepted": float(step["step_accepted"]),
+                    "trpo/backtracks": float(step["backtracks"]),
+                    "trpo/critic_loss": critic_fit["loss_critic"].item(),
+                    "trpo/explained_variance": critic_fit["explained_variance"].item(),
+                    **{f"trpo/{k}": v.item() for k, v in critic_fit.items()
+                       if k.startswith("intrinsic_")},
+                    "train/fps": batch.numel() / (time.perf_counter() - tick),
+                    "train/wall_time": wall_time_before + time.perf_counter() - started,
                 })
                 if first_reward_step is not None:
-                    metrics["first_reward_step"] = first_reward_step
+                    metrics["train/first_reward_step"] = first_reward_step
                 if grid is not None:
-                    metrics["coverage"] = grid.coverage()
+                    metrics["train/coverage"] = grid.coverage()
                 pending.append((frames, metrics))
-                bar.set_postfix(ret=f"{metrics['return_mean']:.2f}",
-                                success=f"{metrics['success_rate']:.2f}",
-                                fps=f"{metrics['fps']:,.0f}")
+                bar.set_postfix(ret=f"{metrics['train/return_mean']:.2f}",
+                                success=f"{metrics['train/success_rate']:.2f}",
+                                fps=f"{metrics['train/fps']:,.0f}")
                 bar.update(1)
 
                 # the paper's exploration experiment counts steps until the first reward
@@ -728,7 +732,7 @@ def train(cfg: DictConfig) -> dict:
                         "iteration": iteration,
                         "frames": frames,
                         "first_reward_step": first_reward_step,
-                        "wall_time": metrics["wall_time"],
+                        "wall_time": metrics["train/wall_time"],
                         "pending_metrics": pending,
                         "run_id": run_id,
                         "identity": run_identity(cfg),
@@ -773,13 +777,13 @@ def main(cfg: DictConfig) -> float:
     result = train(cfg)
     print(
         f"done: {result['iterations_done']} iterations; extrinsic return "
-        f"{result.get('return_mean', math.nan):.3f}, success rate "
-        f"{result.get('success_rate', math.nan):.2f}. See the run with: mlflow ui "
+        f"{result.get('train/return_mean', math.nan):.3f}, success rate "
+        f"{result.get('train/success_rate', math.nan):.2f}. See the run with: mlflow ui "
         f"--backend-store-uri {tracking_uri(cfg)}"
     )
     if result["stopped_by"] is not None:
         sys.exit(128 + signal.Signals[result["stopped_by"]].value)
-    return result.get("return_mean", math.nan)
+    return result.get("train/return_mean", math.nan)
 
 
 if __name__ == "__main__":

@@ -73,16 +73,69 @@ def test_table_numbers_equal_a_direct_computation(store, tmp_path):
     assert float(row[0]) == pytest.approx(np.median(finals), abs=5e-4)
     iqr = np.percentile(finals, 75) - np.percentile(finals, 25)
     assert float(row[1]) == pytest.approx(iqr, abs=5e-4)
+    # the IQM of 3 seeds: scipy's trim_mean (rliable's) cuts int(0.25 * 3) = 0 values from each
+    # end, so it is their mean
+    assert row[2].split(" [")[0] == f"{np.mean(finals):.3f}"
     success = np.mean([np.mean([float(v > 0) for v in r[-2:]]) for r in vase])
-    assert float(row[2]) == pytest.approx(success, abs=5.1e-3)  # printed to 2 places
+    assert float(row[3]) == pytest.approx(success, abs=5.1e-3)  # printed to 2 places
     first = np.median([FIRST_REWARD[("vase", s)] for s in range(3)])
-    assert row[3] == f"{first:,.0f} (3/3)"
-    assert row[4] == f"{np.median([1001, 1101, 1201]):,.0f}"
-    assert row[5] == "2.00"  # the fixture's VASE iterations take 2 s each
-    assert row[6] == "3"
-    assert rows["vase δ=0.01"][3] == "5,000 (1/1)" and rows["vase δ=0.01"][0] == "0.500"
-    assert rows["none"][3] == "5,100 (1/3)" and rows["none"][6] == "3"
-    assert rows["none"][5] == "1.50"
+    assert row[4] == f"{first:,.0f} (3/3)"
+    assert row[5] == f"{np.median([1001, 1101, 1201]):,.0f}"
+    assert row[6] == "2.00"  # the fixture's VASE iterations take 2 s each
+    assert row[7] == "3"
+    assert rows["vase δ=0.01"][4] == "5,000 (1/1)" and rows["vase δ=0.01"][0] == "0.500"
+    assert rows["vase δ=0.01"][2] == "0.500 [nan, nan]"  # one seed: no interval
+    assert rows["none"][4] == "5,100 (1/3)" and rows["none"][7] == "3"
+    assert rows["none"][6] == "1.50"
+
+
+def test_iqm_and_its_bootstrap_interval_equal_a_direct_computation():
+    values = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 100.0])
+    point, low, high = compare.iqm_interval(values, resamples=4000, seed=1)
+    assert point == pytest.approx(np.mean([2.0, 3.0, 4.0, 5.0]))  # the middle half
+    rng = np.random.default_rng(123)
+    resampled = values[rng.integers(0, 8, size=(4000, 8))]
+    direct = [np.mean(np.sort(r)[2:6]) for r in resampled]
+    assert low == pytest.approx(np.percentile(direct, 2.5), abs=0.3)
+    assert high == pytest.approx(np.percentile(direct, 97.5), abs=0.3)
+    assert low < point < high < 100
+
+
+def test_reruns_killed_runs_and_other_settings_are_never_pooled(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("mixed", artifact_location=(tmp_path / "a").as_uri())
+
+    def run(seed, returns, status="FINISHED", **params):
+        run_id = client.create_run(experiment, tags={"surprise": "none", "seed": str(seed)},
+                                   run_name=f"none-seed{seed}").info.run_id
+        client.log_param(run_id, "seed", str(seed))
+        client.log_param(run_id, "checkpoint.dir", f"/tmp/{run_id}")  # noise: never a setting
+        for key, value in params.items():
+            client.log_param(run_id, key, value)
+        for i, value in enumerate(returns):
+            client.log_metric(run_id, "train/return_mean", value, step=(i + 1) * 100)
+            client.log_metric(run_id, "train/wall_time", float(i + 1), step=(i + 1) * 100)
+        client.set_terminated(run_id, status)
+        return run_id
+
+    old = run(0, [0.0, 0.0, 0.0], **{"trpo.gamma": "0.99"})
+    new = run(0, [1.0, 1.0, 1.0], **{"trpo.gamma": "0.99"})  # a rerun of seed 0: the latest
+    run(1, [2.0, 2.0, 2.0], **{"trpo.gamma": "0.99"})
+    run(0, [5.0], **{"trpo.gamma": "0.9"})  # another setting, another row
+    killed = run(2, [7.0], status="KILLED", **{"trpo.gamma": "0.99"})
+    mlflow.set_tracking_uri(None)
+    written = compare.compare(uri, "mixed", tmp_path / "out", last=1)
+    text = written["table"].read_text()
+    rows = {line.split("|")[2].strip(): line.split("|") for line in text.splitlines()[2:]
+            if line.startswith("| mixed")}
+    assert set(rows) == {"none trpo.gamma=0.9", "none trpo.gamma=0.99"}
+    assert rows["none trpo.gamma=0.99"][-2].strip() == "2"  # seeds 0 (latest) and 1, not 3
+    assert rows["none trpo.gamma=0.99"][3].strip() == "1.500"  # median of 1 and 2: not 0
+    assert f"left out none-seed2 ({killed[:8]}): KILLED, not finished" in text
+    assert f"kept the latest ({new[:8]}), left out {old[:8]}" in text
+    # the killed run's single iteration does not cut the group's curves: 3 points plotted
+    assert plt.imread(written["returns"]).shape[0] > 100
 
 
 def test_groups_split_a_measure_by_the_settings_that_differ_between_its_runs():
@@ -138,7 +191,7 @@ def test_runs_without_a_finished_episode_give_nan_rows_not_a_crash(tmp_path):
     mlflow.set_tracking_uri(None)
     written = compare.compare(uri, "young", tmp_path / "out")
     row = written["table"].read_text().splitlines()[2].split("|")
-    assert row[3].strip() == "nan" and row[6].strip() == "never (0/1)" and row[7].strip() == "1,000"
+    assert row[3].strip() == "nan" and row[7].strip() == "never (0/1)" and row[8].strip() == "1,000"
     assert plt.imread(written["returns"]).shape[0] > 100
 
 

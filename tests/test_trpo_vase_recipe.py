@@ -89,22 +89,22 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
     assert params["surprise.delta"] == str(cfg.surprise.delta)
     assert params["env.bnn.num_cells"] == "[32]"
     assert run.data.tags["git_commit"]
-    for key in ("intrinsic_reward_mean", "intrinsic_reward_std", "bnn_elbo", "bnn_loss_kl",
-                "bnn_entropy", "trpo_kl", "trpo_surrogate_after", "trpo_step_accepted",
-                "fps", "wall_time", "frames", "coverage"):
+    for key in ("bonus/mean", "bonus/std", "bnn/elbo", "bnn/loss_kl", "bnn/entropy", "trpo/kl",
+                "trpo/surrogate_after", "trpo/step_accepted", "train/fps", "train/wall_time",
+                "train/frames", "train/coverage"):
         history = client.get_metric_history(run.info.run_id, key)
         assert [m.step for m in history] == [64, 128], key  # stepped by frames
     # the bonus starts once the model has been trained: the novelty diagnostic is NaN (logged,
     # not dropped) in the first iteration; the alignment needs a bonus with a spread
-    history = client.get_metric_history(run.info.run_id, "novelty_spearman")
+    history = client.get_metric_history(run.info.run_id, "bonus/novelty_spearman")
     assert [m.step for m in history] == [64, 128] and np.isnan(history[0].value)
     assert np.isfinite(history[1].value)
-    for key in ("advantage_bonus_corr", "advantage_bonus_share"):
+    for key in ("bonus/advantage_corr", "bonus/advantage_share"):
         history = client.get_metric_history(run.info.run_id, key)
         assert [m.step for m in history] == [128], key
-    corr = client.get_metric_history(run.info.run_id, "advantage_bonus_corr")[0].value
+    corr = client.get_metric_history(run.info.run_id, "bonus/advantage_corr")[0].value
     assert corr > 0.999  # no reward yet: the authors' structure leaves the bonus alone
-    coverage = [m.value for m in client.get_metric_history(run.info.run_id, "coverage")]
+    coverage = [m.value for m in client.get_metric_history(run.info.run_id, "train/coverage")]
     assert 0 < coverage[0] <= coverage[1] < 0.05  # 128 steps of ≤ 0.01 from the origin
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.yaml", "weights.pt", "visited_positions.png"} <= artifacts
@@ -120,7 +120,7 @@ def _history(uri: str, run_id: str) -> dict[str, list[tuple[int, float]]]:
     return {
         key: [(m.step, "nan" if np.isnan(m.value) else m.value)
               for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
-        for key in client.get_run(run_id).data.metrics if key not in ("fps", "wall_time")
+        for key in client.get_run(run_id).data.metrics if key not in recipe.TIMING_METRICS
     }
 
 
@@ -146,13 +146,14 @@ def test_kill_and_resume_ends_with_the_uninterrupted_runs_metric_values(store, m
                                   filter_string="tags.seed = '21'")
     assert killed.info.status == "KILLED"
     # metrics go out with checkpoints: iterations 0-1 are logged, 2 was computed and lost
-    assert [m.step for m in client.get_metric_history(killed.info.run_id, "frames")] == [64, 128]
+    frames = client.get_metric_history(killed.info.run_id, "train/frames")
+    assert [m.step for m in frames] == [64, 128]
     result = recipe.train(_config(store, *overrides, "resume=true"))
     assert result["run_id"] == killed.info.run_id
     assert client.get_run(result["run_id"]).info.status == "FINISHED"
     resumed = _history(store[0], result["run_id"])
     assert resumed == _history(store[0], uninterrupted["run_id"])
-    assert [step for step, _ in resumed["trpo_kl"]] == [64, 128, 192, 256, 320]
+    assert [step for step, _ in resumed["trpo/kl"]] == [64, 128, 192, 256, 320]
     # one checkpoint per run, under its run id; plain tensors (weights_only) and only the part
     # of the pool the run filled (the pool is as large as the run collects: 5 x 64)
     path = Path(store[1]) / "checkpoints" / "mountain_car" / result["run_id"] / "last.pt"
@@ -194,7 +195,7 @@ def test_a_parallel_sweep_with_checkpoints_gives_two_runs_that_each_resume_thems
     assert sorted(r.data.params["surprise.delta"] for r in runs) == ["0.0", "0.01"]
     for run in runs:
         assert run.info.status == "FINISHED"
-        frames = client.get_metric_history(run.info.run_id, "frames")
+        frames = client.get_metric_history(run.info.run_id, "train/frames")
         assert sorted(m.step for m in frames) == [64, 128]
         state = torch.load(tmp_path / "checkpoints" / "mountain_car" / run.info.run_id / "last.pt",
                            weights_only=True)
@@ -227,14 +228,14 @@ def test_sigterm_ends_the_run_killed_with_a_checkpoint_and_resume_finishes_it(tm
                        weights_only=True)
     done = state["iteration"] + 1
     assert 1 <= done < 1000  # not a checkpoint of the schedule (every 1000): the signal's
-    frames = client.get_metric_history(run.info.run_id, "frames")
+    frames = client.get_metric_history(run.info.run_id, "train/frames")
     assert sorted(m.step for m in frames) == [64 * (i + 1) for i in range(done)]
     resumed = subprocess.run([*command, f"iterations={done + 2}", "resume=true"],  # last wins
                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     run = client.get_run(run.info.run_id)
     assert run.info.status == "FINISHED"
-    assert len(client.get_metric_history(run.info.run_id, "frames")) == done + 2
+    assert len(client.get_metric_history(run.info.run_id, "train/frames")) == done + 2
     mlflow.set_tracking_uri(None)
 
 
@@ -299,9 +300,10 @@ def test_stop_at_first_reward_ends_the_run_in_the_iteration_that_found_it(store,
                   "surprise=none", "iterations=3", f"stop_at_first_reward={stop}",
                   f"mlflow.experiment=stop_{stop}")
     result = recipe.train(cfg)
-    assert result["first_reward_step"] == cfg.num_envs  # the first time slice of the envs
+    assert result["train/first_reward_step"] == cfg.num_envs  # the first time slice of the envs
     assert result["iterations_done"] == (1 if stop else 3)
-    history = MlflowClient(tracking_uri=store[0]).get_metric_history(result["run_id"], "frames")
+    client = MlflowClient(tracking_uri=store[0])
+    history = client.get_metric_history(result["run_id"], "train/frames")
     assert len(history) == result["iterations_done"]
 
 
@@ -422,9 +424,9 @@ def test_every_advantage_structure_runs(store, advantage):
     assert run.data.params["advantage.structure"] == advantage
     if advantage == "dual":
         client = MlflowClient(tracking_uri=store[0])
-        history = client.get_metric_history(result["run_id"], "intrinsic_explained_variance")
+        history = client.get_metric_history(result["run_id"], "trpo/intrinsic_explained_variance")
         assert [m.step for m in history] == [64, 128]  # the intrinsic critic is fitted each batch
-        bonus = client.get_metric_history(result["run_id"], "intrinsic_reward_std")
+        bonus = client.get_metric_history(result["run_id"], "bonus/std")
         assert [m.value > 0 for m in bonus] == [False, True]  # no bonus before the first update
 
 
