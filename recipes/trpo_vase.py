@@ -43,7 +43,7 @@ from filelock import FileLock
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
-from tensordict.nn import TensorDictModule
+from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from torch import nn
 from torchrl.collectors import Collector
 from torchrl.envs import (
@@ -56,7 +56,7 @@ from torchrl.envs import (
     StepCounter,
     TransformedEnv,
 )
-from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, ValueOperator
+from torchrl.modules import MLP, ProbabilisticActor, ValueOperator
 from tqdm import tqdm
 
 from torchrl_vase import (
@@ -65,7 +65,6 @@ from torchrl_vase import (
     ExplorationGAE,
     RNDRewardTransform,
     StandardizedRegressor,
-    StateIndependentScale,
     SurpriseRewardTransform,
     TRPOLoss,
     fit_critic,
@@ -83,7 +82,8 @@ from torchrl_vase.checkpointing import (
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.diagnostics import CoverageGrid, advantage_alignment
 from torchrl_vase.envs import VECTORIZATIONS, make_batched_env
-from torchrl_vase.modules import INITIALIZATIONS
+from torchrl_vase.evaluation import ObservationStandardization, evaluate
+from torchrl_vase.modules import INITIALIZATIONS, gaussian_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "recipes"))
@@ -266,20 +266,15 @@ def make_collector(cfg: DictConfig, actor: ProbabilisticActor):
     return Collector(
         make_env(cfg), actor, frames_per_batch=cfg.env.frames_per_batch, total_frames=-1,
         reset_at_each_iter=rllab,
+        # the policy is stateless: it needs no InitTracker (and torchrl warns until told so)
+        auto_register_policy_transforms=False,
     )
 
 
 def make_agent(
     cfg: DictConfig, obs_dim: int, action_dim: int
 ) -> tuple[ProbabilisticActor, ValueOperator]:
-    mean = MLP(obs_dim, action_dim, num_cells=list(cfg.env.policy_cells), activation_class=nn.Tanh)
-    head = StateIndependentScale(initialize_(mean, cfg.trpo.init, output_gain=0.01), action_dim)
-    actor = ProbabilisticActor(
-        TensorDictModule(head, ["observation"], ["loc", "scale"]),
-        in_keys=["loc", "scale"],
-        distribution_class=IndependentNormal,
-        return_log_prob=True,
-    )
+    actor = gaussian_policy(obs_dim, action_dim, list(cfg.env.policy_cells), cfg.trpo.init)
     return actor, make_critic(cfg, obs_dim)
 
 
@@ -504,6 +499,32 @@ def episode_metrics(batch) -> dict[str, float]:
     }
 
 
+def acting_policy(actor: ProbabilisticActor, collector) -> TensorDictModuleBase:
+    """The actor as it acts on the env's own observations: with the collector's fixed
+    observation standardisation in front when the env normalises them."""
+    if isinstance(collector, VectorEnvCollector):
+        loc, scale = collector.observation_loc, collector.observation_scale
+    else:  # torchrl's Collector: the ObservationNorm at the end of the env's transforms
+        norm = collector.env.transform[-1]
+        loc, scale = (norm.loc, norm.scale) if isinstance(norm, ObservationNorm) else (None, None)
+    if loc is None:
+        return actor
+    return TensorDictSequential(
+        TensorDictModule(ObservationStandardization(loc, scale), ["observation"],
+                         ["observation"]),
+        actor,
+    )
+
+
+def evaluation_metrics(cfg: DictConfig, policy, iteration: int) -> dict[str, float]:
+    """``eval/*``: ``eval.episodes`` episodes of the deterministic policy, from starts of their
+    own (the training's random numbers are not touched: resume stays exact)."""
+    seed = int(np.random.SeedSequence([cfg.seed, iteration, 1]).generate_state(1)[0] >> 1)
+    result = evaluate(policy, cfg.env.id, episodes=cfg.eval.episodes, seed=seed,
+                      make_kwargs=make_kwargs(cfg))
+    return {f"eval/{key}": value for key, value in result.items()}
+
+
 def save_weights(directory: Path, stateful: dict) -> None:
     """The run's networks without the replay pool or optimisers (``weights.pt``, also an MLflow
     artifact): the policy, the critics, the bonus's model and the observation standardisation."""
@@ -649,7 +670,9 @@ def train(cfg: DictConfig) -> dict:
         if cfg.stop_at_first_reward and first_reward_step is not None:
             remaining = 0  # a resumed run that had already found the reward
         rllab = cfg.collection == "rllab"
-        bar = tqdm(total=iterations, initial=start_iteration, disable=not cfg.progress_bar,
+        # on a terminal only: piped into a log, a bar is carriage returns
+        bar = tqdm(total=iterations, initial=start_iteration,
+                   disable=not cfg.progress_bar or not sys.stderr.isatty(),
                    desc=f"{cfg.env.name}/{cfg.surprise.name}")
         metrics: dict[str, float] = {}
         started = time.perf_counter()
@@ -711,6 +734,11 @@ def train(cfg: DictConfig) -> dict:
                     "train/fps": batch.numel() / (time.perf_counter() - tick),
                     "train/wall_time": wall_time_before + time.perf_counter() - started,
                 })
+                stop = cfg.stop_at_first_reward and first_reward_step is not None
+                last = iteration == iterations - 1 or stop or signals.received is not None
+                if cfg.eval.every and ((iteration + 1) % cfg.eval.every == 0 or last):
+                    metrics.update(evaluation_metrics(cfg, acting_policy(actor, collector),
+                                                      iteration))
                 if first_reward_step is not None:
                     metrics["train/first_reward_step"] = first_reward_step
                 if grid is not None:
@@ -721,9 +749,7 @@ def train(cfg: DictConfig) -> dict:
                                 fps=f"{metrics['train/fps']:,.0f}")
                 bar.update(1)
 
-                # the paper's exploration experiment counts steps until the first reward
-                stop = cfg.stop_at_first_reward and first_reward_step is not None
-                last = iteration == iterations - 1 or stop or signals.received is not None
+                # (stop: the paper's exploration experiment counts steps to the first reward)
                 if checkpointer is not None and ((iteration + 1) % every == 0 or last):
                     checkpointer.save({
                         **{name: part.state_dict() if part is not None else None

@@ -126,6 +126,12 @@ class MLflow:
 
 
 @dataclass
+class Eval:
+    every: int = 10
+    episodes: int = 5
+
+
+@dataclass
 class Checkpoint:
     every: int = 10
     dir: str = "checkpoints"
@@ -146,6 +152,7 @@ class Main:
     obs_norm_steps: int
     trpo: TRPO
     mlflow: MLflow
+    eval: Eval
     checkpoint: Checkpoint
     resume: Any  # false, true, or a checkpoint's path
 
@@ -158,7 +165,8 @@ GROUPS = ("env", "surprise", "advantage")
 # (key, lowest allowed, inclusive?): every number the run needs in a range
 RANGES = [
     ("seed", 0, True), ("iterations", 1, True), ("threads", 1, True), ("num_envs", 1, True),
-    ("obs_norm_steps", 1, True), ("checkpoint.every", 0, True),
+    ("obs_norm_steps", 1, True), ("checkpoint.every", 0, True), ("eval.every", 0, True),
+    ("eval.episodes", 1, True),
     ("env.iterations", 1, True), ("env.frames_per_batch", 1, True), ("env.max_kl", 0, False),
     ("env.pool_size", 1, True), ("env.pool_min", 1, True), ("env.coverage.cell_size", 0, False),
     ("trpo.gamma", 0, False), ("trpo.gae_lambda", 0, True), ("trpo.critic_epochs", 1, True),

@@ -15,9 +15,12 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from mlflow.tracking import MlflowClient
+from tensordict import TensorDict
 from torchrl.collectors import Collector
 from torchrl.envs import GymEnv
+from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+import torchrl_vase
 from torchrl_vase.envs import PointRobot2DEnv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -454,3 +457,62 @@ def test_envs_are_the_authors_and_the_paper_preset_resolves_for_each(env):
     assert dict(paper.env.make_kwargs) == ({"goal": "position"} if env == "ant" else {})
     assert paper.surprise.sigma_c == 5.0 and paper.surprise.delta == 1e-3
     assert trpo.surprise.name == "none" and (trpo.trpo.gamma, trpo.trpo.gae_lambda) == (0.99, 1.0)
+
+
+def test_evaluation_is_logged_and_the_loaded_policy_reproduces_it(store):
+    cfg = _config(store, "env=point_robot", "surprise=vase", "seed=31", "iterations=3",
+                  "eval.every=2", "eval.episodes=3", "checkpoint.every=1",
+                  "mlflow.experiment=evaluation")
+    result = recipe.train(cfg)
+    client = MlflowClient(tracking_uri=store[0])
+    history = client.get_metric_history(result["run_id"], "eval/return")
+    assert sorted(m.step for m in history) == [128, 192]  # every 2 iterations, and the last
+    # the two lines of the docs: the policy from MLflow, acting on the env's own observations
+    policy = torchrl_vase.load_policy(result["run_id"], tracking_uri=store[0])
+    assert policy.env_id == "torchrl_vase/PointRobot2D-v0"
+    again = recipe.evaluation_metrics(recipe.typed_config(cfg), policy, iteration=2)
+    logged = {key: client.get_metric_history(result["run_id"], key)[-1].value
+              for key in ("eval/return", "eval/success_rate", "eval/episode_length")}
+    assert again == logged
+    action = policy(TensorDict({"observation": torch.zeros(4, 2)}, [4]))["action"]
+    assert action.shape == (4, 2) and torch.isfinite(action).all()
+
+
+def test_load_policy_puts_the_runs_observation_standardisation_in_front(store):
+    cfg = _config(store, "env=mountain_car", "surprise=none", "seed=32", "iterations=1",
+                  "env.normalize_observations=true", "checkpoint.every=1",
+                  "mlflow.experiment=normalised")
+    result = recipe.train(cfg)
+    policy = torchrl_vase.load_policy(result["run_id"], tracking_uri=store[0])
+    weights = torch.load(
+        Path(store[1]) / "checkpoints" / "normalised" / result["run_id"] / "weights.pt",
+        weights_only=True,
+    )
+    loc, scale = (weights["collector"][k] for k in ("observation_loc", "observation_scale"))
+    observation = torch.tensor([[-0.5, 0.01]])
+    actor = torchrl_vase.gaussian_policy(2, 1, [32])
+    actor.load_state_dict(weights["actor"])
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        got = policy(TensorDict({"observation": observation}, [1]))["action"]
+        expected = actor(TensorDict({"observation": (observation - loc) / scale}, [1]))["action"]
+    torch.testing.assert_close(got, expected)
+
+
+def test_load_policy_of_a_run_without_weights_says_why(store):
+    result = recipe.train(_config(store, "surprise=none", "seed=33", "iterations=1",
+                                  "mlflow.experiment=no_weights"))
+    with pytest.raises(FileNotFoundError, match=r"no weights.pt artifact.*checkpoint.every=0"):
+        torchrl_vase.load_policy(result["run_id"], tracking_uri=store[0])
+
+
+def test_evaluate_script_prints_the_runs_evaluation(store, tmp_path):
+    result = recipe.train(_config(store, "surprise=none", "seed=34", "iterations=1",
+                                  "checkpoint.every=1", "mlflow.experiment=script"))
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "recipes" / "evaluate.py"), result["run_id"],
+         "--episodes", "2", "--tracking-uri", store[0]],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "torchrl_vase/SparseMountainCar-v1, 2 episodes from seed 0, deterministic: return" \
+        in out.stdout

@@ -2,6 +2,7 @@
 
 from torchrl_vase import checkpointing, diagnostics, envs  # envs: registers the sparse envs
 from torchrl_vase.collectors import VectorEnvCollector
+from torchrl_vase.evaluation import evaluate, load_policy
 from torchrl_vase.exploration import Exploration
 from torchrl_vase.modules import (
     BayesianMLP,
@@ -9,6 +10,7 @@ from torchrl_vase.modules import (
     LayerWeights,
     StandardizedRegressor,
     StateIndependentScale,
+    gaussian_policy,
     initialize_,
 )
 from torchrl_vase.objectives import (
@@ -63,10 +65,13 @@ __all__ = [
     "diagnostics",
     "discounted_sum",
     "envs",
+    "evaluate",
     "explained_variance",
     "fit_critic",
     "gaussian_nll",
+    "gaussian_policy",
     "initialize_",
+    "load_policy",
     "nll_surprise",
     "prediction_nll",
     "vase_surprise",

@@ -3,7 +3,12 @@
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP, LayerWeights
 from torchrl_vase.modules.critic import StandardizedRegressor
 from torchrl_vase.modules.dynamics import DynamicsModel
-from torchrl_vase.modules.policy import INITIALIZATIONS, StateIndependentScale, initialize_
+from torchrl_vase.modules.policy import (
+    INITIALIZATIONS,
+    StateIndependentScale,
+    gaussian_policy,
+    initialize_,
+)
 
 __all__ = [
     "INITIALIZATIONS",
@@ -12,5 +17,6 @@ __all__ = [
     "LayerWeights",
     "StandardizedRegressor",
     "StateIndependentScale",
+    "gaussian_policy",
     "initialize_",
 ]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import torch
+from tensordict.nn import TensorDictModule
 from torch import Tensor, nn
+from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor
 
 
 class StateIndependentScale(nn.Module):
@@ -75,3 +77,28 @@ def initialize_(network: nn.Module, scheme: str, *, output_gain: float = 1.0) ->
         if layer.bias is not None:
             layer.bias.zero_()
     return network
+
+
+def gaussian_policy(
+    obs_dim: int, action_dim: int, num_cells: list[int], init: str = "torch"
+) -> ProbabilisticActor:
+    """rllab's ``GaussianMLPPolicy`` as a TorchRL actor: a tanh MLP for the mean (its last layer
+    initialised small, gain 0.01 under ``"orthogonal"``), a state-independent log-std starting at
+    0, an ``IndependentNormal`` over actions in [−1, 1] (envs scale them to their bounds). The
+    recipe's policy, and what ``torchrl_vase.load_policy`` rebuilds.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> policy = gaussian_policy(2, 1, [32])
+        >>> policy(TensorDict({"observation": torch.zeros(4, 2)}, [4]))["action"].shape
+        torch.Size([4, 1])
+    """
+    mean = MLP(obs_dim, action_dim, num_cells=list(num_cells), activation_class=nn.Tanh)
+    head = StateIndependentScale(initialize_(mean, init, output_gain=0.01), action_dim)
+    return ProbabilisticActor(
+        TensorDictModule(head, ["observation"], ["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        distribution_class=IndependentNormal,
+        return_log_prob=True,
+    )

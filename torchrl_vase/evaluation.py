@@ -1,0 +1,149 @@
+"""Evaluating a policy with its deterministic action, and loading a trained one from MLflow.
+
+``evaluate`` runs ``episodes`` whole episodes at once (one gymnasium vector env, one policy call
+per step for all of them) with the policy's mode (``ExplorationType.DETERMINISTIC``: the Gaussian's
+mean), actions mapped from [−1, 1] to the env's bounds and clipped as in training.
+``load_policy(run_id)`` rebuilds a run of ``recipes/trpo_vase.py``'s policy from the run's
+``config.yaml`` and ``weights.pt`` artifacts:
+
+    >>> policy = load_policy(run_id, tracking_uri="sqlite:///mlflow.db")  # doctest: +SKIP
+    >>> evaluate(policy, policy.env_id, episodes=10)                       # doctest: +SKIP
+    {'return': 1.0, 'success_rate': 1.0, 'episode_length': 231.4}
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import gymnasium
+import numpy as np
+import torch
+import yaml
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
+from torch import Tensor, nn
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from torchrl_vase.checkpointing import load_checkpoint
+from torchrl_vase.envs.batched import sync_vector_env
+from torchrl_vase.modules.policy import gaussian_policy
+
+__all__ = ["ObservationStandardization", "evaluate", "load_policy"]
+
+
+class ObservationStandardization(nn.Module):
+    """``(observation − loc) / scale``: the fixed statistics a run trained with
+    (``ObservationNorm``'s ``standard_normal``), in front of a loaded policy."""
+
+    def __init__(self, loc: Tensor, scale: Tensor) -> None:
+        super().__init__()
+        self.register_buffer("loc", loc.clone())
+        self.register_buffer("scale", scale.clone())
+
+    def forward(self, observation: Tensor) -> Tensor:
+        return (observation - self.loc) / self.scale
+
+
+@torch.no_grad()
+def evaluate(
+    policy: TensorDictModuleBase,
+    env_id: str,
+    *,
+    episodes: int = 5,
+    seed: int = 0,
+    make_kwargs: dict | None = None,
+    observation_key: str = "observation",
+) -> dict[str, float]:
+    """Mean return, success rate (return > 0: the sparse tasks' reward) and episode length of
+    ``episodes`` episodes of ``env_id`` under the policy's deterministic action.
+
+    Copy ``i`` starts from ``reset(seed=seed + i)``; the global random state is not touched, so a
+    training loop can evaluate without changing its own random numbers.
+
+    Examples:
+        >>> from torchrl_vase.modules import gaussian_policy
+        >>> policy = gaussian_policy(2, 1, [32])
+        >>> sorted(evaluate(policy, "torchrl_vase/SparseMountainCar-v1", episodes=2))
+        ['episode_length', 'return', 'success_rate']
+    """
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"episodes must be a positive int, got {episodes!r}.")
+    env = sync_vector_env(env_id, episodes, **(make_kwargs or {}))
+    try:
+        space = env.single_action_space
+        if not isinstance(space, gymnasium.spaces.Box):
+            raise TypeError(f"{env_id} needs a Box action space, got {space}.")
+        low, half_range = space.low, (space.high - space.low) / 2
+        observation, _ = env.reset(seed=seed)
+        returns = np.zeros(episodes)
+        lengths = np.zeros(episodes, dtype=np.int64)
+        running = np.ones(episodes, dtype=bool)
+        with set_exploration_type(ExplorationType.DETERMINISTIC):
+            while running.any():
+                batch = TensorDict(
+                    {observation_key: torch.as_tensor(observation, dtype=torch.float32)},
+                    [episodes],
+                )
+                action = policy(batch)["action"].clamp(-1.0, 1.0).numpy()
+                observation, reward, terminated, truncated, _ = env.step(
+                    low + (action + 1.0) * half_range
+                )
+                returns += np.where(running, reward, 0.0)
+                lengths += running
+                done = terminated | truncated
+                running &= ~done
+                if done.any() and running.any():
+                    # auto-reset is off: a finished copy must be reset before the next step;
+                    # what it does from then on is not counted
+                    observation, _ = env.reset(options={"reset_mask": done})
+    finally:
+        env.close()
+    return {
+        "return": float(returns.mean()),
+        "success_rate": float((returns > 0).mean()),
+        "episode_length": float(lengths.mean()),
+    }
+
+
+def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModuleBase:
+    """The policy of a ``recipes/trpo_vase.py`` run, as a TorchRL actor that acts on observations
+    as the env gives them (with the run's observation standardisation in front, if it had one).
+
+    It is rebuilt from the run's ``config.yaml`` (the env and the policy's layers) and its latest
+    ``weights.pt`` (written with each checkpoint; loaded with ``weights_only=True``). The
+    returned module also carries ``env_id`` and ``make_kwargs``, for ``evaluate``. Sample with
+    it as with any ``ProbabilisticActor``; under ``set_exploration_type(DETERMINISTIC)`` it acts
+    with the mean.
+    """
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    names = {artifact.path for artifact in client.list_artifacts(run_id)}
+    missing = {"config.yaml", "weights.pt"} - names
+    if missing:
+        raise FileNotFoundError(
+            f"run {run_id} has no {', '.join(sorted(missing))} artifact: it is not a run of "
+            "recipes/trpo_vase.py, or it never wrote a checkpoint (checkpoint.every=0)."
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        config = yaml.safe_load(Path(client.download_artifacts(run_id, "config.yaml", tmp))
+                                .read_text())
+        weights = load_checkpoint(client.download_artifacts(run_id, "weights.pt", tmp))
+    env = config["env"]
+    make_kwargs = env.get("make_kwargs") or {}
+    with gymnasium.make(env["id"], **make_kwargs) as probe:
+        obs_dim = int(probe.observation_space.shape[0])
+        action_dim = int(probe.action_space.shape[0])
+    actor = gaussian_policy(obs_dim, action_dim, env["policy_cells"])
+    actor.load_state_dict(weights["actor"])
+    policy: TensorDictModuleBase = actor
+    standardization = (weights.get("collector") or {})
+    if standardization.get("observation_loc") is not None:
+        normalizer = ObservationStandardization(standardization["observation_loc"],
+                                                standardization["observation_scale"])
+        policy = TensorDictSequential(
+            TensorDictModule(normalizer, ["observation"], ["observation"]), actor
+        )
+    policy.env_id, policy.make_kwargs = env["id"], make_kwargs
+    return policy
