@@ -40,6 +40,8 @@ import mlflow
 import numpy as np
 import torch
 from filelock import FileLock
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
@@ -186,15 +188,39 @@ def check_tracking_uri(uri: str) -> None:
         ) from None
 
 
-def set_experiment(uri: str, name: str) -> None:
-    """Make ``name`` the active experiment; a new one on a SQLite store keeps its artifacts in a
-    ``mlruns/`` folder beside the database file, not in whatever directory the run started from."""
+def set_experiment(uri: str, name: str, env_id: str) -> str:
+    """Make ``name`` the active experiment and return its id; a new one on a SQLite store keeps
+    its artifacts in a ``mlruns/`` folder beside the database file, not in whatever directory the
+    run started from. It gets a description and the kind that makes MLflow 3's UI open on its
+    runs table (not on the GenAI traces page)."""
     client = MlflowClient(tracking_uri=uri)
     if uri.startswith("sqlite:///") and client.get_experiment_by_name(name) is None:
         artifacts = Path(uri.removeprefix("sqlite:///")).resolve().parent / "mlruns"
         with contextlib.suppress(mlflow.exceptions.MlflowException):  # a parallel run made it
             client.create_experiment(name, artifact_location=artifacts.as_uri())
-    mlflow.set_experiment(name)
+    experiment = mlflow.set_experiment(name)
+    tags = {
+        "mlflow.experimentKind": "custom_model_development",
+        "mlflow.note.content": (
+            f"TRPO with surprise bonuses (VASE, NLL, VIME, RND; recipes/trpo_vase.py) on {env_id}: "
+            "one run per measure, advantage structure, seed and changed settings. Metrics: "
+            "train/ (extrinsic return, frames), eval/ (deterministic policy), trpo/, bonus/ "
+            "(the bonus and whether it steers the policy), bnn/ or rnd/. Figures and a table: "
+            f"python recipes/compare.py --experiment {name}"
+        ),
+    }
+    for key, value in tags.items():
+        if key not in experiment.tags:
+            client.set_experiment_tag(experiment.experiment_id, key, value)
+    return experiment.experiment_id
+
+
+def runs_table_link(uri: str, experiment_id: str) -> str:
+    """Where the experiment's runs table is: the server's page, or how to serve a local store."""
+    page = f"#/experiments/{experiment_id}/runs"
+    if uri.startswith(("http://", "https://")):
+        return f"{uri.rstrip('/')}/{page}"
+    return f"mlflow ui --backend-store-uri {uri}, then http://127.0.0.1:5000/{page}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -382,10 +408,43 @@ def git_commit() -> str:
         return "unknown"
 
 
-def run_name(cfg: DictConfig) -> str:
-    if cfg.surprise.name == "none":
-        return f"none-seed{cfg.seed}"
-    return f"{cfg.surprise.name}-{cfg.advantage.structure}-seed{cfg.seed}"
+# command-line overrides a run's name leaves out: already in it (the seed, the groups), or not a
+# setting (where the run logs and checkpoints, how it shows progress)
+NAME_IGNORES = {"seed", "env", "surprise", "advantage", "resume", "progress_bar", "threads"}
+NAME_IGNORED_PREFIXES = ("mlflow.", "checkpoint.", "hydra.", "hydra/")
+# params that are not settings of the run: left out of MLflow's params
+PARAM_IGNORES = ("mlflow.", "checkpoint.", "progress_bar", "resume", "iterations", "env.iterations")
+
+
+def launch() -> tuple[list[str], str | None]:
+    """The overrides given on the command line and, in a Hydra multirun, the sweep's id (its
+    directory's name, the launch time); nothing under the compose API."""
+    if not HydraConfig.initialized():
+        return [], None
+    hydra_config = HydraConfig.get()
+    sweep = Path(hydra_config.sweep.dir).name if hydra_config.mode == RunMode.MULTIRUN else None
+    return list(hydra_config.overrides.task), sweep
+
+
+def run_name(cfg: DictConfig, overrides: list[str] = ()) -> str:
+    """``<surprise>-<advantage>-seed<seed>`` (``none-seed<seed>``), then the overrides that
+    change a setting: ``vase-extrinsic-seed0 surprise.delta=0.01``, so a sweep's runs differ."""
+    base = (f"none-seed{cfg.seed}" if cfg.surprise.name == "none"
+            else f"{cfg.surprise.name}-{cfg.advantage.structure}-seed{cfg.seed}")
+    settings = []
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key not in NAME_IGNORES and not key.startswith(NAME_IGNORED_PREFIXES):
+            settings.append(override.lstrip("+~"))
+    return " ".join([base, *settings])
+
+
+def run_params(cfg: DictConfig, iterations: int) -> dict[str, str]:
+    """The run's settings as MLflow params, one per leaf, without where it logs or checkpoints;
+    the iteration count once (the effective one)."""
+    params = {key: value for key, value in flatten(OmegaConf.to_container(cfg, resolve=True))
+              .items() if not key.startswith(PARAM_IGNORES)}
+    return params | {"iterations": str(iterations)}
 
 
 # keys that do not change what a run computes: a run resumed with other values is the same run
@@ -592,9 +651,9 @@ def train(cfg: DictConfig) -> dict:
         root = check_writable(Path(cfg.checkpoint.dir) / experiment, "checkpoint.dir")
 
     mlflow.set_tracking_uri(uri)
-    set_experiment(uri, experiment)
+    experiment_id = set_experiment(uri, experiment, cfg.env.id)
     client = MlflowClient(tracking_uri=uri)
-    experiment_id = client.get_experiment_by_name(experiment).experiment_id
+    overrides, sweep = launch()
     check_artifact_store(client.get_experiment(experiment_id).artifact_location)
     run_id, state = find_resumable(cfg, client, experiment_id, root)
 
@@ -642,7 +701,8 @@ def train(cfg: DictConfig) -> dict:
                   "checkpoint (the envs' state is not saved); with collection=rllab resume is "
                   "exact.")
 
-    run = mlflow.start_run(run_id=run_id, run_name=None if run_id else run_name(cfg))
+    name = run_name(cfg, overrides)
+    run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name)
     run_id = run.info.run_id
     status = "FAILED"
     try:
@@ -651,13 +711,14 @@ def train(cfg: DictConfig) -> dict:
                 {"env": cfg.env.name, "surprise": cfg.surprise.name, "seed": str(cfg.seed),
                  "advantage": cfg.advantage.structure, "git_commit": git_commit(),
                  "run_identity": run_identity(cfg)}
+                | ({"sweep": sweep} if sweep else {})
             )
-            mlflow.log_params(flatten(OmegaConf.to_container(cfg, resolve=True)))
+            mlflow.log_params(run_params(cfg, iterations))
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "config.yaml"
                 path.write_text(OmegaConf.to_yaml(cfg, resolve=True))
                 mlflow.log_artifact(str(path))
-        print(f"MLflow run {run_id} ({run_name(cfg)}) in experiment '{experiment}' at {uri}")
+        print(f"MLflow run {run_id} ({name}) in experiment '{experiment}' at {uri}")
         checkpointer = Checkpointer(root / run_id) if every else None
         # steps the killed process logged are the checkpoint's (metrics go out after it)
         logged_until = max(
@@ -790,7 +851,8 @@ def train(cfg: DictConfig) -> dict:
         else:
             status = "FINISHED"
         return {"run_id": run_id, "iterations_done": iteration + 1,
-                "stopped_by": signals.received, **metrics}
+                "stopped_by": signals.received,
+                "runs_table": runs_table_link(uri, experiment_id), **metrics}
     except KeyboardInterrupt:
         status = "KILLED"
         raise
@@ -804,8 +866,8 @@ def main(cfg: DictConfig) -> float:
     print(
         f"done: {result['iterations_done']} iterations; extrinsic return "
         f"{result.get('train/return_mean', math.nan):.3f}, success rate "
-        f"{result.get('train/success_rate', math.nan):.2f}. See the run with: mlflow ui "
-        f"--backend-store-uri {tracking_uri(cfg)}"
+        f"{result.get('train/success_rate', math.nan):.2f}. The runs table: "
+        f"{result['runs_table']}"
     )
     if result["stopped_by"] is not None:
         sys.exit(128 + signal.Signals[result["stopped_by"]].value)

@@ -91,7 +91,15 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
     assert params["env.frames_per_batch"] == "64"
     assert params["surprise.delta"] == str(cfg.surprise.delta)
     assert params["env.bnn.num_cells"] == "[32]"
+    assert params["iterations"] == "2" and "env.iterations" not in params  # the count, once
+    noise = [k for k in params if k.startswith(("mlflow.", "checkpoint.", "progress_bar"))]
+    assert not noise and "resume" not in params
     assert run.data.tags["git_commit"]
+    experiment = client.get_experiment(run.info.experiment_id)
+    # MLflow 3's UI opens an experiment of this kind on its runs table, not on GenAI traces
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert "recipes/compare.py --experiment point_robot" in experiment.tags["mlflow.note.content"]
+    assert result["runs_table"].endswith(f"#/experiments/{experiment.experiment_id}/runs")
     for key in ("bonus/mean", "bonus/std", "bnn/elbo", "bnn/loss_kl", "bnn/entropy", "trpo/kl",
                 "trpo/surrogate_after", "trpo/step_accepted", "train/fps", "train/wall_time",
                 "train/frames", "train/coverage"):
@@ -408,14 +416,18 @@ def test_multirun_grid_with_the_joblib_launcher(tmp_path):
         sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "-m", "hydra/launcher=joblib",
         "seed=0,1", "surprise=none", "iterations=1", "num_envs=2", "env.frames_per_batch=32",
         "progress_bar=false", "checkpoint.every=0", f"mlflow.tracking_uri={uri}",
-        f"hydra.sweep.dir={tmp_path / 'multirun'}",
+        f"hydra.sweep.dir={tmp_path / 'multirun' / 'sweep-a'}",
     ]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     client = MlflowClient(tracking_uri=uri)
     runs = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id])
-    assert sorted(r.info.run_name for r in runs) == ["none-seed0", "none-seed1"]
+    # the name carries the overrides that change a setting, not where the run logs
+    assert sorted(r.info.run_name for r in runs) == [
+        f"none-seed{seed} iterations=1 num_envs=2 env.frames_per_batch=32" for seed in (0, 1)]
     assert np.all([r.info.status == "FINISHED" for r in runs])
+    # one tag for the sweep: its directory's name (by default its launch time)
+    assert {r.data.tags["sweep"] for r in runs} == {"sweep-a"}
     mlflow.set_tracking_uri(None)
 
 
