@@ -34,6 +34,9 @@ test: lint
 # docstring that does not match its signature) into a failure
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	@# the site works offline: no script, stylesheet or font fetched from another host
+	@! grep -rEl '<(script|link)[^>]*(src|href)="(https?:)?//' site --include=*.html \
+		|| (echo "the built site loads files from another host (above)"; exit 1)
 
 clean-venv:
 	rm -rf $(VENV)
