@@ -18,14 +18,14 @@ import logging
 import time
 
 import torch
-from tensordict.nn import TensorDictModule
+from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
 from torch import nn
 from torchrl.collectors import Collector
 from torchrl.envs import Compose, DoubleToFloat, GymEnv, RewardSum, SerialEnv, TransformedEnv
 from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, ValueOperator
 from torchrl.objectives import ValueEstimators
 
-from torchrl_vase import StateIndependentScale, TRPOLoss, fit_critic
+from torchrl_vase import TRPOLoss, fit_critic
 
 
 def make_env(env_id: str, num_envs: int) -> TransformedEnv:
@@ -36,8 +36,9 @@ def make_env(env_id: str, num_envs: int) -> TransformedEnv:
 def make_agent(env, policy_cells, critic_cells, critic_activation):
     obs_dim = env.observation_spec["observation"].shape[-1]
     action_dim = env.action_spec.shape[-1]
-    head = StateIndependentScale(
-        MLP(obs_dim, action_dim, num_cells=policy_cells, activation_class=nn.Tanh), action_dim
+    head = nn.Sequential(
+        MLP(obs_dim, action_dim, num_cells=policy_cells, activation_class=nn.Tanh),
+        AddStateIndependentNormalScale(action_dim, scale_lb=0.0),
     )
     actor = ProbabilisticActor(
         TensorDictModule(head, ["observation"], ["loc", "scale"]),

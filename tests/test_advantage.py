@@ -3,7 +3,7 @@
 import pytest
 import torch
 from tensordict import TensorDict
-from tensordict.nn import NormalParamExtractor, TensorDictModule
+from tensordict.nn import AddStateIndependentNormalScale, NormalParamExtractor, TensorDictModule
 from torch import nn
 from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl.objectives import ClipPPOLoss
@@ -11,7 +11,6 @@ from torchrl.objectives import ClipPPOLoss
 from torchrl_vase import (
     ExplorationGAE,
     StandardizedRegressor,
-    StateIndependentScale,
     TRPOLoss,
     discounted_sum,
     fit_critic,
@@ -236,7 +235,7 @@ def _actor(tanh: bool = False):
         return ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
                                   in_keys=["loc", "scale"], distribution_class=TanhNormal,
                                   return_log_prob=True)
-    head = StateIndependentScale(nn.Linear(OBS, 1), 1)
+    head = nn.Sequential(nn.Linear(OBS, 1), AddStateIndependentNormalScale(1))
     return ProbabilisticActor(TensorDictModule(head, ["observation"], ["loc", "scale"]),
                               in_keys=["loc", "scale"], distribution_class=IndependentNormal,
                               return_log_prob=True)

@@ -1,10 +1,12 @@
 """VectorEnvCollector: torchrl's batch layout, actions as the env receives them, episode ends."""
 
+import math
+
 import gymnasium
 import numpy as np
 import pytest
 import torch
-from tensordict.nn import TensorDictModule
+from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
 from torch import nn
 from torchrl.collectors import Collector
 from torchrl.envs import (
@@ -19,7 +21,6 @@ from torchrl.envs import (
 from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, TanhNormal
 
 import torchrl_vase  # noqa: F401  (registers the envs)
-from torchrl_vase import StateIndependentScale
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.envs import make_batched_env
 
@@ -28,7 +29,9 @@ POINT_ROBOT = "torchrl_vase/PointRobot2D-v0"
 
 def _actor(obs_dim: int = 2, action_dim: int = 2, init_std: float = 1.0) -> ProbabilisticActor:
     torch.manual_seed(0)
-    head = StateIndependentScale(MLP(obs_dim, action_dim, num_cells=[16]), action_dim, init_std)
+    head = nn.Sequential(MLP(obs_dim, action_dim, num_cells=[16]),
+                         AddStateIndependentNormalScale(action_dim, scale_lb=0.0,
+                                                        init_value=math.log(init_std)))
     return ProbabilisticActor(
         TensorDictModule(head, ["observation"], ["loc", "scale"]), in_keys=["loc", "scale"],
         distribution_class=IndependentNormal, return_log_prob=True,

@@ -3,7 +3,7 @@ import functools
 import pytest
 import torch
 from tensordict import TensorDict
-from tensordict.nn import TensorDictModule
+from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
 from torch import nn
 from torch.nn.utils import parameters_to_vector
 from torchrl.collectors import Collector
@@ -20,14 +20,15 @@ from torchrl.modules import (
 from torchrl.modules.distributions import NormalParamExtractor
 from torchrl.objectives import ValueEstimators
 
-from torchrl_vase import StateIndependentScale, TRPOLoss, conjugate_gradient, fit_critic
+from torchrl_vase import TRPOLoss, conjugate_gradient, fit_critic
 
 OBS, ACT = 3, 2
 
 
 def _gaussian_actor(obs_dim=OBS, action_dim=ACT, cells=(8,)):
-    head = StateIndependentScale(
-        MLP(obs_dim, action_dim, num_cells=list(cells), activation_class=nn.Tanh), action_dim
+    head = nn.Sequential(
+        MLP(obs_dim, action_dim, num_cells=list(cells), activation_class=nn.Tanh),
+        AddStateIndependentNormalScale(action_dim, scale_lb=0.0),
     )
     return ProbabilisticActor(
         TensorDictModule(head, ["observation"], ["loc", "scale"]),
@@ -247,7 +248,8 @@ def test_the_lean_critic_fit_takes_the_same_steps_as_loss_critic(monkeypatch):
         torch.manual_seed(0)
         critic = ValueOperator(MLP(3, 1, num_cells=[16]), in_keys=["observation"])
         actor = ProbabilisticActor(
-            TensorDictModule(StateIndependentScale(nn.Linear(3, 1), 1), ["observation"],
+            TensorDictModule(nn.Sequential(nn.Linear(3, 1), AddStateIndependentNormalScale(1)),
+                             ["observation"],
                              ["loc", "scale"]),
             in_keys=["loc", "scale"], distribution_class=IndependentNormal)
         loss = TRPOLoss(actor, critic)

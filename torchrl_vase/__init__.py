@@ -9,7 +9,6 @@ from torchrl_vase.modules import (
     DynamicsModel,
     LayerWeights,
     StandardizedRegressor,
-    StateIndependentScale,
     gaussian_policy,
     initialize_,
 )
@@ -53,7 +52,6 @@ __all__ = [
     "RNDRewardTransform",
     "RecentMedianNormalizer",
     "StandardizedRegressor",
-    "StateIndependentScale",
     "SurpriseRewardTransform",
     "TRPOLoss",
     "VASERewardTransform",

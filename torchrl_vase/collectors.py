@@ -89,10 +89,7 @@ class VectorEnvCollector:
         >>> from tensordict.nn import TensorDictModule
         >>> from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor
         >>> import torchrl_vase
-        >>> head = torchrl_vase.StateIndependentScale(MLP(2, 1, num_cells=[32]), 1)
-        >>> actor = ProbabilisticActor(TensorDictModule(head, ["observation"], ["loc", "scale"]),
-        ...     in_keys=["loc", "scale"], distribution_class=IndependentNormal,
-        ...     return_log_prob=True)
+        >>> actor = torchrl_vase.gaussian_policy(2, 1, [32])
         >>> collector = VectorEnvCollector("torchrl_vase/SparseMountainCar-v1", actor,
         ...     num_envs=4, frames_per_batch=400, seed=0)
         >>> batch = next(iter(collector))

@@ -5,7 +5,6 @@ from torchrl_vase.modules.critic import StandardizedRegressor
 from torchrl_vase.modules.dynamics import DynamicsModel
 from torchrl_vase.modules.policy import (
     INITIALIZATIONS,
-    StateIndependentScale,
     gaussian_policy,
     initialize_,
 )
@@ -16,7 +15,6 @@ __all__ = [
     "DynamicsModel",
     "LayerWeights",
     "StandardizedRegressor",
-    "StateIndependentScale",
     "gaussian_policy",
     "initialize_",
 ]

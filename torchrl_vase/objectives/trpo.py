@@ -384,10 +384,10 @@ def fit_critic(
         >>> from tensordict import TensorDict
         >>> from tensordict.nn import TensorDictModule
         >>> from torchrl.modules import IndependentNormal, ProbabilisticActor, ValueOperator
-        >>> from torchrl_vase import StateIndependentScale
+        >>> from tensordict.nn import AddStateIndependentNormalScale
+        >>> head = torch.nn.Sequential(torch.nn.Linear(3, 1), AddStateIndependentNormalScale(1))
         >>> actor = ProbabilisticActor(
-        ...     TensorDictModule(StateIndependentScale(torch.nn.Linear(3, 1), 1),
-        ...                      ["observation"], ["loc", "scale"]),
+        ...     TensorDictModule(head, ["observation"], ["loc", "scale"]),
         ...     in_keys=["loc", "scale"], distribution_class=IndependentNormal)
         >>> critic = ValueOperator(torch.nn.Linear(3, 1), in_keys=["observation"])
         >>> loss = TRPOLoss(actor, critic)
