@@ -84,7 +84,12 @@ from torchrl_vase.checkpointing import (
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.diagnostics import CoverageGrid, advantage_alignment
 from torchrl_vase.envs import VECTORIZATIONS, make_batched_env
-from torchrl_vase.evaluation import ObservationStandardization, evaluate
+from torchrl_vase.evaluation import (
+    ObservationStandardization,
+    check_video,
+    evaluate,
+    record_episode,
+)
 from torchrl_vase.modules import INITIALIZATIONS, gaussian_policy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,6 +116,8 @@ EXPLORATION_METRICS = {
 def validate(cfg: DictConfig) -> None:
     """Reject impossible settings before any env is built."""
     env, surprise = cfg.env, cfg.surprise
+    if cfg.eval.video:
+        check_video(env.id, make_kwargs(cfg))
     if cfg.resume is not False and cfg.checkpoint.every == 0:
         raise ValueError("resume needs checkpoints: checkpoint.every=0 keeps none.")
     if cfg.device not in ("cpu", "cuda") and not cfg.device.startswith("cuda:"):
@@ -800,6 +807,12 @@ def train(cfg: DictConfig) -> dict:
                 if cfg.eval.every and ((iteration + 1) % cfg.eval.every == 0 or last):
                     metrics.update(evaluation_metrics(cfg, acting_policy(actor, collector),
                                                       iteration))
+                if cfg.eval.video and last:
+                    with tempfile.TemporaryDirectory() as tmp:
+                        path = record_episode(acting_policy(actor, collector), cfg.env.id,
+                                              Path(tmp) / f"episode_{frames}.mp4",
+                                              seed=cfg.seed, make_kwargs=make_kwargs(cfg))
+                        mlflow.log_artifact(str(path), artifact_path="videos")
                 if first_reward_step is not None:
                     metrics["train/first_reward_step"] = first_reward_step
                 if grid is not None:

@@ -129,6 +129,7 @@ class MLflow:
 class Eval:
     every: int = 10
     episodes: int = 5
+    video: bool = False
 
 
 @dataclass

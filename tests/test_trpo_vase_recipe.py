@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import gymnasium
+import imageio
 import mlflow
 import numpy as np
 import pytest
@@ -528,3 +529,23 @@ def test_evaluate_script_prints_the_runs_evaluation(store, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "torchrl_vase/SparseMountainCar-v1, 2 episodes from seed 0, deterministic: return" \
         in out.stdout
+
+
+def test_with_video_on_the_run_logs_an_mp4_of_one_episode(store, tmp_path):
+    cfg = _config(store, "env=point_robot", "surprise=none", "seed=35", "iterations=1",
+                  "eval.video=true", "mlflow.experiment=video")
+    result = recipe.train(cfg)
+    client = MlflowClient(tracking_uri=store[0])
+    [video] = client.list_artifacts(result["run_id"], "videos")
+    local = client.download_artifacts(result["run_id"], video.path, str(tmp_path))
+    frames = imageio.v2.mimread(local, memtest=False)
+    # the whole episode, its start and 500 steps: a policy with a near-zero mean action stays
+    # far from the goal (its actions start at 0.01 x the unit scale)
+    assert video.path.endswith(".mp4") and len(frames) == 501 and frames[0].shape[-1] == 3
+
+
+def test_video_of_an_env_without_rendering_fails_before_any_run_exists(store):
+    before = _all_runs(store[0])
+    with pytest.raises(ValueError, match=r"SparseMountainCar-v1 cannot render rgb_array frames"):
+        recipe.train(_config(store, "eval.video=true"))
+    assert _all_runs(store[0]) == before

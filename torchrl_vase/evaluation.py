@@ -29,7 +29,7 @@ from torchrl_vase.checkpointing import load_checkpoint
 from torchrl_vase.envs.batched import sync_vector_env
 from torchrl_vase.modules.policy import gaussian_policy
 
-__all__ = ["ObservationStandardization", "evaluate", "load_policy"]
+__all__ = ["ObservationStandardization", "evaluate", "load_policy", "record_episode"]
 
 
 class ObservationStandardization(nn.Module):
@@ -104,6 +104,68 @@ def evaluate(
         "success_rate": float((returns > 0).mean()),
         "episode_length": float(lengths.mean()),
     }
+
+
+def check_video(env_id: str, make_kwargs: dict | None = None) -> None:
+    """Raise now, with the reason, if ``record_episode`` could not film ``env_id``: the mp4
+    writer (``imageio`` with ``imageio-ffmpeg``, the ``video`` extra) or the env's
+    ``rgb_array`` rendering is missing (MuJoCo needs an OpenGL backend: ``MUJOCO_GL=egl``)."""
+    try:
+        import imageio  # noqa: F401
+        import imageio_ffmpeg  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            "videos need imageio and imageio-ffmpeg: pip install -e '.[video]'."
+        ) from None
+    try:
+        with gymnasium.make(env_id, render_mode="rgb_array", **(make_kwargs or {})) as env:
+            env.reset(seed=0)
+            frame = env.render()
+    except Exception as error:
+        raise ValueError(
+            f"{env_id} cannot render rgb_array frames ({type(error).__name__}: "
+            f"{str(error).splitlines()[0][:200]}); turn the video off."
+        ) from None
+    if not isinstance(frame, np.ndarray) or frame.ndim != 3:
+        raise ValueError(f"{env_id} renders no rgb_array frame; turn the video off.")
+
+
+@torch.no_grad()
+def record_episode(
+    policy: TensorDictModuleBase,
+    env_id: str,
+    path: str | Path,
+    *,
+    seed: int = 0,
+    make_kwargs: dict | None = None,
+    fps: int = 30,
+    observation_key: str = "observation",
+) -> Path:
+    """An mp4 of one episode of the policy's deterministic action (``env.render()`` frames,
+    written by ``imageio-ffmpeg``); the episode starts from ``reset(seed=seed)``."""
+    import imageio
+
+    check_video(env_id, make_kwargs)
+    frames = []
+    with gymnasium.make(env_id, render_mode="rgb_array", **(make_kwargs or {})) as env, \
+            set_exploration_type(ExplorationType.DETERMINISTIC):
+        space = env.action_space
+        observation, _ = env.reset(seed=seed)
+        frames.append(env.render())
+        done = False
+        while not done:
+            batch = TensorDict(
+                {observation_key: torch.as_tensor(observation, dtype=torch.float32)}, []
+            )
+            action = policy(batch)["action"].clamp(-1.0, 1.0).numpy()
+            observation, _, terminated, truncated, _ = env.step(
+                space.low + (action + 1.0) * (space.high - space.low) / 2
+            )
+            frames.append(env.render())
+            done = terminated or truncated
+    path = Path(path)
+    imageio.v2.mimwrite(path, frames, fps=fps, macro_block_size=1)
+    return path
 
 
 def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModuleBase:
