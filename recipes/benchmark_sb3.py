@@ -80,7 +80,8 @@ def ours(env_id: str, frames: int, seed: int, num_envs: int, store: Path, extra:
         "env.normalize_observations=false",
         "trpo.gamma=0.99", "trpo.gae_lambda=0.95", "trpo.critic_epochs=5",
         "trpo.critic_minibatch=500", "trpo.critic_lr=1e-3", "threads=1", "progress_bar=false",
-        "checkpoint.every=0", "collection=continuous",  # sb3's: episodes run on across updates
+        "checkpoint.every=0", "eval.every=0",  # sb3 evaluates nothing either
+        "collection=continuous",  # sb3's: episodes run on across updates
         f"mlflow.tracking_uri=sqlite:///{store / 'mlflow.db'}",
         f"mlflow.experiment={env_id}", *extra,
     ]

@@ -709,6 +709,8 @@ def train(cfg: DictConfig) -> dict:
                   "exact.")
 
     name = run_name(cfg, overrides)
+    # from here on SIGTERM and SIGINT end the run after an iteration, with a checkpoint
+    signals = StopSignals().__enter__()
     run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name)
     run_id = run.info.run_id
     status = "FAILED"
@@ -746,105 +748,107 @@ def train(cfg: DictConfig) -> dict:
         started = time.perf_counter()
         iteration = start_iteration - 1
         batches = iter(collector) if remaining > 0 else iter(())
-        with StopSignals() as signals:
-            for iteration in range(start_iteration, start_iteration + remaining):
-                tick = time.perf_counter()
-                torch.set_num_threads(cfg.threads)  # an env's close() may have changed it
-                # each iteration's random numbers follow from (seed, iteration) alone; with
-                # rllab's fresh paths, so do its envs' starts: an iteration replays from its seed
-                seed = iteration_seed(cfg.seed, iteration)
-                torch.manual_seed(seed)
-                if rllab:
-                    collector.set_seed(seed)
-                batch = next(batches)
-                frames += batch.numel()
-                extrinsic = batch["next", "reward"].clone()
-                check_finite(extrinsic, "the env's reward ('next', 'reward')", iteration)
+        stopped_by = None
+        for iteration in range(start_iteration, start_iteration + remaining):
+            tick = time.perf_counter()
+            torch.set_num_threads(cfg.threads)  # an env's close() may have changed it
+            # each iteration's random numbers follow from (seed, iteration) alone; with
+            # rllab's fresh paths, so do its envs' starts: an iteration replays from its seed
+            seed = iteration_seed(cfg.seed, iteration)
+            torch.manual_seed(seed)
+            if rllab:
+                collector.set_seed(seed)
+            batch = next(batches)
+            frames += batch.numel()
+            extrinsic = batch["next", "reward"].clone()
+            check_finite(extrinsic, "the env's reward ('next', 'reward')", iteration)
+            if grid is not None:
+                grid.update(batch["next", "observation"])
+            # [num_envs, T]: the envs step together, so time slice t ends at env step (t+1)·E
+            rewarded = (extrinsic.reshape(*batch.shape) > 0).reshape(-1, batch.shape[-1]).any(0)
+            if first_reward_step is None and rewarded.any():
+                first_slice = int(rewarded.nonzero()[0])
+                first_reward_step = frames - batch.numel() + (first_slice + 1) * cfg.num_envs
                 if grid is not None:
-                    grid.update(batch["next", "observation"])
-                # [num_envs, T]: the envs step together, so time slice t ends at env step (t+1)·E
-                rewarded = (extrinsic.reshape(*batch.shape) > 0).reshape(-1, batch.shape[-1]).any(0)
-                if first_reward_step is None and rewarded.any():
-                    first_slice = int(rewarded.nonzero()[0])
-                    first_reward_step = frames - batch.numel() + (first_slice + 1) * cfg.num_envs
-                    if grid is not None:
-                        heatmap_counts = grid.counts.clone()
+                    heatmap_counts = grid.counts.clone()
 
-                metrics = {}
-                if exploration is not None:
-                    model_prefix = "rnd/" if cfg.surprise.name == "rnd" else "bnn/"
-                    for key, value in exploration.step(batch).items():
-                        metrics[EXPLORATION_METRICS.get(key, model_prefix + key)] = value
+            metrics = {}
+            if exploration is not None:
+                model_prefix = "rnd/" if cfg.surprise.name == "rnd" else "bnn/"
+                for key, value in exploration.step(batch).items():
+                    metrics[EXPLORATION_METRICS.get(key, model_prefix + key)] = value
 
-                with torch.no_grad():
-                    loss.value_estimator(batch)
-                if exploration is not None and metrics["bonus/std"] > 0:
-                    alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
-                    metrics.update({"bonus/advantage_corr": alignment["correlation"],
-                                    "bonus/advantage_share": alignment["bonus_share"]})
-                step = loss.natural_gradient_step(batch)
-                critic_fit = fit_critic(loss, batch, critic_optimizer,
-                                        epochs=cfg.trpo.critic_epochs,
-                                        minibatch_size=cfg.trpo.critic_minibatch)
-                collector.update_policy_weights_()
-                metrics.update(episode_metrics(batch), **{
-                    "train/frames": frames,
-                    "train/iteration": iteration,
-                    "trpo/kl": step["kl"].item(),
-                    "trpo/surrogate_before": step["surrogate_before"].item(),
-                    "trpo/surrogate_after": step["surrogate_after"].item(),
-                    "trpo/step_accepted": float(step["step_accepted"]),
-                    "trpo/backtracks": float(step["backtracks"]),
-                    "trpo/critic_loss": critic_fit["loss_critic"].item(),
-                    "trpo/explained_variance": critic_fit["explained_variance"].item(),
-                    **{f"trpo/{k}": v.item() for k, v in critic_fit.items()
-                       if k.startswith("intrinsic_")},
-                    "train/fps": batch.numel() / (time.perf_counter() - tick),
-                    "train/wall_time": wall_time_before + time.perf_counter() - started,
+            with torch.no_grad():
+                loss.value_estimator(batch)
+            if exploration is not None and metrics["bonus/std"] > 0:
+                alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
+                metrics.update({"bonus/advantage_corr": alignment["correlation"],
+                                "bonus/advantage_share": alignment["bonus_share"]})
+            step = loss.natural_gradient_step(batch)
+            critic_fit = fit_critic(loss, batch, critic_optimizer,
+                                    epochs=cfg.trpo.critic_epochs,
+                                    minibatch_size=cfg.trpo.critic_minibatch)
+            collector.update_policy_weights_()
+            metrics.update(episode_metrics(batch), **{
+                "train/frames": frames,
+                "train/iteration": iteration,
+                "trpo/kl": step["kl"].item(),
+                "trpo/surrogate_before": step["surrogate_before"].item(),
+                "trpo/surrogate_after": step["surrogate_after"].item(),
+                "trpo/step_accepted": float(step["step_accepted"]),
+                "trpo/backtracks": float(step["backtracks"]),
+                "trpo/critic_loss": critic_fit["loss_critic"].item(),
+                "trpo/explained_variance": critic_fit["explained_variance"].item(),
+                **{f"trpo/{k}": v.item() for k, v in critic_fit.items()
+                   if k.startswith("intrinsic_")},
+                "train/fps": batch.numel() / (time.perf_counter() - tick),
+                "train/wall_time": wall_time_before + time.perf_counter() - started,
+            })
+            stop = cfg.stop_at_first_reward and first_reward_step is not None
+            # read once: a signal that arrives after this is handled after the next iteration
+            stopped_by = signals.received
+            last = iteration == iterations - 1 or stop or stopped_by is not None
+            if cfg.eval.every and ((iteration + 1) % cfg.eval.every == 0 or last):
+                metrics.update(evaluation_metrics(cfg, acting_policy(actor, collector),
+                                                  iteration))
+            if cfg.eval.video and last:
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = record_episode(acting_policy(actor, collector), cfg.env.id,
+                                          Path(tmp) / f"episode_{frames}.mp4",
+                                          seed=cfg.seed, make_kwargs=make_kwargs(cfg))
+                    mlflow.log_artifact(str(path), artifact_path="videos")
+            if first_reward_step is not None:
+                metrics["train/first_reward_step"] = first_reward_step
+            if grid is not None:
+                metrics["train/coverage"] = grid.coverage()
+            pending.append((frames, metrics))
+            bar.set_postfix(ret=f"{metrics['train/return_mean']:.2f}",
+                            success=f"{metrics['train/success_rate']:.2f}",
+                            fps=f"{metrics['train/fps']:,.0f}")
+            bar.update(1)
+
+            # (stop: the paper's exploration experiment counts steps to the first reward)
+            if checkpointer is not None and ((iteration + 1) % every == 0 or last):
+                checkpointer.save({
+                    **{name: part.state_dict() if part is not None else None
+                       for name, part in stateful.items()},
+                    "heatmap_counts": heatmap_counts,
+                    "iteration": iteration,
+                    "frames": frames,
+                    "first_reward_step": first_reward_step,
+                    "wall_time": metrics["train/wall_time"],
+                    "pending_metrics": pending,
+                    "run_id": run_id,
+                    "identity": run_identity(cfg),
+                    "config": OmegaConf.to_yaml(cfg, resolve=True),
+                    "rng": rng_state(),
                 })
-                stop = cfg.stop_at_first_reward and first_reward_step is not None
-                last = iteration == iterations - 1 or stop or signals.received is not None
-                if cfg.eval.every and ((iteration + 1) % cfg.eval.every == 0 or last):
-                    metrics.update(evaluation_metrics(cfg, acting_policy(actor, collector),
-                                                      iteration))
-                if cfg.eval.video and last:
-                    with tempfile.TemporaryDirectory() as tmp:
-                        path = record_episode(acting_policy(actor, collector), cfg.env.id,
-                                              Path(tmp) / f"episode_{frames}.mp4",
-                                              seed=cfg.seed, make_kwargs=make_kwargs(cfg))
-                        mlflow.log_artifact(str(path), artifact_path="videos")
-                if first_reward_step is not None:
-                    metrics["train/first_reward_step"] = first_reward_step
-                if grid is not None:
-                    metrics["train/coverage"] = grid.coverage()
-                pending.append((frames, metrics))
-                bar.set_postfix(ret=f"{metrics['train/return_mean']:.2f}",
-                                success=f"{metrics['train/success_rate']:.2f}",
-                                fps=f"{metrics['train/fps']:,.0f}")
-                bar.update(1)
-
-                # (stop: the paper's exploration experiment counts steps to the first reward)
-                if checkpointer is not None and ((iteration + 1) % every == 0 or last):
-                    checkpointer.save({
-                        **{name: part.state_dict() if part is not None else None
-                           for name, part in stateful.items()},
-                        "heatmap_counts": heatmap_counts,
-                        "iteration": iteration,
-                        "frames": frames,
-                        "first_reward_step": first_reward_step,
-                        "wall_time": metrics["train/wall_time"],
-                        "pending_metrics": pending,
-                        "run_id": run_id,
-                        "identity": run_identity(cfg),
-                        "config": OmegaConf.to_yaml(cfg, resolve=True),
-                        "rng": rng_state(),
-                    })
-                    save_weights(checkpointer.directory, stateful)
-                if checkpointer is None or (iteration + 1) % every == 0 or last:
-                    logged_until = log_steps(client, run_id, pending, logged_until)
-                    pending = []
-                if stop or signals.received is not None:
-                    break
+                save_weights(checkpointer.directory, stateful)
+            if checkpointer is None or (iteration + 1) % every == 0 or last:
+                logged_until = log_steps(client, run_id, pending, logged_until)
+                pending = []
+            if stop or stopped_by is not None:
+                break
         bar.close()
         collector.shutdown()
         torch.set_num_threads(cfg.threads)
@@ -856,21 +860,22 @@ def train(cfg: DictConfig) -> dict:
                 path = Path(tmp) / "visited_positions.png"
                 coverage_heatmap(snapshot, first_reward_step, path)
                 mlflow.log_artifact(str(path))
-        if signals.received is not None:
+        if stopped_by is not None:
             status = "KILLED"
-            print(f"{signals.received}: stopped after iteration {iteration}"
+            print(f"{stopped_by}: stopped after iteration {iteration}"
                   + (f", checkpoint {checkpointer.path}" if checkpointer else "")
                   + "; continue with resume=true.")
         else:
             status = "FINISHED"
         return {"run_id": run_id, "iterations_done": iteration + 1,
-                "stopped_by": signals.received,
+                "stopped_by": stopped_by,
                 "runs_table": runs_table_link(uri, experiment_id), **metrics}
     except KeyboardInterrupt:
         status = "KILLED"
         raise
     finally:
         mlflow.end_run(status)
+        signals.__exit__(None, None, None)
 
 
 @hydra.main(version_base=None, config_path=str(ROOT / "conf"), config_name="trpo_vase")
