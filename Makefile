@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -qq --upgrade pip
 	$(PY) -m pip install -qq torch==2.13.0
-	$(PY) -m pip install -qq -c constraints.txt -e ".[dev,docs,video]"
+	$(PY) -m pip install -qq -c constraints.txt -e ".[dev,docs,video,cluster,server]"
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -94,6 +94,11 @@ from torchrl_vase.modules import INITIALIZATIONS, gaussian_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "recipes"))
+# launchers that run the jobs in other processes (submitit) unpickle this script's functions
+# there: they must find the schema module beside it too
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    filter(None, [str(ROOT / "recipes"), os.environ.get("PYTHONPATH")])
+)
 from trpo_vase_config import typed_config  # noqa: E402  (the schema beside this script)
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}

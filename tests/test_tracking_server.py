@@ -1,0 +1,93 @@
+"""recipes/tracking_server.sh: MLflow on PostgreSQL, a 2 x 2 sweep through submitit's local
+executor into it, and a killed job resumed against it."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "recipes" / "tracking_server.sh"
+
+
+def _postgres_available() -> bool:
+    return any(Path("/usr/lib/postgresql").glob("*/bin/initdb")) or (
+        os.geteuid() == 0 and shutil.which("apt-get") is not None  # the script installs it
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+pytestmark = pytest.mark.skipif(
+    not _postgres_available(),
+    reason="PostgreSQL is not installed and cannot be (apt-get needs root)",
+)
+
+
+@pytest.fixture(scope="module")
+def server():
+    # not under pytest's tmp_path: its parents are private to root, and PostgreSQL runs as the
+    # postgres user
+    directory = Path(tempfile.mkdtemp(prefix="vase-tracking-"))
+    directory.chmod(0o755)
+    environment = {**os.environ, "PGPORT": str(_free_port())}
+    port = _free_port()
+    started = subprocess.run(["bash", str(SCRIPT), "start", str(directory), str(port)],
+                             capture_output=True, text=True, timeout=600, env=environment)
+    assert started.returncode == 0, started.stderr[-3000:]
+    yield started.stdout.strip().splitlines()[-1], directory
+    subprocess.run(["bash", str(SCRIPT), "stop", str(directory)], timeout=120, env=environment)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _sweep(uri: str, workdir: Path, *extra: str) -> subprocess.CompletedProcess:
+    command = [
+        sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "-m",
+        "hydra/launcher=submitit_local", "seed=0,1", "trpo.gamma=0.99,0.995", "surprise=none",
+        "num_envs=2", "env.frames_per_batch=64", "trpo.critic_minibatch=32",
+        "progress_bar=false", "checkpoint.every=1", "threads=1", f"mlflow.tracking_uri={uri}",
+        f"checkpoint.dir={workdir / 'checkpoints'}", f"hydra.sweep.dir={workdir / 'sweep'}",
+        *extra,
+    ]
+    return subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600)
+
+
+def test_a_submitit_sweep_into_the_postgres_server_logs_every_step_and_resumes(server,
+                                                                                tmp_path):
+    uri, directory = server
+    assert uri.startswith("http://127.0.0.1:")
+    first = _sweep(uri, tmp_path, "iterations=2")
+    assert first.returncode == 0, first.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("mountain_car")
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted((r.data.params["seed"], r.data.params["trpo.gamma"]) for r in runs) == [
+        ("0", "0.99"), ("0", "0.995"), ("1", "0.99"), ("1", "0.995")]
+    for run in runs:  # four processes logged at once: every step of every run is there
+        assert run.info.status == "FINISHED"
+        frames = client.get_metric_history(run.info.run_id, "train/frames")
+        assert sorted(m.step for m in frames) == [64, 128]
+        assert {a.path for a in client.list_artifacts(run.info.run_id)} >= {"config.yaml",
+                                                                             "weights.pt"}
+    assert len({r.data.tags["sweep"] for r in runs}) == 1
+    # the artifacts went through the server into its own store
+    assert any((directory / "artifacts").rglob("weights.pt"))
+    # the same sweep resumed against the server: each job continues its own run
+    again = _sweep(uri, tmp_path, "iterations=3", "resume=true")
+    assert again.returncode == 0, again.stderr[-3000:]
+    resumed = client.search_runs([experiment.experiment_id])
+    assert sorted(r.info.run_id for r in resumed) == sorted(r.info.run_id for r in runs)
+    for run in resumed:
+        assert run.info.status == "FINISHED"
+        frames = client.get_metric_history(run.info.run_id, "train/frames")
+        assert sorted(m.step for m in frames) == [64, 128, 192]
