@@ -13,6 +13,7 @@ Diagnostics of whether the bonus steers the policy are logged every iteration.
     python recipes/trpo_vase.py advantage=dual surprise=rnd        # RND's two critics
     python recipes/trpo_vase.py preset=authors                      # the authors' settings
     python recipes/trpo_vase.py -m seed=0,1,2 surprise=none,vase,nll hydra/launcher=joblib
+    python recipes/trpo_vase.py -m seed=0,1 hydra/launcher=submitit_local   # or submitit_slurm
     python recipes/trpo_vase.py resume=true                         # continue a killed run
     mlflow ui --backend-store-uri sqlite:///mlflow.db               # compare the runs
 
