@@ -18,6 +18,7 @@ port=${3:-5000}
 pgport=${PGPORT:-5433}
 root=$(cd "$(dirname "$0")/.." && pwd)
 mlflow_bin=${MLFLOW_BIN:-$root/.venv/bin/mlflow}
+python_bin=${PYTHON_BIN:-$root/.venv/bin/python}
 
 postgres_bin() {
     ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
@@ -62,7 +63,7 @@ start)
         --artifacts-destination "$dir/artifacts" >"$dir/mlflow.log" 2>&1 &
     echo $! >"$dir/mlflow.pid"
     for _ in $(seq 1 120); do  # creating the tables on a first start takes a few seconds
-        if curl -fs "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
+        if "$python_bin" -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/health', timeout=2)" 2>/dev/null; then
             echo "http://127.0.0.1:$port"
             exit 0
         fi
