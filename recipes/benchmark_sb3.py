@@ -1,8 +1,9 @@
 """Plain TRPO from ``recipes/trpo_vase.py`` beside sb3-contrib's TRPO: frames/s and learning.
 
 Both with the same settings: ``--num-envs`` envs × ``5000 / num_envs`` steps = 5,000 frames per
-update, policy [64, 32] tanh, critic [32] tanh, max KL 0.01, 10 conjugate-gradient iterations,
-5 critic epochs of minibatches of 500 (Adam, 1e-3), γ 0.99, λ 0.95, one torch thread each. Runs
+update, policy [64, 32] tanh, critic [32] tanh, orthogonal initialisation, value targets
+advantages + values (TD(λ)), max KL 0.01, 10 conjugate-gradient iterations, 5 critic epochs of
+minibatches of 500 (Adam, 1e-3), γ 0.99, λ 0.95, one torch thread each. Runs
 alternate between the two libraries (ours, sb3, ours, sb3, …) so that a change of load hits both.
 
 * frames/s end to end (collection and updates) on HalfCheetah-v5 and MountainCarContinuous-v0,
@@ -77,6 +78,8 @@ def ours(env_id: str, frames: int, seed: int, num_envs: int, store: Path, extra:
         f"seed={seed}", f"iterations={iterations}", f"num_envs={num_envs}",
         f"env.frames_per_batch={FRAMES_PER_UPDATE}", "env.policy_cells=[64,32]",
         "env.critic_cells=[32]", "trpo.critic_activation=tanh",
+        # sb3's initialisation and value targets (returns = advantages + values), as its TRPO
+        "trpo.init=orthogonal", "advantage.value_target=td_lambda",
         "env.normalize_observations=false",
         "trpo.gamma=0.99", "trpo.gae_lambda=0.95", "trpo.critic_epochs=5",
         "trpo.critic_minibatch=500", "trpo.critic_lr=1e-3", "threads=1", "progress_bar=false",
