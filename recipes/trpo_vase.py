@@ -128,6 +128,9 @@ def validate(cfg: DictConfig) -> None:
         raise ValueError("resume needs checkpoints: checkpoint.every=0 keeps none.")
     if cfg.device not in ("cpu", "cuda") and not cfg.device.startswith("cuda:"):
         raise ValueError(f"device must be cpu, cuda or cuda:<index>, got {cfg.device!r}.")
+    if cfg.device != "cpu" and not torch.cuda.is_available():
+        raise ValueError(f"device={cfg.device}: there is no CUDA device here "
+                         "(torch.cuda.is_available() is False); use device=cpu.")
     if env.frames_per_batch < cfg.num_envs:
         raise ValueError(
             f"env.frames_per_batch ({env.frames_per_batch}) is smaller than num_envs "

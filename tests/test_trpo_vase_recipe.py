@@ -364,6 +364,14 @@ def test_a_bad_setting_fails_with_its_key_before_any_run_exists(store, override,
     assert _all_runs(store[0]) == before
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_device_cuda_without_a_gpu_fails_before_any_run_exists(store):
+    before = _all_runs(store[0])
+    with pytest.raises(ValueError, match=r"^device=cuda: there is no CUDA device here"):
+        recipe.train(_config(store, "device=cuda"))
+    assert _all_runs(store[0]) == before
+
+
 def _all_runs(uri: str) -> int:
     client = MlflowClient(tracking_uri=uri)
     return len(client.search_runs([e.experiment_id for e in client.search_experiments()]))
