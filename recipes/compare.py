@@ -77,7 +77,6 @@ class Run:
     metrics: dict[str, np.ndarray]  # name -> values ordered by step (frames)
     settings: dict[str, str] = field(default_factory=dict)  # every param but NOT_SETTINGS
     steps: dict[str, np.ndarray] = field(default_factory=dict)  # name -> the steps of its values
-    name: str = ""
     start_time: int = 0
 
     @property
@@ -136,7 +135,6 @@ def load_runs(client: MlflowClient, experiment: str) -> tuple[list[Run], list[st
                 settings={k: v for k, v in run.data.params.items()
                           if not k.startswith(NOT_SETTINGS)},
                 steps=steps,
-                name=run.info.run_name or "",
                 start_time=run.info.start_time or 0,
             )
         )

@@ -46,7 +46,7 @@ from hydra.types import RunMode
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
-from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
+from tensordict.nn import TensorDictModuleBase
 from torch import nn
 from torchrl.collectors import Collector
 from torchrl.envs import (
@@ -86,10 +86,10 @@ from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.diagnostics import CoverageGrid, advantage_alignment
 from torchrl_vase.envs import VECTORIZATIONS, make_batched_env
 from torchrl_vase.evaluation import (
-    ObservationStandardization,
     check_video,
     evaluate,
     record_episode,
+    with_observation_standardization,
 )
 from torchrl_vase.modules import INITIALIZATIONS, gaussian_policy
 
@@ -204,8 +204,8 @@ def check_tracking_uri(uri: str) -> None:
         ) from None
 
 
-def set_experiment(uri: str, name: str, env_id: str) -> str:
-    """Make ``name`` the active experiment and return its id; a new one on a SQLite store keeps
+def set_experiment(uri: str, name: str, env_id: str) -> mlflow.entities.Experiment:
+    """Make ``name`` the active experiment and return it; a new one on a SQLite store keeps
     its artifacts in a ``mlruns/`` folder beside the database file, not in whatever directory the
     run started from. It gets a description and the kind that makes MLflow 3's UI open on its
     runs table (not on the GenAI traces page)."""
@@ -228,7 +228,7 @@ def set_experiment(uri: str, name: str, env_id: str) -> str:
     for key, value in tags.items():
         if key not in experiment.tags:
             client.set_experiment_tag(experiment.experiment_id, key, value)
-    return experiment.experiment_id
+    return experiment
 
 
 def runs_table_link(uri: str, experiment_id: str) -> str:
@@ -428,8 +428,16 @@ def git_commit() -> str:
 # setting (where the run logs and checkpoints, how it shows progress)
 NAME_IGNORES = {"seed", "env", "surprise", "advantage", "resume", "progress_bar", "threads"}
 NAME_IGNORED_PREFIXES = ("mlflow.", "checkpoint.", "hydra.", "hydra/")
-# params that are not settings of the run: left out of MLflow's params
-PARAM_IGNORES = ("mlflow.", "checkpoint.", "progress_bar", "resume", "iterations", "env.iterations")
+# keys (and key groups) that do not change what a run computes: left out of MLflow's params
+# (`iterations` is logged once, as the effective count); a run resumed with other values of
+# these, or of `threads`, is the same run
+PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations", "env.iterations")
+IDENTITY_IGNORES = (*PARAM_IGNORES, "threads")
+
+
+def ignored(key: str, ignores: tuple[str, ...]) -> bool:
+    """``key`` (dotted) is one of ``ignores`` or inside one of them."""
+    return any(key == name or key.startswith(f"{name}.") for name in ignores)
 
 
 def launch() -> tuple[list[str], str | None]:
@@ -459,13 +467,10 @@ def run_params(cfg: DictConfig, iterations: int) -> dict[str, str]:
     """The run's settings as MLflow params, one per leaf, without where it logs or checkpoints;
     the iteration count once (the effective one)."""
     params = {key: value for key, value in flatten(OmegaConf.to_container(cfg, resolve=True))
-              .items() if not key.startswith(PARAM_IGNORES)}
+              .items() if not ignored(key, PARAM_IGNORES)}
     return params | {"iterations": str(iterations)}
 
 
-# keys that do not change what a run computes: a run resumed with other values is the same run
-IDENTITY_IGNORES = ("resume", "iterations", "env.iterations", "checkpoint", "progress_bar",
-                    "threads", "mlflow")
 # metrics that measure the machine, not the run: they differ between a run and its replay
 TIMING_METRICS = ("train/fps", "train/wall_time")
 
@@ -475,8 +480,8 @@ def run_identity(cfg: DictConfig) -> str:
     return config_identity(OmegaConf.to_container(cfg, resolve=True), IDENTITY_IGNORES)
 
 
-def find_resumable(cfg: DictConfig, client: MlflowClient, experiment_id: str,
-                   root: Path) -> tuple[str | None, dict | None]:
+def find_resumable(cfg: DictConfig, client: MlflowClient, experiment_id: str, root: Path,
+                   identity: str) -> tuple[str | None, dict | None]:
     """The run and checkpoint ``resume`` points at: ``(run id, state)``, either may be ``None``.
 
     ``resume=true``: the latest run of this experiment with the same ``run_identity`` (whatever
@@ -487,7 +492,7 @@ def find_resumable(cfg: DictConfig, client: MlflowClient, experiment_id: str,
         return None, None
     if cfg.resume is True:
         runs = client.search_runs(
-            [experiment_id], filter_string=f"tags.run_identity = '{run_identity(cfg)}'",
+            [experiment_id], filter_string=f"tags.run_identity = '{identity}'",
             order_by=["attributes.start_time DESC"], max_results=1,
         )
         if not runs:
@@ -500,11 +505,11 @@ def find_resumable(cfg: DictConfig, client: MlflowClient, experiment_id: str,
     if not path.exists():
         raise FileNotFoundError(f"resume: no checkpoint at {path}.")
     state = load_checkpoint(path)
-    if state["identity"] != run_identity(cfg):
+    if state["identity"] != identity:
         saved, now = (flatten(c) for c in (OmegaConf.to_container(OmegaConf.create(
             state["config"])), OmegaConf.to_container(cfg, resolve=True)))
         differ = sorted(k for k in saved.keys() | now.keys() if saved.get(k) != now.get(k)
-                        and not k.startswith(IDENTITY_IGNORES))
+                        and not ignored(k, IDENTITY_IGNORES))
         raise ValueError(
             f"resume: {path} is a checkpoint of another config; keys that differ: "
             + ", ".join(f"{k} ({saved.get(k)} there, {now.get(k)} here)" for k in differ[:8])
@@ -528,9 +533,11 @@ def log_steps(client: MlflowClient, run_id: str, steps: list[tuple[int, dict]],
     return max([logged_until, *(step for step, _ in pending)])
 
 
-def iteration_seed(seed: int, iteration: int) -> int:
-    """The seed of one iteration of a run: a function of the run's seed and the iteration only."""
-    return int(np.random.SeedSequence([seed, iteration]).generate_state(1)[0])
+def iteration_seed(seed: int, iteration: int, stream: int = 0) -> int:
+    """The seed of one iteration of a run: a function of the run's seed and the iteration only;
+    ``stream`` > 0 gives independent seeds for other uses of the same iteration (evaluation)."""
+    entropy = [seed, iteration] + ([stream] if stream else [])
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
 
 
 def check_finite(value: torch.Tensor, what: str, iteration: int) -> None:
@@ -582,38 +589,28 @@ def acting_policy(actor: ProbabilisticActor, collector) -> TensorDictModuleBase:
     else:  # torchrl's Collector: the ObservationNorm at the end of the env's transforms
         norm = collector.env.transform[-1]
         loc, scale = (norm.loc, norm.scale) if isinstance(norm, ObservationNorm) else (None, None)
-    if loc is None:
-        return actor
-    return TensorDictSequential(
-        TensorDictModule(ObservationStandardization(loc, scale), ["observation"],
-                         ["observation"]),
-        actor,
-    )
+    return with_observation_standardization(actor, loc, scale)
 
 
 def evaluation_metrics(cfg: DictConfig, policy, iteration: int) -> dict[str, float]:
     """``eval/*``: ``eval.episodes`` episodes of the deterministic policy, from starts of their
     own (the training's random numbers are not touched: resume stays exact)."""
-    seed = int(np.random.SeedSequence([cfg.seed, iteration, 1]).generate_state(1)[0] >> 1)
-    result = evaluate(policy, cfg.env.id, episodes=cfg.eval.episodes, seed=seed,
+    result = evaluate(policy, cfg.env.id, episodes=cfg.eval.episodes,
+                      seed=iteration_seed(cfg.seed, iteration, stream=1),
                       make_kwargs=make_kwargs(cfg))
     return {f"eval/{key}": value for key, value in result.items()}
 
 
-def save_weights(directory: Path, stateful: dict) -> None:
+def save_weights(checkpointer: Checkpointer, parts: dict) -> None:
     """The run's networks without the replay pool or optimisers (``weights.pt``, also an MLflow
-    artifact): the policy, the critics, the bonus's model and the observation standardisation."""
-    weights = {
-        name: stateful[name].state_dict() if stateful[name] is not None else None
-        for name in ("actor", "critic", "intrinsic_critic", "collector")
-    }
-    exploration = stateful["exploration"]
+    artifact): the policy, the critics, the bonus's model and the observation standardisation,
+    taken from the checkpoint's state dicts ``parts`` (the pool is not copied a second time)."""
+    weights = {name: parts[name] for name in ("actor", "critic", "intrinsic_critic", "collector")}
+    exploration = parts["exploration"]
     weights["exploration"] = None if exploration is None else {
-        key: value for key, value in exploration.state_dict().items()
-        if not key.endswith("_extra_state")
+        key: value for key, value in exploration.items() if not key.endswith("_extra_state")
     }
-    path = Checkpointer(directory, "weights.pt").save(weights)
-    mlflow.log_artifact(str(path))
+    mlflow.log_artifact(str(checkpointer.save(weights)))
 
 
 def coverage_heatmap(grid: CoverageGrid, first_reward_step: int | None, path: Path) -> None:
@@ -667,11 +664,13 @@ def train(cfg: DictConfig) -> dict:
         root = check_writable(Path(cfg.checkpoint.dir) / experiment, "checkpoint.dir")
 
     mlflow.set_tracking_uri(uri)
-    experiment_id = set_experiment(uri, experiment, cfg.env.id)
+    created = set_experiment(uri, experiment, cfg.env.id)
+    experiment_id = created.experiment_id
     client = MlflowClient(tracking_uri=uri)
     overrides, sweep = launch()
-    check_artifact_store(client.get_experiment(experiment_id).artifact_location)
-    run_id, state = find_resumable(cfg, client, experiment_id, root)
+    check_artifact_store(created.artifact_location)
+    identity = run_identity(cfg)
+    run_id, state = find_resumable(cfg, client, experiment_id, root, identity)
 
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)  # noqa: NPY002
@@ -718,173 +717,177 @@ def train(cfg: DictConfig) -> dict:
                   "exact.")
 
     name = run_name(cfg, overrides)
+    config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     # from here on SIGTERM and SIGINT end the run after an iteration, with a checkpoint
-    signals = StopSignals().__enter__()
-    run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name)
-    run_id = run.info.run_id
-    status = "FAILED"
-    try:
-        if not client.get_run(run_id).data.tags.get("run_identity"):  # a new run
-            mlflow.set_tags(
-                {"env": cfg.env.name, "surprise": cfg.surprise.name, "seed": str(cfg.seed),
-                 "advantage": cfg.advantage.structure, "git_commit": git_commit(),
-                 "run_identity": run_identity(cfg)}
-                | ({"sweep": sweep} if sweep else {})
-            )
-            mlflow.log_params(run_params(cfg, iterations))
-            with tempfile.TemporaryDirectory() as tmp:
-                path = Path(tmp) / "config.yaml"
-                path.write_text(OmegaConf.to_yaml(cfg, resolve=True))
-                mlflow.log_artifact(str(path))
-        print(f"MLflow run {run_id} ({name}) in experiment '{experiment}' at {uri}")
-        checkpointer = Checkpointer(root / run_id) if every else None
-        # steps the killed process logged are the checkpoint's (metrics go out after it)
-        logged_until = max(
-            (m.step for m in client.get_metric_history(run_id, "train/frames")), default=-1
-        )
-        logged_until = log_steps(client, run_id, pending, logged_until)
-        pending = []
-
-        remaining = iterations - start_iteration
-        if cfg.stop_at_first_reward and first_reward_step is not None:
-            remaining = 0  # a resumed run that had already found the reward
-        rllab = cfg.collection == "rllab"
-        # on a terminal only: piped into a log, a bar is carriage returns
-        bar = tqdm(total=iterations, initial=start_iteration,
-                   disable=not cfg.progress_bar or not sys.stderr.isatty(),
-                   desc=f"{cfg.env.name}/{cfg.surprise.name}")
-        metrics: dict[str, float] = {}
-        started = time.perf_counter()
-        iteration = start_iteration - 1
-        batches = iter(collector) if remaining > 0 else iter(())
-        stopped_by = None
-        for iteration in range(start_iteration, start_iteration + remaining):
-            tick = time.perf_counter()
-            torch.set_num_threads(cfg.threads)  # an env's close() may have changed it
-            # each iteration's random numbers follow from (seed, iteration) alone; with
-            # rllab's fresh paths, so do its envs' starts: an iteration replays from its seed
-            seed = iteration_seed(cfg.seed, iteration)
-            torch.manual_seed(seed)
-            if rllab:
-                collector.set_seed(seed)
-            batch = next(batches)
-            frames += batch.numel()
-            extrinsic = batch["next", "reward"].clone()
-            check_finite(extrinsic, "the env's reward ('next', 'reward')", iteration)
-            if grid is not None:
-                grid.update(batch["next", "observation"])
-            # [num_envs, T]: the envs step together, so time slice t ends at env step (t+1)·E
-            rewarded = (extrinsic.reshape(*batch.shape) > 0).reshape(-1, batch.shape[-1]).any(0)
-            if first_reward_step is None and rewarded.any():
-                first_slice = int(rewarded.nonzero()[0])
-                first_reward_step = frames - batch.numel() + (first_slice + 1) * cfg.num_envs
-                if grid is not None:
-                    heatmap_counts = grid.counts.clone()
-
-            metrics = {}
-            if exploration is not None:
-                model_prefix = "rnd/" if cfg.surprise.name == "rnd" else "bnn/"
-                for key, value in exploration.step(batch).items():
-                    metrics[EXPLORATION_METRICS.get(key, model_prefix + key)] = value
-
-            with torch.no_grad():
-                loss.value_estimator(batch)
-            if exploration is not None and metrics["bonus/std"] > 0:
-                alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
-                metrics.update({"bonus/advantage_corr": alignment["correlation"],
-                                "bonus/advantage_share": alignment["bonus_share"]})
-            step = loss.natural_gradient_step(batch)
-            critic_fit = fit_critic(loss, batch, critic_optimizer,
-                                    epochs=cfg.trpo.critic_epochs,
-                                    minibatch_size=cfg.trpo.critic_minibatch)
-            collector.update_policy_weights_()
-            metrics.update(episode_metrics(batch), **{
-                "train/frames": frames,
-                "train/iteration": iteration,
-                "trpo/kl": step["kl"].item(),
-                "trpo/surrogate_before": step["surrogate_before"].item(),
-                "trpo/surrogate_after": step["surrogate_after"].item(),
-                "trpo/step_accepted": float(step["step_accepted"]),
-                "trpo/backtracks": float(step["backtracks"]),
-                "trpo/critic_loss": critic_fit["loss_critic"].item(),
-                "trpo/explained_variance": critic_fit["explained_variance"].item(),
-                **{f"trpo/{k}": v.item() for k, v in critic_fit.items()
-                   if k.startswith("intrinsic_")},
-                "train/fps": batch.numel() / (time.perf_counter() - tick),
-                "train/wall_time": wall_time_before + time.perf_counter() - started,
-            })
-            stop = cfg.stop_at_first_reward and first_reward_step is not None
-            # read once: a signal that arrives after this is handled after the next iteration
-            stopped_by = signals.received
-            last = iteration == iterations - 1 or stop or stopped_by is not None
-            if cfg.eval.every and ((iteration + 1) % cfg.eval.every == 0 or last):
-                metrics.update(evaluation_metrics(cfg, acting_policy(actor, collector),
-                                                  iteration))
-            if cfg.eval.video and last:
+    with StopSignals() as signals:
+        run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name)
+        run_id = run.info.run_id
+        status = "FAILED"
+        try:
+            if not client.get_run(run_id).data.tags.get("run_identity"):  # a new run
+                mlflow.set_tags(
+                    {"env": cfg.env.name, "surprise": cfg.surprise.name, "seed": str(cfg.seed),
+                     "advantage": cfg.advantage.structure, "git_commit": git_commit(),
+                     "run_identity": identity}
+                    | ({"sweep": sweep} if sweep else {})
+                )
+                mlflow.log_params(run_params(cfg, iterations))
                 with tempfile.TemporaryDirectory() as tmp:
-                    path = record_episode(acting_policy(actor, collector), cfg.env.id,
-                                          Path(tmp) / f"episode_{frames}.mp4",
-                                          seed=cfg.seed, make_kwargs=make_kwargs(cfg))
-                    mlflow.log_artifact(str(path), artifact_path="videos")
-            if first_reward_step is not None:
-                metrics["train/first_reward_step"] = first_reward_step
-            if grid is not None:
-                metrics["train/coverage"] = grid.coverage()
-            pending.append((frames, metrics))
-            bar.set_postfix(ret=f"{metrics['train/return_mean']:.2f}",
-                            success=f"{metrics['train/success_rate']:.2f}",
-                            fps=f"{metrics['train/fps']:,.0f}")
-            bar.update(1)
+                    path = Path(tmp) / "config.yaml"
+                    path.write_text(config_yaml)
+                    mlflow.log_artifact(str(path))
+            print(f"MLflow run {run_id} ({name}) in experiment '{experiment}' at {uri}")
+            checkpointer = weights = None
+            if every:
+                checkpointer = Checkpointer(root / run_id)
+                weights = Checkpointer(root / run_id, "weights.pt")
+            # steps the killed process logged are the checkpoint's (metrics go out after it)
+            logged_until = max(
+                (m.step for m in client.get_metric_history(run_id, "train/frames")), default=-1
+            )
+            logged_until = log_steps(client, run_id, pending, logged_until)
+            pending = []
 
-            # (stop: the paper's exploration experiment counts steps to the first reward)
-            if checkpointer is not None and ((iteration + 1) % every == 0 or last):
-                checkpointer.save({
-                    **{name: part.state_dict() if part is not None else None
-                       for name, part in stateful.items()},
-                    "heatmap_counts": heatmap_counts,
-                    "iteration": iteration,
-                    "frames": frames,
-                    "first_reward_step": first_reward_step,
-                    "wall_time": metrics["train/wall_time"],
-                    "pending_metrics": pending,
-                    "run_id": run_id,
-                    "identity": run_identity(cfg),
-                    "config": OmegaConf.to_yaml(cfg, resolve=True),
-                    "rng": rng_state(),
+            remaining = iterations - start_iteration
+            if cfg.stop_at_first_reward and first_reward_step is not None:
+                remaining = 0  # a resumed run that had already found the reward
+            rllab = cfg.collection == "rllab"
+            # on a terminal only: piped into a log, a bar is carriage returns
+            bar = tqdm(total=iterations, initial=start_iteration,
+                       disable=not cfg.progress_bar or not sys.stderr.isatty(),
+                       desc=f"{cfg.env.name}/{cfg.surprise.name}")
+            metrics: dict[str, float] = {}
+            started = time.perf_counter()
+            iteration = start_iteration - 1
+            batches = iter(collector) if remaining > 0 else iter(())
+            stopped_by = None
+            for iteration in range(start_iteration, start_iteration + remaining):
+                tick = time.perf_counter()
+                torch.set_num_threads(cfg.threads)  # an env's close() may have changed it
+                # each iteration's random numbers follow from (seed, iteration) alone; with
+                # rllab's fresh paths, so do its envs' starts: an iteration replays from its seed
+                seed = iteration_seed(cfg.seed, iteration)
+                torch.manual_seed(seed)
+                if rllab:
+                    collector.set_seed(seed)
+                batch = next(batches)
+                frames += batch.numel()
+                extrinsic = batch["next", "reward"].clone()
+                check_finite(extrinsic, "the env's reward ('next', 'reward')", iteration)
+                if grid is not None:
+                    grid.update(batch["next", "observation"])
+                # [num_envs, T]: the envs step together, so time slice t ends at env step (t+1)·E
+                rewarded = (extrinsic.reshape(*batch.shape) > 0).reshape(-1, batch.shape[-1]).any(0)
+                if first_reward_step is None and rewarded.any():
+                    first_slice = int(rewarded.nonzero()[0])
+                    first_reward_step = frames - batch.numel() + (first_slice + 1) * cfg.num_envs
+                    if grid is not None:
+                        heatmap_counts = grid.counts.clone()
+
+                metrics = {}
+                if exploration is not None:
+                    model_prefix = "rnd/" if cfg.surprise.name == "rnd" else "bnn/"
+                    for key, value in exploration.step(batch).items():
+                        metrics[EXPLORATION_METRICS.get(key, model_prefix + key)] = value
+
+                with torch.no_grad():
+                    loss.value_estimator(batch)
+                if exploration is not None and metrics["bonus/std"] > 0:
+                    alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
+                    metrics.update({"bonus/advantage_corr": alignment["correlation"],
+                                    "bonus/advantage_share": alignment["bonus_share"]})
+                step = loss.natural_gradient_step(batch)
+                critic_fit = fit_critic(loss, batch, critic_optimizer,
+                                        epochs=cfg.trpo.critic_epochs,
+                                        minibatch_size=cfg.trpo.critic_minibatch)
+                collector.update_policy_weights_()
+                metrics.update(episode_metrics(batch), **{
+                    "train/frames": frames,
+                    "train/iteration": iteration,
+                    "trpo/kl": step["kl"].item(),
+                    "trpo/surrogate_before": step["surrogate_before"].item(),
+                    "trpo/surrogate_after": step["surrogate_after"].item(),
+                    "trpo/step_accepted": float(step["step_accepted"]),
+                    "trpo/backtracks": float(step["backtracks"]),
+                    "trpo/critic_loss": critic_fit["loss_critic"].item(),
+                    "trpo/explained_variance": critic_fit["explained_variance"].item(),
+                    **{f"trpo/{k}": v.item() for k, v in critic_fit.items()
+                       if k.startswith("intrinsic_")},
+                    "train/fps": batch.numel() / (time.perf_counter() - tick),
+                    "train/wall_time": wall_time_before + time.perf_counter() - started,
                 })
-                save_weights(checkpointer.directory, stateful)
-            if checkpointer is None or (iteration + 1) % every == 0 or last:
-                logged_until = log_steps(client, run_id, pending, logged_until)
-                pending = []
-            if stop or stopped_by is not None:
-                break
-        bar.close()
-        collector.shutdown()
-        torch.set_num_threads(cfg.threads)
+                stop = cfg.stop_at_first_reward and first_reward_step is not None
+                # read once: a signal that arrives after this is handled after the next iteration
+                stopped_by = signals.received
+                last = iteration == iterations - 1 or stop or stopped_by is not None
+                if cfg.eval.every and ((iteration + 1) % cfg.eval.every == 0 or last):
+                    metrics.update(evaluation_metrics(cfg, acting_policy(actor, collector),
+                                                      iteration))
+                if cfg.eval.video and last:
+                    with tempfile.TemporaryDirectory() as tmp:
+                        path = record_episode(acting_policy(actor, collector), cfg.env.id,
+                                              Path(tmp) / f"episode_{frames}.mp4",
+                                              seed=cfg.seed, make_kwargs=make_kwargs(cfg))
+                        mlflow.log_artifact(str(path), artifact_path="videos")
+                if first_reward_step is not None:
+                    metrics["train/first_reward_step"] = first_reward_step
+                if grid is not None:
+                    metrics["train/coverage"] = grid.coverage()
+                pending.append((frames, metrics))
+                bar.set_postfix(ret=f"{metrics['train/return_mean']:.2f}",
+                                success=f"{metrics['train/success_rate']:.2f}",
+                                fps=f"{metrics['train/fps']:,.0f}")
+                bar.update(1)
 
-        if grid is not None and frames > 0:
-            # the paper's figure: where the robot went until it first found the reward
-            snapshot = grid if heatmap_counts is None else grid.like(heatmap_counts)
-            with tempfile.TemporaryDirectory() as tmp:
-                path = Path(tmp) / "visited_positions.png"
-                coverage_heatmap(snapshot, first_reward_step, path)
-                mlflow.log_artifact(str(path))
-        if stopped_by is not None:
+                # (stop: the paper's exploration experiment counts steps to the first reward)
+                if checkpointer is not None and ((iteration + 1) % every == 0 or last):
+                    parts = {name: part.state_dict() if part is not None else None
+                             for name, part in stateful.items()}
+                    checkpointer.save({
+                        **parts,
+                        "heatmap_counts": heatmap_counts,
+                        "iteration": iteration,
+                        "frames": frames,
+                        "first_reward_step": first_reward_step,
+                        "wall_time": metrics["train/wall_time"],
+                        "pending_metrics": pending,
+                        "run_id": run_id,
+                        "identity": identity,
+                        "config": config_yaml,
+                        "rng": rng_state(),
+                    })
+                    save_weights(weights, parts)
+                if checkpointer is None or (iteration + 1) % every == 0 or last:
+                    logged_until = log_steps(client, run_id, pending, logged_until)
+                    pending = []
+                if stop or stopped_by is not None:
+                    break
+            bar.close()
+            collector.shutdown()
+            torch.set_num_threads(cfg.threads)
+
+            if grid is not None and frames > 0:
+                # the paper's figure: where the robot went until it first found the reward
+                snapshot = grid if heatmap_counts is None else grid.like(heatmap_counts)
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = Path(tmp) / "visited_positions.png"
+                    coverage_heatmap(snapshot, first_reward_step, path)
+                    mlflow.log_artifact(str(path))
+            if stopped_by is not None:
+                status = "KILLED"
+                print(f"{stopped_by}: stopped after iteration {iteration}"
+                      + (f", checkpoint {checkpointer.path}" if checkpointer else "")
+                      + "; continue with resume=true.")
+            else:
+                status = "FINISHED"
+            return {"run_id": run_id, "iterations_done": iteration + 1,
+                    "stopped_by": stopped_by,
+                    "runs_table": runs_table_link(uri, experiment_id), **metrics}
+        except KeyboardInterrupt:
             status = "KILLED"
-            print(f"{stopped_by}: stopped after iteration {iteration}"
-                  + (f", checkpoint {checkpointer.path}" if checkpointer else "")
-                  + "; continue with resume=true.")
-        else:
-            status = "FINISHED"
-        return {"run_id": run_id, "iterations_done": iteration + 1,
-                "stopped_by": stopped_by,
-                "runs_table": runs_table_link(uri, experiment_id), **metrics}
-    except KeyboardInterrupt:
-        status = "KILLED"
-        raise
-    finally:
-        mlflow.end_run(status)
-        signals.__exit__(None, None, None)
+            raise
+        finally:
+            mlflow.end_run(status)
 
 
 @hydra.main(version_base=None, config_path=str(ROOT / "conf"), config_name="trpo_vase")

@@ -23,7 +23,7 @@ from tensordict import TensorDict
 from torch import Tensor, nn
 from torchrl.modules import IndependentNormal
 
-from torchrl_vase.envs.batched import sync_vector_env
+from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
 
 __all__ = ["VectorEnvCollector"]
 
@@ -137,7 +137,7 @@ class VectorEnvCollector:
         self.reset_at_each_iter = bool(reset_at_each_iter)
         self.observation_dim = int(observation_space.shape[0])
         self.action_dim = int(space.shape[0])
-        self._low, self._half_range = space.low, (space.high - space.low) / 2
+        self._low, self._high = space.low, space.high
         self.observation_loc = observation_loc
         self.observation_scale = observation_scale
         self._frames = 0
@@ -233,7 +233,7 @@ class VectorEnvCollector:
         for t in range(steps):
             loc, scale = self.network(observation)
             action = loc + scale * noise[t]
-            env_action = self._low + (action.clamp(-1.0, 1.0).numpy() + 1.0) * self._half_range
+            env_action = unit_to_bounds(action.numpy(), self._low, self._high)
             next_raw, reward, term, trunc, _ = self.env.step(env_action)
             next_observation = self._prepare(next_raw)
             self._step_count += 1

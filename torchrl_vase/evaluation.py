@@ -26,10 +26,16 @@ from torch import Tensor, nn
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from torchrl_vase.checkpointing import load_checkpoint
-from torchrl_vase.envs.batched import sync_vector_env
+from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
 from torchrl_vase.modules.policy import gaussian_policy
 
-__all__ = ["ObservationStandardization", "evaluate", "load_policy", "record_episode"]
+__all__ = [
+    "ObservationStandardization",
+    "evaluate",
+    "load_policy",
+    "record_episode",
+    "with_observation_standardization",
+]
 
 
 class ObservationStandardization(nn.Module):
@@ -43,6 +49,31 @@ class ObservationStandardization(nn.Module):
 
     def forward(self, observation: Tensor) -> Tensor:
         return (observation - self.loc) / self.scale
+
+
+def with_observation_standardization(
+    actor: TensorDictModuleBase, loc: Tensor | None, scale: Tensor | None
+) -> TensorDictModuleBase:
+    """The actor acting on the env's own observations: ``(observation − loc) / scale`` in front,
+    or the actor itself when there is no standardisation (``loc`` is ``None``).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from torchrl_vase.modules import gaussian_policy
+        >>> actor = gaussian_policy(2, 1, [8])
+        >>> policy = with_observation_standardization(actor, torch.ones(2), torch.full((2,), 2.0))
+        >>> td = policy(TensorDict({"observation": torch.full((1, 2), 3.0)}, [1]))
+        >>> td["observation"].tolist()  # what the actor saw
+        [[1.0, 1.0]]
+    """
+    if loc is None:
+        return actor
+    return TensorDictSequential(
+        TensorDictModule(ObservationStandardization(loc, scale), ["observation"],
+                         ["observation"]),
+        actor,
+    )
 
 
 @torch.no_grad()
@@ -74,7 +105,6 @@ def evaluate(
         space = env.single_action_space
         if not isinstance(space, gymnasium.spaces.Box):
             raise TypeError(f"{env_id} needs a Box action space, got {space}.")
-        low, half_range = space.low, (space.high - space.low) / 2
         observation, _ = env.reset(seed=seed)
         returns = np.zeros(episodes)
         lengths = np.zeros(episodes, dtype=np.int64)
@@ -85,9 +115,9 @@ def evaluate(
                     {observation_key: torch.as_tensor(observation, dtype=torch.float32)},
                     [episodes],
                 )
-                action = policy(batch)["action"].clamp(-1.0, 1.0).numpy()
+                action = policy(batch)["action"].numpy()
                 observation, reward, terminated, truncated, _ = env.step(
-                    low + (action + 1.0) * half_range
+                    unit_to_bounds(action, space.low, space.high)
                 )
                 returns += np.where(running, reward, 0.0)
                 lengths += running
@@ -157,9 +187,9 @@ def record_episode(
             batch = TensorDict(
                 {observation_key: torch.as_tensor(observation, dtype=torch.float32)}, []
             )
-            action = policy(batch)["action"].clamp(-1.0, 1.0).numpy()
+            action = policy(batch)["action"].numpy()
             observation, _, terminated, truncated, _ = env.step(
-                space.low + (action + 1.0) * (space.high - space.low) / 2
+                unit_to_bounds(action, space.low, space.high)
             )
             frames.append(env.render())
             done = terminated or truncated
@@ -199,13 +229,8 @@ def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModul
         action_dim = int(probe.action_space.shape[0])
     actor = gaussian_policy(obs_dim, action_dim, env["policy_cells"])
     actor.load_state_dict(weights["actor"])
-    policy: TensorDictModuleBase = actor
-    standardization = (weights.get("collector") or {})
-    if standardization.get("observation_loc") is not None:
-        normalizer = ObservationStandardization(standardization["observation_loc"],
-                                                standardization["observation_scale"])
-        policy = TensorDictSequential(
-            TensorDictModule(normalizer, ["observation"], ["observation"]), actor
-        )
+    standardization = weights.get("collector") or {}
+    policy = with_observation_standardization(actor, standardization.get("observation_loc"),
+                                              standardization.get("observation_scale"))
     policy.env_id, policy.make_kwargs = env["id"], make_kwargs
     return policy

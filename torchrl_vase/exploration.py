@@ -266,7 +266,7 @@ class Exploration(nn.Module):
             "pool": {
                 "transitions": self.pool.storage[:filled].clone().to_dict() if filled else None,
                 "cursor": int(writer["_cursor"]),
-                "write_count": int(writer.get("_write_count", filled)),
+                "write_count": int(writer["_write_count"]),
             },
         }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 import gymnasium
+import numpy as np
 from gymnasium.vector import AutoresetMode
 from torchrl.envs import EnvBase, GymEnv, GymWrapper, SerialEnv
 
@@ -67,3 +68,16 @@ def sync_vector_env(env_id: str, num_envs: int, **make_kwargs) -> gymnasium.vect
         vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
         **make_kwargs,
     )
+
+
+def unit_to_bounds(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """A policy's action in [−1, 1], clipped there, mapped linearly onto the env's ``[low, high]``
+    (torchrl's ``ClipTransform`` then ``ActionScaling``; rllab's ``NormalizedEnv``). One copy for
+    collection, evaluation and videos, so all three act alike.
+
+    Examples:
+        >>> import numpy as np
+        >>> unit_to_bounds(np.array([-2.0, 0.0, 0.5]), np.full(3, -10.0), np.full(3, 10.0))
+        array([-10.,   0.,   5.])
+    """
+    return low + (np.clip(action, -1.0, 1.0) + 1.0) * (high - low) / 2
