@@ -19,6 +19,11 @@ the whole action distribution, summed over dimensions. With ``d`` action dimensi
 direction, step and acceptance); ``--trust-region sb3`` (the default) runs ours so, ``textbook``
 with ``max_kl=0.01, cg_damping=0.1`` as written.
 
+The initial exploration: sb3's Gaussian acts in the env's units with std 1 (log-std 0); ours, as
+rllab's, in [−1, 1] scaled to the bounds, so log-std 0 is a std of the half-range in the env's
+units (3 on InvertedPendulum-v5, whose bounds are ±3; 1 on the other two). Ours runs with
+``trpo.init_log_std = −log(half-range)``, the same initial policy in the env's units.
+
 Needs the ``bench`` extra: ``pip install -c constraints.txt -e ".[bench]"``.
 
     python recipes/benchmark_sb3.py                 # everything (about 15 minutes on 2 cores)
@@ -61,13 +66,17 @@ def _recipe():
 
 
 @functools.cache
-def trust_region(env_id: str, kind: str) -> tuple[str, ...]:
-    """Our ``max_kl`` and CG damping for sb3's ``target_kl=0.01, cg_damping=0.1`` (see the doc)."""
-    dims = 1
-    if kind == "sb3":
-        with gymnasium.make(env_id) as env:
-            dims = int(np.prod(env.action_space.shape))
-    return (f"env.max_kl={0.01 * dims:g}", f"trpo.cg_damping={0.1 * dims:g}")
+def like_sb3(env_id: str, kind: str) -> tuple[str, ...]:
+    """Our ``max_kl`` and CG damping for sb3's ``target_kl=0.01, cg_damping=0.1``, and our
+    policy's initial log-std for sb3's std of 1 in the env's action units (see the doc)."""
+    with gymnasium.make(env_id) as env:
+        low, high = env.action_space.low, env.action_space.high
+    dims = int(np.prod(low.shape)) if kind == "sb3" else 1
+    half_range = np.unique((high - low) / 2)
+    if len(half_range) != 1:
+        raise ValueError(f"{env_id}: bounds of unequal ranges, {low}, {high}")
+    return (f"env.max_kl={0.01 * dims:g}", f"trpo.cg_damping={0.1 * dims:g}",
+            f"trpo.init_log_std={-np.log(half_range[0]):.6g}")
 
 
 def ours(env_id: str, frames: int, seed: int, num_envs: int, store: Path, extra: list[str]):
@@ -155,6 +164,8 @@ def main() -> None:
     parser.add_argument("--skip-learning", action="store_true")
     parser.add_argument("--trust-region", choices=("sb3", "textbook"), default="sb3",
                         help="sb3: our KL bound and damping scaled to sb3's per-dimension KL")
+    parser.add_argument("--learning-envs", nargs="+", choices=list(LEARNING),
+                        default=list(LEARNING))
     parser.add_argument("--ours", nargs="*", default=[], help="extra Hydra overrides for ours")
     args = parser.parse_args()
     try:
@@ -176,7 +187,7 @@ def main() -> None:
                 for round_ in range(args.rounds):
                     rates["ours"].append(
                         ours(env_id, args.fps_frames, round_, args.num_envs, store,
-                             [*trust_region(env_id, args.trust_region), *args.ours])[0]
+                             [*like_sb3(env_id, args.trust_region), *args.ours])[0]
                     )
                     rates["sb3"].append(sb3(env_id, args.fps_frames, round_, args.num_envs)[0])
                 mine, theirs = (statistics.median(rates[k]) for k in ("ours", "sb3"))
@@ -187,12 +198,13 @@ def main() -> None:
             print(f"\nMean return of the episodes ending in the last {LAST_FRAMES:,} frames, "
                   f"{args.seeds} seeds")
             print(f"{'env':<22} {'frames':>8} {'ours':>30} {'sb3':>30}")
-            for env_id, frames in LEARNING.items():
+            for env_id in args.learning_envs:
+                frames = LEARNING[env_id]
                 finals = {"ours": [], "sb3": []}
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
                     finals["ours"].append(last_mean(
                         ours(env_id, frames, seed, args.num_envs, store,
-                             [*trust_region(env_id, args.trust_region), *args.ours])[1], frames))
+                             [*like_sb3(env_id, args.trust_region), *args.ours])[1], frames))
                     if not args.skip_sb3_learning:
                         finals["sb3"].append(last_mean(
                             sb3(env_id, frames, seed, args.num_envs)[1], frames))

@@ -316,7 +316,8 @@ def make_collector(cfg: DictConfig, actor: ProbabilisticActor):
 def make_agent(
     cfg: DictConfig, obs_dim: int, action_dim: int
 ) -> tuple[ProbabilisticActor, ValueOperator]:
-    actor = gaussian_policy(obs_dim, action_dim, list(cfg.env.policy_cells), cfg.trpo.init)
+    actor = gaussian_policy(obs_dim, action_dim, list(cfg.env.policy_cells), cfg.trpo.init,
+                            init_log_std=cfg.trpo.init_log_std)
     return actor, make_critic(cfg, obs_dim)
 
 

@@ -114,6 +114,7 @@ class TRPO:
     critic_standardize: bool
     critic_activation: str
     init: str
+    init_log_std: float
     cg_iters: int
     cg_damping: float
     backtracks: int

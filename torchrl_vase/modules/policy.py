@@ -51,12 +51,20 @@ def initialize_(network: nn.Module, scheme: str, *, output_gain: float = 1.0) ->
 
 
 def gaussian_policy(
-    obs_dim: int, action_dim: int, num_cells: list[int], init: str = "torch"
+    obs_dim: int,
+    action_dim: int,
+    num_cells: list[int],
+    init: str = "torch",
+    *,
+    init_log_std: float = 0.0,
+    device: torch.device | str | None = None,
 ) -> ProbabilisticActor:
     """rllab's ``GaussianMLPPolicy`` as a TorchRL actor: a tanh MLP for the mean (its last layer
     initialised small, gain 0.01 under ``"orthogonal"``), a state-independent log-std starting at
-    0, an ``IndependentNormal`` over actions in [−1, 1] (envs scale them to their bounds). The
-    recipe's policy, and what ``torchrl_vase.load_policy`` rebuilds.
+    ``init_log_std`` (rllab: 0), an ``IndependentNormal`` over actions in [−1, 1] (envs scale them
+    to their bounds, so the std in the env's units is ``exp(init_log_std)`` times the half-range
+    of the bounds; sb3's policy acts in the env's units with std 1 at the start). The recipe's
+    policy, and what ``torchrl_vase.load_policy`` rebuilds; its parameters on ``device``.
 
     Examples:
         >>> import torch
@@ -65,9 +73,13 @@ def gaussian_policy(
         >>> policy(TensorDict({"observation": torch.zeros(4, 2)}, [4]))["action"].shape
         torch.Size([4, 1])
     """
+    if not math.isfinite(init_log_std):
+        raise ValueError(f"init_log_std must be finite, got {init_log_std}.")
     mean = MLP(obs_dim, action_dim, num_cells=list(num_cells), activation_class=nn.Tanh)
-    head = nn.Sequential(initialize_(mean, init, output_gain=0.01),
-                         AddStateIndependentNormalScale(action_dim, scale_lb=0.0))
+    head = nn.Sequential(
+        initialize_(mean, init, output_gain=0.01),
+        AddStateIndependentNormalScale(action_dim, scale_lb=0.0, init_value=init_log_std),
+    ).to(device)
     return ProbabilisticActor(
         TensorDictModule(head, ["observation"], ["loc", "scale"]),
         in_keys=["loc", "scale"],
