@@ -243,9 +243,10 @@ def runs_table_link(uri: str, experiment_id: str) -> str:
 # Building blocks
 # ------------------------------------------------------------------------------------------------
 def make_env(cfg: DictConfig) -> TransformedEnv:
-    """The task as a TorchRL env for torchrl's ``Collector`` (``collector=torchrl``)."""
+    """The task as a TorchRL env for torchrl's ``Collector`` (``collector=torchrl``), on the CPU
+    whatever ``device`` is (the simulators run there)."""
     base = make_batched_env(
-        cfg.env.id, cfg.num_envs, vectorization=cfg.vectorization, device=cfg.device,
+        cfg.env.id, cfg.num_envs, vectorization=cfg.vectorization, device="cpu",
         **make_kwargs(cfg),
     )
     # the policy acts in [-1, 1] whatever the env's bounds (rllab's normalize() did the same, and
@@ -275,7 +276,7 @@ def make_critic(cfg: DictConfig, obs_dim: int, out_key: str = "state_value") -> 
     initialize_(net, cfg.trpo.init, output_gain=1.0)
     if cfg.trpo.critic_standardize:
         net = StandardizedRegressor(net, in_features=obs_dim)
-    return ValueOperator(net, in_keys=["observation"], out_keys=[out_key])
+    return ValueOperator(net, in_keys=["observation"], out_keys=[out_key]).to(cfg.device)
 
 
 def env_spaces(cfg: DictConfig) -> tuple[gymnasium.spaces.Box, gymnasium.spaces.Box]:
@@ -294,7 +295,9 @@ def make_kwargs(cfg: DictConfig) -> dict:
 def make_collector(cfg: DictConfig, actor: ProbabilisticActor):
     """The batches of the run: the lean vector-env collector (default) or torchrl's ``Collector``
     over the transformed batched env; both never stop (the loop counts iterations) and offer
-    ``set_seed``, ``state_dict`` and ``load_state_dict`` (the observation normalisation)."""
+    ``set_seed``, ``state_dict`` and ``load_state_dict`` (the observation normalisation). Both
+    act and store on the CPU, with a copy of a policy trained on another ``device`` (refreshed
+    by ``update_policy_weights_``)."""
     rllab = cfg.collection == "rllab"  # every iteration starts fresh paths
     if cfg.collector == "lean":
         collector = VectorEnvCollector(
@@ -307,7 +310,7 @@ def make_collector(cfg: DictConfig, actor: ProbabilisticActor):
         return collector
     return Collector(
         make_env(cfg), actor, frames_per_batch=cfg.env.frames_per_batch, total_frames=-1,
-        reset_at_each_iter=rllab,
+        reset_at_each_iter=rllab, policy_device="cpu", storing_device="cpu",
         # the policy is stateless: it needs no InitTracker (and torchrl warns until told so)
         auto_register_policy_transforms=False,
     )
@@ -317,16 +320,16 @@ def make_agent(
     cfg: DictConfig, obs_dim: int, action_dim: int
 ) -> tuple[ProbabilisticActor, ValueOperator]:
     actor = gaussian_policy(obs_dim, action_dim, list(cfg.env.policy_cells), cfg.trpo.init,
-                            init_log_std=cfg.trpo.init_log_std)
+                            init_log_std=cfg.trpo.init_log_std, device=cfg.device)
     return actor, make_critic(cfg, obs_dim)
 
 
 def make_exploration(
     cfg: DictConfig, obs_dim: int, action_dim: int, iterations: int | None = None
 ) -> Exploration:
-    """The bonus of ``cfg.surprise``, its model and loss, in the library's ``Exploration``; the
-    pool holds at most what ``iterations`` collect (the paper's 5M would otherwise be reserved
-    for a run that collects less)."""
+    """The bonus of ``cfg.surprise``, its model and loss, in the library's ``Exploration``, on
+    ``device`` with its pool; the pool holds at most what ``iterations`` collect (the paper's 5M
+    would otherwise be reserved for a run that collects less)."""
     s, e = cfg.surprise, cfg.env
     pool_size = e.pool_size
     if iterations is not None:
@@ -334,7 +337,7 @@ def make_exploration(
     if s.name == "rnd":
         bonus = RNDRewardTransform(
             obs_dim, eta=s.eta, num_cells=list(s.num_cells), embedding_dim=s.embedding_dim
-        )
+        ).to(cfg.device)
         loss = bonus.make_loss(update_fraction=s.update_fraction)
     else:
         model = DynamicsModel.build(
@@ -355,7 +358,7 @@ def make_exploration(
             delta=s.get("delta", 0.0),
             num_samples=s.num_samples,
             reward_normalization=s.reward_normalization,
-        )
+        ).to(cfg.device)
         loss = bonus.make_loss(num_samples=s.num_samples, kl_weight=s.elbo.kl_weight)
     return Exploration(
         bonus,
@@ -396,7 +399,7 @@ def make_advantage(cfg: DictConfig, loss: TRPOLoss, obs_dim: int) -> ValueOperat
         center_bonus=a.center_bonus,
         terminal_path_ends=cfg.collection == "rllab",
         **kwargs,
-    )
+    ).to(cfg.device)
     loss.make_value_estimator(estimator)
     return intrinsic_critic
 
@@ -712,6 +715,7 @@ def train(cfg: DictConfig) -> dict:
         first_reward_step, wall_time_before = state["first_reward_step"], state["wall_time"]
         pending = state["pending_metrics"]
         set_rng_state(state["rng"])
+        collector.update_policy_weights_()  # its acting copy, if the actor is on a GPU
         if cfg.collection == "continuous":
             print("resume: collection=continuous restarts the episodes in progress at the "
                   "checkpoint (the envs' state is not saved); with collection=rllab resume is "
@@ -771,7 +775,7 @@ def train(cfg: DictConfig) -> dict:
                 torch.manual_seed(seed)
                 if rllab:
                     collector.set_seed(seed)
-                batch = next(batches)
+                batch = next(batches).to(cfg.device)  # collected on the CPU
                 frames += batch.numel()
                 extrinsic = batch["next", "reward"].clone()
                 check_finite(extrinsic, "the env's reward ('next', 'reward')", iteration)

@@ -14,6 +14,7 @@ difference.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 
 import gymnasium
@@ -23,6 +24,7 @@ from tensordict import TensorDict
 from torch import Tensor, nn
 from torchrl.modules import IndependentNormal
 
+from torchrl_vase._device import module_device
 from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
 
 __all__ = ["VectorEnvCollector"]
@@ -72,7 +74,9 @@ class VectorEnvCollector:
     Args:
         env_id: a registered gymnasium id with a vector observation and a bounded ``Box`` action.
         policy: ``ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
-            in_keys=["loc", "scale"], distribution_class=IndependentNormal)``.
+            in_keys=["loc", "scale"], distribution_class=IndependentNormal)``. A policy on
+            another device than the CPU (trained on a GPU) acts through a CPU copy of it, which
+            ``update_policy_weights_`` refreshes; batches are always on the CPU.
 
     Keyword Args:
         num_envs: copies stepped together.
@@ -119,6 +123,12 @@ class VectorEnvCollector:
                 f"frames_per_batch ({frames_per_batch}) must be a multiple of num_envs "
                 f"({num_envs}): every env takes the same number of steps."
             )
+        _gaussian_network(policy)  # checked before anything is built
+        self._learner = policy
+        if module_device(policy).type != "cpu":
+            # the envs step on the CPU: act with a CPU copy of a policy trained elsewhere (a
+            # per-step round trip to the GPU costs more than a small MLP's forward)
+            policy = copy.deepcopy(policy).to("cpu")
         self.network, self.observation_key, self.log_prob_key = _gaussian_network(policy)
         self.policy = policy
         self.env = sync_vector_env(env_id, num_envs, **(make_kwargs or {}))
@@ -152,7 +162,11 @@ class VectorEnvCollector:
         self._observation = self._reset_all(seed)
 
     def update_policy_weights_(self) -> None:
-        """Nothing to do: the collector holds the policy itself, in this process."""
+        """Copy the policy's weights into the collector's CPU copy, if the policy lives on
+        another device (call it after each update); nothing to do for a CPU policy, which the
+        collector holds itself."""
+        if self.policy is not self._learner:
+            self.policy.load_state_dict(self._learner.state_dict())
 
     @property
     def observation_space(self) -> gymnasium.spaces.Box:

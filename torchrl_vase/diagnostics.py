@@ -221,18 +221,19 @@ class CoverageGrid(nn.Module):
 
     @torch.no_grad()
     def update(self, positions: Tensor) -> None:
-        """Count the visits of ``positions [*B, D]``."""
-        flat = positions.reshape(-1, positions.shape[-1]).double()
+        """Count the visits of ``positions [*B, D]`` (on any device; counted where the grid is)."""
+        flat = positions.reshape(-1, positions.shape[-1]).to(self.counts.device, torch.float64)
         if flat.shape[1] != self.counts.dim():
             raise ValueError(
                 f"positions have {flat.shape[1]} coordinates, the grid {self.counts.dim()}."
             )
-        shape = torch.tensor(self.counts.shape)
+        device = self.counts.device
+        shape = torch.tensor(self.counts.shape, device=device)
         index = ((flat - self.low) / self.cell_size).floor().long()
         index = torch.minimum(index.clamp_min(0), shape - 1)
-        strides = torch.tensor(self.counts.stride())
+        strides = torch.tensor(self.counts.stride(), device=device)
         self.counts.view(-1).index_add_(
-            0, (index * strides).sum(1), torch.ones(index.shape[0], dtype=torch.long)
+            0, (index * strides).sum(1), torch.ones(index.shape[0], dtype=torch.long, device=device)
         )
 
     def like(self, counts: Tensor) -> CoverageGrid:

@@ -25,6 +25,7 @@ from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequ
 from torch import Tensor, nn
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from torchrl_vase._device import module_device
 from torchrl_vase.checkpointing import load_checkpoint
 from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
 from torchrl_vase.modules.policy import gaussian_policy
@@ -69,10 +70,9 @@ def with_observation_standardization(
     """
     if loc is None:
         return actor
+    standardization = ObservationStandardization(loc, scale).to(module_device(actor))
     return TensorDictSequential(
-        TensorDictModule(ObservationStandardization(loc, scale), ["observation"],
-                         ["observation"]),
-        actor,
+        TensorDictModule(standardization, ["observation"], ["observation"]), actor
     )
 
 
@@ -109,13 +109,14 @@ def evaluate(
         returns = np.zeros(episodes)
         lengths = np.zeros(episodes, dtype=np.int64)
         running = np.ones(episodes, dtype=bool)
+        device = module_device(policy)
         with set_exploration_type(ExplorationType.DETERMINISTIC):
             while running.any():
                 batch = TensorDict(
                     {observation_key: torch.as_tensor(observation, dtype=torch.float32)},
                     [episodes],
-                )
-                action = policy(batch)["action"].numpy()
+                ).to(device)
+                action = policy(batch)["action"].cpu().numpy()
                 observation, reward, terminated, truncated, _ = env.step(
                     unit_to_bounds(action, space.low, space.high)
                 )
@@ -183,11 +184,12 @@ def record_episode(
         observation, _ = env.reset(seed=seed)
         frames.append(env.render())
         done = False
+        device = module_device(policy)
         while not done:
             batch = TensorDict(
                 {observation_key: torch.as_tensor(observation, dtype=torch.float32)}, []
-            )
-            action = policy(batch)["action"].numpy()
+            ).to(device)
+            action = policy(batch)["action"].cpu().numpy()
             observation, _, terminated, truncated, _ = env.step(
                 unit_to_bounds(action, space.low, space.high)
             )

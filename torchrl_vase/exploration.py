@@ -11,6 +11,7 @@ from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.objectives.common import LossModule
 
 from torchrl_vase._adam import adam_step, supports_adam_steps
+from torchrl_vase._device import module_device
 from torchrl_vase.diagnostics import novelty_correlation
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
@@ -130,8 +131,11 @@ class Exploration(nn.Module):
         if not parameters:
             raise ValueError("the loss has no trainable parameters.")
         self.optimizer = optimizer or torch.optim.Adam(parameters, lr=lr)
-        # (s, a, s') triples: each is one env step, so none crosses an episode boundary
-        self.pool = ReplayBuffer(storage=LazyTensorStorage(self.pool_size))
+        # (s, a, s') triples: each is one env step, so none crosses an episode boundary; kept
+        # where the model is (batches from CPU envs are moved there as they are added)
+        self.pool = ReplayBuffer(
+            storage=LazyTensorStorage(self.pool_size, device=module_device(bonus))
+        )
         self.bonus_before_training = bool(bonus_before_training)
         self.novelty_k = _positive_int("novelty_k", novelty_k)
         self.novelty_queries = _positive_int("novelty_queries", novelty_queries)

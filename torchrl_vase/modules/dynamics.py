@@ -190,7 +190,7 @@ class DynamicsModel(nn.Module):
             if action.numel() and (action.min() < 0 or action.max() >= self.action_classes):
                 raise ValueError(f"action indices must lie in [0, {self.action_classes}).")
             action = F.one_hot(action.long(), self.action_classes)
-        return action.to(self.network.mu.dtype)
+        return action.to(self.network.mu.device, self.network.mu.dtype)
 
     def _check(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> tuple[Tensor, ...]:
         for name, tensor in (("observation", obs), ("next observation", next_obs)):
@@ -215,8 +215,9 @@ class DynamicsModel(nn.Module):
                 f"action has shape {tuple(action.shape)} (as encoded); the model needs "
                 f"{(*batch_shape, self.action_dim)} for observations of shape {tuple(obs.shape)}."
             )
-        dtype = self.network.mu.dtype
-        obs, next_obs = obs.to(dtype), next_obs.to(dtype)
+        # the model's device and dtype: data from CPU envs reaches a model on the GPU
+        mu = self.network.mu
+        obs, next_obs = obs.to(mu.device, mu.dtype), next_obs.to(mu.device, mu.dtype)
         named = (("observation", obs), ("action", action), ("next observation", next_obs))
         for name, tensor in named:
             if not torch.isfinite(tensor).all():

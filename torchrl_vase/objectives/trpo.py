@@ -284,8 +284,8 @@ class TRPOLoss(PPOLoss):
 
         start = parameters_to_vector(params).detach().clone()
         accepted, backtracks, fraction = False, self.line_search_backtracks, 0.0
-        kl_after, surrogate_after = torch.zeros(()), surrogate_before
-        expected = torch.zeros(())
+        kl_after, surrogate_after = surrogate_before.new_zeros(()), surrogate_before
+        expected = surrogate_before.new_zeros(())
         if torch.isfinite(curvature) and curvature > 0:
             full_step = direction * torch.sqrt(2 * self.max_kl / curvature)
             expected = gradient.detach() @ full_step
@@ -314,7 +314,7 @@ class TRPOLoss(PPOLoss):
                 "cg_residual": residual.detach(),
                 "step_norm": (fraction * direction.norm()).detach()
                 if accepted
-                else torch.zeros(()),
+                else direction.new_zeros(()),
             },
             batch_size=[],
         )

@@ -282,7 +282,7 @@ class IntrinsicRewardTransform(Transform):
                 f"reward key {self.reward_key!r} has shape {tuple(reward.shape)}, which does not "
                 f"match the transitions' batch {tuple(bonus.shape)}."
             )
-        return bonus.reshape(reward.shape).to(reward.dtype)
+        return bonus.reshape(reward.shape).to(reward.device, reward.dtype)
 
     def _read(
         self, tensordict: TensorDictBase, key: NestedKey, what: str, check_finite: bool = True

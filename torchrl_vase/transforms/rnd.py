@@ -12,6 +12,7 @@ from torchrl.envs.transforms.rnd import RNDTransform, RunningMeanStd
 from torchrl.modules import MLP
 from torchrl.objectives.rnd import RNDLoss
 
+from torchrl_vase._device import module_device
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 
 
@@ -139,8 +140,9 @@ class RNDRewardTransform(IntrinsicRewardTransform):
         self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
     ) -> Tensor:
         next_obs = self._read(next_tensordict, self.observation_key, "next observation")
-        scratch = next_tensordict.empty()
-        scratch.set(self.observation_key, next_obs)
+        device = module_device(self.predictor_network)  # the data may come from CPU envs
+        scratch = next_tensordict.empty().to(device)
+        scratch.set(self.observation_key, next_obs.to(device))
         with torch.no_grad():
             self.rnd._step(tensordict, scratch)
         return scratch.get("_rnd_bonus").squeeze(-1)

@@ -1,0 +1,147 @@
+"""``device``: the learner (actor, critics, bonus model, pool, updates) on it, the envs on the CPU.
+
+Every test runs on the CPU and, where a CUDA device is present, on ``cuda`` (skipped elsewhere,
+with the reason). On the CPU they check the wiring that must hold on any device (where each
+piece lives, that batches from the envs stay on the CPU, that the acting policy follows the
+learner's weights); on ``cuda`` the same assertions are the real test.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from mlflow.tracking import MlflowClient
+from tensordict import TensorDict
+
+import torchrl_vase
+from torchrl_vase import DynamicsModel, Exploration, SurpriseRewardTransform, VectorEnvCollector
+from torchrl_vase.objectives.trpo import _critics
+
+ROOT = Path(__file__).resolve().parents[1]
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                  reason="no CUDA device here")),
+]
+
+
+def _load_recipe():
+    spec = importlib.util.spec_from_file_location("trpo_vase", ROOT / "recipes" / "trpo_vase.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+recipe = _load_recipe()
+
+
+def _devices(module: torch.nn.Module) -> set[str]:
+    return {t.device.type for t in [*module.parameters(), *module.buffers()]}
+
+
+def _leaf_devices(td) -> set[str]:
+    return {value.device.type for value in td.values(True, True)}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_lean_collector_acts_on_the_cpu_with_the_learners_weights(device):
+    actor = torchrl_vase.gaussian_policy(2, 2, [8], device=device)
+    collector = VectorEnvCollector("torchrl_vase/PointRobot2D-v0", actor, num_envs=2,
+                                   frames_per_batch=8, seed=0)
+    assert _leaf_devices(next(iter(collector))) == {"cpu"}
+    with torch.no_grad():
+        for parameter in actor.parameters():
+            parameter.add_(0.5)
+    collector.update_policy_weights_()
+    for acting, learning in zip(collector.policy.parameters(), actor.parameters(), strict=True):
+        assert acting.device.type == "cpu"
+        torch.testing.assert_close(acting, learning.cpu(), rtol=0, atol=0)
+    collector.shutdown()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_bonus_on_the_device_rewards_cpu_batches_in_place(device):
+    torch.manual_seed(0)
+    model = DynamicsModel.build(3, 1, [16])
+    on_cpu = SurpriseRewardTransform(model, seed=1)
+    on_device = SurpriseRewardTransform(DynamicsModel.build(3, 1, [16]), seed=1).to(device)
+    on_device.model.load_state_dict(model.state_dict())
+
+    def batch():
+        generator = torch.Generator().manual_seed(0)
+        return TensorDict({
+            "observation": torch.randn(5, 3, generator=generator),
+            "action": torch.randn(5, 1, generator=generator),
+            "next": {"observation": torch.randn(5, 3, generator=generator),
+                     "reward": torch.zeros(5, 1)},
+        }, [5])
+
+    expected, out = on_cpu(batch()), on_device(batch())
+    assert _leaf_devices(out) == {"cpu"}
+    key = ("next", "intrinsic_reward")
+    torch.testing.assert_close(out[key], expected[key], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_pool_lives_with_the_model_and_takes_cpu_batches(device):
+    bonus = SurpriseRewardTransform(DynamicsModel.build(3, 1, [16])).to(device)
+    exploration = Exploration(bonus, bonus.make_loss(), pool_min=20, updates_per_iteration=2)
+    rollout = TensorDict({
+        "observation": torch.randn(4, 10, 3), "action": torch.randn(4, 10, 1),
+        "next": {"observation": torch.randn(4, 10, 3), "reward": torch.zeros(4, 10, 1)},
+    }, [4, 10])
+    before = bonus.model.network.mu.clone()
+    exploration.step(rollout)
+    assert _leaf_devices(exploration.pool.storage[: len(exploration.pool)]) == {device}
+    assert not torch.equal(bonus.model.network.mu, before)  # trained, on the device
+    assert _devices(exploration) == {device}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("surprise", ["vase", "rnd"])
+def test_a_run_trains_on_the_device_checkpoints_and_resumes(tmp_path, monkeypatch, device,
+                                                            surprise):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    overrides = [
+        f"mlflow.tracking_uri={uri}", f"checkpoint.dir={tmp_path / 'checkpoints'}",
+        "env=point_robot", f"surprise={surprise}", "advantage=dual", f"device={device}",
+        "iterations=2", "num_envs=2", "env.frames_per_batch=64", "env.pool_size=1000",
+        "env.pool_min=50", "progress_bar=false", "checkpoint.every=1",
+        "trpo.critic_minibatch=32", "eval.every=1", "eval.episodes=2",
+    ]
+    if surprise == "vase":
+        overrides.append("surprise.elbo.updates_per_iteration=3")
+    seen = []
+    fit_critic = recipe.fit_critic
+
+    def spy(loss, batch, optimizer, **kwargs):  # what the updates are given, every iteration
+        seen.append({
+            "batch": _leaf_devices(batch),
+            "actor": _devices(loss.actor_network),
+            "critics": set.union(*(_devices(c) for c, _ in _critics(loss))),
+            "advantage": _devices(loss.value_estimator),
+            "optimizer": {p.device.type for g in optimizer.param_groups for p in g["params"]},
+        })
+        return fit_critic(loss, batch, optimizer, **kwargs)
+
+    monkeypatch.setattr(recipe, "fit_critic", spy)
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        first = recipe.train(compose("trpo_vase", overrides=overrides))
+        resumed = recipe.train(compose("trpo_vase", overrides=[
+            *[o for o in overrides if not o.startswith("iterations=")],
+            "iterations=3", "resume=true"]))
+    assert resumed["run_id"] == first["run_id"] and resumed["iterations_done"] == 3
+    assert len(seen) == 3
+    for devices in seen:
+        assert devices == {"batch": {device}, "actor": {device}, "critics": {device},
+                           "advantage": {device}, "optimizer": {device}}
+    client = MlflowClient(tracking_uri=uri)
+    run = client.get_run(first["run_id"])
+    assert run.info.status == "FINISHED"
+    history = client.get_metric_history(first["run_id"], "eval/return")
+    assert [m.step for m in history] == sorted({m.step for m in history}) and len(history) == 3
+    # the saved policy loads on a machine of any kind (weights mapped to the CPU)
+    policy = torchrl_vase.load_policy(first["run_id"], tracking_uri=uri)
+    assert _devices(policy) == {"cpu"}
