@@ -9,7 +9,8 @@ Prints, for hidden [32] (classic tasks, 4-dim obs + 1-dim action like CartpoleSw
 * ELBO optimisation steps per second (forward, backward, Adam) for minibatches of 10 and 256;
 * one iteration of the model's training as ``Exploration`` does it (500 minibatches of 10 drawn from
   a pool), with autograd and ``torch.optim.Adam`` per minibatch (the way the recipe trained it
-  before) against the ELBO's hand-written gradients and Adam update, timed in turns.
+  before) against the ELBO's hand-written gradients and Adam update, eager and compiled
+  (``Exploration(..., compile=True)``, compiled before the timing), timed in turns.
 
     python recipes/benchmark_bnn.py [--threads 2]
 """
@@ -17,6 +18,7 @@ Prints, for hidden [32] (classic tasks, 4-dim obs + 1-dim action like CartpoleSw
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import statistics
 import time
@@ -117,7 +119,8 @@ def main() -> None:
 
     print(f"\nOne iteration of the model's training: {args.updates} minibatches of 10 from a pool "
           f"(median of {args.rounds} turns)")
-    print(f"{'model':<32} {'autograd':>9} {'hand-written':>13} {'speed-up':>9}")
+    print(f"{'model':<32} {'autograd':>9} {'hand-written':>13} {'compiled':>9} "
+          f"{'speed-ups':>14}")
     for name, (obs_dim, act_dim, cells, act_cls) in CONFIGS.items():
         torch.manual_seed(0)
         bonus = VASERewardTransform(DynamicsModel.build(obs_dim, act_dim, cells, act_cls))
@@ -127,16 +130,21 @@ def main() -> None:
             "observation": torch.randn(5000, obs_dim), "action": torch.randn(5000, act_dim),
             ("next", "observation"): torch.randn(5000, obs_dim)}, [5000]))
         sample = exploration.pool.sample(args.updates * 10)
+        compiled = copy.deepcopy(exploration)
+        compiled.compile = True
+        compiled._elbo_steps(sample)  # compiles
         paths = {"autograd": functools.partial(exploration._loss_steps, sample),
-                 "hand-written": functools.partial(exploration._elbo_steps, sample)}
+                 "hand-written": functools.partial(exploration._elbo_steps, sample),
+                 "compiled": functools.partial(compiled._elbo_steps, sample)}
         times = {path: [] for path in paths}
         for _ in range(args.rounds):
             for path, run in paths.items():
                 start = time.perf_counter()
                 run()
                 times[path].append(time.perf_counter() - start)
-        slow, fast = (statistics.median(times[path]) for path in paths)
-        print(f"{name:<32} {slow * 1e3:>7.0f} ms {fast * 1e3:>10.0f} ms {slow / fast:>8.2f}x")
+        slow, fast, fastest = (statistics.median(times[path]) for path in paths)
+        print(f"{name:<32} {slow * 1e3:>6.0f} ms {fast * 1e3:>10.0f} ms {fastest * 1e3:>6.0f} ms "
+              f"{slow / fast:>6.2f}x {slow / fastest:>6.2f}x")
 
 
 if __name__ == "__main__":

@@ -368,6 +368,7 @@ def make_exploration(
         updates_per_iteration=s.elbo.updates_per_iteration,
         batch_size=s.elbo.batch_size,
         lr=s.elbo.lr,
+        compile=s.elbo.get("compile", False),
     )
 
 

@@ -56,6 +56,7 @@ class ModelTraining:
 @dataclass
 class ELBOTraining(ModelTraining):
     kl_weight: float = 0.2
+    compile: bool = False
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """DynamicsModel's data preparation, Exploration (Algorithm 1's exploration side), and RND."""
 
 import copy
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -302,7 +303,9 @@ def test_the_fast_elbo_steps_are_the_autograd_steps(monkeypatch):
     network, twin_network = exploration.loss.model.network, twin.loss.model.network
     noise = network.sample_noise(20 * 10).view(20, 10, -1)
     # the fast path with this noise ...
-    monkeypatch.setattr(network, "sample_noise", lambda num_samples=None, generator=None: noise)
+    draws = iter(noise)
+    monkeypatch.setattr(network, "sample_noise",
+                        lambda num_samples=None, generator=None: next(draws))
     fast = exploration._elbo_steps(sample)
     # ... and autograd with torch's Adam, minibatch by minibatch, on the same noise
     draws = iter(noise)
@@ -313,6 +316,25 @@ def test_the_fast_elbo_steps_are_the_autograd_steps(monkeypatch):
     torch.testing.assert_close(network.rho, twin_network.rho, rtol=1e-4, atol=1e-6)
     for key in ("loss_nll", "loss_kl", "elbo", "kl", "entropy"):
         assert fast[key] == pytest.approx(slow[key], rel=1e-4), key
+
+
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                    reason="torch.compile on the CPU needs a C++ compiler")
+def test_the_compiled_elbo_steps_train_as_the_eager_ones():
+    eager = _exploration(updates_per_iteration=20)
+    compiled = _exploration(updates_per_iteration=20, compile=True)
+    for seed in (0, 1):  # the model's first update compiles, the second reuses it
+        rollout = _rollout(300, seed=seed)
+        torch.manual_seed(seed)
+        expected = eager.step(rollout.clone())
+        torch.manual_seed(seed)
+        out = compiled.step(rollout.clone())
+        for key in ("loss_nll", "kl", "entropy", "elbo"):
+            assert out[key] == pytest.approx(expected[key], rel=1e-4), key
+    network, reference = compiled.loss.model.network, eager.loss.model.network
+    assert not torch.equal(network.mu, _exploration().loss.model.network.mu)  # it trained
+    torch.testing.assert_close(network.mu, reference.mu, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(network.rho, reference.rho, rtol=1e-4, atol=1e-5)
 
 
 def test_a_feature_constant_in_the_pool_is_centred_not_blown_up():
