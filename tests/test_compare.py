@@ -1,7 +1,5 @@
 """recipes/compare.py on a fixture MLflow store written in the test."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -9,12 +7,10 @@ import mlflow
 import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
+from recipe_modules import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("compare", ROOT / "recipes" / "compare.py")
-compare = importlib.util.module_from_spec(spec)
-sys.modules["compare"] = compare  # dataclasses look their module up while it loads
-spec.loader.exec_module(compare)
+compare = load_recipe("compare")
 
 RETURNS = {  # (surprise, seed, delta): returns per iteration
     ("none", 0, None): [0, 0, 0, 0, 0, 0],

@@ -6,13 +6,13 @@ piece lives, that batches from the envs stay on the CPU, that the acting policy 
 learner's weights); on ``cuda`` the same assertions are the real test.
 """
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
+from recipe_modules import load_recipe
 from tensordict import TensorDict
 
 import torchrl_vase
@@ -27,14 +27,7 @@ DEVICES = [
 ]
 
 
-def _load_recipe():
-    spec = importlib.util.spec_from_file_location("trpo_vase", ROOT / "recipes" / "trpo_vase.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-recipe = _load_recipe()
+recipe = load_recipe("trpo_vase")
 
 
 def _devices(module: torch.nn.Module) -> set[str]:

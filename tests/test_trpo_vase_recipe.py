@@ -1,6 +1,5 @@
 """recipes/trpo_vase.py through Hydra's compose API, tiny budgets, a throw-away MLflow store."""
 
-import importlib.util
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from mlflow.tracking import MlflowClient
+from recipe_modules import load_recipe
 from tensordict import TensorDict
 from torchrl.collectors import Collector
 from torchrl.envs import GymEnv
@@ -30,14 +30,7 @@ ENVS = ["point_robot", "mountain_car", "cartpole_swingup", "double_pendulum", "h
 SURPRISES = ["none", "vase", "nll", "vime", "rnd"]
 
 
-def _load_recipe():
-    spec = importlib.util.spec_from_file_location("trpo_vase", ROOT / "recipes" / "trpo_vase.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-recipe = _load_recipe()
+recipe = load_recipe("trpo_vase")
 
 
 @pytest.fixture(scope="module")
