@@ -328,3 +328,18 @@ def test_hand_written_gradients_refuse_what_they_do_not_cover():
     assert not monte_carlo.has_analytic_gradients()
     with pytest.raises(RuntimeError, match="analytic"):
         monte_carlo.elbo_gradients(torch.zeros(2, OBS + ACT), torch.zeros(2, OBS))
+
+
+def test_the_gradient_terms_follow_a_change_of_settings():
+    loss_fn = VariationalELBOLoss(DynamicsModel.build(3, 1, [8], standardize=False),
+                                  num_samples=4, kl_weight=0.2)
+    x, y, noise = torch.randn(10, 4), torch.randn(10, 3), loss_fn.model.network.sample_noise(4)
+    before, sigma_c = loss_fn.gradient_terms(x, y, noise), loss_fn.model.sigma_c
+    loss_fn.kl_weight, loss_fn.model.sigma_c = 0.5, 2 * sigma_c
+    after = loss_fn.gradient_terms(x, y, noise)
+    # the same step written out: d/dmu of the KL term scales with kl_weight, the data term
+    # with 1 / sigma_c^2
+    network = loss_fn.model.network
+    data_before = before[1] - 0.2 * network.mu / network.prior_std**2
+    data_after = after[1] - 0.5 * network.mu / network.prior_std**2
+    torch.testing.assert_close(data_after, data_before / 4, rtol=1e-4, atol=1e-6)

@@ -73,7 +73,7 @@ class Exploration(nn.Module):
         novelty_k: k of the novelty diagnostic.
         novelty_queries: transitions of a batch the novelty diagnostic looks at.
         novelty_reference: pool states it compares them with.
-        compile: compile the ELBO's gradient step (``VariationalELBOLoss.gradient_function``);
+        compile: compile the ELBO's gradient step (``VariationalELBOLoss.gradient_terms``);
             needs a C++ compiler, and pays a one-off compilation (seconds to a minute) at the
             first update. Ignored for other losses.
 
@@ -146,7 +146,6 @@ class Exploration(nn.Module):
         self.novelty_queries = _positive_int("novelty_queries", novelty_queries)
         self.novelty_reference = _positive_int("novelty_reference", novelty_reference)
         self.compile = bool(compile)
-        self._gradient_function = None  # built at the first update (compiled there, if asked)
         #: Optimiser steps taken so far.
         self.register_buffer("model_updates", torch.zeros((), dtype=torch.long))
 
@@ -219,9 +218,6 @@ class Exploration(nn.Module):
         at minibatch 10): the data prepared once for all minibatches, the N weight samples'
         noise drawn at each step."""
         loss, network = self.loss, self.loss.model.network
-        if self._gradient_function is None:
-            self._gradient_function = loss.gradient_function(compile=self.compile)
-        gradients = self._gradient_function
         x, y = loss.model_inputs(sample)
         steps, size = self.updates_per_iteration, self.batch_size
         x, y = x.view(steps, size, -1), y.view(steps, size, -1)
@@ -229,8 +225,8 @@ class Exploration(nn.Module):
         fast_adam = supports_adam_steps(self.optimizer)
         for i in range(steps):
             noise = network.sample_noise(loss.num_samples)
-            terms[i], network.mu.grad, network.rho.grad = gradients(
-                network.mu, network.rho, x[i], y[i], noise
+            terms[i], network.mu.grad, network.rho.grad = loss.gradient_terms(
+                x[i], y[i], noise, compile=self.compile
             )
             if fast_adam:
                 adam_step(self.optimizer)

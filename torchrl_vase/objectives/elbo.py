@@ -220,30 +220,33 @@ class VariationalELBOLoss(LossModule):
             >>> out.grad_mu.shape == loss_fn.model.network.mu.shape
             True
         """
-        network = self.model.network
         if noise is None:
-            noise = network.sample_noise(self.num_samples)
-        terms, grad_mu, grad_rho = self.gradient_function()(network.mu, network.rho, x, y, noise)
+            noise = self.model.network.sample_noise(self.num_samples)
+        terms, grad_mu, grad_rho = self.gradient_terms(x, y, noise)
         return ELBOGradients(*terms.unbind(), grad_mu, grad_rho)
 
-    def gradient_function(self, compile: bool = False) -> Callable[..., tuple[Tensor, ...]]:
-        """``(μ, ρ, x, y, ε) → (stack(loss_nll, kl, entropy), ∂/∂μ, ∂/∂ρ)``: ``elbo_gradients``
-        as a pure function of tensors, for a loop of many steps.
+    @torch.no_grad()
+    def gradient_terms(
+        self, x: Tensor, y: Tensor, noise: Tensor, *, compile: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """``elbo_gradients`` as three tensors, ``(stack(loss_nll, kl, entropy), ∂/∂μ, ∂/∂ρ)``,
+        for a loop of many steps (``Exploration``).
 
-        With ``compile=True`` it goes through ``torch.compile`` (one graph, static shapes):
-        inductor fuses the elementwise work over the N parameter samples into a few kernels,
-        which at minibatch 10 is most of a step. The first call compiles (seconds to a minute,
-        with a C++ compiler on the machine; cached on disk for later processes); the results
-        agree with the eager function to float rounding. Requires ``has_analytic_gradients()``.
+        With ``compile=True`` the step runs through ``torch.compile`` (one graph, static shapes,
+        compiled once per process and shared by every loss): inductor fuses the elementwise work
+        over the N parameter samples into a few kernels, which at minibatch 10 is most of a
+        step. The first call compiles (seconds to a minute; needs a C++ compiler; cached on disk
+        for later processes); the results agree with the eager step to float rounding. The
+        settings (``kl_weight``, σ_c, …) are read at every call: a compiled step recompiles for
+        new values, which it guards on. Requires ``has_analytic_gradients()``.
 
         Examples:
             >>> import torch
             >>> loss_fn = VariationalELBOLoss(DynamicsModel.build(3, 1, standardize=False))
-            >>> network = loss_fn.model.network
-            >>> step = loss_fn.gradient_function()
-            >>> terms, grad_mu, grad_rho = step(network.mu, network.rho, torch.randn(10, 4),
-            ...                                 torch.randn(10, 3), network.sample_noise(10))
-            >>> terms.shape, grad_rho.shape == network.rho.shape
+            >>> noise = loss_fn.model.network.sample_noise(10)
+            >>> terms, grad_mu, grad_rho = loss_fn.gradient_terms(torch.randn(10, 4),
+            ...                                                   torch.randn(10, 3), noise)
+            >>> terms.shape, grad_rho.shape == loss_fn.model.network.rho.shape
             (torch.Size([3]), True)
         """
         if not self.has_analytic_gradients():
@@ -251,8 +254,9 @@ class VariationalELBOLoss(LossModule):
                 "elbo_gradients needs kl_estimator='analytic' and ReLU or tanh activations."
             )
         network = self.model.network
-        function = functools.partial(
-            _elbo_gradients,
+        step = _compiled_elbo_gradients() if compile else _elbo_gradients
+        return step(
+            network.mu, network.rho, x, y, noise,
             layer_sizes=tuple(network.layer_sizes),
             activations=tuple(network.activations),
             prior_std=float(network.prior_std),
@@ -260,9 +264,6 @@ class VariationalELBOLoss(LossModule):
             kl_weight=self.kl_weight,
             reduction=self.reduction,
         )
-        if compile:
-            return torch.compile(function, fullgraph=True, dynamic=False)
-        return function
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         x, y = self.model_inputs(tensordict)
@@ -288,6 +289,13 @@ class VariationalELBOLoss(LossModule):
         )
 
 
+@functools.cache
+def _compiled_elbo_gradients() -> Callable[..., tuple[Tensor, Tensor, Tensor]]:
+    """``_elbo_gradients`` through ``torch.compile``, built once per process (dynamo compiles
+    per shape and setting it is called with, and guards on them)."""
+    return torch.compile(_elbo_gradients, fullgraph=True, dynamic=False)
+
+
 @torch.no_grad()
 def _elbo_gradients(
     mu: Tensor,
@@ -303,7 +311,7 @@ def _elbo_gradients(
     kl_weight: float,
     reduction: str,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """The body of ``VariationalELBOLoss.elbo_gradients`` (see ``gradient_function``): the N
+    """The body of ``VariationalELBOLoss.elbo_gradients`` (see ``gradient_terms``): the N
     networks ``θ = μ + σ ⊙ ε`` forward, then back by hand; the KL and entropy in closed form."""
     num_samples, batch = noise.shape[0], x.shape[0]
     sigma = F.softplus(rho)
