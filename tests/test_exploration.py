@@ -318,6 +318,12 @@ def test_the_fast_elbo_steps_are_the_autograd_steps(monkeypatch):
         assert fast[key] == pytest.approx(slow[key], rel=1e-4), key
 
 
+def test_compile_without_a_cpp_compiler_fails_at_construction(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler"):
+        _exploration(compile=True)
+
+
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                     reason="torch.compile on the CPU needs a C++ compiler")
 def test_the_compiled_elbo_steps_train_as_the_eager_ones():

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import shutil
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -146,6 +148,13 @@ class Exploration(nn.Module):
         self.novelty_queries = _positive_int("novelty_queries", novelty_queries)
         self.novelty_reference = _positive_int("novelty_reference", novelty_reference)
         self.compile = bool(compile)
+        if self.compile and not any(
+            shutil.which(name) for name in (os.environ.get("CXX", "g++"), "c++", "clang++")
+        ):
+            raise RuntimeError(
+                "compile=True needs a C++ compiler for torch.compile (g++, c++ or clang++ on "
+                "PATH, or $CXX); install one or leave compile off."
+            )
         #: Optimiser steps taken so far.
         self.register_buffer("model_updates", torch.zeros((), dtype=torch.long))
 
