@@ -8,8 +8,9 @@ Prints, for hidden [32] (classic tasks, 4-dim obs + 1-dim action like CartpoleSw
   single-sample forwards (``[model(x) for _ in range(10)]``), and their ratio;
 * ELBO optimisation steps per second (forward, backward, Adam) for minibatches of 10 and 256;
 * one iteration of the model's training as ``Exploration`` does it (500 minibatches of 10 drawn from
-  a pool), with autograd and ``torch.optim.Adam`` per minibatch (the way the recipe trained it
-  before) against the ELBO's hand-written gradients and Adam update, eager and compiled
+  a pool), with autograd and ``torch.optim.Adam`` (not fused) per minibatch (the way the recipe
+  trained it before) against the ELBO's hand-written gradients and fused Adam update, eager and
+  compiled
   (``Exploration(..., compile=True)``, compiled before the timing), timed in turns.
 
     python recipes/benchmark_bnn.py [--threads 2]
@@ -130,10 +131,14 @@ def main() -> None:
             "observation": torch.randn(5000, obs_dim), "action": torch.randn(5000, act_dim),
             ("next", "observation"): torch.randn(5000, obs_dim)}, [5000]))
         sample = exploration.pool.sample(args.updates * 10)
+        before = copy.deepcopy(exploration)  # as the recipe trained before: torch's plain Adam
+        before.optimizer = torch.optim.Adam(
+            [p for p in before.loss.parameters() if p.requires_grad], lr=1e-3
+        )
         compiled = copy.deepcopy(exploration)
         compiled.compile = True
         compiled._elbo_steps(sample)  # compiles
-        paths = {"autograd": functools.partial(exploration._loss_steps, sample),
+        paths = {"autograd": functools.partial(before._loss_steps, sample),
                  "hand-written": functools.partial(exploration._elbo_steps, sample),
                  "compiled": functools.partial(compiled._elbo_steps, sample)}
         times = {path: [] for path in paths}

@@ -273,14 +273,16 @@ def test_rnd_exploration_learns_familiar_states():
         bonus.check_loss(RNDRewardTransform(2).make_loss())
 
 
-def test_adam_step_is_torch_adam():
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_adam_step_is_torch_adam(fused, dtype):
     from torchrl_vase._adam import adam_step, supports_adam_steps
 
     torch.manual_seed(0)
-    params = [torch.nn.Parameter(torch.randn(n, dtype=torch.float64)) for n in (50, 7)]
+    params = [torch.nn.Parameter(torch.randn(n, dtype=dtype)) for n in (50, 7)]
     copies = [torch.nn.Parameter(p.detach().clone()) for p in params]
-    reference = torch.optim.Adam(params, lr=3e-3, betas=(0.8, 0.99))
-    ours = torch.optim.Adam(copies, lr=3e-3, betas=(0.8, 0.99))
+    reference = torch.optim.Adam(params, lr=3e-3, betas=(0.8, 0.99), fused=fused)
+    ours = torch.optim.Adam(copies, lr=3e-3, betas=(0.8, 0.99), fused=fused)
     assert supports_adam_steps(ours)
     assert not supports_adam_steps(torch.optim.Adam(copies, weight_decay=0.1))
     assert not supports_adam_steps(torch.optim.SGD(copies, lr=0.1))
@@ -292,6 +294,10 @@ def test_adam_step_is_torch_adam():
         adam_step(ours)
     for p, c in zip(params, copies, strict=True):
         torch.testing.assert_close(p, c, rtol=0, atol=0)
+    for ref_state, our_state in zip(reference.state_dict()["state"].values(),
+                                    ours.state_dict()["state"].values(), strict=True):
+        for key, value in ref_state.items():  # the same state, in the same dtypes
+            torch.testing.assert_close(our_state[key], value, rtol=0, atol=0)
     assert ours.state_dict()["state"][0]["step"] == 200
 
 

@@ -137,7 +137,8 @@ class Exploration(nn.Module):
         parameters = [p for p in loss.parameters() if p.requires_grad]
         if not parameters:
             raise ValueError("the loss has no trainable parameters.")
-        self.optimizer = optimizer or torch.optim.Adam(parameters, lr=lr)
+        # fused: one kernel for all parameters per step (adam_step calls it directly)
+        self.optimizer = optimizer or torch.optim.Adam(parameters, lr=lr, fused=True)
         # (s, a, s') triples: each is one env step, so none crosses an episode boundary; kept
         # where the model is (batches from CPU envs are moved there as they are added)
         self.pool = ReplayBuffer(
