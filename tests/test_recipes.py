@@ -66,8 +66,9 @@ def test_benchmark_trpo_runs_on_a_tiny_budget():
 
 
 def test_benchmark_envs_prints_every_env():
-    out = _run(
-        "recipes/benchmark_envs.py", "--steps", "50", "--seeds", "2", "--cap", "1000",
+    out = _run(  # a few random-policy episodes: the script's 200 took two minutes here
+        "recipes/benchmark_envs.py", "--steps", "50", "--episodes", "4", "--seeds", "2",
+        "--cap", "1000",
     )
     for env_id in ("PointRobot2D", "SparseMountainCar", "SparseCartpoleSwingup",
                    "SparseDoublePendulum", "SparseHalfCheetah", "SparseAnt"):
