@@ -123,7 +123,6 @@ class VectorEnvCollector:
                 f"frames_per_batch ({frames_per_batch}) must be a multiple of num_envs "
                 f"({num_envs}): every env takes the same number of steps."
             )
-        _gaussian_network(policy)  # checked before anything is built
         self._learner = policy
         if module_device(policy).type != "cpu":
             # the envs step on the CPU: act with a CPU copy of a policy trained elsewhere (a

@@ -112,10 +112,8 @@ def evaluate(
         device = module_device(policy)
         with set_exploration_type(ExplorationType.DETERMINISTIC):
             while running.any():
-                batch = TensorDict(
-                    {observation_key: torch.as_tensor(observation, dtype=torch.float32)},
-                    [episodes],
-                ).to(device)
+                batch = TensorDict({observation_key: torch.as_tensor(
+                    observation, dtype=torch.float32, device=device)}, [episodes])
                 action = policy(batch)["action"].cpu().numpy()
                 observation, reward, terminated, truncated, _ = env.step(
                     unit_to_bounds(action, space.low, space.high)
@@ -186,9 +184,8 @@ def record_episode(
         done = False
         device = module_device(policy)
         while not done:
-            batch = TensorDict(
-                {observation_key: torch.as_tensor(observation, dtype=torch.float32)}, []
-            ).to(device)
+            batch = TensorDict({observation_key: torch.as_tensor(
+                observation, dtype=torch.float32, device=device)}, [])
             action = policy(batch)["action"].cpu().numpy()
             observation, _, terminated, truncated, _ = env.step(
                 unit_to_bounds(action, space.low, space.high)
