@@ -37,13 +37,10 @@ from pathlib import Path
 
 import gymnasium
 import hydra
-import mlflow
 import numpy as np
 import torch
-from filelock import FileLock
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 from tensordict.nn import TensorDictModuleBase
@@ -92,6 +89,13 @@ from torchrl_vase.evaluation import (
     with_observation_standardization,
 )
 from torchrl_vase.modules import INITIALIZATIONS, gaussian_policy
+from torchrl_vase.tracking import (
+    MLflowTracker,
+    RunLock,
+    TrackingUnavailable,
+    check_tracking_store,
+    get_or_create_experiment,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "recipes"))
@@ -184,38 +188,10 @@ def tracking_uri(cfg: DictConfig) -> str:
     return cfg.mlflow.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
 
 
-def check_tracking_uri(uri: str) -> None:
-    """Fail now, with the URI in the message, if the tracking store cannot be reached."""
-    if uri.startswith(("http://", "https://")):
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
-    lock = contextlib.nullcontext()
-    if uri.startswith("sqlite:///"):
-        # parallel multirun jobs would otherwise race to create the store's tables
-        lock = FileLock(uri.removeprefix("sqlite:///") + ".lock")
-    try:
-        with lock:
-            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
-    except Exception as error:  # mlflow raises many types; all mean "unreachable" here
-        raise RuntimeError(
-            f"cannot reach the MLflow tracking store {uri!r} ({type(error).__name__}: "
-            f"{str(error).splitlines()[0][:200]}). Start the server, fix mlflow.tracking_uri or "
-            "MLFLOW_TRACKING_URI, or leave both unset for a local sqlite:///mlflow.db."
-        ) from None
-
-
-def set_experiment(uri: str, name: str, env_id: str) -> mlflow.entities.Experiment:
-    """Make ``name`` the active experiment and return it; a new one on a SQLite store keeps
-    its artifacts in a ``mlruns/`` folder beside the database file, not in whatever directory the
-    run started from. It gets a description and the kind that makes MLflow 3's UI open on its
-    runs table (not on the GenAI traces page)."""
-    client = MlflowClient(tracking_uri=uri)
-    if uri.startswith("sqlite:///") and client.get_experiment_by_name(name) is None:
-        artifacts = Path(uri.removeprefix("sqlite:///")).resolve().parent / "mlruns"
-        with contextlib.suppress(mlflow.exceptions.MlflowException):  # a parallel run made it
-            client.create_experiment(name, artifact_location=artifacts.as_uri())
-    experiment = mlflow.set_experiment(name)
-    tags = {
+def experiment_tags(name: str, env_id: str) -> dict[str, str]:
+    """A new experiment's description, and the kind that makes MLflow 3's UI open on its runs
+    table (not on the GenAI traces page)."""
+    return {
         "mlflow.experimentKind": "custom_model_development",
         "mlflow.note.content": (
             f"TRPO with surprise bonuses (VASE, NLL, VIME, RND; recipes/trpo_vase.py) on {env_id}: "
@@ -225,10 +201,6 @@ def set_experiment(uri: str, name: str, env_id: str) -> mlflow.entities.Experime
             f"python recipes/compare.py --experiment {name}"
         ),
     }
-    for key, value in tags.items():
-        if key not in experiment.tags:
-            client.set_experiment_tag(experiment.experiment_id, key, value)
-    return experiment
 
 
 def runs_table_link(uri: str, experiment_id: str) -> str:
@@ -486,15 +458,18 @@ def run_identity(cfg: DictConfig) -> str:
 
 
 def find_resumable(cfg: DictConfig, client: MlflowClient, experiment_id: str, root: Path,
-                   identity: str) -> tuple[str | None, dict | None]:
-    """The run and checkpoint ``resume`` points at: ``(run id, state)``, either may be ``None``.
+                   identity: str) -> tuple[str | None, dict | None, RunLock | None]:
+    """The run and checkpoint ``resume`` points at, and the run's lock, taken:
+    ``(run id, state, lock)``, each may be ``None``.
 
     ``resume=true``: the latest run of this experiment with the same ``run_identity`` (whatever
     its status: a run killed before its first checkpoint restarts from scratch in the same MLflow
-    run); none yet starts a new run. ``resume=<path>``: that checkpoint, if it is of this config.
+    run); none yet starts a new run. ``resume=<path>``: that checkpoint, if it is of this config
+    and its run is in this store. The lock is taken before the checkpoint is read, so a second
+    process continuing the same run is refused (``RunLocked``) before it logs anything.
     """
     if cfg.resume is False:
-        return None, None
+        return None, None, None
     if cfg.resume is True:
         runs = client.search_runs(
             [experiment_id], filter_string=f"tags.run_identity = '{identity}'",
@@ -502,12 +477,13 @@ def find_resumable(cfg: DictConfig, client: MlflowClient, experiment_id: str, ro
         )
         if not runs:
             print("resume: no earlier run of this config in this experiment; starting one.")
-            return None, None
+            return None, None, None
         run_id = runs[0].info.run_id
+        lock = run_lock(root, run_id)
         checkpointer = Checkpointer(root / run_id)
-        return run_id, checkpointer.load() if checkpointer.exists() else None
+        return run_id, checkpointer.load() if checkpointer.exists() else None, lock
     path = Path(str(cfg.resume))
-    if not path.exists():
+    if not path.is_file():
         raise FileNotFoundError(f"resume: no checkpoint at {path}.")
     state = load_checkpoint(path)
     if state["identity"] != identity:
@@ -519,23 +495,29 @@ def find_resumable(cfg: DictConfig, client: MlflowClient, experiment_id: str, ro
             f"resume: {path} is a checkpoint of another config; keys that differ: "
             + ", ".join(f"{k} ({saved.get(k)} there, {now.get(k)} here)" for k in differ[:8])
         )
-    return state["run_id"], state
+    run_id = state["run_id"]
+    if not client.search_runs([experiment_id], filter_string=f"attributes.run_id = '{run_id}'"):
+        raise LookupError(
+            f"resume={path}: its run {run_id} is not in experiment {experiment_id} of the "
+            f"tracking store {client.tracking_uri}; the checkpoint was logged to another store "
+            "or experiment: resume with that mlflow.tracking_uri (and mlflow.experiment)."
+        )
+    written = path.stat().st_mtime_ns
+    lock = run_lock(root, run_id)
+    if path.stat().st_mtime_ns != written:  # its writer ended between the read and the lock
+        state = load_checkpoint(path)
+    return run_id, state, lock
 
 
-def log_steps(client: MlflowClient, run_id: str, steps: list[tuple[int, dict]],
-              logged_until: int) -> int:
-    """Log each ``(step, metrics)`` after ``logged_until``, NaN and inf as they are, whole steps
-    per request (each request is one transaction of the store); the last step logged."""
-    now = int(time.time() * 1000)
-    pending = [(step, metrics) for step, metrics in steps if step > logged_until]
-    per_request = max(1, 1000 // max((len(m) for _, m in pending), default=1))
-    for start in range(0, len(pending), per_request):
-        client.log_batch(run_id, metrics=[
-            Metric(key, float(value), now, step)
-            for step, metrics in pending[start:start + per_request]
-            for key, value in metrics.items()
-        ], synchronous=True)
-    return max([logged_until, *(step for step, _ in pending)])
+def run_lock(root: Path, run_id: str) -> RunLock:
+    """The run's lock (beside its checkpoint), taken; ``RunLocked`` if another process has it."""
+    return RunLock(root / run_id / "run.lock", f"run {run_id}").acquire()
+
+
+def unlogged(steps: list[tuple[int, dict]], logged_until: int) -> list[tuple[int, dict]]:
+    """The ``(step, metrics)`` after ``logged_until`` (the store's last ``train/frames`` step):
+    what a resumed run must still log, and nothing twice."""
+    return [(step, metrics) for step, metrics in steps if step > logged_until]
 
 
 def iteration_seed(seed: int, iteration: int, stream: int = 0) -> int:
@@ -606,7 +588,7 @@ def evaluation_metrics(cfg: DictConfig, policy, iteration: int) -> dict[str, flo
     return {f"eval/{key}": value for key, value in result.items()}
 
 
-def save_weights(checkpointer: Checkpointer, parts: dict) -> None:
+def save_weights(checkpointer: Checkpointer, parts: dict, tracker: MLflowTracker) -> None:
     """The run's networks without the replay pool or optimisers (``weights.pt``, also an MLflow
     artifact): the policy, the critics, the bonus's model and the observation standardisation,
     taken from the checkpoint's state dicts ``parts`` (the pool is not copied a second time)."""
@@ -615,7 +597,7 @@ def save_weights(checkpointer: Checkpointer, parts: dict) -> None:
     weights["exploration"] = None if exploration is None else {
         key: value for key, value in exploration.items() if not key.endswith("_extra_state")
     }
-    mlflow.log_artifact(str(checkpointer.save(weights)))
+    tracker.log_artifact(checkpointer.save(weights))
 
 
 def coverage_heatmap(grid: CoverageGrid, first_reward_step: int | None, path: Path) -> None:
@@ -658,7 +640,7 @@ def train(cfg: DictConfig) -> dict:
     cfg = typed_config(cfg)
     validate(cfg)
     uri = tracking_uri(cfg)
-    check_tracking_uri(uri)
+    check_tracking_store(uri)
     torch.set_num_threads(cfg.threads)
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     experiment = cfg.mlflow.experiment or cfg.env.name
@@ -668,14 +650,14 @@ def train(cfg: DictConfig) -> dict:
     if every:
         root = check_writable(Path(cfg.checkpoint.dir) / experiment, "checkpoint.dir")
 
-    mlflow.set_tracking_uri(uri)
-    created = set_experiment(uri, experiment, cfg.env.id)
-    experiment_id = created.experiment_id
     client = MlflowClient(tracking_uri=uri)
+    created = get_or_create_experiment(client, experiment,
+                                       tags=experiment_tags(experiment, cfg.env.id))
+    experiment_id = created.experiment_id
     overrides, sweep = launch()
     check_artifact_store(created.artifact_location)
     identity = run_identity(cfg)
-    run_id, state = find_resumable(cfg, client, experiment_id, root, identity)
+    run_id, state, lock = find_resumable(cfg, client, experiment_id, root, identity)
 
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)  # noqa: NPY002
@@ -725,33 +707,40 @@ def train(cfg: DictConfig) -> dict:
     name = run_name(cfg, overrides)
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     # from here on SIGTERM and SIGINT end the run after an iteration, with a checkpoint
-    with StopSignals() as signals:
-        run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name)
-        run_id = run.info.run_id
+    retry = cfg.mlflow.retry_minutes
+    with StopSignals() as signals, contextlib.ExitStack() as held:
+        if run_id is None:
+            tracker = MLflowTracker.create(uri, created, run_name=name, retry_minutes=retry)
+            run_id = tracker.run_id
+            if every:
+                lock = run_lock(root, run_id)
+        else:
+            tracker = MLflowTracker.resume(uri, run_id, retry_minutes=retry)
+        if lock is not None:
+            held.enter_context(lock)
         status = "FAILED"
+        checkpointer = None
         try:
-            if not client.get_run(run_id).data.tags.get("run_identity"):  # a new run
-                mlflow.set_tags(
+            if not tracker.tags.get("run_identity"):  # a new run
+                tracker.set_tags(
                     {"env": cfg.env.name, "surprise": cfg.surprise.name, "seed": str(cfg.seed),
                      "advantage": cfg.advantage.structure, "git_commit": git_commit(),
                      "run_identity": identity}
                     | ({"sweep": sweep} if sweep else {})
                 )
-                mlflow.log_params(run_params(cfg, iterations))
+                tracker.log_params(run_params(cfg, iterations))
                 with tempfile.TemporaryDirectory() as tmp:
                     path = Path(tmp) / "config.yaml"
                     path.write_text(config_yaml)
-                    mlflow.log_artifact(str(path))
+                    tracker.log_artifact(path)
             print(f"MLflow run {run_id} ({name}) in experiment '{experiment}' at {uri}")
-            checkpointer = weights = None
+            weights = None
             if every:
                 checkpointer = Checkpointer(root / run_id)
                 weights = Checkpointer(root / run_id, "weights.pt")
             # steps the killed process logged are the checkpoint's (metrics go out after it)
-            logged_until = max(
-                (m.step for m in client.get_metric_history(run_id, "train/frames")), default=-1
-            )
-            logged_until = log_steps(client, run_id, pending, logged_until)
+            logged_until = tracker.logged_steps("train/frames")
+            tracker.log(unlogged(pending, logged_until))
             pending = []
 
             remaining = iterations - start_iteration
@@ -834,7 +823,7 @@ def train(cfg: DictConfig) -> dict:
                         path = record_episode(acting_policy(actor, collector), cfg.env.id,
                                               Path(tmp) / f"episode_{frames}.mp4",
                                               seed=cfg.seed, make_kwargs=make_kwargs(cfg))
-                        mlflow.log_artifact(str(path), artifact_path="videos")
+                        tracker.log_artifact(path, artifact_path="videos")
                 if first_reward_step is not None:
                     metrics["train/first_reward_step"] = first_reward_step
                 if grid is not None:
@@ -862,9 +851,9 @@ def train(cfg: DictConfig) -> dict:
                         "config": config_yaml,
                         "rng": rng_state(),
                     })
-                    save_weights(weights, parts)
+                    save_weights(weights, parts, tracker)
                 if checkpointer is None or (iteration + 1) % every == 0 or last:
-                    logged_until = log_steps(client, run_id, pending, logged_until)
+                    tracker.log(unlogged(pending, logged_until))
                     pending = []
                 if stop or stopped_by is not None:
                     break
@@ -878,7 +867,7 @@ def train(cfg: DictConfig) -> dict:
                 with tempfile.TemporaryDirectory() as tmp:
                     path = Path(tmp) / "visited_positions.png"
                     coverage_heatmap(snapshot, first_reward_step, path)
-                    mlflow.log_artifact(str(path))
+                    tracker.log_artifact(path)
             if stopped_by is not None:
                 status = "KILLED"
                 print(f"{stopped_by}: stopped after iteration {iteration}"
@@ -892,8 +881,18 @@ def train(cfg: DictConfig) -> dict:
         except KeyboardInterrupt:
             status = "KILLED"
             raise
+        except TrackingUnavailable as error:
+            status = None  # the store cannot be told; the run stays RUNNING there
+            where = (f"the checkpoint {checkpointer.path} holds every step not logged"
+                     if checkpointer is not None and checkpointer.exists() else
+                     "no checkpoint was written yet")
+            raise RuntimeError(
+                f"{error}. Stopped: {where}; once the store is back, continue with resume=true "
+                "(mlflow.retry_minutes sets how long to wait)."
+            ) from None
         finally:
-            mlflow.end_run(status)
+            if status is not None:
+                tracker.end(status)
 
 
 @hydra.main(version_base=None, config_path=str(ROOT / "conf"), config_name="trpo_vase")

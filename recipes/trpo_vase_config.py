@@ -125,6 +125,7 @@ class TRPO:
 class MLflow:
     tracking_uri: str | None = None
     experiment: str | None = None
+    retry_minutes: float = 10.0
 
 
 @dataclass
@@ -169,7 +170,7 @@ GROUPS = ("env", "surprise", "advantage")
 RANGES = [
     ("seed", 0, True), ("iterations", 1, True), ("threads", 1, True), ("num_envs", 1, True),
     ("obs_norm_steps", 1, True), ("checkpoint.every", 0, True), ("eval.every", 0, True),
-    ("eval.episodes", 1, True),
+    ("eval.episodes", 1, True), ("mlflow.retry_minutes", 0, True),
     ("env.iterations", 1, True), ("env.frames_per_batch", 1, True), ("env.max_kl", 0, False),
     ("env.pool_size", 1, True), ("env.pool_min", 1, True), ("env.coverage.cell_size", 0, False),
     ("trpo.gamma", 0, False), ("trpo.gae_lambda", 0, True), ("trpo.critic_epochs", 1, True),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+from tracking_jobs import TAGS, concurrent_set_up
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "recipes" / "tracking_server.sh"
@@ -91,3 +92,14 @@ def test_a_submitit_sweep_into_the_postgres_server_logs_every_step_and_resumes(s
         assert run.info.status == "FINISHED"
         frames = client.get_metric_history(run.info.run_id, "train/frames")
         assert sorted(m.step for m in frames) == [64, 128, 192]
+
+
+def test_four_jobs_at_once_into_fresh_experiments_on_the_server_never_collide(server):
+    uri, _ = server
+    client = MlflowClient(tracking_uri=uri)
+    for attempt in range(3):  # each a fresh experiment: creation and tags race every time
+        ids = concurrent_set_up(uri, f"fresh{attempt}")
+        assert len(set(ids)) == 1
+        assert TAGS.items() <= client.get_experiment(ids[0]).tags.items()
+        runs = client.search_runs(ids)
+        assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}

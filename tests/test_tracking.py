@@ -1,0 +1,260 @@
+"""torchrl_vase.tracking: concurrent set-up, one owner per run, retries, and the recipe through
+them (a second concurrent resume, a store that goes away, a store that comes back)."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from hydra import compose, initialize_config_dir
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import (
+    BAD_REQUEST,
+    INTERNAL_ERROR,
+    INVALID_PARAMETER_VALUE,
+    RESOURCE_DOES_NOT_EXIST,
+)
+from mlflow.tracking import MlflowClient
+from recipe_modules import load_recipe
+from tracking_jobs import TAGS, concurrent_set_up
+
+from torchrl_vase.tracking import (
+    RunLock,
+    RunLocked,
+    TrackingUnavailable,
+    check_tracking_store,
+    get_or_create_experiment,
+    retrying,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+recipe = load_recipe("trpo_vase")
+def test_four_jobs_set_up_one_fresh_experiment_on_sqlite_at_once(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    check_tracking_store(uri)
+    for attempt in range(3):
+        ids = concurrent_set_up(uri, f"fresh{attempt}")
+        assert len(set(ids)) == 1
+        client = MlflowClient(tracking_uri=uri)
+        experiment = client.get_experiment(ids[0])
+        assert {key: experiment.tags[key] for key in TAGS} == TAGS
+        assert len(client.search_runs(ids)) == 4
+        # the artifacts of a SQLite store's experiment live beside the database
+        assert experiment.artifact_location == (tmp_path / "mlruns").as_uri()
+
+
+def test_a_tag_a_sibling_set_first_is_tolerated_and_a_real_refusal_is_not(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = get_or_create_experiment(client, "e")
+
+    class SiblingFirst(MlflowClient):
+        """A client whose tag insert collides because a sibling inserted the tag just before."""
+
+        def set_experiment_tag(self, experiment_id, key, value):
+            MlflowClient(tracking_uri=uri).set_experiment_tag(experiment_id, key, value)
+            raise MlflowException("duplicate key value violates unique constraint "
+                                  '"experiment_tag_pk"', error_code=BAD_REQUEST)
+
+    got = get_or_create_experiment(SiblingFirst(tracking_uri=uri), "e", tags=TAGS)
+    assert got.experiment_id == experiment.experiment_id and TAGS.items() <= got.tags.items()
+
+    class Refusing(MlflowClient):
+        def set_experiment_tag(self, experiment_id, key, value):
+            raise MlflowException("tag value too long", error_code=INVALID_PARAMETER_VALUE)
+
+    with pytest.raises(MlflowException, match="too long"):
+        get_or_create_experiment(Refusing(tracking_uri=uri), "e", tags={"another": "x"})
+    client.delete_experiment(experiment.experiment_id)
+    with pytest.raises(RuntimeError, match="'e' is deleted; restore it"):
+        get_or_create_experiment(client, "e")
+
+
+def test_retrying_waits_out_transient_failures_only():
+    waits, calls = [], []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 4:
+            raise requests.exceptions.ConnectionError("refused")
+        return "ok"
+
+    assert retrying(flaky, what="x", minutes=1, sleep=waits.append) == "ok"
+    assert waits == [1.0, 2.0, 4.0]  # doubling back-off
+    refused = MlflowException("no such run", error_code=RESOURCE_DOES_NOT_EXIST)
+
+    def refuse():
+        calls.append(1)
+        raise refused
+
+    calls.clear()
+    with pytest.raises(MlflowException, match="no such run"):
+        retrying(refuse, what="x", minutes=1, sleep=waits.append)
+    assert len(calls) == 1  # not retried
+
+    def down():
+        raise MlflowException("API request failed: Max retries exceeded",
+                              error_code=INTERNAL_ERROR)
+
+    with pytest.raises(TrackingUnavailable, match=r"logging: the tracking store stayed "
+                                                  r"unreachable for 0 min"):
+        retrying(down, what="logging", minutes=0, sleep=waits.append)
+
+
+def _hold_lock_in_a_child(path: Path) -> subprocess.Popen:
+    code = ("import fcntl, json, os, sys, time; f = open(sys.argv[1], 'a+'); "
+            "fcntl.flock(f, fcntl.LOCK_EX); f.seek(0); f.truncate(); "
+            "f.write(json.dumps({'host': 'h', 'pid': os.getpid(), 'since': 'then'})); "
+            "f.flush(); print('held', flush=True); time.sleep(120)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    child = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE,
+                             text=True)
+    assert child.stdout.readline().strip() == "held"
+    return child
+
+
+def test_a_run_lock_refuses_a_second_owner_and_is_taken_over_from_a_killed_one(tmp_path):
+    path = tmp_path / "run.lock"
+    child = _hold_lock_in_a_child(path)
+    with pytest.raises(RunLocked, match=rf"run 7 is being continued by another process "
+                                        rf"\(pid {child.pid} on h since then; lock {path}\)"):
+        RunLock(path, "run 7").acquire()
+    child.send_signal(signal.SIGKILL)  # dies holding it: the lock file stays, the lock does not
+    child.wait()
+    assert path.exists()
+    with RunLock(path, "run 7") as lock:
+        assert lock.held and f'"pid": {os.getpid()}' in path.read_text()
+    assert not lock.held
+
+
+# ------------------------------------------------------------------------------------------------
+# The recipe
+# ------------------------------------------------------------------------------------------------
+def _config(tmp_path, *overrides):
+    tiny = [
+        f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+        f"checkpoint.dir={tmp_path / 'checkpoints'}", "iterations=2", "num_envs=2",
+        "env.frames_per_batch=64", "surprise=none", "progress_bar=false", "checkpoint.every=1",
+        "trpo.critic_minibatch=32", "eval.every=0",
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        return compose("trpo_vase", overrides=[*tiny, *overrides])
+
+
+def _steps(uri: str, run_id: str) -> list[int]:
+    history = MlflowClient(tracking_uri=uri).get_metric_history(run_id, "train/frames")
+    return sorted(metric.step for metric in history)
+
+
+def test_a_second_concurrent_resume_is_refused_before_it_logs_and_a_stale_lock_is_taken(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = recipe.train(_config(tmp_path))
+    run_id = first["run_id"]
+    lock_path = tmp_path / "checkpoints" / "mountain_car" / run_id / "run.lock"
+    holder = _hold_lock_in_a_child(lock_path)  # another process continuing the run
+    with pytest.raises(RunLocked, match=rf"run {run_id} is being continued by another process "
+                                        rf"\(pid {holder.pid}"):
+        recipe.train(_config(tmp_path, "iterations=3", "resume=true"))
+    assert _steps(uri, run_id) == [64, 128]  # nothing logged by the refused one
+    assert MlflowClient(tracking_uri=uri).get_run(run_id).info.status == "FINISHED"
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    resumed = recipe.train(_config(tmp_path, "iterations=3", "resume=true"))
+    assert resumed["run_id"] == run_id
+    assert _steps(uri, run_id) == [64, 128, 192]
+
+
+def test_a_store_that_stays_away_stops_the_run_with_a_checkpoint_and_resume_completes_it(
+        tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    log = recipe.MLflowTracker.log
+    calls = []
+
+    def log_then_lose_the_store(self, steps):
+        calls.append(1)
+        if len(calls) == 3:  # the second iteration's metrics
+            raise TrackingUnavailable("run x: logging metrics: the tracking store stayed "
+                                      "unreachable for 10 min (ConnectionError: refused)")
+        log(self, steps)
+
+    monkeypatch.setattr(recipe.MLflowTracker, "log", log_then_lose_the_store)
+    with pytest.raises(RuntimeError, match=r"unreachable for 10 min .*\. Stopped: the checkpoint "
+                                           r".*last\.pt holds every step not logged; once the "
+                                           r"store is back, continue with resume=true"):
+        recipe.train(_config(tmp_path, "iterations=3"))
+    client = MlflowClient(tracking_uri=uri)
+    [run] = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id])
+    assert run.info.status == "RUNNING" and _steps(uri, run.info.run_id) == [64]
+    monkeypatch.setattr(recipe.MLflowTracker, "log", log)
+    resumed = recipe.train(_config(tmp_path, "iterations=3", "resume=true"))
+    assert resumed["run_id"] == run.info.run_id
+    assert _steps(uri, run.info.run_id) == [64, 128, 192]  # the checkpoint's step logged once
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(database: Path, artifacts: Path, port: int) -> subprocess.Popen:
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1",
+         "--port", str(port), "--workers", "1", "--backend-store-uri", f"sqlite:///{database}",
+         "--artifacts-destination", str(artifacts)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    for _ in range(120):
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).ok:
+                return server
+        except requests.exceptions.ConnectionError:
+            time.sleep(0.5)
+    server.kill()
+    raise AssertionError("the MLflow server did not start")
+
+
+def _stop(server: subprocess.Popen) -> None:
+    os.killpg(server.pid, signal.SIGTERM)  # the server and its workers
+    server.wait(timeout=60)
+
+
+def test_a_server_that_restarts_mid_run_costs_the_run_nothing(tmp_path):
+    port = _free_port()
+    uri = f"http://127.0.0.1:{port}"
+    server = _serve(tmp_path / "server.db", tmp_path / "artifacts", port)
+    command = [
+        sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "surprise=none",
+        "iterations=40", "num_envs=2", "env.frames_per_batch=64", "trpo.critic_minibatch=32",
+        "progress_bar=false", "checkpoint.every=1", "eval.every=0", f"mlflow.tracking_uri={uri}",
+        f"checkpoint.dir={tmp_path / 'checkpoints'}", "mlflow.retry_minutes=2",
+    ]
+    # MLflow's own per-request retries off: the recipe's retries must carry the run
+    environment = {**os.environ, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+    job = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+                           stderr=subprocess.STDOUT, env=environment)
+    try:
+        for line in job.stdout:  # wait until training has started
+            if line.startswith("MLflow run"):
+                break
+        run_id = line.split()[2]
+        client = MlflowClient(tracking_uri=uri)
+        while len(_steps(uri, run_id)) < 3:
+            time.sleep(0.2)
+        _stop(server)
+        time.sleep(10)
+        assert job.poll() is None  # still waiting for the store
+        server = _serve(tmp_path / "server.db", tmp_path / "artifacts", port)
+        output = job.communicate(timeout=300)[0]
+        assert job.returncode == 0, output[-3000:]
+        assert client.get_run(run_id).info.status == "FINISHED"
+        history = client.get_metric_history(run_id, "train/frames")
+        assert [m.step for m in sorted(history, key=lambda m: m.step)] == [
+            64 * (i + 1) for i in range(40)]  # every step, none twice
+    finally:
+        job.kill()
+        _stop(server)

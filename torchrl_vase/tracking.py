@@ -1,0 +1,397 @@
+"""An MLflow run that survives concurrency and a tracking server that goes away for a while.
+
+- ``get_or_create_experiment``: any number of jobs may create the same experiment and set its
+  tags at once, on SQLite or on a server (PostgreSQL); a job never dies because a sibling did the
+  same thing first.
+- ``check_tracking_store``: the start-up check, fast (no retries, a 5 s timeout) without changing
+  how the rest of the run talks to the server.
+- ``RunLock``: one owner per run at a time. A second process that tries to continue a run that
+  another is still continuing is refused with the holder named; a lock left by a killed process
+  is taken over (the operating system releases it with the process).
+- ``MLflowTracker``: one MLflow run's life (create or continue, tags, params, artifacts, metrics
+  logged whole steps at a time, the end status), every call retried with back-off for
+  ``retry_minutes`` while the store is unreachable, then ``TrackingUnavailable``.
+
+Examples:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from torchrl_vase.tracking import MLflowTracker, RunLock, check_tracking_store
+    >>> tmp = tempfile.mkdtemp()
+    >>> uri = f"sqlite:///{tmp}/mlflow.db"
+    >>> check_tracking_store(uri)
+    >>> tracker = MLflowTracker.create(uri, "demo", run_name="seed0", tags={"seed": "0"})
+    >>> tracker.log([(100, {"train/return": 0.5}), (200, {"train/return": 1.0})])
+    >>> tracker.end("FINISHED")
+    >>> [m.value for m in tracker.client.get_metric_history(tracker.run_id, "train/return")]
+    [0.5, 1.0]
+    >>> with RunLock(Path(tmp) / "run.lock", "run 1"):  # doctest: +ELLIPSIS
+    ...     RunLock(Path(tmp) / "run.lock", "run 1").acquire()
+    Traceback (most recent call last):
+    ...
+    torchrl_vase.tracking.RunLocked: run 1 is being continued by another process (...
+    >>> import shutil; shutil.rmtree(tmp)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TypeVar
+
+import requests
+from filelock import FileLock
+from mlflow.entities import Experiment, Metric, RunTag
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+__all__ = [
+    "MLflowTracker",
+    "RunLock",
+    "RunLocked",
+    "TrackingUnavailable",
+    "check_tracking_store",
+    "get_or_create_experiment",
+]
+
+T = TypeVar("T")
+
+
+class TrackingUnavailable(RuntimeError):
+    """The tracking store stayed unreachable for the whole retry budget."""
+
+
+class RunLocked(RuntimeError):
+    """Another live process holds the run."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Transient failures and retries
+# ------------------------------------------------------------------------------------------------
+_TRANSIENT_CODES = {"TEMPORARILY_UNAVAILABLE", "INTERNAL_ERROR", "REQUEST_LIMIT_EXCEEDED"}
+
+
+def is_transient(error: BaseException) -> bool:
+    """A failure that waiting may cure: the store unreachable, busy or answering 5xx/429.
+
+    A refused request (bad input, a missing run) is not: retrying it would only delay the error.
+    """
+    if isinstance(error, (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+                          ConnectionError, TimeoutError)):
+        return True
+    if isinstance(error, MlflowException):
+        status = error.get_http_status_code()
+        return error.error_code in _TRANSIENT_CODES or status == 429 or status >= 500
+    return False
+
+
+def retrying(call: Callable[[], T], *, what: str, minutes: float, first_wait: float = 1.0,
+             max_wait: float = 30.0, sleep: Callable[[float], None] = time.sleep) -> T:
+    """``call()``, retried after transient failures with waits doubling from ``first_wait`` up to
+    ``max_wait`` seconds, for at most ``minutes``; then ``TrackingUnavailable`` naming ``what``.
+    Anything else ``call`` raises goes up at once."""
+    deadline = time.monotonic() + 60.0 * minutes
+    wait = first_wait
+    while True:
+        try:
+            return call()
+        except Exception as error:
+            if not is_transient(error):
+                raise
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                first_line = (str(error).splitlines() or [""])[0][:200]
+                raise TrackingUnavailable(
+                    f"{what}: the tracking store stayed unreachable for {minutes:g} min "
+                    f"({type(error).__name__}: {first_line})"
+                ) from error
+            sleep(min(wait, remaining))
+            wait = min(2 * wait, max_wait)
+
+
+# ------------------------------------------------------------------------------------------------
+# The store and the experiment
+# ------------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _fast_http_failure() -> Iterator[None]:
+    """No retries and a 5 s timeout for MLflow's HTTP requests inside the block only (MLflow reads
+    these at each request; its session cache is keyed by them)."""
+    saved = {key: os.environ.get(key) for key in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+                                                  "MLFLOW_HTTP_REQUEST_TIMEOUT")}
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
+    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = "5"
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI, else ``None``."""
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
+def check_tracking_store(uri: str) -> None:
+    """Fail now, naming the URI and the fix, if the store cannot be reached or created.
+
+    A SQLite store is created here, under a file lock (parallel jobs would race to create its
+    tables); a store this call created and could not finish (a full disk, a read-only folder) is
+    removed again, so the next attempt starts clean instead of from a half-migrated database. A
+    server is asked once, with no retries and a 5 s timeout.
+    """
+    database = sqlite_path(uri)
+    if database is None:
+        try:
+            with _fast_http_failure():
+                MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        except Exception as error:  # mlflow raises many types; all mean "unreachable" here
+            raise RuntimeError(
+                f"cannot reach the MLflow tracking store {uri!r} ({_describe(error)}). Start the "
+                "server, fix mlflow.tracking_uri or MLFLOW_TRACKING_URI, or leave both unset for "
+                "a local sqlite:///mlflow.db."
+            ) from None
+        return
+    try:
+        lock = FileLock(str(database) + ".lock")
+        with lock:
+            existed = database.exists()
+            try:
+                MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+            except Exception:
+                if not existed:
+                    with contextlib.suppress(OSError):
+                        database.unlink()
+                raise
+    except Exception as error:
+        raise RuntimeError(
+            f"cannot create or open the SQLite tracking store {str(database)!r} "
+            f"({_describe(error)}). Check that its folder is writable and its disk has space; "
+            "a store half-created by an interrupted first run can be deleted. Or set "
+            "mlflow.tracking_uri (or MLFLOW_TRACKING_URI) to another store."
+        ) from None
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
+
+
+def get_or_create_experiment(client: MlflowClient, name: str,
+                             artifact_location: str | None = None,
+                             tags: Mapping[str, str] | None = None) -> Experiment:
+    """The experiment ``name``, created if it does not exist, with ``tags`` set where missing.
+
+    Safe under any number of concurrent callers: a creation or a tag that a sibling got in first
+    is taken as done (its values are the same), whatever error the store raised for it. A deleted
+    experiment of that name is refused with the way out. On a SQLite store a new experiment keeps
+    its artifacts in ``mlruns/`` beside the database file (MLflow's default is the working
+    directory of whichever process created it).
+    """
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        database = sqlite_path(client.tracking_uri)
+        if artifact_location is None and database is not None:
+            artifact_location = (database.resolve().parent / "mlruns").as_uri()
+        with contextlib.suppress(MlflowException):  # a sibling created it first: see below
+            client.create_experiment(name, artifact_location=artifact_location)
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None:
+            raise RuntimeError(f"MLflow experiment {name!r} could not be created.")
+    if experiment.lifecycle_stage != "active":
+        raise RuntimeError(
+            f"MLflow experiment {name!r} is deleted; restore it (mlflow experiments restore "
+            f"--experiment-id {experiment.experiment_id}) or choose mlflow.experiment=<name>."
+        )
+    for key, value in (tags or {}).items():
+        if key in experiment.tags:
+            continue
+        try:
+            client.set_experiment_tag(experiment.experiment_id, key, value)
+        except MlflowException:
+            # on a server two inserts of one tag collide (a unique-key violation); if the tag is
+            # there now, a sibling set it
+            if key not in client.get_experiment(experiment.experiment_id).tags:
+                raise
+    return client.get_experiment(experiment.experiment_id)
+
+
+# ------------------------------------------------------------------------------------------------
+# One owner per run
+# ------------------------------------------------------------------------------------------------
+class RunLock:
+    """An exclusive lock on one run, held by this process while it writes the run.
+
+    An ``flock`` on ``path``: the operating system drops it when the holder exits in any way
+    (SIGKILL included), so a lock left by a dead process is simply taken. The file keeps the
+    holder's host, pid and start time for the refusal message. On a shared file system without
+    ``flock`` (some NFS set-ups) two hosts are not kept apart.
+
+    Args:
+        path: the lock file (created with its folder).
+        what: how messages name the run, e.g. ``"run 3f2a..."``.
+    """
+
+    def __init__(self, path: str | os.PathLike, what: str) -> None:
+        self.path = Path(path)
+        self.what = what
+        self._file = None
+
+    def acquire(self) -> RunLock:
+        """Take the lock now or raise ``RunLocked`` naming the holder; never waits."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        file = open(self.path, "a+")  # noqa: SIM115  (held open while locked)
+        try:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.seek(0)
+            holder = file.read().strip()
+            file.close()
+            try:
+                info = json.loads(holder)
+                who = f"pid {info['pid']} on {info['host']} since {info['since']}"
+            except (ValueError, KeyError, TypeError):
+                who = "an unknown process"
+            raise RunLocked(
+                f"{self.what} is being continued by another process ({who}; lock {self.path}). "
+                "Wait for it to end or stop it (SIGTERM writes a checkpoint), then resume."
+            ) from None
+        file.seek(0)
+        file.truncate()
+        file.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                               "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}))
+        file.flush()
+        self._file = file
+        return self
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+    @property
+    def held(self) -> bool:
+        return self._file is not None
+
+    def __enter__(self) -> RunLock:
+        return self if self.held else self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+# ------------------------------------------------------------------------------------------------
+# The run
+# ------------------------------------------------------------------------------------------------
+class MLflowTracker:
+    """One MLflow run, through ``MlflowClient`` (no global active run), every call retried.
+
+    ``log`` sends whole steps per request (one transaction of the store each), NaN and inf as they
+    are. While the store is unreachable each call is retried with waits doubling up to 30 s, for
+    ``retry_minutes`` in all; then ``TrackingUnavailable`` (the caller's checkpoint holds what was
+    not logged).
+
+    torchrl's ``MLFlowLogger`` is not used: it logs through MLflow's global active run, one metric
+    per request, with no retries and no way to continue an existing run by id.
+
+    Args:
+        client: the store's client.
+        run_id: the run.
+        retry_minutes: how long a call may wait for the store.
+    """
+
+    def __init__(self, client: MlflowClient, run_id: str, retry_minutes: float = 10.0) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.retry_minutes = retry_minutes
+
+    @classmethod
+    def create(cls, uri: str, experiment: str | Experiment, run_name: str | None = None,
+               tags: Mapping[str, str] | None = None, retry_minutes: float = 10.0,
+               ) -> MLflowTracker:
+        """A new run in ``experiment`` (a name, created if needed, or an ``Experiment``), with
+        MLflow's own context tags (source, user, git commit) as ``mlflow.start_run`` sets them."""
+        from mlflow.tracking.context.registry import resolve_tags
+
+        client = MlflowClient(tracking_uri=uri)
+        if isinstance(experiment, str):
+            experiment = get_or_create_experiment(client, experiment)
+        run = retrying(lambda: client.create_run(
+            experiment.experiment_id, run_name=run_name, tags=resolve_tags(dict(tags or {}))),
+            what="creating the MLflow run", minutes=retry_minutes)
+        return cls(client, run.info.run_id, retry_minutes)
+
+    @classmethod
+    def resume(cls, uri: str, run_id: str, retry_minutes: float = 10.0) -> MLflowTracker:
+        """Continue ``run_id`` (marked RUNNING again); refused with the store named if the run
+        is not in it."""
+        client = MlflowClient(tracking_uri=uri)
+        try:
+            retrying(lambda: client.get_run(run_id), what="reading the run",
+                     minutes=retry_minutes)
+        except MlflowException as error:
+            if error.error_code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            raise LookupError(
+                f"run {run_id} is not in the tracking store {uri}: its checkpoint was logged to "
+                "another store; resume against that one (mlflow.tracking_uri=...)."
+            ) from None
+        tracker = cls(client, run_id, retry_minutes)
+        tracker._call(lambda: client.update_run(run_id, status="RUNNING"), "marking it running")
+        return tracker
+
+    def _call(self, call: Callable[[], T], what: str) -> T:
+        return retrying(call, what=f"run {self.run_id}: {what}", minutes=self.retry_minutes)
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return self._call(lambda: self.client.get_run(self.run_id).data.tags, "reading its tags")
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        run_tags = [RunTag(key, str(value)) for key, value in tags.items()]
+        self._call(lambda: self.client.log_batch(self.run_id, tags=run_tags), "setting tags")
+
+    def log_params(self, params: Mapping[str, str]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(key, str(value)) for key, value in params.items()]
+        for start in range(0, len(items), 100):  # MLflow's limit per request
+            chunk = items[start:start + 100]
+            self._call(lambda chunk=chunk: self.client.log_batch(self.run_id, params=chunk),
+                       "logging params")
+
+    def log_artifact(self, path: str | os.PathLike, artifact_path: str | None = None) -> None:
+        self._call(lambda: self.client.log_artifact(self.run_id, str(path), artifact_path),
+                   f"logging the artifact {Path(path).name}")
+
+    def logged_steps(self, key: str) -> int:
+        """The last step logged for ``key`` (-1 if none)."""
+        history = self._call(lambda: self.client.get_metric_history(self.run_id, key),
+                             f"reading the history of {key}")
+        return max((metric.step for metric in history), default=-1)
+
+    def log(self, steps: Iterable[tuple[int, Mapping[str, float]]]) -> None:
+        """Log each ``(step, metrics)``, whole steps per request."""
+        now = int(time.time() * 1000)
+        steps = list(steps)
+        per_request = max(1, 1000 // max((len(m) for _, m in steps), default=1))
+        for start in range(0, len(steps), per_request):
+            metrics = [Metric(key, float(value), now, step)
+                       for step, values in steps[start:start + per_request]
+                       for key, value in values.items()]
+            self._call(lambda metrics=metrics: self.client.log_batch(
+                self.run_id, metrics=metrics, synchronous=True), "logging metrics")
+
+    def end(self, status: str) -> None:
+        """Mark the run ``FINISHED``, ``FAILED`` or ``KILLED``."""
+        self._call(lambda: self.client.set_terminated(self.run_id, status),
+                   f"marking it {status}")
