@@ -31,9 +31,9 @@ test: lint
 	$(MAKE) docs
 
 # the documentation site; --strict turns every warning (a broken link, an unknown reference, a
-# docstring that does not match its signature) into a failure
+# docstring that does not match its signature) into a failure (--quiet would hide them from it)
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 	@# the site works offline: no script, stylesheet or font fetched from another host
 	@! grep -rEl '<(script|link)[^>]*(src|href)="(https?:)?//' site --include=*.html \
 		|| (echo "the built site loads files from another host (above)"; exit 1)

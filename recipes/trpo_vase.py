@@ -81,7 +81,7 @@ from torchrl_vase.checkpointing import (
 )
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.diagnostics import CoverageGrid, advantage_alignment
-from torchrl_vase.envs import VECTORIZATIONS, make_batched_env
+from torchrl_vase.envs import VECTORIZATIONS, check_continuous_control, make_batched_env
 from torchrl_vase.evaluation import (
     check_video,
     evaluate,
@@ -124,8 +124,13 @@ EXPLORATION_METRICS = {
 # Checks before anything runs
 # ------------------------------------------------------------------------------------------------
 def validate(cfg: DictConfig) -> None:
-    """Reject impossible settings before any env is built."""
+    """Reject impossible settings before any MLflow run exists (one probe env is made)."""
     env, surprise = cfg.env, cfg.surprise
+    observation_space, action_space = env_spaces(cfg)
+    try:
+        check_continuous_control(env.id, observation_space, action_space)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"env.id={env.id}: {error}") from None
     if cfg.eval.video:
         check_video(env.id, make_kwargs(cfg))
     if cfg.resume is not False and cfg.checkpoint.every == 0:
@@ -251,9 +256,13 @@ def make_critic(cfg: DictConfig, obs_dim: int, out_key: str = "state_value") -> 
     return ValueOperator(net, in_keys=["observation"], out_keys=[out_key]).to(cfg.device)
 
 
-def env_spaces(cfg: DictConfig) -> tuple[gymnasium.spaces.Box, gymnasium.spaces.Box]:
+def env_spaces(cfg: DictConfig) -> tuple[gymnasium.spaces.Space, gymnasium.spaces.Space]:
     """The task's observation and action spaces (one copy, before any transform)."""
-    probe = gymnasium.make(cfg.env.id, **make_kwargs(cfg))
+    try:
+        probe = gymnasium.make(cfg.env.id, **make_kwargs(cfg))
+    except gymnasium.error.Error as error:
+        raise ValueError(f"env.id={cfg.env.id}: {error} (or env.make_kwargs do not fit it).") \
+            from None
     spaces = probe.observation_space, probe.action_space
     probe.close()
     return spaces

@@ -176,13 +176,15 @@ RANGES = [
     ("trpo.gamma", 0, False), ("trpo.gae_lambda", 0, True), ("trpo.critic_epochs", 1, True),
     ("trpo.critic_lr", 0, False), ("trpo.critic_minibatch", 1, True), ("trpo.cg_iters", 1, True),
     ("trpo.cg_damping", 0, True), ("trpo.backtracks", 1, True),
-    ("surprise.eta", 0, True), ("surprise.delta", 0, True), ("surprise.sigma_c", 0, False),
+    ("surprise.eta", 0, True), ("surprise.delta", 0, True),
     ("surprise.num_samples", 1, True), ("surprise.prior_std", 0, False),
     ("surprise.embedding_dim", 1, True), ("surprise.update_fraction", 0, False),
     ("surprise.elbo.updates_per_iteration", 1, True), ("surprise.elbo.batch_size", 1, True),
     ("surprise.elbo.lr", 0, False), ("surprise.elbo.kl_weight", 0, True),
     ("advantage.intrinsic_gamma", 0, False),
 ]
+# hidden-layer widths: lists of positive ints ([] is no hidden layer)
+LAYER_WIDTHS = ("env.policy_cells", "env.critic_cells", "env.bnn.num_cells", "surprise.num_cells")
 AT_MOST_ONE = ("trpo.gamma", "trpo.gae_lambda", "advantage.intrinsic_gamma",
                "surprise.update_fraction")
 
@@ -231,6 +233,11 @@ def typed_config(cfg: DictConfig) -> DictConfig:
             raise ValueError(f"{key} must be {relation} {low}, got {value}.")
         if key in AT_MOST_ONE and value > 1:
             raise ValueError(f"{key} must be <= 1, got {value}.")
+    for key in LAYER_WIDTHS:
+        widths = OmegaConf.select(typed, key)
+        if widths is not None and any(width < 1 for width in widths):
+            raise ValueError(f"{key} must be a list of positive layer widths, got "
+                             f"{list(widths)}.")
     if not isinstance(typed.resume, (bool, str)):
         raise ValueError(f"resume must be true, false or a checkpoint path, got {typed.resume!r}.")
     return typed

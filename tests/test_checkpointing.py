@@ -65,7 +65,20 @@ def test_a_torn_write_leaves_the_previous_checkpoint_and_the_next_save_cleans_up
 def test_loading_refuses_pickled_objects(tmp_path):
     path = tmp_path / "evil.pt"
     torch.save({"object": Checkpointer}, path)  # a class: code a full unpickler would import
-    with pytest.raises(RuntimeError, match=r"cannot load the checkpoint .* weights_only=True"):
+    refused = (r"cannot load the checkpoint .*evil\.pt': it holds objects other than tensors "
+               r"and plain values \(WeightsUnpickler error: Unsupported global: GLOBAL "
+               r"torchrl_vase\.checkpointing\.Checkpointer")
+    with pytest.raises(RuntimeError, match=refused) as error:
+        load_checkpoint(path)
+    # torch's advice to load with weights_only=False (running the file's code) is not quoted
+    assert "weights_only" not in str(error.value)
+    path.write_bytes(b"")
+    with pytest.raises(RuntimeError, match=r"evil\.pt': the file is empty \(0 bytes\)"):
+        load_checkpoint(path)
+    torch.save({"step": torch.tensor(1)}, path)
+    path.write_bytes(path.read_bytes()[:50])  # cut off
+    with pytest.raises(RuntimeError, match=r"evil\.pt': .*; it is damaged \(cut off or "
+                                           r"overwritten\) or not a checkpoint"):
         load_checkpoint(path)
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         Checkpointer(tmp_path / "empty").load()

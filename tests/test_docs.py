@@ -1,6 +1,9 @@
 """Every ```python block in README.md and docs/ runs, so the documentation cannot rot."""
 
 import re
+import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -42,3 +45,22 @@ def test_every_page_is_in_the_site_navigation():
     pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").glob("**/*.md")}
     pages = {p for p in pages if not p.startswith("results/")}  # tables included by results.md
     assert {p for p in pages if f" {p}" not in nav} == set()
+
+
+@pytest.mark.skipif(not (Path(sys.prefix) / "bin" / "mkdocs").exists(),
+                    reason="mkdocs (the docs extra) is not installed")
+def test_make_docs_fails_on_a_broken_link(tmp_path):
+    """``make docs`` on a copy of the site's sources with one link to a missing page: the build
+    must fail and name the link (a ``--quiet`` would hide the warning from ``--strict``)."""
+    for name in ("docs", "docs_hooks"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    for name in ("mkdocs.yml", "Makefile"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "torchrl_vase").symlink_to(ROOT / "torchrl_vase")  # the API reference's source
+    index = tmp_path / "docs" / "index.md"
+    index.write_text(index.read_text() + "\nSee [the missing page](no_such_page.md).\n")
+    stamp = Path(sys.prefix) / ".installed"
+    build = subprocess.run(["make", "docs", f"VENV={sys.prefix}", f"STAMP={stamp}", "-o",
+                            str(stamp)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert build.returncode != 0
+    assert "no_such_page.md" in build.stdout + build.stderr

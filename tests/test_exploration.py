@@ -226,6 +226,24 @@ def test_bad_settings_raise_at_construction():
         _exploration(pool_min=5, batch_size=10)
     with pytest.raises(TypeError, match="bonus transform"):
         Exploration(torch.nn.Identity())
+    with pytest.raises(TypeError, match=r"optimizer must be a torch.optim.Optimizer .* got 'adam'"):
+        _exploration(optimizer="adam")
+    unrelated = torch.optim.Adam([torch.nn.Parameter(torch.zeros(3))])
+    with pytest.raises(ValueError, match=r"optimizer does not step 2 of the loss's 2 trainable "
+                                         r"parameters"):
+        _exploration(optimizer=unrelated)
+
+
+def test_repr_summarises_every_kind_of_bonus():
+    exploration = _exploration()
+    assert repr(exploration) == (
+        "Exploration(bonus=VASERewardTransform, loss=VariationalELBOLoss, optimizer=Adam, "
+        f"pool=0/{exploration.pool_size}, pool_min={exploration.pool_min}, "
+        f"updates_per_iteration={exploration.updates_per_iteration}, "
+        f"batch_size={exploration.batch_size})")
+    assert "VariationalELBOLoss(" in repr(exploration.loss)  # its own repr works too
+    rnd = Exploration(RNDRewardTransform(2, eta=1.0), pool_min=10, batch_size=5)
+    assert repr(rnd).startswith("Exploration(bonus=RNDRewardTransform, loss=RNDLoss")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -344,7 +344,14 @@ def test_bad_inputs_fail_before_training(store):
         ("env.bnn.num_cells=[32,x]", r"^env.bnn.num_cells\[1\]: Value 'x'"),
         ("+surprise.sigma=1", r"^surprise.sigma: Key 'sigma' not in 'BNNSurprise'"),
         ("+seeds=3", r"^seeds: Key 'seeds' not in 'Main'"),
-        ("surprise.sigma_c=0", r"^surprise.sigma_c must be > 0, got 0.0"),
+        ("surprise.sigma_c=0", r"^sigma_c must be a finite number > 0, got 0.0"),
+        ("surprise.sigma_c=1e-300", r"^sigma_c must be in \[1e-06, 1e\+06\], got 1e-300: below, "
+                                    r"the surprise .* overflows float32"),
+        ("trpo.init_log_std=1e6", r"^init_log_std must be in \[-20, 20\], got 1000000.0"),
+        ("env.policy_cells=[-1]", r"^env.policy_cells must be a list of positive layer widths, "
+                                  r"got \[-1\]"),
+        ("env.critic_cells=[32,0]", r"^env.critic_cells must be a list of positive layer widths"),
+        ("env.id=NoSuchEnv-v0", r"^env.id=NoSuchEnv-v0: Environment `NoSuchEnv` doesn't exist"),
         ("trpo.gamma=1.5", r"^trpo.gamma must be <= 1, got 1.5"),
         ("device=gpu", r"^device must be cpu, cuda or cuda:<index>"),
         ("resume=3", r"^resume must be true, false or a checkpoint path"),
@@ -354,6 +361,31 @@ def test_a_bad_setting_fails_with_its_key_before_any_run_exists(store, override,
     before = _all_runs(store[0])
     with pytest.raises(ValueError, match=message):
         recipe.train(_config(store, override))
+    assert _all_runs(store[0]) == before
+
+
+class DictObservationEnv(gymnasium.Env):
+    observation_space = gymnasium.spaces.Dict({"position": gymnasium.spaces.Box(-1, 1, (2,))})
+    action_space = gymnasium.spaces.Box(-1, 1, (1,))
+
+
+gymnasium.register("test/DictObservation-v0", entry_point=DictObservationEnv)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "message"),
+    [
+        ("CartPole-v1", r"^env.id=CartPole-v1: CartPole-v1 has the action space Discrete\(2\): "
+                        r"the Gaussian policy needs a bounded vector Box action space"),
+        ("test/DictObservation-v0", r"^env.id=test/DictObservation-v0: .* has the observation "
+                                    r"space Dict\(.*\): the policy, critics and bonus models "
+                                    r"need a flat vector observation .*FlattenObservation"),
+    ],
+)
+def test_an_env_the_policy_cannot_drive_fails_before_any_run_exists(store, env_id, message):
+    before = _all_runs(store[0])
+    with pytest.raises(TypeError, match=message):
+        recipe.train(_config(store, f"env.id={env_id}"))
     assert _all_runs(store[0]) == before
 
 

@@ -1,6 +1,7 @@
 """torchrl-vase: Variational Assorted Surprise Exploration (Xu, McCane & Szymanski) on TorchRL."""
 
-from torchrl_vase import checkpointing, diagnostics, envs  # envs: registers the sparse envs
+# envs: registers the sparse envs
+from torchrl_vase import checkpointing, diagnostics, envs, tracking
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.evaluation import evaluate, load_policy
 from torchrl_vase.exploration import Exploration
@@ -72,6 +73,7 @@ __all__ = [
     "load_policy",
     "nll_surprise",
     "prediction_nll",
+    "tracking",
     "vase_surprise",
     "vime_information_gain",
     "vime_information_gain_exact",

@@ -34,3 +34,29 @@ def check_num_samples(num_samples: int) -> int:
     if num_samples < 1:
         raise ValueError(f"num_samples must be >= 1, got {num_samples}.")
     return num_samples
+
+
+#: σ_c's range: the surprise ‖s' − f(s, a)‖² / (2σ_c²) of standardised predictions overflows
+#: float32 below it, and 1/σ_c² vanishes against the KL above it.
+SIGMA_C_RANGE = (1e-6, 1e6)
+
+
+def check_sigma_c(value: float) -> float:
+    """σ_c, the likelihood's std, as a float in ``SIGMA_C_RANGE``; else a ``ValueError``."""
+    value = check_positive("sigma_c", value)
+    low, high = SIGMA_C_RANGE
+    if not low <= value <= high:
+        raise ValueError(
+            f"sigma_c must be in [{low:g}, {high:g}], got {value:g}: below, the surprise "
+            "||s' - f(s, a)||^2 / (2 sigma_c^2) overflows float32; above, the likelihood no "
+            "longer trains the model. The paper uses 5, the authors' script 0.5."
+        )
+    return value
+
+
+def check_layer_widths(name: str, cells) -> list[int]:
+    """Hidden-layer widths as a list of positive ints (``[]``: no hidden layer)."""
+    widths = list(cells)
+    if any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
+        raise ValueError(f"{name} must be a list of positive layer widths, got {widths}.")
+    return widths

@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import pickle
 import random
 import signal
 import tempfile
@@ -159,15 +160,27 @@ class Checkpointer:
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict:
-    """``torch.load(path, weights_only=True)`` with a message that says what went wrong."""
+    """``torch.load(path, weights_only=True)`` with a message that names the file and says what
+    went wrong (an empty or cut-off file, objects that are not plain values)."""
     try:
         return torch.load(path, weights_only=True, map_location="cpu")
     except Exception as error:
+        size = Path(path).stat().st_size if Path(path).exists() else None
+        if size == 0:
+            cause = "the file is empty (0 bytes): its writer was killed before writing it"
+        elif isinstance(error, pickle.UnpicklingError) and "WeightsUnpickler" in str(error):
+            # torch's own text advises weights_only=False, which would run the file's code
+            detail = next(line.strip() for line in str(error).splitlines()
+                          if "WeightsUnpickler" in line).split(". ")[0]
+            cause = (f"it holds objects other than tensors and plain values ({detail}); it was "
+                     "not written by this library, or by an older version of it")
+        else:
+            first = (str(error).splitlines() or [""])[0][:300]
+            cause = f"{type(error).__name__}: {first}" if first else type(error).__name__
+            cause += "; it is damaged (cut off or overwritten) or not a checkpoint"
         raise RuntimeError(
-            f"cannot load the checkpoint {str(path)!r} with weights_only=True "
-            f"({type(error).__name__}: {str(error).splitlines()[0][:300]}). It is not a "
-            "checkpoint of this library, it was written by an older version (which pickled "
-            "objects), or it is damaged."
+            f"cannot load the checkpoint {str(path)!r}: {cause}. Start the run afresh "
+            "(resume=false) or point resume at another checkpoint."
         ) from None
 
 

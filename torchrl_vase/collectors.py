@@ -21,10 +21,12 @@ import gymnasium
 import numpy as np
 import torch
 from tensordict import TensorDict
+from tensordict.nn import TensorDictModuleBase
 from torch import Tensor, nn
 from torchrl.modules import IndependentNormal
 
 from torchrl_vase._device import module_device
+from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
 
 __all__ = ["VectorEnvCollector"]
@@ -104,7 +106,7 @@ class VectorEnvCollector:
     def __init__(
         self,
         env_id: str,
-        policy,
+        policy: TensorDictModuleBase,
         *,
         num_envs: int,
         frames_per_batch: int,
@@ -133,12 +135,7 @@ class VectorEnvCollector:
         self.env = sync_vector_env(env_id, num_envs, **(make_kwargs or {}))
         space = self.env.single_action_space
         observation_space = self.env.single_observation_space
-        if not isinstance(space, gymnasium.spaces.Box) or len(space.shape) != 1:
-            raise TypeError(f"{env_id} needs a vector Box action space, got {space}.")
-        if not np.isfinite(space.low).all() or not np.isfinite(space.high).all():
-            raise ValueError(f"{env_id}'s action bounds must be finite to scale [-1, 1] to them.")
-        if len(observation_space.shape) != 1:
-            raise TypeError(f"{env_id} needs a vector observation, got {observation_space}.")
+        check_continuous_control(env_id, observation_space, space)
         self.num_envs = num_envs
         self.steps = frames_per_batch // num_envs
         self.frames_per_batch = frames_per_batch

@@ -27,6 +27,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from torchrl_vase._device import module_device
 from torchrl_vase.checkpointing import load_checkpoint
+from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
 from torchrl_vase.modules.policy import gaussian_policy
 
@@ -103,8 +104,7 @@ def evaluate(
     env = sync_vector_env(env_id, episodes, **(make_kwargs or {}))
     try:
         space = env.single_action_space
-        if not isinstance(space, gymnasium.spaces.Box):
-            raise TypeError(f"{env_id} needs a Box action space, got {space}.")
+        check_continuous_control(env_id, env.single_observation_space, space)
         observation, _ = env.reset(seed=seed)
         returns = np.zeros(episodes)
         lengths = np.zeros(episodes, dtype=np.int64)

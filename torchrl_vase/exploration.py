@@ -27,6 +27,24 @@ def _positive_int(name: str, value: int) -> int:
     return value
 
 
+def _check_optimizer(optimizer, parameters: list[nn.Parameter]) -> None:
+    """An optimiser that steps every trainable parameter of the loss (the model's)."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(
+            "optimizer must be a torch.optim.Optimizer over the loss's parameters, e.g. "
+            f"torch.optim.Adam(loss.parameters(), lr=1e-3), got {optimizer!r}; or leave it out "
+            "for Adam with lr."
+        )
+    stepped = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    missing = sum(id(p) not in stepped for p in parameters)
+    if missing:
+        raise ValueError(
+            f"optimizer does not step {missing} of the loss's {len(parameters)} trainable "
+            "parameters, so the bonus's model would not (fully) train: build it over "
+            "loss.parameters()."
+        )
+
+
 class Exploration(nn.Module):
     """A bonus, the model behind it, its loss, optimiser and replay pool: Algorithm 1's exploration.
 
@@ -137,8 +155,11 @@ class Exploration(nn.Module):
         parameters = [p for p in loss.parameters() if p.requires_grad]
         if not parameters:
             raise ValueError("the loss has no trainable parameters.")
-        # fused: one kernel for all parameters per step (adam_step calls it directly)
-        self.optimizer = optimizer or torch.optim.Adam(parameters, lr=lr, fused=True)
+        if optimizer is None:
+            # fused: one kernel for all parameters per step (adam_step calls it directly)
+            optimizer = torch.optim.Adam(parameters, lr=lr, fused=True)
+        _check_optimizer(optimizer, parameters)
+        self.optimizer = optimizer
         # (s, a, s') triples: each is one env step, so none crosses an episode boundary; kept
         # where the model is (batches from CPU envs are moved there as they are added)
         self.pool = ReplayBuffer(
@@ -162,6 +183,15 @@ class Exploration(nn.Module):
     # ----------------------------------------------------------------------------------------
     # Algorithm 1
     # ----------------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        # a summary: torchrl's loss modules' own reprs need in_keys that RNDLoss lacks
+        return (
+            f"{type(self).__name__}(bonus={type(self.bonus).__name__}, "
+            f"loss={type(self.loss).__name__}, optimizer={type(self.optimizer).__name__}, "
+            f"pool={len(self.pool)}/{self.pool_size}, pool_min={self.pool_min}, "
+            f"updates_per_iteration={self.updates_per_iteration}, batch_size={self.batch_size})"
+        )
+
     def step(self, batch: TensorDictBase) -> dict[str, float]:
         """``add_bonus``, the diagnostics, then ``update``, on one collected batch; the metrics."""
         active = self.add_bonus(batch)

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.distributions import Normal, kl_divergence
 
-from torchrl_vase._validation import check_num_samples, check_positive
+from torchrl_vase._validation import check_num_samples, check_positive, check_sigma_c
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
 from torchrl_vase.objectives.elbo import gaussian_nll
 
@@ -84,7 +84,7 @@ def prediction_nll(
         torch.Size([10, 5])
     """
     check_num_samples(num_samples)
-    sigma_c = check_positive("sigma_c", sigma_c)
+    sigma_c = check_sigma_c(sigma_c)
     x, y = _model_inputs(model, obs, action, next_obs)
     weights = model.sample_weights(num_samples, generator=generator)
     return gaussian_nll(model.apply_weights(x, weights), y, sigma_c)
@@ -236,7 +236,7 @@ def _flat_transitions(
 ) -> tuple[Tensor, Tensor, torch.Size]:
     """Check VIME's arguments; return ``x [T, in]``, ``y [T, out]`` and the batch shape."""
     check_positive("step_size", step_size)
-    check_positive("sigma_c", sigma_c)
+    check_sigma_c(sigma_c)
     x, y = _model_inputs(model, obs, action, next_obs)
     return x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1]), x.shape[:-1]
 

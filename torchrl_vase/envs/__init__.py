@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gymnasium
 
+from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import VECTORIZATIONS, make_batched_env, sync_vector_env
 from torchrl_vase.envs.box2d_tasks import (
     RllabCartpoleSwingupEnv,
@@ -97,6 +98,7 @@ __all__ = [
     "SparseDoublePendulumEnv",
     "SparseHalfCheetahEnv",
     "SparseMountainCarEnv",
+    "check_continuous_control",
     "make_batched_env",
     "register_envs",
     "sync_vector_env",

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from torchrl_vase._validation import check_positive
+from torchrl_vase._validation import check_sigma_c
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
 
 TARGETS = ("next_observation", "delta")
@@ -103,7 +103,7 @@ class DynamicsModel(nn.Module):
                 f"in_features - out_features = {action_dim}."
             )
         self.network = network
-        self.sigma_c = check_positive("sigma_c", sigma_c)
+        self.sigma_c = check_sigma_c(sigma_c)
         self.target = target
         self.standardize = bool(standardize)
         self.action_classes = action_classes

@@ -13,6 +13,8 @@ from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
 from torch import nn
 from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor
 
+from torchrl_vase._validation import check_layer_widths
+
 INITIALIZATIONS = ("torch", "glorot", "orthogonal")
 
 
@@ -73,9 +75,13 @@ def gaussian_policy(
         >>> policy(TensorDict({"observation": torch.zeros(4, 2)}, [4]))["action"].shape
         torch.Size([4, 1])
     """
-    if not math.isfinite(init_log_std):
-        raise ValueError(f"init_log_std must be finite, got {init_log_std}.")
-    mean = MLP(obs_dim, action_dim, num_cells=list(num_cells), activation_class=nn.Tanh)
+    if not math.isfinite(init_log_std) or abs(init_log_std) > 20:
+        raise ValueError(
+            f"init_log_std must be in [-20, 20], got {init_log_std}: its std exp(init_log_std) "
+            "(in [-1, 1] action units) would leave float32 or make every action the bound."
+        )
+    num_cells = check_layer_widths("num_cells", num_cells)
+    mean = MLP(obs_dim, action_dim, num_cells=num_cells, activation_class=nn.Tanh)
     head = nn.Sequential(
         initialize_(mean, init, output_gain=0.01),
         AddStateIndependentNormalScale(action_dim, scale_lb=0.0, init_value=init_log_std),

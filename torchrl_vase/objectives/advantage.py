@@ -11,6 +11,7 @@ baseline to the extrinsic return only (``"extrinsic"``); RND's PPO has two value
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from tensordict import TensorDictBase
@@ -181,7 +182,7 @@ class ExplorationGAE(ValueEstimatorBase):
         value_target: str | None = None,
         center_bonus: bool = True,
         terminal_path_ends: bool = False,
-        **kwargs,
+        **kwargs: Any,
     ) -> None:
         if structure not in STRUCTURES:
             raise ValueError(f"structure must be one of {STRUCTURES}, got {structure!r}.")

@@ -165,6 +165,12 @@ class VariationalELBOLoss(LossModule):
     def _forward_value_estimator_keys(self, **kwargs) -> None:
         pass
 
+    @property
+    def in_keys(self) -> list[NestedKey]:
+        """The keys ``forward`` reads (``set_keys`` changes them)."""
+        keys = self.tensor_keys
+        return [keys.observation, keys.action, keys.next_observation]
+
     def model_inputs(self, tensordict: TensorDictBase) -> tuple[Tensor, Tensor]:
         """``(x, y)``: the network's input ``cat(s, a)`` and target, prepared by the model."""
         keys = self.tensor_keys

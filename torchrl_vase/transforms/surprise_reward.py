@@ -10,7 +10,7 @@ from tensordict import TensorDictBase
 from torch import Tensor, nn
 from torchrl.data import Categorical, OneHot
 
-from torchrl_vase._validation import check_num_samples, check_positive
+from torchrl_vase._validation import check_num_samples, check_positive, check_sigma_c
 from torchrl_vase.modules.bayesian_mlp import INIT_MEANS, BayesianMLP
 from torchrl_vase.modules.dynamics import TARGETS, DynamicsModel
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
@@ -137,7 +137,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
                 )
         else:
             build = {k: _BUILD_DEFAULTS[k] if v is None else v for k, v in build.items()}
-            check_positive("sigma_c", build["sigma_c"])
+            check_sigma_c(build["sigma_c"])
             check_positive("prior_std", build["prior_std"])
             if build["target"] not in TARGETS:
                 raise ValueError(f"target must be one of {TARGETS}, got {build['target']!r}.")
