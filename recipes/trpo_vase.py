@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import gymnasium
 import hydra
@@ -57,7 +58,6 @@ from torchrl.envs import (
     TransformedEnv,
 )
 from torchrl.modules import MLP, ProbabilisticActor, ValueOperator
-from tqdm import tqdm
 
 from torchrl_vase import (
     DynamicsModel,
@@ -89,6 +89,7 @@ from torchrl_vase.evaluation import (
     with_observation_standardization,
 )
 from torchrl_vase.modules import INITIALIZATIONS, gaussian_policy
+from torchrl_vase.progress import Progress
 from torchrl_vase.tracking import (
     MLflowTracker,
     RunLock,
@@ -548,13 +549,13 @@ def check_finite(value: torch.Tensor, what: str, iteration: int) -> None:
 
 
 def check_artifact_store(location: str) -> None:
-    """A local artifact store must be writable before the run starts (remote ones are checked by
-    the first artifact, the config, logged before training)."""
-    if location.startswith("file:"):
-        from urllib.parse import unquote, urlparse
-
-        check_writable(unquote(urlparse(location).path), "the MLflow artifact store")
-    elif "://" not in location:
+    """A local artifact store must be writable before the run starts (remote ones, e.g. a
+    server's ``mlflow-artifacts:/1``, are checked by the first artifact, the config, logged
+    before training)."""
+    parsed = urlparse(location)
+    if parsed.scheme == "file":
+        check_writable(unquote(parsed.path), "the MLflow artifact store")
+    elif not parsed.scheme:
         check_writable(location, "the MLflow artifact store")
 
 
@@ -756,10 +757,9 @@ def train(cfg: DictConfig) -> dict:
             if cfg.stop_at_first_reward and first_reward_step is not None:
                 remaining = 0  # a resumed run that had already found the reward
             rllab = cfg.collection == "rllab"
-            # on a terminal only: piped into a log, a bar is carriage returns
-            bar = tqdm(total=iterations, initial=start_iteration,
-                       disable=not cfg.progress_bar or not sys.stderr.isatty(),
-                       desc=f"{cfg.env.name}/{cfg.surprise.name}")
+            # a bar on a terminal; in a piped log (a cluster job) a line every few iterations
+            progress = Progress(iterations, f"{cfg.env.name}/{cfg.surprise.name} seed {cfg.seed}",
+                                initial=start_iteration, enabled=cfg.progress_bar)
             metrics: dict[str, float] = {}
             started = time.perf_counter()
             iteration = start_iteration - 1
@@ -838,10 +838,9 @@ def train(cfg: DictConfig) -> dict:
                 if grid is not None:
                     metrics["train/coverage"] = grid.coverage()
                 pending.append((frames, metrics))
-                bar.set_postfix(ret=f"{metrics['train/return_mean']:.2f}",
-                                success=f"{metrics['train/success_rate']:.2f}",
-                                fps=f"{metrics['train/fps']:,.0f}")
-                bar.update(1)
+                progress.update(iteration, {"return": metrics["train/return_mean"],
+                                            "success": metrics["train/success_rate"],
+                                            "frames/s": metrics["train/fps"]})
 
                 # (stop: the paper's exploration experiment counts steps to the first reward)
                 if checkpointer is not None and ((iteration + 1) % every == 0 or last):
@@ -866,7 +865,7 @@ def train(cfg: DictConfig) -> dict:
                     pending = []
                 if stop or stopped_by is not None:
                     break
-            bar.close()
+            progress.close()
             collector.shutdown()
             torch.set_num_threads(cfg.threads)
 

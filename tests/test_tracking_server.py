@@ -81,8 +81,9 @@ def test_a_submitit_sweep_into_the_postgres_server_logs_every_step_and_resumes(s
         assert {a.path for a in client.list_artifacts(run.info.run_id)} >= {"config.yaml",
                                                                              "weights.pt"}
     assert len({r.data.tags["sweep"] for r in runs}) == 1
-    # the artifacts went through the server into its own store
+    # the artifacts went through the server into its own store, none into the working directory
     assert any((directory / "artifacts").rglob("weights.pt"))
+    assert not (tmp_path / "mlflow-artifacts:").exists()
     # the same sweep resumed against the server: each job continues its own run
     again = _sweep(uri, tmp_path, "iterations=3", "resume=true")
     assert again.returncode == 0, again.stderr[-3000:]

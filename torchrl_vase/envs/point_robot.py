@@ -91,16 +91,30 @@ class PointRobot2DEnv(Env):
         info = {"position": self.position.copy()}
         return self._observation(), 1.0 if reached else 0.0, reached, False, info
 
+    #: side of a rendered frame in pixels: large enough to watch (the square's 4 units over
+    #: 480 px: one maximal step of 0.01 is about 1 px, the robot a disc of 6 px radius)
+    RENDER_SIZE = 480
+
     def render(self) -> np.ndarray | None:
+        """A top view: the square (white), the goal's disc (green, its true radius, at least
+        8 px) and the robot (red disc)."""
         if self.render_mode != "rgb_array":
             return None
-        size = 64
+        size = self.RENDER_SIZE
         image = np.full((size, size, 3), 255, dtype=np.uint8)
+        pixels_per_unit = size / (2 * self.half_size)
 
-        def pixel(point: np.ndarray) -> tuple[int, int]:
-            scaled = (point + self.half_size) / (2 * self.half_size) * (size - 1)
-            return int(size - 1 - scaled[1]), int(scaled[0])
+        def disc(point: np.ndarray, radius_px: float, colour: tuple[int, int, int]) -> None:
+            column = (point[0] + self.half_size) * pixels_per_unit
+            row = size - 1 - (point[1] + self.half_size) * pixels_per_unit
+            top, left = max(0, int(row - radius_px)), max(0, int(column - radius_px))
+            bottom = min(size, int(row + radius_px) + 2)
+            right = min(size, int(column + radius_px) + 2)
+            rows, columns = np.ogrid[top:bottom, left:right]
+            inside = (rows - row) ** 2 + (columns - column) ** 2 <= radius_px**2
+            image[top:bottom, left:right][inside] = colour  # a view: drawn in place
 
-        image[pixel(self.goal)] = (0, 160, 0)
-        image[pixel(self.position)] = (200, 0, 0)
+        disc(self.goal, max(8.0, self.goal_radius * pixels_per_unit), (0, 160, 0))
+        disc(self.position, 6.0, (200, 0, 0))
+        image[[0, -1], :] = image[:, [0, -1]] = 96  # the square's edges (it wraps)
         return image
