@@ -214,7 +214,10 @@ def test_the_transform_s_own_rollouts_train_the_model_discrete_nested_float64():
 
 
 def test_a_model_update_that_overflows_names_the_settings():
-    exploration = _exploration(sigma_c=1e-20)
+    with pytest.raises(ValueError, match=r"sigma_c must be in \[1e-06, 1e\+06\], got 1e-20"):
+        _exploration(sigma_c=1e-20)  # refused at construction; past the check, the update's
+    exploration = _exploration()  # own guard still names the setting
+    exploration.bonus.model.sigma_c = 1e-20
     with pytest.raises(FloatingPointError, match=r"non-finite loss_nll.*sigma_c=1e-20"):
         exploration.step(_rollout(300))
 
