@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import textwrap
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,6 +356,26 @@ def diagnostics_table(groups: dict[str, list[Run]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def wrapped(text: str, width: int) -> str:
+    """``text`` broken into lines of at most ``width`` characters at spaces (titles and legend
+    entries that would otherwise run into their neighbours)."""
+    return "\n".join(textwrap.wrap(text, width)) or text
+
+
+def compact_steps(ax) -> None:
+    """At most five x ticks, written 50k, 1.2M: long step counts run together otherwise."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    def label(value: float, _) -> str:
+        for size, suffix in ((1e6, "M"), (1e3, "k")):
+            if abs(value) >= size:
+                return f"{value / size:g}{suffix}"
+        return f"{value:g}"
+
+    ax.xaxis.set_major_locator(MaxNLocator(5))
+    ax.xaxis.set_major_formatter(FuncFormatter(label))
+
+
 def plot_coverage(experiment: str, groups: dict[str, list[Run]], path: Path) -> bool:
     """Each group's coverage per seed against env steps; ✕ where a seed found the reward."""
     panels = {m: [r for r in runs if r.metrics["coverage"].size] for m, runs in groups.items()}
@@ -375,13 +396,17 @@ def plot_coverage(experiment: str, groups: dict[str, list[Run]], path: Path) -> 
                 at = np.interp(first[0], frames, run.metrics["coverage"])
                 ax.plot(first[0], at, "x", color=line.get_color(), markersize=7)
         reached = sum(bool(r.metrics["first_reward_step"].size) for r in runs)
-        ax.set_title(f"{measure}\n{len(runs)} seeds, {reached} reached the goal", fontsize=9)
+        ax.set_title(f"{wrapped(measure, 34)}\n{len(runs)} seeds, {reached} reached the goal",
+                     fontsize=9)
         ax.set_ylim(0, top * 1.05)
         ax.grid(alpha=0.3)
     for ax in axes.flat[len(panels):]:
         ax.axis("off")
-    for ax in axes[-1]:
+    for column in range(columns):  # the lowest panel in use of each column carries the x axis
+        ax = axes[(len(panels) - 1 - column) // columns, column]
+        ax.xaxis.set_tick_params(labelbottom=True)
         ax.set_xlabel("env steps")
+        compact_steps(ax)
     for ax in axes[:, 0]:
         ax.set_ylabel("coverage")
     fig.suptitle(f"{experiment}: fraction of 0.1 × 0.1 cells visited", fontsize=10)
@@ -392,19 +417,35 @@ def plot_coverage(experiment: str, groups: dict[str, list[Run]], path: Path) -> 
 
 
 def plot_returns(experiment: str, groups: dict[str, list[Run]], path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for measure, runs in groups.items():
+    """Median and IQR of each group's extrinsic return against env steps; the legend beside the
+    axes (never over the curves), each group with a line style of its own, and a group whose
+    median curve equals an earlier group's is named in the legend as hidden under it."""
+    fig, ax = plt.subplots(figsize=(8.5, 4))
+    styles = ["-", "--", ":", "-."]
+    drawn: list[tuple[str, np.ndarray]] = []
+    for index, (measure, runs) in enumerate(groups.items()):
         curves = return_curves(runs)
         if curves.shape[1] == 0:  # no episode finished in some run yet
             continue
         x = runs[0].steps["return_mean"][: curves.shape[1]]
-        low, mid, high = np.nanpercentile(curves, [25, 50, 75], axis=0)
-        ax.plot(x, mid, label=f"{measure} ({len(runs)} seeds)")
-        ax.fill_between(x, low, high, alpha=0.25)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: no episode ended
+            low, mid, high = np.nanpercentile(curves, [25, 50, 75], axis=0)
+        label = f"{wrapped(measure, 40)} ({len(runs)} seeds)"
+        twin = next((name for name, other in drawn
+                     if other.shape == mid.shape and np.allclose(other, mid, equal_nan=True)), None)
+        if twin is not None:
+            label += f"\n  same median as {wrapped(twin, 30)}"
+        ax.plot(x, mid, styles[index % len(styles)], lw=1.6, label=label)
+        ax.fill_between(x, low, high, alpha=0.2)
+        drawn.append((measure, mid))
     ax.set_xlabel("env steps (frames)")
     ax.set_ylabel("extrinsic return (median, IQR)")
+    compact_steps(ax)
     ax.set_title(experiment)
-    ax.legend()
+    ax.grid(alpha=0.3)
+    if drawn:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -478,7 +519,7 @@ def plot_heatmaps(client: MlflowClient, groups: dict[str, list[Run]], path: Path
         ax.imshow(image)
         first = run.metrics["first_reward_step"]
         steps = f"first reward at {first[0]:,.0f}" if first.size else "no reward"
-        ax.set_title(f"{measure}, seed {run.seed}\n{steps}", fontsize=11)
+        ax.set_title(f"{wrapped(f'{measure}, seed {run.seed}', 34)}\n{steps}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -241,3 +241,28 @@ def test_diagnostics_table_and_coverage_figure(tmp_path):
     assert row[1] == f"{np.median([0.04, 0.08, 0.12]):.3f}"  # final coverage per seed
     image = plt.imread(written["coverage"])
     assert image.shape[0] > 100 and image.std() > 0.01
+
+
+def test_the_returns_figure_names_a_curve_hidden_under_another_and_keeps_the_legend_outside(
+        tmp_path, monkeypatch):
+    def run(run_id, surprise, returns):
+        steps = np.arange(1, len(returns) + 1) * 50_000
+        return compare.Run(run_id, surprise, 0, {"return_mean": np.array(returns)},
+                           steps={"return_mean": steps})
+
+    groups = {"none": [run("a", "none", [0.0, 0.0, 0.0])],
+              "vase advantage=extrinsic": [run("b", "vase", [0.0, 1.0, 1.0])],
+              "nll": [run("c", "nll", [0.0, 1.0, 1.0])]}  # exactly under vase's
+    figures = []
+    monkeypatch.setattr(compare.plt, "close", figures.append)
+    compare.plot_returns("demo", groups, tmp_path / "returns.png")
+    [figure] = figures
+    [ax] = figure.axes
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert labels == ["none (1 seeds)", "vase advantage=extrinsic (1 seeds)",
+                      "nll (1 seeds)\n  same median as vase advantage=extrinsic"]
+    assert len({line.get_linestyle() for line in ax.get_lines()}) == 3
+    legend = ax.get_legend().get_window_extent(figure.canvas.get_renderer())
+    axes_box = ax.get_window_extent(figure.canvas.get_renderer())
+    assert legend.x0 > axes_box.x1  # beside the axes, never over the curves
+    assert [t.get_text() for t in ax.get_xticklabels() if t.get_text()][-1].endswith("k")

@@ -26,6 +26,10 @@ def test_docs_have_examples():
 @pytest.mark.parametrize("code", EXAMPLES)
 def test_example_runs(code, tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # what an example writes is cleaned up
+    # the examples are written for the repository's root; they run in a temporary directory that
+    # looks like it, so that nothing they write lands in the repository
+    for name in ("recipes", "conf"):
+        (tmp_path / name).symlink_to(ROOT / name)
     exec(compile(code, "<doc example>", "exec"), {"__name__": "__doc_example__"})
 
 

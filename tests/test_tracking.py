@@ -229,7 +229,7 @@ def test_a_server_that_restarts_mid_run_costs_the_run_nothing(tmp_path):
     server = _serve(tmp_path / "server.db", tmp_path / "artifacts", port)
     command = [
         sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "surprise=none",
-        "iterations=40", "num_envs=2", "env.frames_per_batch=64", "trpo.critic_minibatch=32",
+        "iterations=20", "num_envs=2", "env.frames_per_batch=64", "trpo.critic_minibatch=32",
         "checkpoint.every=1", "eval.every=0", f"mlflow.tracking_uri={uri}",
         f"checkpoint.dir={tmp_path / 'checkpoints'}", "mlflow.retry_minutes=2",
     ]
@@ -251,13 +251,13 @@ def test_a_server_that_restarts_mid_run_costs_the_run_nothing(tmp_path):
         server = _serve(tmp_path / "server.db", tmp_path / "artifacts", port)
         output = job.communicate(timeout=300)[0]
         assert job.returncode == 0, output[-3000:]
-        # piped, not a terminal: one progress line every 2 iterations (40 / 20), no bar
-        assert "mountain_car/none seed 0: iteration 40/40 (100%), return" in output
+        # piped, not a terminal: one progress line per iteration (20 / 20), no bar
+        assert "mountain_car/none seed 0: iteration 20/20 (100%), return" in output
         assert output.count("mountain_car/none seed 0: iteration ") == 20 and "\r" not in output
         assert client.get_run(run_id).info.status == "FINISHED"
         history = client.get_metric_history(run_id, "Train/frames")
         assert [m.step for m in sorted(history, key=lambda m: m.step)] == [
-            64 * (i + 1) for i in range(40)]  # every step, none twice
+            64 * (i + 1) for i in range(20)]  # every step, none twice
     finally:
         job.kill()
         _stop(server)

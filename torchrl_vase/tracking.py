@@ -92,7 +92,7 @@ def is_transient(error: BaseException) -> bool:
 
 
 def retrying(call: Callable[[], T], *, what: str, minutes: float, first_wait: float = 1.0,
-             max_wait: float = 30.0, sleep: Callable[[float], None] = time.sleep) -> T:
+             max_wait: float = 10.0, sleep: Callable[[float], None] = time.sleep) -> T:
     """``call()``, retried after transient failures with waits doubling from ``first_wait`` up to
     ``max_wait`` seconds, for at most ``minutes``; then ``TrackingUnavailable`` naming ``what``.
     Anything else ``call`` raises goes up at once."""
@@ -296,7 +296,7 @@ class MLflowTracker:
     """One MLflow run, through ``MlflowClient`` (no global active run), every call retried.
 
     ``log`` sends whole steps per request (one transaction of the store each), NaN and inf as they
-    are. While the store is unreachable each call is retried with waits doubling up to 30 s, for
+    are. While the store is unreachable each call is retried with waits doubling up to 10 s, for
     ``retry_minutes`` in all; then ``TrackingUnavailable`` (the caller's checkpoint holds what was
     not logged).
 
