@@ -103,14 +103,14 @@ def ours(env_id: str, frames: int, seed: int, num_envs: int, store: Path, extra:
     client = MlflowClient(tracking_uri=cfg.mlflow.tracking_uri)
     history = {
         name: {m.step: m.value for m in client.get_metric_history(result["run_id"], name)}
-        for name in ("Train/return_mean", "Train/episodes", "Train/wall_time")
+        for name in ("Return/mean", "train/episodes", "train/wall_time")
     }
     episodes = [  # each iteration's mean, weighted by its number of episodes
-        (step, history["Train/return_mean"][step], int(history["Train/episodes"][step]))
-        for step in sorted(history["Train/return_mean"])
+        (step, history["Return/mean"][step], int(history["train/episodes"][step]))
+        for step in sorted(history["Return/mean"])
     ]
     returns = [(step, value) for step, value, count in episodes for _ in range(count)]
-    wall = max(history["Train/wall_time"].values())
+    wall = max(history["train/wall_time"].values())
     return frames / wall, returns
 
 

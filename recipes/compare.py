@@ -55,12 +55,15 @@ METRICS = ("return_mean", "success_rate", "fps", "wall_time", "first_reward_step
 DIAGNOSTICS = ("advantage_bonus_corr", "advantage_bonus_share", "novelty_spearman")
 # the names the recipe logs them under (stores written before the namespaces have the bare ones)
 NAMESPACED = {
-    "return_mean": "Train/return_mean", "success_rate": "Train/success_rate", "fps": "Train/fps",
-    "wall_time": "Train/wall_time", "first_reward_step": "Train/first_reward_step",
-    "coverage": "Train/coverage", "advantage_bonus_corr": "bonus/advantage_corr",
+    "return_mean": "Return/mean", "success_rate": "Return/success_rate", "fps": "train/fps",
+    "wall_time": "train/wall_time", "first_reward_step": "train/first_reward_step",
+    "coverage": "train/coverage", "advantage_bonus_corr": "bonus/advantage_corr",
     "advantage_bonus_share": "bonus/advantage_share",
     "novelty_spearman": "bonus/novelty_spearman",
 }
+
+
+OLDER_NAMES = {"return_mean": ("train/return_mean",), "success_rate": ("train/success_rate",)}
 
 
 # params that do not change what a run computes: never a reason to split a group
@@ -101,10 +104,9 @@ class Run:
 
 
 def _history(client: MlflowClient, run_id: str, name: str) -> list:
-    """A metric's history by step; the namespaced name (``Train/return_mean``) or, for older
-    stores, the lower-case namespace (``train/``) or the bare name."""
-    namespaced = NAMESPACED.get(name, name)
-    for key in dict.fromkeys((namespaced, namespaced.replace("Train/", "train/"), name)):
+    """A metric's history by step: under its name (``Return/mean``), else under the names older
+    stores have (``train/return_mean`` before 2026-11-27, the bare name before namespaces)."""
+    for key in dict.fromkeys((NAMESPACED.get(name, name), *OLDER_NAMES.get(name, ()), name)):
         history = client.get_metric_history(run_id, key)
         if history:
             return sorted(history, key=lambda m: m.step)

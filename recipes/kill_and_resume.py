@@ -8,8 +8,8 @@ The reference run goes first (its duration sets the range of the kill instants);
 run under test is started, killed after a uniformly random delay, resumed with ``resume=true``,
 killed again, ..., up to ``--kills`` times (fewer if it finishes first), then left to finish.
 Every other kill waits, after its delay, for the next checkpoint write to begin (a new temporary
-file) and lands inside it. Every metric but the timings (``Train/fps``,
-``Train/wall_time``) must be equal at every step, and no step may be logged twice.
+file) and lands inside it. Every metric but the timings (``train/fps``,
+``train/wall_time``) must be equal at every step, and no step may be logged twice.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMINGS = ("Train/fps", "Train/wall_time")
+TIMINGS = ("train/fps", "train/wall_time")
 STARTUP = 4.0  # seconds of imports before a run starts
 DEFAULTS = ["iterations=8", "num_envs=2", "env.frames_per_batch=500", "checkpoint.every=1",
             "surprise.elbo.updates_per_iteration=100", "progress_bar=false", "threads=1"]

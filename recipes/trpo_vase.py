@@ -112,8 +112,8 @@ BNN_MEASURES = ("vase", "nll", "vime")
 COLLECTIONS = ("continuous", "rllab")
 COLLECTORS = ("lean", "torchrl")
 # Exploration.step's metrics as the recipe logs them; the model's losses go under bnn/ or rnd/.
-# Namespaces: Train/ (the run: returns, frames, timing; capitalised: MLflow's run page sorts its
-# sections by ASCII, so it comes first), trpo/ (the policy step and critic fit),
+# Namespaces: Return/ (the extrinsic return; capitalised: MLflow's run page sorts its sections by
+# ASCII, so it comes first), train/ (frames, episodes, timing), trpo/ (the policy step, critic fit),
 # bonus/ (the intrinsic reward and its diagnostics), bnn/ or rnd/ (the bonus's model), eval/.
 EXPLORATION_METRICS = {
     "bonus_mean": "bonus/mean",
@@ -203,9 +203,9 @@ def experiment_tags(name: str, env_id: str) -> dict[str, str]:
         "mlflow.note.content": (
             f"TRPO with surprise bonuses (VASE, NLL, VIME, RND; recipes/trpo_vase.py) on {env_id}: "
             "one run per measure, advantage structure, seed and changed settings. Metrics: "
-            "Train/ (extrinsic return, frames), eval/ (deterministic policy), trpo/, bonus/ "
-            "(the bonus and whether it steers the policy), bnn/ or rnd/. Figures and a table: "
-            f"python recipes/compare.py --experiment {name}"
+            "Return/ (extrinsic), train/ (frames, timing), eval/ (deterministic policy), trpo/, "
+            "bonus/ (the bonus and whether it steers the policy), bnn/ or rnd/. Figures and a "
+            f"table: python recipes/compare.py --experiment {name}"
         ),
     }
 
@@ -460,7 +460,7 @@ def run_params(cfg: DictConfig, iterations: int) -> dict[str, str]:
 
 
 # metrics that measure the machine, not the run: they differ between a run and its replay
-TIMING_METRICS = ("Train/fps", "Train/wall_time")
+TIMING_METRICS = ("train/fps", "train/wall_time")
 
 
 def run_identity(cfg: DictConfig) -> str:
@@ -526,7 +526,7 @@ def run_lock(root: Path, run_id: str) -> RunLock:
 
 
 def unlogged(steps: list[tuple[int, dict]], logged_until: int) -> list[tuple[int, dict]]:
-    """The ``(step, metrics)`` after ``logged_until`` (the store's last ``Train/frames`` step):
+    """The ``(step, metrics)`` after ``logged_until`` (the store's last ``train/frames`` step):
     what a resumed run must still log, and nothing twice."""
     return [(step, metrics) for step, metrics in steps if step > logged_until]
 
@@ -567,15 +567,15 @@ def episode_metrics(batch) -> dict[str, float]:
     returns = batch["next", "episode_reward"].squeeze(-1)[done]
     if not returns.numel():
         return dict.fromkeys(
-            ("Train/return_mean", "Train/return_median", "Train/success_rate",
-             "Train/episode_length"), math.nan
-        ) | {"Train/episodes": 0.0}
+            ("Return/mean", "Return/median", "Return/success_rate",
+             "train/episode_length"), math.nan
+        ) | {"train/episodes": 0.0}
     return {
-        "Train/return_mean": returns.mean().item(),
-        "Train/return_median": returns.median().item(),
-        "Train/success_rate": (returns > 0).float().mean().item(),
-        "Train/episode_length": batch["next", "step_count"].squeeze(-1)[done].float().mean().item(),
-        "Train/episodes": float(returns.numel()),
+        "Return/mean": returns.mean().item(),
+        "Return/median": returns.median().item(),
+        "Return/success_rate": (returns > 0).float().mean().item(),
+        "train/episode_length": batch["next", "step_count"].squeeze(-1)[done].float().mean().item(),
+        "train/episodes": float(returns.numel()),
     }
 
 
@@ -750,7 +750,7 @@ def train(cfg: DictConfig) -> dict:
                 checkpointer = Checkpointer(root / run_id)
                 weights = Checkpointer(root / run_id, "weights.pt")
             # steps the killed process logged are the checkpoint's (metrics go out after it)
-            logged_until = tracker.logged_steps("Train/frames")
+            logged_until = tracker.logged_steps("train/frames")
             tracker.log(unlogged(pending, logged_until))
             pending = []
 
@@ -807,8 +807,8 @@ def train(cfg: DictConfig) -> dict:
                                         minibatch_size=cfg.trpo.critic_minibatch)
                 collector.update_policy_weights_()
                 metrics.update(episode_metrics(batch), **{
-                    "Train/frames": frames,
-                    "Train/iteration": iteration,
+                    "train/frames": frames,
+                    "train/iteration": iteration,
                     "trpo/kl": step["kl"].item(),
                     "trpo/surrogate_before": step["surrogate_before"].item(),
                     "trpo/surrogate_after": step["surrogate_after"].item(),
@@ -818,8 +818,8 @@ def train(cfg: DictConfig) -> dict:
                     "trpo/explained_variance": critic_fit["explained_variance"].item(),
                     **{f"trpo/{k}": v.item() for k, v in critic_fit.items()
                        if k.startswith("intrinsic_")},
-                    "Train/fps": batch.numel() / (time.perf_counter() - tick),
-                    "Train/wall_time": wall_time_before + time.perf_counter() - started,
+                    "train/fps": batch.numel() / (time.perf_counter() - tick),
+                    "train/wall_time": wall_time_before + time.perf_counter() - started,
                 })
                 stop = cfg.stop_at_first_reward and first_reward_step is not None
                 # read once: a signal that arrives after this is handled after the next iteration
@@ -835,13 +835,13 @@ def train(cfg: DictConfig) -> dict:
                                               seed=cfg.seed, make_kwargs=make_kwargs(cfg))
                         tracker.log_artifact(path, artifact_path="videos")
                 if first_reward_step is not None:
-                    metrics["Train/first_reward_step"] = first_reward_step
+                    metrics["train/first_reward_step"] = first_reward_step
                 if grid is not None:
-                    metrics["Train/coverage"] = grid.coverage()
+                    metrics["train/coverage"] = grid.coverage()
                 pending.append((frames, metrics))
-                progress.update(iteration, {"return": metrics["Train/return_mean"],
-                                            "success": metrics["Train/success_rate"],
-                                            "frames/s": metrics["Train/fps"]})
+                progress.update(iteration, {"return": metrics["Return/mean"],
+                                            "success": metrics["Return/success_rate"],
+                                            "frames/s": metrics["train/fps"]})
 
                 # (stop: the paper's exploration experiment counts steps to the first reward)
                 if checkpointer is not None and ((iteration + 1) % every == 0 or last):
@@ -853,7 +853,7 @@ def train(cfg: DictConfig) -> dict:
                         "iteration": iteration,
                         "frames": frames,
                         "first_reward_step": first_reward_step,
-                        "wall_time": metrics["Train/wall_time"],
+                        "wall_time": metrics["train/wall_time"],
                         "pending_metrics": pending,
                         "run_id": run_id,
                         "identity": identity,
@@ -909,13 +909,13 @@ def main(cfg: DictConfig) -> float:
     result = train(cfg)
     print(
         f"done: {result['iterations_done']} iterations; extrinsic return "
-        f"{result.get('Train/return_mean', math.nan):.3f}, success rate "
-        f"{result.get('Train/success_rate', math.nan):.2f}. The runs table: "
+        f"{result.get('Return/mean', math.nan):.3f}, success rate "
+        f"{result.get('Return/success_rate', math.nan):.2f}. The runs table: "
         f"{result['runs_table']}"
     )
     if result["stopped_by"] is not None:
         sys.exit(128 + signal.Signals[result["stopped_by"]].value)
-    return result.get("Train/return_mean", math.nan)
+    return result.get("Return/mean", math.nan)
 
 
 if __name__ == "__main__":

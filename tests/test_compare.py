@@ -110,8 +110,8 @@ def test_reruns_killed_runs_and_other_settings_are_never_pooled(tmp_path):
         for key, value in params.items():
             client.log_param(run_id, key, value)
         for i, value in enumerate(returns):
-            client.log_metric(run_id, "Train/return_mean", value, step=(i + 1) * 100)
-            client.log_metric(run_id, "Train/wall_time", float(i + 1), step=(i + 1) * 100)
+            client.log_metric(run_id, "Return/mean", value, step=(i + 1) * 100)
+            client.log_metric(run_id, "train/wall_time", float(i + 1), step=(i + 1) * 100)
         client.set_terminated(run_id, status)
         return run_id
 

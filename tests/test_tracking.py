@@ -147,7 +147,7 @@ def _config(tmp_path, *overrides):
 
 
 def _steps(uri: str, run_id: str) -> list[int]:
-    history = MlflowClient(tracking_uri=uri).get_metric_history(run_id, "Train/frames")
+    history = MlflowClient(tracking_uri=uri).get_metric_history(run_id, "train/frames")
     return sorted(metric.step for metric in history)
 
 
@@ -255,7 +255,7 @@ def test_a_server_that_restarts_mid_run_costs_the_run_nothing(tmp_path):
         assert "mountain_car/none seed 0: iteration 20/20 (100%), return" in output
         assert output.count("mountain_car/none seed 0: iteration ") == 20 and "\r" not in output
         assert client.get_run(run_id).info.status == "FINISHED"
-        history = client.get_metric_history(run_id, "Train/frames")
+        history = client.get_metric_history(run_id, "train/frames")
         assert [m.step for m in sorted(history, key=lambda m: m.step)] == [
             64 * (i + 1) for i in range(20)]  # every step, none twice
     finally:

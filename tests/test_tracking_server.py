@@ -76,7 +76,7 @@ def test_a_submitit_sweep_into_the_postgres_server_logs_every_step_and_resumes(s
         ("0", "0.99"), ("0", "0.995")]
     for run in runs:  # two processes logged at once: every step of every run is there
         assert run.info.status == "FINISHED"
-        frames = client.get_metric_history(run.info.run_id, "Train/frames")
+        frames = client.get_metric_history(run.info.run_id, "train/frames")
         assert sorted(m.step for m in frames) == [64, 128]
         assert {a.path for a in client.list_artifacts(run.info.run_id)} >= {"config.yaml",
                                                                              "weights.pt"}
@@ -91,7 +91,7 @@ def test_a_submitit_sweep_into_the_postgres_server_logs_every_step_and_resumes(s
     assert sorted(r.info.run_id for r in resumed) == sorted(r.info.run_id for r in runs)
     for run in resumed:
         assert run.info.status == "FINISHED"
-        frames = client.get_metric_history(run.info.run_id, "Train/frames")
+        frames = client.get_metric_history(run.info.run_id, "train/frames")
         assert sorted(m.step for m in frames) == [64, 128, 192]
 
 

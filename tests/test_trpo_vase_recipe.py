@@ -95,8 +95,8 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
     assert "recipes/compare.py --experiment point_robot" in experiment.tags["mlflow.note.content"]
     assert result["runs_table"].endswith(f"#/experiments/{experiment.experiment_id}/runs")
     for key in ("bonus/mean", "bonus/std", "bnn/elbo", "bnn/loss_kl", "bnn/entropy", "trpo/kl",
-                "trpo/surrogate_after", "trpo/step_accepted", "Train/fps", "Train/wall_time",
-                "Train/frames", "Train/coverage"):
+                "trpo/surrogate_after", "trpo/step_accepted", "train/fps", "train/wall_time",
+                "train/frames", "train/coverage"):
         history = client.get_metric_history(run.info.run_id, key)
         assert [m.step for m in history] == [64, 128], key  # stepped by frames
     # the bonus starts once the model has been trained: the novelty diagnostic is NaN (logged,
@@ -109,7 +109,7 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
         assert [m.step for m in history] == [128], key
     corr = client.get_metric_history(run.info.run_id, "bonus/advantage_corr")[0].value
     assert corr > 0.999  # no reward yet: the authors' structure leaves the bonus alone
-    coverage = [m.value for m in client.get_metric_history(run.info.run_id, "Train/coverage")]
+    coverage = [m.value for m in client.get_metric_history(run.info.run_id, "train/coverage")]
     assert 0 < coverage[0] <= coverage[1] < 0.05  # 128 steps of ≤ 0.01 from the origin
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.yaml", "weights.pt", "visited_positions.png"} <= artifacts
@@ -151,7 +151,7 @@ def test_kill_and_resume_ends_with_the_uninterrupted_runs_metric_values(store, m
                                   filter_string="tags.seed = '21'")
     assert killed.info.status == "KILLED"
     # metrics go out with checkpoints: iterations 0-1 are logged, 2 was computed and lost
-    frames = client.get_metric_history(killed.info.run_id, "Train/frames")
+    frames = client.get_metric_history(killed.info.run_id, "train/frames")
     assert [m.step for m in frames] == [64, 128]
     result = recipe.train(_config(store, *overrides, "resume=true"))
     assert result["run_id"] == killed.info.run_id
@@ -200,7 +200,7 @@ def test_a_parallel_sweep_with_checkpoints_gives_two_runs_that_each_resume_thems
     assert sorted(r.data.params["surprise.delta"] for r in runs) == ["0.0", "0.01"]
     for run in runs:
         assert run.info.status == "FINISHED"
-        frames = client.get_metric_history(run.info.run_id, "Train/frames")
+        frames = client.get_metric_history(run.info.run_id, "train/frames")
         assert sorted(m.step for m in frames) == [64, 128]
         state = torch.load(tmp_path / "checkpoints" / "mountain_car" / run.info.run_id / "last.pt",
                            weights_only=True)
@@ -233,14 +233,14 @@ def test_sigterm_ends_the_run_killed_with_a_checkpoint_and_resume_finishes_it(tm
                        weights_only=True)
     done = state["iteration"] + 1
     assert 1 <= done < 1000  # not a checkpoint of the schedule (every 1000): the signal's
-    frames = client.get_metric_history(run.info.run_id, "Train/frames")
+    frames = client.get_metric_history(run.info.run_id, "train/frames")
     assert sorted(m.step for m in frames) == [64 * (i + 1) for i in range(done)]
     resumed = subprocess.run([*command, f"iterations={done + 2}", "resume=true"],  # last wins
                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     run = client.get_run(run.info.run_id)
     assert run.info.status == "FINISHED"
-    assert len(client.get_metric_history(run.info.run_id, "Train/frames")) == done + 2
+    assert len(client.get_metric_history(run.info.run_id, "train/frames")) == done + 2
     mlflow.set_tracking_uri(None)
 
 
@@ -305,10 +305,10 @@ def test_stop_at_first_reward_ends_the_run_in_the_iteration_that_found_it(store,
                   "surprise=none", "iterations=3", f"stop_at_first_reward={stop}",
                   f"mlflow.experiment=stop_{stop}")
     result = recipe.train(cfg)
-    assert result["Train/first_reward_step"] == cfg.num_envs  # the first time slice of the envs
+    assert result["train/first_reward_step"] == cfg.num_envs  # the first time slice of the envs
     assert result["iterations_done"] == (1 if stop else 3)
     client = MlflowClient(tracking_uri=store[0])
-    history = client.get_metric_history(result["run_id"], "Train/frames")
+    history = client.get_metric_history(result["run_id"], "train/frames")
     assert len(history) == result["iterations_done"]
 
 

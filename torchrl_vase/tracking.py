@@ -20,9 +20,9 @@ Examples:
     >>> uri = f"sqlite:///{tmp}/mlflow.db"
     >>> check_tracking_store(uri)
     >>> tracker = MLflowTracker.create(uri, "demo", run_name="seed0", tags={"seed": "0"})
-    >>> tracker.log([(100, {"Train/return": 0.5}), (200, {"Train/return": 1.0})])
+    >>> tracker.log([(100, {"Return/mean": 0.5}), (200, {"Return/mean": 1.0})])
     >>> tracker.end("FINISHED")
-    >>> [m.value for m in tracker.client.get_metric_history(tracker.run_id, "Train/return")]
+    >>> [m.value for m in tracker.client.get_metric_history(tracker.run_id, "Return/mean")]
     [0.5, 1.0]
     >>> with RunLock(Path(tmp) / "run.lock", "run 1"):  # doctest: +ELLIPSIS
     ...     RunLock(Path(tmp) / "run.lock", "run 1").acquire()
