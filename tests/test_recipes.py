@@ -9,8 +9,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(*args: str) -> str:
+    """A script run from a temporary directory (what it writes stays out of the repository)."""
+    script, *rest = args
     result = subprocess.run(
-        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, str(ROOT / script), *rest], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
@@ -30,8 +32,8 @@ def test_train_bnn_lowers_the_elbo_loss():
 
 def test_train_bnn_rejects_an_unknown_activation_before_collecting():
     result = subprocess.run(
-        [sys.executable, "recipes/train_bnn.py", "model.activation=sigmoid"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [sys.executable, str(ROOT / "recipes" / "train_bnn.py"), "model.activation=sigmoid"],
+        capture_output=True, text=True, timeout=120,
     )
     assert result.returncode != 0
     assert "model.activation must be one of ['relu', 'tanh']" in result.stderr
