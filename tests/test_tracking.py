@@ -261,3 +261,39 @@ def test_a_server_that_restarts_mid_run_costs_the_run_nothing(tmp_path):
     finally:
         job.kill()
         _stop(server)
+
+
+def test_a_sqlite_store_whose_creation_fails_is_removed_and_named(tmp_path, monkeypatch):
+    import torchrl_vase.tracking as tracking
+
+    database = tmp_path / "mlflow.db"
+
+    class DiskFull(MlflowClient):
+        def search_experiments(self, *args, **kwargs):
+            database.write_bytes(b"SQLite format 3\x00 half of the tables")  # then the disk fills
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tracking, "MlflowClient", DiskFull)
+    with pytest.raises(RuntimeError, match=r"cannot create or open the SQLite tracking store "
+                                           r".*mlflow\.db' \(OSError: \[Errno 28\] No space left "
+                                           r"on device\)\. Check that its folder is writable and "
+                                           r"its disk has space"):
+        check_tracking_store(f"sqlite:///{database}")
+    assert not database.exists()  # not left half-made for the next attempt
+    database.write_bytes(b"an existing store")  # a store that existed before is never removed
+    with pytest.raises(RuntimeError, match="cannot create or open"):
+        check_tracking_store(f"sqlite:///{database}")
+    assert database.exists()
+
+
+def test_resuming_a_checkpoint_of_another_store_names_the_store(tmp_path):
+    first = recipe.train(_config(tmp_path))
+    checkpoint = tmp_path / "checkpoints" / "mountain_car" / first["run_id"] / "last.pt"
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(LookupError, match=rf"resume={checkpoint}: its run {first['run_id']} is "
+                                          rf"not in experiment 1 of the tracking store "
+                                          rf"sqlite:///{other}/mlflow\.db; .* resume with that "
+                                          rf"mlflow\.tracking_uri"):
+        recipe.train(_config(tmp_path, f"mlflow.tracking_uri=sqlite:///{other / 'mlflow.db'}",
+                             f"resume={checkpoint}", "iterations=3"))
