@@ -83,9 +83,11 @@ from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.diagnostics import CoverageGrid, advantage_alignment
 from torchrl_vase.envs import VECTORIZATIONS, check_continuous_control, make_batched_env
 from torchrl_vase.evaluation import (
+    WEIGHTS_FILE,
     check_video,
     evaluate,
     record_episode,
+    run_weights,
     with_observation_standardization,
 )
 from torchrl_vase.modules import INITIALIZATIONS, gaussian_policy
@@ -599,18 +601,6 @@ def evaluation_metrics(cfg: DictConfig, policy, iteration: int) -> dict[str, flo
     return {f"eval/{key}": value for key, value in result.items()}
 
 
-def save_weights(checkpointer: Checkpointer, parts: dict, tracker: MLflowTracker) -> None:
-    """The run's networks without the replay pool or optimisers (``weights.pt``, also an MLflow
-    artifact): the policy, the critics, the bonus's model and the observation standardisation,
-    taken from the checkpoint's state dicts ``parts`` (the pool is not copied a second time)."""
-    weights = {name: parts[name] for name in ("actor", "critic", "intrinsic_critic", "collector")}
-    exploration = parts["exploration"]
-    weights["exploration"] = None if exploration is None else {
-        key: value for key, value in exploration.items() if not key.endswith("_extra_state")
-    }
-    tracker.log_artifact(checkpointer.save(weights))
-
-
 def coverage_heatmap(grid: CoverageGrid, first_reward_step: int | None, path: Path) -> None:
     """Visits per cell of the coverage grid (the paper's exploration figure), goal at (1, 1)."""
     import matplotlib
@@ -748,7 +738,7 @@ def train(cfg: DictConfig) -> dict:
             weights = None
             if every:
                 checkpointer = Checkpointer(root / run_id)
-                weights = Checkpointer(root / run_id, "weights.pt")
+                weights = Checkpointer(root / run_id, WEIGHTS_FILE)
             # steps the killed process logged are the checkpoint's (metrics go out after it)
             logged_until = tracker.logged_steps("train/frames")
             tracker.log(unlogged(pending, logged_until))
@@ -860,7 +850,8 @@ def train(cfg: DictConfig) -> dict:
                         "config": config_yaml,
                         "rng": rng_state(),
                     })
-                    save_weights(weights, parts, tracker)
+                    # the networks alone, for load_policy (the pool is not copied again)
+                    tracker.log_artifact(weights.save(run_weights(parts)))
                 if checkpointer is None or (iteration + 1) % every == 0 or last:
                     tracker.log(unlogged(pending, logged_until))
                     pending = []

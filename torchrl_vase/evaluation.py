@@ -32,12 +32,17 @@ from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
 from torchrl_vase.modules.policy import gaussian_policy
 
 __all__ = [
+    "WEIGHTS_FILE",
     "ObservationStandardization",
     "evaluate",
     "load_policy",
     "record_episode",
+    "run_weights",
     "with_observation_standardization",
 ]
+
+#: The artifact of a run that holds its networks (``run_weights``), read by ``load_policy``.
+WEIGHTS_FILE = "weights.pt"
 
 
 class ObservationStandardization(nn.Module):
@@ -197,6 +202,29 @@ def record_episode(
     return path
 
 
+def run_weights(parts: dict) -> dict:
+    """What ``weights.pt`` holds, taken from a checkpoint's state dicts ``parts`` (keys ``actor``,
+    ``critic``, ``intrinsic_critic``, ``collector``, ``exploration``; ``None`` for a part a run
+    does not have): the networks without the replay pool or optimisers, and the observation
+    standardisation (the collector's state). The pool is not copied: the values are the
+    checkpoint's own tensors. ``load_policy`` reads it back.
+
+    Examples:
+        >>> from torchrl_vase.modules import gaussian_policy
+        >>> parts = {"actor": gaussian_policy(2, 1, [8]).state_dict(), "critic": {},
+        ...          "intrinsic_critic": None, "collector": {}, "exploration": None,
+        ...          "critic_optimizer": {"state": {}}}
+        >>> sorted(run_weights(parts))
+        ['actor', 'collector', 'critic', 'exploration', 'intrinsic_critic']
+    """
+    weights = {name: parts[name] for name in ("actor", "critic", "intrinsic_critic", "collector")}
+    exploration = parts["exploration"]
+    weights["exploration"] = None if exploration is None else {
+        key: value for key, value in exploration.items() if not key.endswith("_extra_state")
+    }
+    return weights
+
+
 def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModuleBase:
     """The policy of a ``recipes/trpo_vase.py`` run, as a TorchRL actor that acts on observations
     as the env gives them (with the run's observation standardisation in front, if it had one).
@@ -211,7 +239,7 @@ def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModul
 
     client = MlflowClient(tracking_uri=tracking_uri)
     names = {artifact.path for artifact in client.list_artifacts(run_id)}
-    missing = {"config.yaml", "weights.pt"} - names
+    missing = {"config.yaml", WEIGHTS_FILE} - names
     if missing:
         raise FileNotFoundError(
             f"run {run_id} has no {', '.join(sorted(missing))} artifact: it is not a run of "
@@ -220,7 +248,7 @@ def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModul
     with tempfile.TemporaryDirectory() as tmp:
         config = yaml.safe_load(Path(client.download_artifacts(run_id, "config.yaml", tmp))
                                 .read_text())
-        weights = load_checkpoint(client.download_artifacts(run_id, "weights.pt", tmp))
+        weights = load_checkpoint(client.download_artifacts(run_id, WEIGHTS_FILE, tmp))
     env = config["env"]
     make_kwargs = env.get("make_kwargs") or {}
     with gymnasium.make(env["id"], **make_kwargs) as probe:
