@@ -20,7 +20,7 @@ from torchrl.envs import (
 )
 from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, TanhNormal
 
-import torchrl_vase  # noqa: F401  (registers the envs)
+import torchrl_vase  # also registers the envs
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.envs import make_batched_env
 
@@ -144,3 +144,28 @@ class _UnboundedActions(gymnasium.Env):
 
     def step(self, action):
         return np.zeros(3, np.float32), 0.0, False, False, {}
+
+
+def test_it_is_a_torchrl_collector_with_its_length_hooks_next_and_weight_updates():
+    from torchrl.collectors import BaseCollector
+
+    actor = torchrl_vase.gaussian_policy(2, 1, [8])
+    collector = VectorEnvCollector("torchrl_vase/SparseMountainCar-v1", actor, num_envs=2,
+                                   frames_per_batch=20, total_frames=60, seed=0)
+    assert isinstance(collector, BaseCollector) and len(collector) == 3
+    calls = []
+    collector.pre_collect_hook = lambda: calls.append("pre")
+    collector.set_post_collect_hook(lambda batch: calls.append(batch.numel()))
+    first = collector.next()  # torchrl's pull interface
+    assert first.shape == (2, 10) and calls == ["pre", 20]
+    assert [batch.numel() for batch in collector] == [20, 20]  # stops at total_frames
+    assert calls == ["pre", 20, "pre", 20, "pre", 20]
+    # weights pushed as torchrl's collectors take them: the acting policy's, not the learner's
+    other = torchrl_vase.gaussian_policy(2, 1, [8])
+    collector.update_policy_weights_(other.state_dict())
+    for mine, theirs in zip(collector.policy.parameters(), other.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs)
+    collector.update_policy_weights_(actor)
+    for mine, theirs in zip(collector.policy.parameters(), actor.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs)
+    collector.shutdown()

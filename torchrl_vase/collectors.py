@@ -23,6 +23,7 @@ import torch
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModuleBase
 from torch import Tensor, nn
+from torchrl.collectors import BaseCollector
 from torchrl.modules import IndependentNormal
 
 from torchrl_vase._device import module_device
@@ -57,8 +58,14 @@ def _gaussian_network(policy) -> tuple[nn.Module, str, str]:
     return network, in_keys[0], log_prob_key
 
 
-class VectorEnvCollector:
+class VectorEnvCollector(BaseCollector):
     """Batches of ``[num_envs, frames_per_batch // num_envs]`` transitions from a vector env.
+
+    A torchrl collector (a ``BaseCollector``): it iterates, ``next()``, ``set_seed``,
+    ``state_dict``, ``update_policy_weights_``, ``shutdown`` and the pre/post-collect hooks work
+    as torchrl's ``Collector``'s do, so it goes wherever torchrl takes a collector (its
+    ``Trainer`` among them). It is lean where ``Collector`` is general: one vector env and the
+    policy's network, no per-step TensorDicts (see ``recipes/benchmark_sb3.py``).
 
     Steps ``num_envs`` copies of a gymnasium env in one call (``SyncVectorEnv``, auto-reset off:
     the envs that are done are reset at the next step, so the last observation of an episode is
@@ -132,6 +139,7 @@ class VectorEnvCollector:
             policy = copy.deepcopy(policy).to("cpu")
         self.network, self.observation_key, self.log_prob_key = _gaussian_network(policy)
         self.policy = policy
+        self.env_id = env_id
         self.env = sync_vector_env(env_id, num_envs, **(make_kwargs or {}))
         space = self.env.single_action_space
         observation_space = self.env.single_observation_space
@@ -149,6 +157,8 @@ class VectorEnvCollector:
         self._frames = 0
         self._seed = seed
         self._observation = self._reset_all(seed)
+        super().__init__()
+        self.requested_frames_per_batch = frames_per_batch  # torchrl's name, for len()
 
     # ----------------------------------------------------------------------------------------
     # Collector interface
@@ -157,11 +167,17 @@ class VectorEnvCollector:
         """Reseed (and reset) every env: copy ``i`` with ``seed + i``."""
         self._observation = self._reset_all(seed)
 
-    def update_policy_weights_(self) -> None:
+    def update_policy_weights_(self, policy_or_weights: nn.Module | dict | None = None,
+                               **kwargs) -> None:
         """Copy the policy's weights into the collector's CPU copy, if the policy lives on
         another device (call it after each update); nothing to do for a CPU policy, which the
-        collector holds itself."""
-        if self.policy is not self._learner:
+        collector holds itself. ``policy_or_weights`` (a module or a state dict, as torchrl's
+        collectors take it) sets the acting weights to those instead."""
+        if policy_or_weights is not None:
+            weights = (policy_or_weights.state_dict() if isinstance(policy_or_weights, nn.Module)
+                       else policy_or_weights)
+            self.policy.load_state_dict(weights)
+        elif self.policy is not self._learner:
             self.policy.load_state_dict(self._learner.state_dict())
 
     @property
@@ -204,9 +220,23 @@ class VectorEnvCollector:
     def shutdown(self) -> None:
         self.env.close()
 
-    def __iter__(self) -> Iterator[TensorDict]:
+    def iterator(self) -> Iterator[TensorDict]:
+        """The batches (``iter(collector)`` and ``next()`` go through it), with torchrl's
+        pre- and post-collect hooks around each."""
         while self.total_frames < 0 or self._frames < self.total_frames:
-            yield self.rollout()
+            if self._pre_collect_hook is not None:
+                self._pre_collect_hook()
+            batch = self.rollout()
+            if self._post_collect_hook is not None:
+                self._post_collect_hook(batch)
+            yield batch
+
+    def _discards_in_flight_trajectories(self) -> bool:
+        return self.reset_at_each_iter
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.env_id!r}, num_envs={self.num_envs}, "
+                f"frames_per_batch={self.frames_per_batch}, total_frames={self.total_frames})")
 
     # ----------------------------------------------------------------------------------------
     # Collection
