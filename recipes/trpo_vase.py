@@ -709,9 +709,13 @@ def train(cfg: DictConfig) -> dict:
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     # from here on SIGTERM and SIGINT end the run after an iteration, with a checkpoint
     retry = cfg.mlflow.retry_minutes
+    tags = ({"env": cfg.env.name, "surprise": cfg.surprise.name, "seed": str(cfg.seed),
+             "advantage": cfg.advantage.structure, "git_commit": git_commit(),
+             "run_identity": identity} | ({"sweep": sweep} if sweep else {}))
     with StopSignals() as signals, contextlib.ExitStack() as held:
-        if run_id is None:
-            tracker = MLflowTracker.create(uri, created, run_name=name, retry_minutes=retry)
+        if run_id is None:  # created with its identity: resume=true can find it from the start
+            tracker = MLflowTracker.create(uri, created, run_name=name, tags=tags,
+                                           retry_minutes=retry)
             run_id = tracker.run_id
             if every:
                 lock = run_lock(root, run_id)
@@ -722,13 +726,7 @@ def train(cfg: DictConfig) -> dict:
         status = "FAILED"
         checkpointer = None
         try:
-            if not tracker.tags.get("run_identity"):  # a new run
-                tracker.set_tags(
-                    {"env": cfg.env.name, "surprise": cfg.surprise.name, "seed": str(cfg.seed),
-                     "advantage": cfg.advantage.structure, "git_commit": git_commit(),
-                     "run_identity": identity}
-                    | ({"sweep": sweep} if sweep else {})
-                )
+            if not tracker.params:  # a new run (or one killed before it logged them)
                 tracker.log_params(run_params(cfg, iterations))
                 with tempfile.TemporaryDirectory() as tmp:
                     path = Path(tmp) / "config.yaml"

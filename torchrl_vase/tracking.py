@@ -356,6 +356,11 @@ class MLflowTracker:
     def tags(self) -> dict[str, str]:
         return self._call(lambda: self.client.get_run(self.run_id).data.tags, "reading its tags")
 
+    @property
+    def params(self) -> dict[str, str]:
+        return self._call(lambda: self.client.get_run(self.run_id).data.params,
+                          "reading its params")
+
     def set_tags(self, tags: Mapping[str, str]) -> None:
         run_tags = [RunTag(key, str(value)) for key, value in tags.items()]
         self._call(lambda: self.client.log_batch(self.run_id, tags=run_tags), "setting tags")
