@@ -127,10 +127,11 @@ EXPLORATION_METRICS = {
 # ------------------------------------------------------------------------------------------------
 # Checks before anything runs
 # ------------------------------------------------------------------------------------------------
-def validate(cfg: DictConfig) -> None:
-    """Reject impossible settings before any MLflow run exists (one probe env is made)."""
+def validate(cfg: DictConfig, observation_space: gymnasium.spaces.Space,
+             action_space: gymnasium.spaces.Space) -> None:
+    """Reject impossible settings, and an env the policy cannot drive, before any MLflow run
+    exists."""
     env, surprise = cfg.env, cfg.surprise
-    observation_space, action_space = env_spaces(cfg)
     try:
         check_continuous_control(env.id, observation_space, action_space)
     except (TypeError, ValueError) as error:
@@ -527,12 +528,6 @@ def run_lock(root: Path, run_id: str) -> RunLock:
     return RunLock(root / run_id / "run.lock", f"run {run_id}").acquire()
 
 
-def unlogged(steps: list[tuple[int, dict]], logged_until: int) -> list[tuple[int, dict]]:
-    """The ``(step, metrics)`` after ``logged_until`` (the store's last ``train/frames`` step):
-    what a resumed run must still log, and nothing twice."""
-    return [(step, metrics) for step, metrics in steps if step > logged_until]
-
-
 def iteration_seed(seed: int, iteration: int, stream: int = 0) -> int:
     """The seed of one iteration of a run: a function of the run's seed and the iteration only;
     ``stream`` > 0 gives independent seeds for other uses of the same iteration (evaluation)."""
@@ -639,7 +634,8 @@ def train(cfg: DictConfig) -> dict:
     write a checkpoint and end the run as KILLED (a second signal stops at once).
     """
     cfg = typed_config(cfg)
-    validate(cfg)
+    observation_space, action_space = env_spaces(cfg)
+    validate(cfg, observation_space, action_space)
     uri = tracking_uri(cfg)
     check_tracking_store(uri)
     torch.set_num_threads(cfg.threads)
@@ -663,7 +659,6 @@ def train(cfg: DictConfig) -> dict:
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)  # noqa: NPY002
     random.seed(cfg.seed)
-    observation_space, action_space = env_spaces(cfg)
     obs_dim, action_dim = observation_space.shape[0], action_space.shape[0]
     actor, critic = make_agent(cfg, obs_dim, action_dim)
     collector = make_collector(cfg, actor)
@@ -738,8 +733,8 @@ def train(cfg: DictConfig) -> dict:
                 checkpointer = Checkpointer(root / run_id)
                 weights = Checkpointer(root / run_id, WEIGHTS_FILE)
             # steps the killed process logged are the checkpoint's (metrics go out after it)
-            logged_until = tracker.logged_steps("train/frames")
-            tracker.log(unlogged(pending, logged_until))
+            logged_until = tracker.last_logged_step("train/frames")
+            tracker.log([(step, metrics) for step, metrics in pending if step > logged_until])
             pending = []
 
             remaining = iterations - start_iteration
@@ -851,7 +846,7 @@ def train(cfg: DictConfig) -> dict:
                     # the networks alone, for load_policy (the pool is not copied again)
                     tracker.log_artifact(weights.save(run_weights(parts)))
                 if checkpointer is None or (iteration + 1) % every == 0 or last:
-                    tracker.log(unlogged(pending, logged_until))
+                    tracker.log(pending)
                     pending = []
                 if stop or stopped_by is not None:
                     break

@@ -16,6 +16,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from torchrl_vase._validation import check_layer_widths
+
 
 @dataclass
 class BNN:
@@ -235,9 +237,8 @@ def typed_config(cfg: DictConfig) -> DictConfig:
             raise ValueError(f"{key} must be <= 1, got {value}.")
     for key in LAYER_WIDTHS:
         widths = OmegaConf.select(typed, key)
-        if widths is not None and any(width < 1 for width in widths):
-            raise ValueError(f"{key} must be a list of positive layer widths, got "
-                             f"{list(widths)}.")
+        if widths is not None:
+            check_layer_widths(key, widths)
     if not isinstance(typed.resume, (bool, str)):
         raise ValueError(f"resume must be true, false or a checkpoint path, got {typed.resume!r}.")
     return typed

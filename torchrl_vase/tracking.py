@@ -47,7 +47,7 @@ from typing import TypeVar
 
 import requests
 from filelock import FileLock
-from mlflow.entities import Experiment, Metric, RunTag
+from mlflow.entities import Experiment, Metric, Param
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
@@ -106,10 +106,9 @@ def retrying(call: Callable[[], T], *, what: str, minutes: float, first_wait: fl
                 raise
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                first_line = (str(error).splitlines() or [""])[0][:200]
                 raise TrackingUnavailable(
                     f"{what}: the tracking store stayed unreachable for {minutes:g} min "
-                    f"({type(error).__name__}: {first_line})"
+                    f"({_describe(error)})"
                 ) from error
             sleep(min(wait, remaining))
             wait = min(2 * wait, max_wait)
@@ -353,21 +352,12 @@ class MLflowTracker:
         return retrying(call, what=f"run {self.run_id}: {what}", minutes=self.retry_minutes)
 
     @property
-    def tags(self) -> dict[str, str]:
-        return self._call(lambda: self.client.get_run(self.run_id).data.tags, "reading its tags")
-
-    @property
     def params(self) -> dict[str, str]:
+        """The run's params as the store has them (empty for a run that has logged none)."""
         return self._call(lambda: self.client.get_run(self.run_id).data.params,
                           "reading its params")
 
-    def set_tags(self, tags: Mapping[str, str]) -> None:
-        run_tags = [RunTag(key, str(value)) for key, value in tags.items()]
-        self._call(lambda: self.client.log_batch(self.run_id, tags=run_tags), "setting tags")
-
     def log_params(self, params: Mapping[str, str]) -> None:
-        from mlflow.entities import Param
-
         items = [Param(key, str(value)) for key, value in params.items()]
         for start in range(0, len(items), 100):  # MLflow's limit per request
             chunk = items[start:start + 100]
@@ -378,7 +368,7 @@ class MLflowTracker:
         self._call(lambda: self.client.log_artifact(self.run_id, str(path), artifact_path),
                    f"logging the artifact {Path(path).name}")
 
-    def logged_steps(self, key: str) -> int:
+    def last_logged_step(self, key: str) -> int:
         """The last step logged for ``key`` (-1 if none)."""
         history = self._call(lambda: self.client.get_metric_history(self.run_id, key),
                              f"reading the history of {key}")
