@@ -1,22 +1,35 @@
-"""The typed schema of ``conf/trpo_vase.yaml`` and its groups: every key's type and range, checked
-before anything is built, with the key named in the error.
+"""The typed config of ``recipes/trpo_vase.py`` and what it determines: every key's type, range
+and choices, the checks between keys and against the env, and the run's name, params and identity.
 
 ``typed_config(cfg)`` merges the composed config into Hydra structured configs (dataclasses) of
 the main file and of the chosen env, surprise and advantage, so ``iterations=abc``,
-``iterations=2.5`` or an unknown key fail as ``ValueError: iterations: ...``; then each range is
-checked (``num_envs=0``: ``num_envs must be >= 1, got 0``).
+``iterations=2.5`` or an unknown key fail as ``ValueError: iterations: ...``; then each range,
+choice and relation between keys is checked (``num_envs=0``: ``num_envs must be >= 1, got 0``).
+``check_env(cfg)`` then probes the env once. Each check lives here once: what the library's
+constructors check themselves (pool sizes, σ_c, the policy's log-std) is left to them, and they
+run before any MLflow run exists.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import gymnasium
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from torchrl_vase._validation import check_layer_widths
+from torchrl_vase.envs import VECTORIZATIONS, check_continuous_control
+from torchrl_vase.evaluation import check_video
+from torchrl_vase.modules import INITIALIZATIONS
+from torchrl_vase.runs import flatten, ignored
 
 
 @dataclass
@@ -124,6 +137,16 @@ class TRPO:
 
 
 @dataclass
+class PPO:
+    epochs: int = 10
+    minibatch_size: int = 500
+    clip_epsilon: float = 0.2
+    lr: float = 3e-4
+    entropy_coeff: float = 0.0
+    max_grad_norm: float | None = 0.5
+
+
+@dataclass
 class MLflow:
     tracking_uri: str | None = None
     experiment: str | None = None
@@ -161,6 +184,8 @@ class Main:
     eval: Eval
     checkpoint: Checkpoint
     resume: Any  # false, true, or a checkpoint's path
+    algorithm: str = "trpo"
+    ppo: PPO = field(default_factory=PPO)
 
 
 SURPRISES = {"none": NoSurprise, "vase": BNNSurprise, "nll": BNNSurprise, "vime": BNNSurprise,
@@ -184,7 +209,17 @@ RANGES = [
     ("surprise.elbo.updates_per_iteration", 1, True), ("surprise.elbo.batch_size", 1, True),
     ("surprise.elbo.lr", 0, False), ("surprise.elbo.kl_weight", 0, True),
     ("advantage.intrinsic_gamma", 0, False),
+    ("ppo.epochs", 1, True), ("ppo.minibatch_size", 1, True), ("ppo.clip_epsilon", 0, False),
+    ("ppo.lr", 0, False), ("ppo.entropy_coeff", 0, True), ("ppo.max_grad_norm", 0, False),
 ]
+ACTIVATIONS = ("relu", "tanh")
+# keys with a fixed set of values
+CHOICES = {
+    "algorithm": ("trpo", "ppo"), "collector": ("lean", "torchrl"),
+    "collection": ("continuous", "rllab"), "vectorization": VECTORIZATIONS,
+    "trpo.init": INITIALIZATIONS, "trpo.critic_activation": ACTIVATIONS,
+    "env.bnn.activation": ACTIVATIONS,
+}
 # hidden-layer widths: lists of positive ints ([] is no hidden layer)
 LAYER_WIDTHS = ("env.policy_cells", "env.critic_cells", "env.bnn.num_cells", "surprise.num_cells")
 AT_MOST_ONE = ("trpo.gamma", "trpo.gae_lambda", "advantage.intrinsic_gamma",
@@ -239,6 +274,142 @@ def typed_config(cfg: DictConfig) -> DictConfig:
         widths = OmegaConf.select(typed, key)
         if widths is not None:
             check_layer_widths(key, widths)
-    if not isinstance(typed.resume, (bool, str)):
-        raise ValueError(f"resume must be true, false or a checkpoint path, got {typed.resume!r}.")
+    for key, choices in CHOICES.items():
+        value = OmegaConf.select(typed, key)
+        if value not in choices:
+            raise ValueError(f"{key} must be one of {sorted(choices)}, got {value!r}.")
+    _check_relations(typed)
     return typed
+
+
+def _check_relations(cfg: DictConfig) -> None:
+    """What no single key's type or range says."""
+    if not isinstance(cfg.resume, (bool, str)):
+        raise ValueError(f"resume must be true, false or a checkpoint path, got {cfg.resume!r}.")
+    if cfg.resume is not False and cfg.checkpoint.every == 0:
+        raise ValueError("resume needs checkpoints: checkpoint.every=0 keeps none.")
+    if cfg.device not in ("cpu", "cuda") and not cfg.device.startswith("cuda:"):
+        raise ValueError(f"device must be cpu, cuda or cuda:<index>, got {cfg.device!r}.")
+    if cfg.env.frames_per_batch < cfg.num_envs:
+        raise ValueError(
+            f"env.frames_per_batch ({cfg.env.frames_per_batch}) is smaller than num_envs "
+            f"({cfg.num_envs}): every env must step at least once per batch."
+        )
+    if cfg.collector == "lean" and cfg.env.frames_per_batch % cfg.num_envs:
+        raise ValueError(
+            f"env.frames_per_batch ({cfg.env.frames_per_batch}) must be a multiple of num_envs "
+            f"({cfg.num_envs}) with collector=lean: every env takes the same number of steps."
+        )
+    if cfg.advantage.structure == "dual" and cfg.surprise.name == "none":
+        raise ValueError(
+            "advantage=dual needs an intrinsic reward for its intrinsic critic; choose a "
+            "surprise measure (vase, nll, vime, rnd) or another advantage structure."
+        )
+
+
+def make_kwargs(cfg: DictConfig) -> dict:
+    """``env.make_kwargs``: the env's constructor arguments, for ``gymnasium.make``."""
+    kwargs = cfg.env.get("make_kwargs")
+    return {} if kwargs is None else OmegaConf.to_container(kwargs, resolve=True)
+
+
+def check_env(cfg: DictConfig) -> tuple[gymnasium.spaces.Space, gymnasium.spaces.Space]:
+    """Probe the env once: one the policy can drive (bounded vector actions, flat vector
+    observations), a video it can render, a CUDA device if asked for; its spaces."""
+    try:
+        probe = gymnasium.make(cfg.env.id, **make_kwargs(cfg))
+    except gymnasium.error.Error as error:
+        raise ValueError(f"env.id={cfg.env.id}: {error} (or env.make_kwargs do not fit it).") \
+            from None
+    spaces = probe.observation_space, probe.action_space
+    probe.close()
+    try:
+        check_continuous_control(cfg.env.id, *spaces)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"env.id={cfg.env.id}: {error}") from None
+    if cfg.eval.video:
+        check_video(cfg.env.id, make_kwargs(cfg))
+    if cfg.device != "cpu" and not torch.cuda.is_available():
+        raise ValueError(f"device={cfg.device}: there is no CUDA device here "
+                         "(torch.cuda.is_available() is False); use device=cpu.")
+    return spaces
+
+
+# ------------------------------------------------------------------------------------------------
+# What a config makes of its run: name, params, identity
+# ------------------------------------------------------------------------------------------------
+# command-line overrides a run's name leaves out: already in it (the seed, the groups), or not a
+# setting (where the run logs and checkpoints, how it shows progress)
+NAME_IGNORES = {"seed", "env", "surprise", "advantage", "resume", "progress_bar", "threads"}
+NAME_IGNORED_PREFIXES = ("mlflow.", "checkpoint.", "hydra.", "hydra/")
+# keys (and key groups) that do not change what a run computes: left out of MLflow's params
+# (`iterations` is logged once, as the effective count); a run resumed with other values of
+# these, or of `threads`, is the same run
+PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations", "env.iterations")
+
+
+def identity_ignores(cfg: DictConfig) -> tuple[str, ...]:
+    """What the tag ``run_identity`` leaves out; a TRPO run also leaves out ``algorithm`` and
+    ``ppo``, so the identity of every config from before PPO existed is unchanged."""
+    return (*PARAM_IGNORES, "threads", *(("algorithm", "ppo") if cfg.algorithm == "trpo" else ()))
+
+
+def iterations(cfg: DictConfig) -> int:
+    """The run's iteration count: ``iterations``, else the env's (the paper's)."""
+    return cfg.iterations if cfg.iterations is not None else cfg.env.iterations
+
+
+def launch() -> tuple[list[str], str | None]:
+    """The overrides given on the command line and, in a Hydra multirun, the sweep's id (its
+    directory's name, the launch time); nothing under the compose API."""
+    if not HydraConfig.initialized():
+        return [], None
+    hydra_config = HydraConfig.get()
+    sweep = Path(hydra_config.sweep.dir).name if hydra_config.mode == RunMode.MULTIRUN else None
+    return list(hydra_config.overrides.task), sweep
+
+
+def run_name(cfg: DictConfig, overrides: list[str] = ()) -> str:
+    """``<surprise>-<advantage>-seed<seed>`` (``none-seed<seed>``; ``ppo-`` in front for PPO),
+    then the overrides that change a setting: ``vase-extrinsic-seed0 surprise.delta=0.01``."""
+    base = (f"none-seed{cfg.seed}" if cfg.surprise.name == "none"
+            else f"{cfg.surprise.name}-{cfg.advantage.structure}-seed{cfg.seed}")
+    settings = [override.lstrip("+~") for override in overrides
+                if (key := override.split("=", 1)[0].lstrip("+~")) not in NAME_IGNORES
+                and key != "algorithm" and not key.startswith(NAME_IGNORED_PREFIXES)]
+    return " ".join(["ppo-" + base if cfg.algorithm == "ppo" else base, *settings])
+
+
+def run_params(cfg: DictConfig) -> dict[str, str]:
+    """The run's settings as MLflow params, one per leaf, without where it logs or checkpoints
+    (nor ``ppo.*`` in a TRPO run); the iteration count once (the effective one)."""
+    ignores = (*PARAM_IGNORES, *(("ppo",) if cfg.algorithm == "trpo" else ()))
+    params = {key: value for key, value in flatten(OmegaConf.to_container(cfg, resolve=True))
+              .items() if not ignored(key, ignores)}
+    return params | {"iterations": str(iterations(cfg))}
+
+
+def run_tags(cfg: DictConfig, commit: str, sweep: str | None) -> dict[str, str]:
+    return ({"env": cfg.env.name, "surprise": cfg.surprise.name, "seed": str(cfg.seed),
+             "advantage": cfg.advantage.structure, "algorithm": cfg.algorithm,
+             "git_commit": commit} | ({"sweep": sweep} if sweep else {}))
+
+
+def experiment_tags(name: str, env_id: str) -> dict[str, str]:
+    """A new experiment's description, and the kind that makes MLflow 3's UI open on its runs
+    table (not on the GenAI traces page)."""
+    return {
+        "mlflow.experimentKind": "custom_model_development",
+        "mlflow.note.content": (
+            f"TRPO (or PPO) with surprise bonuses (VASE, NLL, VIME, RND; recipes/trpo_vase.py) on "
+            f"{env_id}: one run per measure, advantage structure, seed and changed settings. "
+            "Metrics: Return/ (extrinsic), train/ (frames, timing), eval/ (deterministic policy), "
+            "trpo/ or ppo/, bonus/ (the bonus and whether it steers the policy), bnn/ or rnd/. "
+            f"Figures and a table: python recipes/compare.py --experiment {name}"
+        ),
+    }
+
+
+def tracking_uri(cfg: DictConfig) -> str:
+    """The config's URI, else ``$MLFLOW_TRACKING_URI``, else a SQLite file here."""
+    return cfg.mlflow.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"

@@ -16,7 +16,13 @@ from recipe_modules import load_recipe
 from tensordict import TensorDict
 
 import torchrl_vase
-from torchrl_vase import DynamicsModel, Exploration, SurpriseRewardTransform, VectorEnvCollector
+from torchrl_vase import (
+    DynamicsModel,
+    Exploration,
+    SurpriseRewardTransform,
+    VectorEnvCollector,
+    algorithm,
+)
 from torchrl_vase.objectives.trpo import _critics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +113,7 @@ def test_a_run_trains_on_the_device_checkpoints_and_resumes(tmp_path, monkeypatc
     if surprise == "vase":
         overrides.append("surprise.elbo.updates_per_iteration=3")
     seen = []
-    fit_critic = recipe.fit_critic
+    fit_critic = algorithm.fit_critic
 
     def spy(loss, batch, optimizer, **kwargs):  # what the updates are given, every iteration
         seen.append({
@@ -119,7 +125,7 @@ def test_a_run_trains_on_the_device_checkpoints_and_resumes(tmp_path, monkeypatc
         })
         return fit_critic(loss, batch, optimizer, **kwargs)
 
-    monkeypatch.setattr(recipe, "fit_critic", spy)
+    monkeypatch.setattr(algorithm, "fit_critic", spy)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         first = recipe.train(compose("trpo_vase", overrides=overrides))
         resumed = recipe.train(compose("trpo_vase", overrides=[

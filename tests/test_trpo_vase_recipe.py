@@ -22,7 +22,10 @@ from torchrl.envs import GymEnv
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import torchrl_vase
-from torchrl_vase.envs import PointRobot2DEnv
+from torchrl_vase import algorithm
+from torchrl_vase.envs import PointRobot2DEnv, make_training_env
+from torchrl_vase.loop import TIMING_METRICS
+from torchrl_vase.runs import flatten
 
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = ["point_robot", "mountain_car", "cartpole_swingup", "double_pendulum", "half_cheetah",
@@ -31,6 +34,7 @@ SURPRISES = ["none", "vase", "nll", "vime", "rnd"]
 
 
 recipe = load_recipe("trpo_vase")
+schema = load_recipe("trpo_vase_config")
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +129,7 @@ def _history(uri: str, run_id: str) -> dict[str, list[tuple[int, float]]]:
     return {
         key: [(m.step, "nan" if np.isnan(m.value) else m.value)
               for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
-        for key in client.get_run(run_id).data.metrics if key not in recipe.TIMING_METRICS
+        for key in client.get_run(run_id).data.metrics if key not in TIMING_METRICS
     }
 
 
@@ -134,7 +138,7 @@ def test_kill_and_resume_ends_with_the_uninterrupted_runs_metric_values(store, m
                  "checkpoint.every=2")
     uninterrupted = recipe.train(_config(store, *overrides, "mlflow.experiment=uninterrupted"))
     calls = []
-    original = recipe.fit_critic
+    original = algorithm.fit_critic
 
     def crash_in_the_fourth_iteration(*args, **kwargs):
         calls.append(1)
@@ -142,10 +146,10 @@ def test_kill_and_resume_ends_with_the_uninterrupted_runs_metric_values(store, m
             raise KeyboardInterrupt("killed")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(recipe, "fit_critic", crash_in_the_fourth_iteration)
+    monkeypatch.setattr(algorithm, "fit_critic", crash_in_the_fourth_iteration)
     with pytest.raises(KeyboardInterrupt):
         recipe.train(_config(store, *overrides))
-    monkeypatch.setattr(recipe, "fit_critic", original)
+    monkeypatch.setattr(algorithm, "fit_critic", original)
     client = MlflowClient(tracking_uri=store[0])
     [killed] = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id],
                                   filter_string="tags.seed = '21'")
@@ -163,8 +167,8 @@ def test_kill_and_resume_ends_with_the_uninterrupted_runs_metric_values(store, m
     # of the pool the run filled (the pool is as large as the run collects: 5 x 64)
     path = Path(store[1]) / "checkpoints" / "mountain_car" / result["run_id"] / "last.pt"
     state = torch.load(path, weights_only=True)
-    assert state["iteration"] == 4 and state["frames"] == 320 and state["pending_metrics"]
-    pool = state["exploration"]["_extra_state"]["pool"]
+    assert state["iterations_done"] == 5 and state["frames"] == 320 and state["pending_metrics"]
+    pool = state["parts"]["exploration"]["_extra_state"]["pool"]
     assert len(pool["transitions"]["observation"]) == 320
 
 
@@ -231,7 +235,7 @@ def test_sigterm_ends_the_run_killed_with_a_checkpoint_and_resume_finishes_it(tm
     assert run.info.status == "KILLED"
     state = torch.load(tmp_path / "checkpoints" / "mountain_car" / run.info.run_id / "last.pt",
                        weights_only=True)
-    done = state["iteration"] + 1
+    done = state["iterations_done"]
     assert 1 <= done < 1000  # not a checkpoint of the schedule (every 1000): the signal's
     frames = client.get_metric_history(run.info.run_id, "train/frames")
     assert sorted(m.step for m in frames) == [64 * (i + 1) for i in range(done)]
@@ -246,8 +250,8 @@ def test_sigterm_ends_the_run_killed_with_a_checkpoint_and_resume_finishes_it(tm
 
 def test_threads_hold_for_the_whole_run(store, monkeypatch):
     seen = []
-    original = recipe.fit_critic
-    monkeypatch.setattr(recipe, "fit_critic", lambda *a, **k: seen.append(
+    original = algorithm.fit_critic
+    monkeypatch.setattr(algorithm, "fit_critic", lambda *a, **k: seen.append(
         torch.get_num_threads()) or original(*a, **k))
     torch.set_num_threads(2)
     try:
@@ -279,7 +283,8 @@ def test_replay_pool_never_crosses_an_episode_boundary(store):
     [("point_robot", 0.01), ("mountain_car", 1.0), ("cartpole_swingup", 10.0)],
 )
 def test_the_policy_acts_in_the_unit_box_whatever_the_env_bounds(store, env_name, bound):
-    env = recipe.make_env(_config(store, f"env={env_name}"))
+    cfg = _config(store, f"env={env_name}")
+    env = make_training_env(cfg.env.id, 2, normalize_observations=cfg.env.normalize_observations)
     assert torch.equal(env.action_spec.space.low, -torch.ones(env.action_spec.shape))
     assert torch.equal(env.action_spec.space.high, torch.ones(env.action_spec.shape))
     # the base env receives the policy's action times its bound; the batch keeps the policy's own
@@ -317,7 +322,7 @@ def test_bad_inputs_fail_before_training(store):
         _config(store, "env=mountain_bike")
     with pytest.raises(ConfigCompositionException, match="surprise"):
         _config(store, "surprise=curiosity")
-    with pytest.raises(ValueError, match=r"pool_size \(10\) is smaller than env.pool_min"):
+    with pytest.raises(ValueError, match=r"pool_min \(50\) exceeds pool_size \(10\)"):
         recipe.train(_config(store, "env.pool_size=10", "env.pool_min=50"))
     cfg = _config(store, "mlflow.tracking_uri=http://127.0.0.1:9")
     with pytest.raises(RuntimeError, match="cannot reach the MLflow tracking store"):
@@ -434,7 +439,7 @@ def test_the_critic_uses_the_configured_activation(store, activation, layer):
 
 
 def test_flatten_is_one_param_per_leaf():
-    assert recipe.flatten({"env": {"bnn": {"num_cells": [32]}, "id": "x"}, "seed": 0}) == {
+    assert flatten({"env": {"bnn": {"num_cells": [32]}, "id": "x"}, "seed": 0}) == {
         "env.bnn.num_cells": "[32]", "env.id": "x", "seed": "0",
     }
 
@@ -511,7 +516,7 @@ def test_evaluation_is_logged_and_the_loaded_policy_reproduces_it(store):
     # the two lines of the docs: the policy from MLflow, acting on the env's own observations
     policy = torchrl_vase.load_policy(result["run_id"], tracking_uri=store[0])
     assert policy.env_id == "torchrl_vase/PointRobot2D-v0"
-    again = recipe.evaluation_metrics(recipe.typed_config(cfg), policy, iteration=2)
+    again = recipe.evaluation_metrics(schema.typed_config(cfg), policy, iteration=2)
     logged = {key: client.get_metric_history(result["run_id"], key)[-1].value
               for key in ("eval/return", "eval/success_rate", "eval/episode_length")}
     assert again == logged

@@ -1,10 +1,12 @@
 """torchrl-vase: Variational Assorted Surprise Exploration (Xu, McCane & Szymanski) on TorchRL."""
 
 # envs: registers the sparse envs
-from torchrl_vase import checkpointing, diagnostics, envs, tracking
+from torchrl_vase import checkpointing, diagnostics, envs, tracking, watchers
+from torchrl_vase.algorithm import CriticFit, OnPolicyStep, PPOUpdate, TRPOUpdate
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.evaluation import evaluate, load_policy
 from torchrl_vase.exploration import Exploration
+from torchrl_vase.loop import LoopResult, OnPolicyLoop
 from torchrl_vase.modules import (
     BayesianMLP,
     DynamicsModel,
@@ -23,6 +25,7 @@ from torchrl_vase.objectives import (
     fit_critic,
     gaussian_nll,
 )
+from torchrl_vase.runs import TrainingRun
 from torchrl_vase.surprise import (
     nll_surprise,
     prediction_nll,
@@ -44,17 +47,24 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BayesianMLP",
+    "CriticFit",
     "DynamicsModel",
     "Exploration",
     "ExplorationGAE",
     "IntrinsicRewardTransform",
     "LayerWeights",
+    "LoopResult",
     "NLLRewardTransform",
+    "OnPolicyLoop",
+    "OnPolicyStep",
+    "PPOUpdate",
     "RNDRewardTransform",
     "RecentMedianNormalizer",
     "StandardizedRegressor",
     "SurpriseRewardTransform",
     "TRPOLoss",
+    "TRPOUpdate",
+    "TrainingRun",
     "VASERewardTransform",
     "VIMERewardTransform",
     "VariationalELBOLoss",
@@ -77,4 +87,5 @@ __all__ = [
     "vase_surprise",
     "vime_information_gain",
     "vime_information_gain_exact",
+    "watchers",
 ]

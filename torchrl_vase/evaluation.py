@@ -82,6 +82,23 @@ def with_observation_standardization(
     )
 
 
+def acting_policy(actor: TensorDictModuleBase, collector) -> TensorDictModuleBase:
+    """The actor as it acts on the env's own observations: with the collector's fixed
+    observation standardisation in front (``VectorEnvCollector``'s, or the ``ObservationNorm``
+    last in a torchrl ``Collector``'s env), for ``evaluate`` and ``record_episode``. Call it
+    while the collector is open (a torchrl ``Collector`` drops its env at ``shutdown``)."""
+    from torchrl.envs import ObservationNorm
+
+    from torchrl_vase.collectors import VectorEnvCollector
+
+    if isinstance(collector, VectorEnvCollector):
+        loc, scale = collector.observation_loc, collector.observation_scale
+    else:
+        norm = collector.env.transform[-1]
+        loc, scale = (norm.loc, norm.scale) if isinstance(norm, ObservationNorm) else (None, None)
+    return with_observation_standardization(actor, loc, scale)
+
+
 @torch.no_grad()
 def evaluate(
     policy: TensorDictModuleBase,

@@ -16,7 +16,12 @@ from __future__ import annotations
 import gymnasium
 
 from torchrl_vase.envs._checks import check_continuous_control
-from torchrl_vase.envs.batched import VECTORIZATIONS, make_batched_env, sync_vector_env
+from torchrl_vase.envs.batched import (
+    VECTORIZATIONS,
+    make_batched_env,
+    make_training_env,
+    sync_vector_env,
+)
 from torchrl_vase.envs.box2d_tasks import (
     RllabCartpoleSwingupEnv,
     RllabDoublePendulumEnv,
@@ -100,6 +105,7 @@ __all__ = [
     "SparseMountainCarEnv",
     "check_continuous_control",
     "make_batched_env",
+    "make_training_env",
     "register_envs",
     "sync_vector_env",
 ]

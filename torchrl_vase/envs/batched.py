@@ -7,7 +7,20 @@ import functools
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
-from torchrl.envs import EnvBase, GymEnv, GymWrapper, SerialEnv
+from torchrl.envs import (
+    ActionScaling,
+    ClipTransform,
+    Compose,
+    DoubleToFloat,
+    EnvBase,
+    GymEnv,
+    GymWrapper,
+    ObservationNorm,
+    RewardSum,
+    SerialEnv,
+    StepCounter,
+    TransformedEnv,
+)
 
 VECTORIZATIONS = ("sync", "serial")
 
@@ -81,3 +94,33 @@ def unit_to_bounds(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.
         array([-10.,   0.,   5.])
     """
     return low + (np.clip(action, -1.0, 1.0) + 1.0) * (high - low) / 2
+
+
+def make_training_env(env_id: str, num_envs: int, *, vectorization: str = "sync",
+                      seed: int = 0, normalize_observations: bool = False,
+                      obs_norm_steps: int = 1000, **make_kwargs) -> TransformedEnv:
+    """The task as the recipe trains on it with torchrl's ``Collector``: ``num_envs`` copies
+    stepped together on the CPU, float observations, actions in ``[-1, 1]`` (scaled to the
+    env's bounds and clipped, as rllab's ``normalize()``), step counts, the extrinsic episode
+    return (``RewardSum``, before any bonus), and with ``normalize_observations`` observations
+    standardised by statistics of ``obs_norm_steps`` random steps per env, fixed before training
+    (the paper's).
+
+    Examples:
+        >>> env = make_training_env("torchrl_vase/SparseMountainCar-v1", 2)
+        >>> env.rollout(3)["next", "episode_reward"].shape
+        torch.Size([2, 3, 1])
+    """
+    base = make_batched_env(env_id, num_envs, vectorization=vectorization, device="cpu",
+                            **make_kwargs)
+    # a unit-scale Gaussian then explores the point robot's |v| <= 0.01 as it does MountainCar's
+    # |a| <= 1; the batch keeps the policy's own (unclipped) sample
+    clip = ClipTransform(in_keys_inv=["action"], low=-1.0, high=1.0)
+    transforms = [DoubleToFloat(), ActionScaling(), clip, StepCounter(), RewardSum()]
+    if normalize_observations:
+        transforms.append(ObservationNorm(in_keys=["observation"], standard_normal=True))
+    env = TransformedEnv(base, Compose(*transforms))
+    env.set_seed(seed)
+    if normalize_observations:
+        env.transform[-1].init_stats(num_iter=obs_norm_steps, reduce_dim=(0, 1), cat_dim=1)
+    return env

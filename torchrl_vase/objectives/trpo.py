@@ -410,6 +410,10 @@ def fit_critic(
         _refit_standardization(critic, data, target_key)
     if _plain_squared_error(loss) and all(_module_of(critic) for critic, _ in critics):
         last = _fit_on_tensors(critics, data, optimizer, epochs, minibatch_size)
+    elif loss.critic_coeff is None:
+        raise ValueError("a loss without a critic term (critic_coeff=None) is fitted by the "
+                         "plain squared error of one-module critics (ValueOperator); give it "
+                         "loss_critic_type='l2' and such critics.")
     else:
         last = _fit_on_tensordicts(loss, critics, data, optimizer, epochs, minibatch_size)
     out = {"loss_critic": torch.stack(last).mean()}
@@ -422,12 +426,13 @@ def fit_critic(
 
 
 def _plain_squared_error(loss: TRPOLoss) -> bool:
-    """Whether ``loss.loss_critic`` is the plain mean squared error of the critic's output."""
+    """Whether ``loss.loss_critic`` is the plain mean squared error of the critic's output (a
+    loss without a critic term, ``critic_coeff=None``, leaves the critic to this fit: plain)."""
     return (
         loss.loss_critic_type == "l2"
         and not loss.clip_value
         and not loss.functional
-        and float(loss.critic_coeff) == 1.0
+        and (loss.critic_coeff is None or float(loss.critic_coeff) == 1.0)
     )
 
 

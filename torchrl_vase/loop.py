@@ -1,0 +1,296 @@
+"""The on-policy training loop as a library object: what every run needs around Algorithm 1.
+
+``OnPolicyLoop`` owns the iteration and frame counters, the per-iteration seeding, SIGTERM and
+SIGINT, the checkpoint and metric-flush cadence, the evaluation schedule and the progress display;
+it calls the algorithm (``OnPolicyStep`` or any callable ``batch -> metrics``) once per batch. Its
+guarantees hold for any step it is given:
+
+- **exact resume**: each iteration's random numbers follow from ``(seed, iteration)`` alone, every
+  stateful part is in the checkpoint, and metrics reach the logger only after the checkpoint that
+  holds the state they describe: a run killed at any instant and resumed from its checkpoint logs
+  the same history as one never killed, value for value;
+- **signals**: the first SIGTERM or SIGINT ends the running iteration, writes a checkpoint and
+  returns ``stopped_by``; a second one stops at once (``KeyboardInterrupt``);
+- **one checkpoint per run**: the loop hands its ``state_dict`` to one ``checkpoint`` callable.
+
+Why not torchrl's ``Trainer`` (0.14): it is built around ``loss_module`` + one optimiser stepped
+``optim_steps_per_batch`` times on sub-batches, which TRPO's natural-gradient step and the ELBO's
+own optimiser are not; it saves on a frame interval and logs on another, straight to the
+logger, so a killed run's logged history can run ahead of its last checkpoint (a resumed run
+would log those steps twice, or with other values); it does not derive an iteration's random
+numbers from its index, nor handle SIGTERM. The collector and the logger here are torchrl's and
+MLflow's (any object with ``log`` and ``log_artifact``, e.g.
+``torchrl_vase.tracking.MLflowTracker``); the collector may be any torchrl collector.
+
+Where a population goes (several seeds trained in one process): the batch gains a leading member
+dim, ``step`` returns one metrics dict per member, ``seed`` becomes one seed per member (each
+member's iteration seed derived from its own), and ``logger`` one logger per member; the counters,
+cadences and signals stay shared.
+
+Examples:
+    >>> import torch
+    >>> from tensordict import TensorDict
+    >>> class Batches:  # a stand-in for a torchrl collector
+    ...     def __iter__(self):
+    ...         while True:
+    ...             yield TensorDict({"next": {"reward": torch.randn(4, 1)}}, [4])
+    ...     def update_policy_weights_(self): pass
+    ...     def shutdown(self): pass
+    >>> loop = OnPolicyLoop(Batches(), lambda batch: {"loss": 0.5}, iterations=3, seed=0,
+    ...                     progress=False)
+    >>> result = loop.run()
+    >>> result.iterations_done, result.metrics["train/frames"], result.stopped_by
+    (3, 12, None)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from tensordict import TensorDictBase
+
+from torchrl_vase.checkpointing import StopSignals, rng_state, set_rng_state
+from torchrl_vase.progress import Progress
+
+__all__ = ["LoopResult", "OnPolicyLoop", "check_finite", "iteration_seed"]
+
+# the loop's own metrics: a run's size and the machine's speed (the last two differ between a run
+# and its replay, everything else must not)
+FRAMES, ITERATION = "train/frames", "train/iteration"
+FPS, WALL_TIME = "train/fps", "train/wall_time"
+TIMING_METRICS = (FPS, WALL_TIME)
+
+
+class Stateful(Protocol):
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, state: dict) -> Any: ...
+
+
+def iteration_seed(seed: int, iteration: int, stream: int = 0) -> int:
+    """The seed of one iteration of a run: a function of the run's seed and the iteration only;
+    ``stream`` > 0 gives independent seeds for other uses of the same iteration (evaluation).
+
+    Examples:
+        >>> iteration_seed(0, 3) == iteration_seed(0, 3) != iteration_seed(0, 3, stream=1)
+        True
+    """
+    entropy = [seed, iteration] + ([stream] if stream else [])
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
+
+
+def check_finite(value: torch.Tensor, what: str, iteration: int) -> None:
+    """Stop at the first non-finite value, naming it: a NaN would otherwise surface much later,
+    blamed on the advantages or the policy step."""
+    bad = ~torch.isfinite(value)
+    if bad.any():
+        raise FloatingPointError(
+            f"{what} is not finite in {int(bad.sum())} of {value.numel()} transitions of "
+            f"iteration {iteration} (e.g. {value[bad].flatten()[0].item()})."
+        )
+
+
+@dataclass
+class LoopResult:
+    """How a call of ``OnPolicyLoop.run`` ended: the iterations done in all (resumed ones
+    included), the signal that stopped it (``None``: it finished or met ``stop_when``), the last
+    iteration's metrics."""
+
+    iterations_done: int
+    stopped_by: str | None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class OnPolicyLoop:
+    """Collect a batch, run the algorithm's step on it, log, checkpoint; ``iterations`` times.
+
+    Per iteration: ``torch.manual_seed(iteration_seed(seed, i))`` (and ``collector.set_seed`` of
+    the same seed with ``reseed_collector``, for collectors that start fresh paths every batch);
+    the batch, moved to ``device``; its reward checked finite; each of ``watchers`` (callables
+    ``(batch, frames_before) -> metrics`` that read the env's own reward: returns, the first
+    reward, coverage) and then ``step(batch) -> metrics``; ``collector.update_policy_weights_()``;
+    ``evaluate(iteration) -> metrics`` every ``eval_every`` iterations and at the last. A
+    checkpoint every ``checkpoint_every`` iterations and at the last, then the metrics computed
+    since the previous one go to ``logger`` (every iteration without ``checkpoint``).
+
+    Args:
+        collector: a torchrl collector (an endless iterator of batches with
+            ``update_policy_weights_`` and ``shutdown``; ``set_seed`` with ``reseed_collector``).
+        step: the algorithm's update on one batch (``torchrl_vase.OnPolicyStep``).
+        iterations: the run's total, resumed iterations included.
+        seed: the run's seed.
+        state: every stateful part of the run by name (``state_dict``/``load_state_dict``;
+            ``None`` for a part this run does not have): what a checkpoint holds besides the
+            loop's counters, metrics not yet logged and the random state.
+        logger: where metrics go: ``log([(frames, metrics), ...])``, ``log_artifact(path)``;
+            with ``last_logged_step(key)`` a resumed run skips steps the killed one had logged.
+        checkpoint: called with ``state_dict()`` to write it (atomically); ``None``: none kept.
+        checkpoint_every: iterations between checkpoints.
+        watchers, evaluate, eval_every: see above.
+        stop_when: checked before the first iteration and after each; true ends the run early.
+        reseed_collector: seed the collector every iteration (fresh paths per batch).
+        device: where the step runs (batches are collected on the CPU).
+        threads: ``torch.set_num_threads`` each iteration (an env's ``close`` may change it).
+        progress: a bar on a terminal, a line every ~5 % in a piped log; ``progress_keys`` maps
+            its labels to metric names.
+        name: the progress display's label.
+    """
+
+    def __init__(
+        self,
+        collector,
+        step: Callable[[TensorDictBase], Mapping[str, float]],
+        *,
+        iterations: int,
+        seed: int,
+        state: Mapping[str, Stateful | None] | None = None,
+        logger=None,
+        checkpoint: Callable[[dict], Any] | None = None,
+        checkpoint_every: int = 10,
+        watchers: Iterable[Callable[[TensorDictBase, int], Mapping[str, float]]] = (),
+        evaluate: Callable[[int], Mapping[str, float]] | None = None,
+        eval_every: int = 0,
+        stop_when: Callable[[], bool] | None = None,
+        reseed_collector: bool = False,
+        device: str | torch.device = "cpu",
+        threads: int | None = None,
+        progress: bool = True,
+        progress_keys: Mapping[str, str] | None = None,
+        name: str = "training",
+    ) -> None:
+        for what, value, low in (("iterations", iterations, 1), ("checkpoint_every",
+                                 checkpoint_every, 1), ("eval_every", eval_every, 0)):
+            if not isinstance(value, int) or value < low:
+                raise ValueError(f"{what} must be an int >= {low}, got {value!r}.")
+        self.collector, self.step = collector, step
+        self.iterations, self.seed = iterations, seed
+        self.state = dict(state or {})
+        self.logger, self.checkpoint = logger, checkpoint
+        self.checkpoint_every = checkpoint_every
+        self.watchers = list(watchers)
+        self.evaluate, self.eval_every = evaluate, eval_every
+        self.stop_when = stop_when or (lambda: False)
+        self.reseed_collector, self.device, self.threads = reseed_collector, device, threads
+        self.progress, self.name = progress, name
+        self.progress_keys = dict(progress_keys or {})
+        #: iterations done, frames collected, seconds spent in earlier processes of this run
+        self.iteration, self.frames, self.wall_time = 0, 0, 0.0
+        #: (frames, metrics) computed and not yet logged
+        self.pending: list[tuple[int, dict[str, float]]] = []
+
+    # --------------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """The counters, unlogged metrics, random state and every part's ``state_dict``;
+        tensors and plain values only (``torch.load(..., weights_only=True)`` reads it)."""
+        return {
+            "iterations_done": self.iteration,
+            "frames": self.frames,
+            "wall_time": self.wall_time,
+            "pending_metrics": list(self.pending),
+            "rng": rng_state(),
+            "parts": {name: None if part is None else part.state_dict()
+                      for name, part in self.state.items()},
+        }
+
+    def load_state_dict(self, state: Mapping) -> None:
+        """Continue from ``state_dict()``'s output: every part restored in place."""
+        missing = [name for name, part in self.state.items()
+                   if part is not None and state["parts"].get(name) is None]
+        if missing:
+            raise KeyError(f"the checkpoint holds no state for {missing}: it is of another kind "
+                           "of run.")
+        for name, part in self.state.items():
+            if part is not None:
+                part.load_state_dict(state["parts"][name])
+        self.iteration, self.frames = state["iterations_done"], state["frames"]
+        self.wall_time, self.pending = state["wall_time"], list(state["pending_metrics"])
+        set_rng_state(state["rng"])
+        self.collector.update_policy_weights_()  # its acting copy, if the policy is on a GPU
+
+    # --------------------------------------------------------------------------------------
+    def run(self) -> LoopResult:
+        """Train up to ``iterations`` (from where a loaded state left off); returns how it
+        ended. The collector is shut down at the end."""
+        self._flush_resumed()
+        result = LoopResult(self.iteration, None)
+        progress = Progress(self.iterations, self.name, initial=self.iteration,
+                            enabled=self.progress)
+        started, before = time.perf_counter(), self.wall_time
+        batches = iter(self.collector) if self.iteration < self.iterations else iter(())
+        try:
+            with StopSignals() as signals:
+                while self.iteration < self.iterations and not self.stop_when():
+                    metrics = self._iteration(batches)
+                    # read once: a signal arriving after this is handled after the next iteration
+                    result.stopped_by = signals.received
+                    last = (self.iteration >= self.iterations or result.stopped_by is not None
+                            or self.stop_when())
+                    if self.evaluate is not None and self.eval_every and (
+                        self.iteration % self.eval_every == 0 or last
+                    ):
+                        metrics.update(self.evaluate(self.iteration - 1))
+                    self.wall_time = before + time.perf_counter() - started
+                    metrics[WALL_TIME] = self.wall_time
+                    self._save_and_flush(metrics, last)
+                    result.metrics = metrics
+                    progress.update(self.iteration - 1, {
+                        label: metrics.get(key, math.nan)
+                        for label, key in self.progress_keys.items()})
+                    if result.stopped_by is not None:
+                        break
+        finally:
+            progress.close()
+            self.collector.shutdown()
+            if self.threads is not None:
+                torch.set_num_threads(self.threads)
+        result.iterations_done = self.iteration
+        return result
+
+    def _iteration(self, batches: Iterator[TensorDictBase]) -> dict[str, float]:
+        tick = time.perf_counter()
+        iteration = self.iteration
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
+        seed = iteration_seed(self.seed, iteration)
+        torch.manual_seed(seed)
+        if self.reseed_collector:
+            self.collector.set_seed(seed)
+        batch = next(batches).to(self.device)  # the rollout: after the seeding
+        check_finite(batch["next", "reward"], "the env's reward ('next', 'reward')", iteration)
+        frames_before, self.frames = self.frames, self.frames + batch.numel()
+        metrics: dict[str, float] = {}
+        for watch in self.watchers:
+            metrics.update(watch(batch, frames_before))
+        metrics.update(self.step(batch))
+        self.collector.update_policy_weights_()
+        self.iteration += 1
+        return metrics | {FRAMES: self.frames, ITERATION: iteration,
+                          FPS: batch.numel() / (time.perf_counter() - tick)}
+
+    def _save_and_flush(self, metrics: dict[str, float], last: bool) -> None:
+        self.pending.append((self.frames, metrics))
+        due = self.iteration % self.checkpoint_every == 0 or last
+        if self.checkpoint is not None and due:
+            self.checkpoint(self.state_dict())
+        if self.checkpoint is None or due:
+            self._log(self.pending)
+            self.pending = []
+
+    def _flush_resumed(self) -> None:
+        """Log what a killed process computed and checkpointed but had not logged yet."""
+        if not self.pending:
+            return
+        logged = -1
+        if self.logger is not None and hasattr(self.logger, "last_logged_step"):
+            logged = self.logger.last_logged_step(FRAMES)
+        self._log([(step, metrics) for step, metrics in self.pending if step > logged])
+        self.pending = []
+
+    def _log(self, steps: list[tuple[int, dict[str, float]]]) -> None:
+        if self.logger is not None and steps:
+            self.logger.log(steps)

@@ -1,0 +1,260 @@
+"""A training run's life outside the loop: its identity, the search for a run to continue, its
+MLflow run, its lock, its checkpoint and its end status, in one context manager.
+
+``TrainingRun`` is what a script wraps its ``OnPolicyLoop`` in::
+
+    with TrainingRun(uri, "mountain_car", config=config, run_name="vase-seed0",
+                     checkpoint_dir="checkpoints/mountain_car", resume=True) as run:
+        loop = OnPolicyLoop(..., logger=run.tracker, checkpoint=run.save)
+        if run.state is not None:
+            loop.load_state_dict(run.state)
+        run.stopped_by = loop.run().stopped_by
+
+On entry the experiment is found or created (concurrency-safe), ``resume`` is resolved (``True``:
+the latest run of the experiment with this config's identity; a path: that checkpoint, if it is of
+this config and its run is in this store), the run's lock is taken (a second process continuing it
+is refused before it logs anything), the MLflow run created with its tags in one request or
+continued, and params and ``config.yaml`` logged if the run has none. ``save`` writes the
+checkpoint atomically and the networks alone as ``weights.pt`` (an MLflow artifact, for
+``load_policy``). On exit the run ends FINISHED, KILLED (a signal, ``KeyboardInterrupt``) or FAILED;
+a store that stays unreachable leaves it RUNNING and says how to continue.
+
+Examples:
+    >>> flatten({"env": {"bnn": {"num_cells": [32]}, "id": "x"}, "seed": 0})
+    {'env.bnn.num_cells': '[32]', 'env.id': 'x', 'seed': '0'}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import yaml
+from mlflow.tracking import MlflowClient
+
+from torchrl_vase.checkpointing import (
+    Checkpointer,
+    check_writable,
+    config_identity,
+    load_checkpoint,
+)
+from torchrl_vase.evaluation import WEIGHTS_FILE, run_weights
+from torchrl_vase.tracking import (
+    MLflowTracker,
+    RunLock,
+    TrackingUnavailable,
+    check_tracking_store,
+    get_or_create_experiment,
+)
+
+__all__ = ["TrainingRun", "flatten", "git_commit", "ignored"]
+
+
+def flatten(config: Mapping, prefix: str = "") -> dict[str, str]:
+    """``{"env": {"batch": 5}}`` → ``{"env.batch": "5"}``: MLflow params, one per leaf."""
+    flat = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = str(value)
+    return flat
+
+
+def ignored(key: str, ignores: Iterable[str]) -> bool:
+    """``key`` (dotted) is one of ``ignores`` or inside one of them."""
+    return any(key == name or key.startswith(f"{name}.") for name in ignores)
+
+
+def git_commit(directory: str | os.PathLike) -> str:
+    """The commit checked out where ``directory`` is (``unknown`` outside a git work tree)."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _check_artifact_store(location: str) -> None:
+    """A local artifact store must be writable before the run starts (a server's, e.g.
+    ``mlflow-artifacts:/1``, is checked by the first artifact, the config, logged before
+    training)."""
+    parsed = urlparse(location)
+    if parsed.scheme == "file":
+        check_writable(unquote(parsed.path), "the MLflow artifact store")
+    elif not parsed.scheme:
+        check_writable(location, "the MLflow artifact store")
+
+
+class TrainingRun:
+    """One training run: its MLflow run, lock, checkpoint and end status (see the module).
+
+    Args:
+        tracking_uri: the MLflow store (checked reachable at construction).
+        experiment: the experiment's name (created if missing, with ``experiment_tags``).
+        config: the run's whole (resolved, nested) config: its identity, ``config.yaml``, and
+            what a checkpoint is compared with.
+        run_name: the new MLflow run's name.
+        identity_ignores: dotted keys that do not change what the run computes (where it logs,
+            how it shows progress): left out of its identity (the tag ``run_identity``).
+        params: the MLflow params of a new run (default: every leaf of ``config``).
+        tags: a new run's tags (``run_identity`` is added).
+        checkpoint_dir: where the run's directory ``<run id>/`` goes (``None``: no checkpoints,
+            and no resume).
+        resume: ``False``, ``True`` (the latest run of this identity) or a checkpoint's path.
+        retry_minutes: how long every MLflow call retries a store that went away.
+    """
+
+    def __init__(self, tracking_uri: str, experiment: str, *, config: Mapping, run_name: str,
+                 identity_ignores: Iterable[str] = (), params: Mapping[str, str] | None = None,
+                 tags: Mapping[str, str] | None = None,
+                 checkpoint_dir: str | os.PathLike | None = None, resume: bool | str = False,
+                 retry_minutes: float = 10.0,
+                 experiment_tags: Mapping[str, str] | None = None) -> None:
+        if resume is not False and checkpoint_dir is None:
+            raise ValueError("resume needs checkpoints: checkpoint.every=0 keeps none.")
+        check_tracking_store(tracking_uri)
+        self.uri, self.experiment_name = tracking_uri, experiment
+        self.config, self.run_name = dict(config), run_name
+        self.identity_ignores = tuple(identity_ignores)
+        self.identity = config_identity(self.config, self.identity_ignores)
+        self.params = dict(flatten(self.config) if params is None else params)
+        self.tags = {**(tags or {}), "run_identity": self.identity}
+        self.root = None if checkpoint_dir is None else check_writable(checkpoint_dir,
+                                                                       "checkpoint.dir")
+        self.resume, self.retry_minutes = resume, retry_minutes
+        self.experiment_tags = dict(experiment_tags or {})
+        #: set by the caller when a signal stopped the loop: the run then ends KILLED
+        self.stopped_by: str | None = None
+        self.run_id: str | None = None
+        self.state: dict | None = None
+        self.tracker: MLflowTracker | None = None
+        self.checkpointer: Checkpointer | None = None
+        self._stack = contextlib.ExitStack()
+
+    # --------------------------------------------------------------------------------------
+    def __enter__(self) -> TrainingRun:
+        client = MlflowClient(tracking_uri=self.uri)
+        experiment = get_or_create_experiment(client, self.experiment_name,
+                                              tags=self.experiment_tags)
+        self.experiment_id = experiment.experiment_id
+        _check_artifact_store(experiment.artifact_location)
+        self.run_id, self.state, lock = self._find_resumable(client)
+        if self.run_id is None:  # created with its identity: resume=true finds it from the start
+            self.tracker = MLflowTracker.create(self.uri, experiment, run_name=self.run_name,
+                                                tags=self.tags, retry_minutes=self.retry_minutes)
+            self.run_id = self.tracker.run_id
+            if self.root is not None:
+                lock = self._lock()
+        else:
+            self.tracker = MLflowTracker.resume(self.uri, self.run_id,
+                                                retry_minutes=self.retry_minutes)
+        if lock is not None:
+            self._stack.enter_context(lock)
+        if self.root is not None:
+            self.checkpointer = Checkpointer(self.root / self.run_id)
+            self._weights = Checkpointer(self.root / self.run_id, WEIGHTS_FILE)
+        try:
+            if not self.tracker.params:  # a new run (or one killed before it logged them)
+                self.tracker.log_params(self.params)
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = Path(tmp) / "config.yaml"
+                    path.write_text(yaml.safe_dump(self.config, sort_keys=False))
+                    self.tracker.log_artifact(path)
+        except BaseException as error:
+            self.__exit__(type(error), error, error.__traceback__)
+            raise
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        try:
+            if isinstance(error, TrackingUnavailable):  # the store cannot be told: RUNNING there
+                written = self.checkpointer is not None and self.checkpointer.exists()
+                where = (f"the checkpoint {self.checkpointer.path} holds every step not logged"
+                         if written else "no checkpoint was written yet")
+                raise RuntimeError(
+                    f"{error}. Stopped: {where}; once the store is back, continue with "
+                    "resume=true (mlflow.retry_minutes sets how long to wait)."
+                ) from None
+            if error is None:
+                status = "FINISHED" if self.stopped_by is None else "KILLED"
+            else:
+                status = "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
+            self.tracker.end(status)
+        finally:
+            self._stack.close()
+
+    # --------------------------------------------------------------------------------------
+    def save(self, state: Mapping) -> Path:
+        """Write ``state`` (a loop's ``state_dict``) as the run's checkpoint, with the run's id,
+        identity and config, and the networks alone as the MLflow artifact ``weights.pt``."""
+        path = self.checkpointer.save({**state, "run_id": self.run_id, "identity": self.identity,
+                                       "config": yaml.safe_dump(self.config, sort_keys=False)})
+        self.tracker.log_artifact(self._weights.save(run_weights(state["parts"])))
+        return path
+
+    def runs_table(self) -> str:
+        """Where the experiment's runs table is: the server's page, or how to serve a store."""
+        page = f"#/experiments/{self.experiment_id}/runs"
+        if self.uri.startswith(("http://", "https://")):
+            return f"{self.uri.rstrip('/')}/{page}"
+        return f"mlflow ui --backend-store-uri {self.uri}, then http://127.0.0.1:5000/{page}"
+
+    # --------------------------------------------------------------------------------------
+    def _lock(self) -> RunLock:
+        """The run's lock (beside its checkpoint), taken; ``RunLocked`` if another process has
+        it."""
+        return RunLock(self.root / self.run_id / "run.lock", f"run {self.run_id}").acquire()
+
+    def _find_resumable(self, client: MlflowClient) -> tuple[str | None, dict | None,
+                                                               RunLock | None]:
+        """``(run id, state, lock)`` that ``resume`` points at, each may be ``None``; the lock
+        is taken before the checkpoint is read."""
+        if self.resume is False:
+            return None, None, None
+        if self.resume is True:
+            runs = client.search_runs(
+                [self.experiment_id], filter_string=f"tags.run_identity = '{self.identity}'",
+                order_by=["attributes.start_time DESC"], max_results=1,
+            )
+            if not runs:
+                print("resume: no earlier run of this config in this experiment; starting one.")
+                return None, None, None
+            self.run_id = runs[0].info.run_id
+            lock = self._lock()
+            checkpointer = Checkpointer(self.root / self.run_id)
+            return self.run_id, checkpointer.load() if checkpointer.exists() else None, lock
+        return self._resume_from_path(client, Path(str(self.resume)))
+
+    def _resume_from_path(self, client: MlflowClient, path: Path):
+        if not path.is_file():
+            raise FileNotFoundError(f"resume: no checkpoint at {path}.")
+        state = load_checkpoint(path)
+        if state["identity"] != self.identity:
+            saved, now = flatten(yaml.safe_load(state["config"])), flatten(self.config)
+            differ = sorted(k for k in saved.keys() | now.keys() if saved.get(k) != now.get(k)
+                            and not ignored(k, self.identity_ignores))
+            raise ValueError(
+                f"resume: {path} is a checkpoint of another config; keys that differ: "
+                + ", ".join(f"{k} ({saved.get(k)} there, {now.get(k)} here)" for k in differ[:8])
+            )
+        self.run_id = state["run_id"]
+        if not client.search_runs([self.experiment_id],
+                                  filter_string=f"attributes.run_id = '{self.run_id}'"):
+            raise LookupError(
+                f"resume={path}: its run {self.run_id} is not in experiment {self.experiment_id} "
+                f"of the tracking store {client.tracking_uri}; the checkpoint was logged to "
+                "another store or experiment: resume with that mlflow.tracking_uri (and "
+                "mlflow.experiment)."
+            )
+        written = path.stat().st_mtime_ns
+        lock = self._lock()
+        if path.stat().st_mtime_ns != written:  # its writer ended between the read and the lock
+            state = load_checkpoint(path)
+        return self.run_id, state, lock
