@@ -150,7 +150,7 @@ def make_policy_update(cfg: DictConfig, actor, critic):
                         line_search_backtracks=cfg.trpo.backtracks)
         return loss, TRPOUpdate(loss)
     p = cfg.ppo
-    loss = ClipPPOLoss(actor, critic, clip_epsilon=p.clip_epsilon, critic_coeff=None,
+    loss = ClipPPOLoss(actor, critic, clip_epsilon=p.clip_epsilon, critic_coeff=0.0,
                        entropy_bonus=p.entropy_coeff > 0, entropy_coeff=p.entropy_coeff or None,
                        loss_critic_type="l2", normalize_advantage=True, functional=False)
     optimizer = torch.optim.Adam(actor.parameters(), lr=p.lr)

@@ -83,7 +83,7 @@ class PPOUpdate(nn.Module):
     """``epochs`` passes of shuffled minibatches of torchrl's ``ClipPPOLoss`` (objective plus
     entropy term) with one optimiser, gradients clipped to ``max_grad_norm``.
 
-    The critic is not in the loss (build it with ``critic_coeff=None``): ``CriticFit`` fits it
+    The critic is not in the loss (build it with ``critic_coeff=0``): ``CriticFit`` fits it
     after the policy epochs, on the targets of the run's advantage structure, as for TRPO.
     Returns ``ppo/loss_objective``, ``ppo/entropy``, ``ppo/kl_approx`` and ``ppo/clip_fraction``,
     means over the last epoch. Its ``state_dict`` is the optimiser's.
@@ -104,7 +104,8 @@ class PPOUpdate(nn.Module):
         super().__init__()
         if getattr(loss, "_has_critic", False):
             raise ValueError("PPOUpdate trains the policy only: build the loss with "
-                             "critic_coeff=None and fit the critic with CriticFit.")
+                             "critic_coeff=0 (torchrl then leaves the critic out) and fit the "
+                             "critic with CriticFit.")
         if epochs < 1 or minibatch_size < 1:
             raise ValueError(f"epochs and minibatch_size must be >= 1, got {epochs} and "
                              f"{minibatch_size}.")

@@ -411,7 +411,7 @@ def fit_critic(
     if _plain_squared_error(loss) and all(_module_of(critic) for critic, _ in critics):
         last = _fit_on_tensors(critics, data, optimizer, epochs, minibatch_size)
     elif loss.critic_coeff is None:
-        raise ValueError("a loss without a critic term (critic_coeff=None) is fitted by the "
+        raise ValueError("a loss without a critic term (critic_coeff 0) is fitted by the "
                          "plain squared error of one-module critics (ValueOperator); give it "
                          "loss_critic_type='l2' and such critics.")
     else:
@@ -427,7 +427,7 @@ def fit_critic(
 
 def _plain_squared_error(loss: TRPOLoss) -> bool:
     """Whether ``loss.loss_critic`` is the plain mean squared error of the critic's output (a
-    loss without a critic term, ``critic_coeff=None``, leaves the critic to this fit: plain)."""
+    loss without a critic term, built with ``critic_coeff=0``, leaves the critic to this fit)."""
     return (
         loss.loss_critic_type == "l2"
         and not loss.clip_value
