@@ -15,6 +15,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
 from recipe_modules import load_recipe
 from tensordict import TensorDict
 from torchrl.collectors import Collector
@@ -23,6 +24,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import torchrl_vase
 from torchrl_vase import algorithm
+from torchrl_vase.checkpointing import config_identity
 from torchrl_vase.envs import PointRobot2DEnv, make_training_env
 from torchrl_vase.loop import TIMING_METRICS
 from torchrl_vase.runs import flatten
@@ -588,3 +590,56 @@ def test_video_of_an_env_without_rendering_fails_before_any_run_exists(store):
     with pytest.raises(ValueError, match=r"SparseMountainCar-v1 cannot render rgb_array frames"):
         recipe.train(_config(store, "eval.video=true"))
     assert _all_runs(store[0]) == before
+
+
+@pytest.mark.parametrize(("overrides", "identity"), [
+    ([], "9e17d44f21c0"),
+    (["env=half_cheetah", "surprise=nll", "seed=3"], "62428298c3ef"),
+    (["preset=authors_trpo"], "3366375a9e7b"),
+])
+def test_the_run_identity_of_configs_from_before_ppo_is_unchanged(overrides, identity):
+    # the identities the recipe gave these configs at 0b17d37, before `algorithm` and `ppo`
+    # existed: resume=true still finds those runs
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = schema.typed_config(compose("trpo_vase", overrides=overrides))
+    config = OmegaConf.to_container(cfg, resolve=True)
+    assert config_identity(config, schema.identity_ignores(cfg)) == identity
+    ppo = schema.typed_config(OmegaConf.merge(cfg, {"algorithm": "ppo"}))
+    assert config_identity(OmegaConf.to_container(ppo, resolve=True),
+                           schema.identity_ignores(ppo)) != identity
+
+
+def test_ppo_runs_through_the_same_loop_and_resumes_exactly(store, monkeypatch):
+    overrides = ("algorithm=ppo", "surprise=vase", "seed=23", "iterations=4", "checkpoint.every=2",
+                 "ppo.epochs=2", "ppo.minibatch_size=32", "mlflow.experiment=ppo")
+    uninterrupted = recipe.train(_config(store, *overrides, "mlflow.experiment=ppo_reference"))
+    client = MlflowClient(tracking_uri=store[0])
+    run = client.get_run(uninterrupted["run_id"])
+    assert run.info.run_name == "ppo-vase-extrinsic-seed23"
+    assert run.data.tags["algorithm"] == "ppo" and run.data.params["ppo.epochs"] == "2"
+    for key in ("ppo/loss_objective", "ppo/kl_approx", "ppo/clip_fraction", "ppo/critic_loss",
+                "ppo/explained_variance", "bonus/advantage_corr", "bnn/elbo"):
+        assert key in run.data.metrics, key
+    assert not any(key.startswith("trpo/") for key in run.data.metrics)
+    calls, original = [], algorithm.fit_critic
+
+    def crash_in_the_third_iteration(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt("killed")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(algorithm, "fit_critic", crash_in_the_third_iteration)
+    with pytest.raises(KeyboardInterrupt):
+        recipe.train(_config(store, *overrides))
+    monkeypatch.setattr(algorithm, "fit_critic", original)
+    resumed = recipe.train(_config(store, *overrides, "resume=true"))
+    assert _history(store[0], resumed["run_id"]) == _history(store[0], uninterrupted["run_id"])
+    path = Path(store[1]) / "checkpoints" / "ppo" / resumed["run_id"] / "last.pt"
+    assert torch.load(path, weights_only=True)["parts"]["policy_optimizer"]["state"]
+
+
+def test_a_trpo_run_logs_no_ppo_params(store):
+    result = recipe.train(_config(store, "surprise=none", "seed=24", "iterations=1"))
+    params = MlflowClient(tracking_uri=store[0]).get_run(result["run_id"]).data.params
+    assert params["algorithm"] == "trpo" and not any(key.startswith("ppo.") for key in params)

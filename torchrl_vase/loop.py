@@ -118,6 +118,9 @@ class OnPolicyLoop:
     checkpoint every ``checkpoint_every`` iterations and at the last, then the metrics computed
     since the previous one go to ``logger`` (every iteration without ``checkpoint``).
 
+    Seed the construction of the parts (``torch.manual_seed(seed)`` before building them): a
+    run killed before its first checkpoint starts again from its construction.
+
     Args:
         collector: a torchrl collector (an endless iterator of batches with
             ``update_policy_weights_`` and ``shutdown``; ``set_seed`` with ``reseed_collector``).

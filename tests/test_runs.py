@@ -1,0 +1,86 @@
+"""TrainingRun: a run's MLflow life, its identity, resume lookup and end status, on a SQLite
+store (the recipe's end-to-end tests exercise it with real training)."""
+
+import pytest
+import torch
+import yaml
+from mlflow.tracking import MlflowClient
+
+from torchrl_vase import TrainingRun
+from torchrl_vase.modules import gaussian_policy
+from torchrl_vase.tracking import RunLocked
+
+
+@pytest.fixture(scope="module")
+def uri(tmp_path_factory):
+    return f"sqlite:///{tmp_path_factory.mktemp('runs') / 'mlflow.db'}"
+
+
+def _run(uri, tmp_path, config, experiment="runs", **kwargs):
+    return TrainingRun(uri, experiment, config=config, run_name="toy",
+                       identity_ignores=["where"], checkpoint_dir=tmp_path / "checkpoints",
+                       **kwargs)
+
+
+def _state(iterations_done: int) -> dict:
+    actor = gaussian_policy(2, 1, [4])
+    parts = {"actor": actor.state_dict(), "critic": {}, "intrinsic_critic": None,
+             "collector": {}, "exploration": None}
+    return {"iterations_done": iterations_done, "parts": parts}
+
+
+def test_a_new_run_carries_its_identity_params_and_config(uri, tmp_path):
+    config = {"seed": 1, "lr": 0.1, "where": "here", "net": {"cells": [4]}}
+    with _run(uri, tmp_path, config, tags={"seed": "1"}) as run:
+        run.save(_state(1))
+    client = MlflowClient(tracking_uri=uri)
+    stored = client.get_run(run.run_id)
+    assert stored.info.status == "FINISHED"
+    assert stored.data.tags["seed"] == "1" and stored.data.tags["run_identity"] == run.identity
+    assert stored.data.params == {"seed": "1", "lr": "0.1", "where": "here", "net.cells": "[4]"}
+    assert {a.path for a in client.list_artifacts(run.run_id)} == {"config.yaml", "weights.pt"}
+    saved = torch.load(run.checkpointer.path, weights_only=True)
+    assert saved["run_id"] == run.run_id and saved["identity"] == run.identity
+    assert yaml.safe_load(saved["config"]) == config
+
+
+def test_the_identity_ignores_what_does_not_change_the_run(uri, tmp_path):
+    one = _run(uri, tmp_path, {"seed": 1, "where": "a"})
+    assert one.identity == _run(uri, tmp_path, {"where": "b", "seed": 1}).identity
+    assert one.identity != _run(uri, tmp_path, {"seed": 2, "where": "a"}).identity
+
+
+def test_resume_true_continues_the_latest_run_of_the_same_identity(uri, tmp_path):
+    config = {"seed": 7, "where": "x"}
+    with _run(uri, tmp_path, config, experiment="resume") as first:
+        first.save(_state(3))
+    with _run(uri, tmp_path, {"seed": 8, "where": "x"}, experiment="resume") as other:
+        pass
+    with _run(uri, tmp_path, {**config, "where": "y"}, experiment="resume",
+              resume=True) as again:
+        assert again.run_id == first.run_id and again.state["iterations_done"] == 3
+        with pytest.raises(RunLocked, match=f"run {first.run_id} is being continued"), \
+                _run(uri, tmp_path, config, experiment="resume", resume=True):
+            pass
+    assert other.run_id != first.run_id
+
+
+@pytest.mark.parametrize(("stopped_by", "error", "status"), [
+    (None, None, "FINISHED"), ("SIGTERM", None, "KILLED"), (None, KeyboardInterrupt, "KILLED"),
+    (None, ValueError, "FAILED"),
+])
+def test_the_end_status(uri, tmp_path, stopped_by, error, status):
+    run = _run(uri, tmp_path, {"seed": 0}, experiment="status")
+    try:
+        with run:
+            run.stopped_by = stopped_by
+            if error is not None:
+                raise error("end")
+    except (KeyboardInterrupt, ValueError) as raised:
+        assert type(raised) is error
+    assert MlflowClient(tracking_uri=uri).get_run(run.run_id).info.status == status
+
+
+def test_resume_without_checkpoints_is_refused_at_construction(uri):
+    with pytest.raises(ValueError, match="resume needs checkpoints"):
+        TrainingRun(uri, "x", config={}, run_name="x", resume=True)
