@@ -237,6 +237,13 @@ def test_a_checkpoint_without_a_part_is_refused(tmp_path):
         loop.load_state_dict(state)
 
 
+def test_a_checkpoint_of_the_recipe_before_the_loop_is_refused_with_the_way_out():
+    loop, _, _ = _loop(ListLogger())
+    old = {"actor": {}, "iteration": 4, "frames": 320, "pending_metrics": []}
+    with pytest.raises(ValueError, match=r"not written by OnPolicyLoop.*resume=false"):
+        loop.load_state_dict(old)
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"iterations": 0}, "iterations must be an int >= 1, got 0"),
     ({"checkpoint_every": 0}, "checkpoint_every must be an int >= 1"),

@@ -221,10 +221,10 @@ def record_episode(
 
 def run_weights(parts: dict) -> dict:
     """What ``weights.pt`` holds, taken from a checkpoint's state dicts ``parts`` (keys ``actor``,
-    ``critic``, ``intrinsic_critic``, ``collector``, ``exploration``; ``None`` for a part a run
-    does not have): the networks without the replay pool or optimisers, and the observation
-    standardisation (the collector's state). The pool is not copied: the values are the
-    checkpoint's own tensors. ``load_policy`` reads it back.
+    ``critic``, ``intrinsic_critic``, ``collector``, ``exploration``; ``None`` or absent for a
+    part a run does not have): the networks without the replay pool or optimisers, and the
+    observation standardisation (the collector's state). The pool is not copied: the values are
+    the checkpoint's own tensors. ``load_policy`` reads it back.
 
     Examples:
         >>> from torchrl_vase.modules import gaussian_policy
@@ -234,8 +234,9 @@ def run_weights(parts: dict) -> dict:
         >>> sorted(run_weights(parts))
         ['actor', 'collector', 'critic', 'exploration', 'intrinsic_critic']
     """
-    weights = {name: parts[name] for name in ("actor", "critic", "intrinsic_critic", "collector")}
-    exploration = parts["exploration"]
+    weights = {name: parts.get(name) for name in ("actor", "critic", "intrinsic_critic",
+                                                   "collector")}
+    exploration = parts.get("exploration")
     weights["exploration"] = None if exploration is None else {
         key: value for key, value in exploration.items() if not key.endswith("_extra_state")
     }

@@ -202,6 +202,11 @@ class OnPolicyLoop:
 
     def load_state_dict(self, state: Mapping) -> None:
         """Continue from ``state_dict()``'s output: every part restored in place."""
+        if "parts" not in state or "iterations_done" not in state:
+            raise ValueError(
+                "the checkpoint was not written by OnPolicyLoop.state_dict (a checkpoint of "
+                "recipes/trpo_vase.py from before its loop became torchrl_vase.OnPolicyLoop, "
+                "commit 0b17d37 or earlier?); start the run afresh (resume=false).")
         missing = [name for name, part in self.state.items()
                    if part is not None and state["parts"].get(name) is None]
         if missing:
