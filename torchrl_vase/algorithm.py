@@ -38,7 +38,7 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 from tensordict import TensorDictBase
@@ -173,7 +173,9 @@ class OnPolicyStep:
         exploration: the exploration side (``None``: no bonus, plain TRPO/PPO).
     """
 
-    def __init__(self, value_estimator: ValueEstimatorBase, policy_update, critic_fit=None,
+    def __init__(self, value_estimator: ValueEstimatorBase,
+                 policy_update: Callable[[TensorDictBase], dict[str, float]],
+                 critic_fit: Callable[[TensorDictBase], dict[str, float]] | None = None,
                  exploration: Exploration | None = None) -> None:
         self.value_estimator = value_estimator
         self.policy_update, self.critic_fit = policy_update, critic_fit

@@ -134,7 +134,9 @@ class OnPolicyLoop:
             with ``last_logged_step(key)`` a resumed run skips steps the killed one had logged.
         checkpoint: called with ``state_dict()`` to write it (atomically); ``None``: none kept.
         checkpoint_every: iterations between checkpoints.
-        watchers, evaluate, eval_every: see above.
+        watchers: callables ``(batch, frames_before) -> metrics`` (see above).
+        evaluate: ``iteration -> metrics``, every ``eval_every`` iterations and at the last.
+        eval_every: iterations between evaluations (0: none).
         stop_when: checked before the first iteration and after each; true ends the run early.
         reseed_collector: seed the collector every iteration (fresh paths per batch).
         device: where the step runs (batches are collected on the CPU).
@@ -146,13 +148,13 @@ class OnPolicyLoop:
 
     def __init__(
         self,
-        collector,
+        collector: Iterable[TensorDictBase],
         step: Callable[[TensorDictBase], Mapping[str, float]],
         *,
         iterations: int,
         seed: int,
         state: Mapping[str, Stateful | None] | None = None,
-        logger=None,
+        logger: Any = None,
         checkpoint: Callable[[dict], Any] | None = None,
         checkpoint_every: int = 10,
         watchers: Iterable[Callable[[TensorDictBase, int], Mapping[str, float]]] = (),
