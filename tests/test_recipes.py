@@ -1,9 +1,13 @@
 """The recipes run end to end on tiny budgets (wiring, not performance)."""
 
 import re
+import runpy
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,6 +20,23 @@ def _run(*args: str) -> str:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
+
+
+@pytest.fixture
+def run_script(capsys, monkeypatch):
+    """A benchmark script's ``main`` in this process (its imports are this process's: seconds
+    cheaper than a new interpreter), from the test's temporary directory; its stdout."""
+
+    def run(script: str, *args: str) -> str:
+        monkeypatch.setattr(sys, "argv", [str(ROOT / script), *args])
+        threads = torch.get_num_threads()
+        try:
+            runpy.run_path(str(ROOT / script), run_name="__main__")
+        finally:
+            torch.set_num_threads(threads)
+        return capsys.readouterr().out
+
+    return run
 
 
 def test_train_bnn_lowers_the_elbo_loss():
@@ -40,8 +61,8 @@ def test_train_bnn_rejects_an_unknown_activation_before_collecting():
     assert "collected" not in result.stdout
 
 
-def test_benchmark_bnn_prints_its_tables():
-    out = _run("recipes/benchmark_bnn.py", "--batch", "64", "--min-run-time", "0.02",
+def test_benchmark_bnn_prints_its_tables(run_script):
+    out = run_script("recipes/benchmark_bnn.py", "--batch", "64", "--min-run-time", "0.02",
                "--updates", "20", "--rounds", "1")
     assert "looped/batched" in out and "ELBO steps per second" in out
     assert "hand-written" in out and "compiled" in out
@@ -49,16 +70,16 @@ def test_benchmark_bnn_prints_its_tables():
     assert len(re.findall(r"\d+\.\d+x", out)) == 6
 
 
-def test_benchmark_surprise_prints_its_tables():
-    out = _run(
+def test_benchmark_surprise_prints_its_tables(run_script):
+    out = run_script(
         "recipes/benchmark_surprise.py", "--batch", "64", "--per-transition-sample", "8",
         "--frames", "200",
     )
     assert "VASE/VIME loop" in out and "% of the collection" in out
 
 
-def test_benchmark_trpo_runs_on_a_tiny_budget():
-    out = _run(
+def test_benchmark_trpo_runs_on_a_tiny_budget(run_script):
+    out = run_script(
         "recipes/benchmark_trpo.py", "--learn-iterations", "2", "--fps-iterations", "2",
         "--frames-per-batch", "400", "--num-envs", "2",
     )
@@ -67,8 +88,8 @@ def test_benchmark_trpo_runs_on_a_tiny_budget():
     assert fps_lines == ["HalfCheetah-v5", "MountainCarContinuous-v0"]
 
 
-def test_benchmark_envs_prints_every_env():
-    out = _run(  # a few random-policy episodes: the script's 200 took two minutes here
+def test_benchmark_envs_prints_every_env(run_script):
+    out = run_script(  # a few random-policy episodes: the script's 200 took two minutes here
         "recipes/benchmark_envs.py", "--steps", "50", "--episodes", "4", "--seeds", "2",
         "--cap", "1000",
     )
@@ -79,8 +100,6 @@ def test_benchmark_envs_prints_every_env():
 
 
 def test_benchmark_sb3_prints_the_ratio_table():
-    import pytest
-
     pytest.importorskip("sb3_contrib", reason="the optional bench extra is not installed")
     out = _run("recipes/benchmark_sb3.py", "--skip-learning", "--fps-frames", "10000",
                "--rounds", "1", "--num-envs", "4")

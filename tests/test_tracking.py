@@ -230,7 +230,7 @@ def test_a_server_that_restarts_mid_run_costs_the_run_nothing(tmp_path):
     server = _serve(tmp_path / "server.db", tmp_path / "artifacts", port)
     command = [
         sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "surprise=none",
-        "iterations=20", "num_envs=2", "env.frames_per_batch=64", "trpo.critic_minibatch=32",
+        "iterations=8", "num_envs=2", "env.frames_per_batch=64", "trpo.critic_minibatch=32",
         "checkpoint.every=1", "eval.every=0", f"mlflow.tracking_uri={uri}",
         f"checkpoint.dir={tmp_path / 'checkpoints'}", "mlflow.retry_minutes=2",
     ]
@@ -247,18 +247,18 @@ def test_a_server_that_restarts_mid_run_costs_the_run_nothing(tmp_path):
         while len(_steps(uri, run_id)) < 3:
             time.sleep(0.2)
         _stop(server)
-        time.sleep(10)
+        time.sleep(4)  # the retries wait 1, 2, 4 s: at least two of them fail
         assert job.poll() is None  # still waiting for the store
         server = _serve(tmp_path / "server.db", tmp_path / "artifacts", port)
         output = job.communicate(timeout=300)[0]
         assert job.returncode == 0, output[-3000:]
-        # piped, not a terminal: one progress line per iteration (20 / 20), no bar
-        assert "mountain_car/none seed 0: iteration 20/20 (100%), return" in output
-        assert output.count("mountain_car/none seed 0: iteration ") == 20 and "\r" not in output
+        # piped, not a terminal: one progress line per iteration (8 / 8), no bar
+        assert "mountain_car/none seed 0: iteration 8/8 (100%), return" in output
+        assert output.count("mountain_car/none seed 0: iteration ") == 8 and "\r" not in output
         assert client.get_run(run_id).info.status == "FINISHED"
         history = client.get_metric_history(run_id, "train/frames")
         assert [m.step for m in sorted(history, key=lambda m: m.step)] == [
-            64 * (i + 1) for i in range(20)]  # every step, none twice
+            64 * (i + 1) for i in range(8)]  # every step, none twice
     finally:
         job.kill()
         _stop(server)
