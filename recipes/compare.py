@@ -136,8 +136,9 @@ def load_runs(client: MlflowClient, experiment: str) -> tuple[list[Run], list[st
                 surprise=run.data.tags.get("surprise", "?"),
                 seed=int(run.data.tags.get("seed", -1)),
                 metrics=metrics,
-                settings={k: v for k, v in run.data.params.items()
-                          if not k.startswith(NOT_SETTINGS)},
+                # runs from before `algorithm` existed are TRPO runs
+                settings={"algorithm": "trpo"} | {k: v for k, v in run.data.params.items()
+                                                  if not k.startswith(NOT_SETTINGS)},
                 steps=steps,
                 start_time=run.info.start_time or 0,
             )
@@ -198,9 +199,10 @@ def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
         members = measures[measure]
         keys = sorted({k for r in members for k in r.settings})
         varying = [k for k in keys if len({r.settings.get(k) for r in members}) > 1]
-        if "advantage.structure" in varying:  # the other advantage.* belong to one structure
-            varying = [k for k in varying
-                       if not k.startswith("advantage.") or k == "advantage.structure"]
+        # the other advantage.* belong to one structure, ppo.* to PPO
+        for group, key in (("advantage.", "advantage.structure"), ("ppo.", "algorithm")):
+            if key in varying:
+                varying = [k for k in varying if not k.startswith(group) or k == key]
 
         def setting(run: Run, varying: list[str] = varying) -> tuple:
             # numbers in numeric order, then anything else by its text

@@ -152,6 +152,16 @@ def test_groups_split_a_measure_by_the_settings_that_differ_between_its_runs():
     assert [r.run_id for r in groups["vime"]] == ["f", "c"]  # by seed
 
 
+def test_trpo_and_ppo_runs_of_a_measure_are_two_groups_named_by_the_algorithm():
+    ppo = {"algorithm": "ppo", "ppo.epochs": "10", "ppo.lr": "0.0003"}
+    runs = [compare.Run("a", "vase", 0, {}, {"algorithm": "trpo"}),
+            compare.Run("b", "vase", 0, {}, ppo),
+            compare.Run("c", "vase", 1, {}, ppo)]
+    groups = compare.by_measure(runs)
+    assert list(groups) == ["vase algorithm=ppo", "vase algorithm=trpo"]
+    assert [r.run_id for r in groups["vase algorithm=ppo"]] == ["b", "c"]
+
+
 def test_figures_are_written_and_non_empty(store, tmp_path):
     written = compare.compare(store, "point_robot", tmp_path)
     assert set(written) == {"table", "returns", "running_time", "delta_sweep", "heatmaps"}
