@@ -99,11 +99,13 @@ def test_the_pool_lives_with_the_model_and_takes_cpu_batches(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("surprise", ["vase", "rnd"])
+@pytest.mark.parametrize(("surprise", "algorithm_name"),
+                         [("vase", "trpo"), ("rnd", "trpo"), ("vase", "ppo")])
 def test_a_run_trains_on_the_device_checkpoints_and_resumes(tmp_path, monkeypatch, device,
-                                                            surprise):
+                                                            surprise, algorithm_name):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     overrides = [
+        f"algorithm={algorithm_name}", "ppo.minibatch_size=32", "ppo.epochs=2",
         f"mlflow.tracking_uri={uri}", f"checkpoint.dir={tmp_path / 'checkpoints'}",
         "env=point_robot", f"surprise={surprise}", "advantage=dual", f"device={device}",
         "iterations=2", "num_envs=2", "env.frames_per_batch=64", "env.pool_size=1000",
