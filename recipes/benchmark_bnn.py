@@ -11,7 +11,10 @@ Prints, for hidden [32] (classic tasks, 4-dim obs + 1-dim action like CartpoleSw
   a pool), with autograd and ``torch.optim.Adam`` (not fused) per minibatch (the way the recipe
   trained it before) against the ELBO's hand-written gradients and fused Adam update, eager and
   compiled
-  (``Exploration(..., compile=True)``, compiled before the timing), timed in turns.
+  (``Exploration(..., compile=True)``, compiled before the timing), timed in turns;
+* weight sampling against local reparameterisation (``local_reparameterization=True``): the
+  training iteration (hand-written gradients), the bonus of a batch, and the two values they
+  estimate (the difference between the two in standard errors).
 
     python recipes/benchmark_bnn.py [--threads 2]
 """
@@ -72,6 +75,8 @@ def main() -> None:
     parser.add_argument("--min-run-time", type=float, default=1.0, help="seconds per timing")
     parser.add_argument("--updates", type=int, default=500, help="minibatches per iteration")
     parser.add_argument("--rounds", type=int, default=7, help="turns of the iteration timing")
+    parser.add_argument("--value-draws", type=int, default=200,
+                        help="draws of the values compared under local reparameterisation")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -150,6 +155,59 @@ def main() -> None:
         slow, fast, fastest = (statistics.median(times[path]) for path in paths)
         print(f"{name:<32} {slow * 1e3:>6.0f} ms {fast * 1e3:>10.0f} ms {fastest * 1e3:>6.0f} ms "
               f"{slow / fast:>6.2f}x {slow / fastest:>6.2f}x")
+
+    local_reparameterization(args)
+
+
+def local_reparameterization(args) -> None:
+    """Weight sampling against local reparameterisation, per model: one training iteration with
+    the hand-written gradients, the VASE bonus of a 5,000-transition batch (timed in turns), and
+    what they compute: the bonus's mean and the ELBO's data term on one batch, each the mean of
+    many draws, with the difference in standard errors (the two agree in expectation)."""
+    print(f"\nLocal reparameterisation against weight sampling (N = {args.num_samples}; "
+          f"median of {args.rounds} turns; values: mean of {args.value_draws} draws)")
+    print(f"{'model':<32} {'training iteration':>26} {'bonus, 5,000 transitions':>30} "
+          f"{'bonus mean (SE)':>17} {'NLL term (SE)':>15}")
+    for name, (obs_dim, act_dim, cells, act_cls) in CONFIGS.items():
+        paths, values = {}, {}
+        for local in (False, True):
+            torch.manual_seed(0)
+            model = DynamicsModel.build(obs_dim, act_dim, cells, act_cls,
+                                        local_reparameterization=local)
+            bonus = VASERewardTransform(model, num_samples=args.num_samples, delta=0.0)
+            exploration = Exploration(bonus, bonus.make_loss(kl_weight=0.2), pool_min=500,
+                                      updates_per_iteration=args.updates)
+            data = TensorDict({"observation": torch.randn(5000, obs_dim),
+                               "action": torch.randn(5000, act_dim),
+                               ("next", "observation"): torch.randn(5000, obs_dim)}, [5000])
+            exploration.pool.extend(data)
+            model.update_statistics(data["observation"], data["action"],
+                                    data["next", "observation"])
+            sample = exploration.pool.sample(args.updates * 10)
+            x, y = exploration.loss.model_inputs(data[:10])
+            batch = (data["observation"], data["action"], data["next", "observation"])
+            paths[local] = (functools.partial(exploration._elbo_steps, sample),
+                            functools.partial(bonus.surprise, *batch))
+            with torch.no_grad():
+                draws = [(bonus.surprise(*batch).mean().item(),
+                          exploration.loss.gradient_terms(
+                              x, y, exploration.loss.step_noise(10))[0][0].item())
+                         for _ in range(args.value_draws)]
+            values[local] = torch.tensor(draws, dtype=torch.float64)
+        times = {(local, k): [] for local in paths for k in (0, 1)}
+        for _ in range(args.rounds):
+            for local, runs in paths.items():
+                for k, run in enumerate(runs):
+                    start = time.perf_counter()
+                    run()
+                    times[(local, k)].append(time.perf_counter() - start)
+        ms = {key: statistics.median(t) * 1e3 for key, t in times.items()}
+        mean, error = (values[False].mean(0) - values[True].mean(0),
+                       ((values[False].var(0) + values[True].var(0)) / args.value_draws).sqrt())
+        cells_text = [f"{ms[(False, k)]:.0f} → {ms[(True, k)]:.0f} ms "
+                      f"{ms[(False, k)] / ms[(True, k)]:.2f}x" for k in (0, 1)]
+        print(f"{name:<32} {cells_text[0]:>26} {cells_text[1]:>30} "
+              f"{mean[0] / error[0]:>+16.1f} {mean[1] / error[1]:>+14.1f}")
 
 
 if __name__ == "__main__":

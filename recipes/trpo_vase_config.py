@@ -92,6 +92,7 @@ class BNNSurprise:
     elbo: ELBOTraining
     reward_normalization: str | None = None
     delta: float = 0.0
+    local_reparameterization: bool = False
 
 
 @dataclass
@@ -348,10 +349,16 @@ NAME_IGNORED_PREFIXES = ("mlflow.", "checkpoint.", "hydra.", "hydra/")
 PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations", "env.iterations")
 
 
+# keys added after runs existed: at these values a config keeps the identity it had before
+LATER_KEYS = {"algorithm": "trpo", "surprise.local_reparameterization": False}
+
+
 def identity_ignores(cfg: DictConfig) -> tuple[str, ...]:
-    """What the tag ``run_identity`` leaves out; a TRPO run also leaves out ``algorithm`` and
-    ``ppo``, so the identity of every config from before PPO existed is unchanged."""
-    return (*PARAM_IGNORES, "threads", *(("algorithm", "ppo") if cfg.algorithm == "trpo" else ()))
+    """What the tag ``run_identity`` leaves out: what does not change the computation, the
+    ``LATER_KEYS`` at their defaults and ``ppo`` in a TRPO run, so the identity of every config
+    from before those keys existed is unchanged (``resume=true`` still finds its runs)."""
+    later = [key for key, default in LATER_KEYS.items() if OmegaConf.select(cfg, key) == default]
+    return (*PARAM_IGNORES, "threads", *later, *(("ppo",) if cfg.algorithm == "trpo" else ()))
 
 
 def iterations(cfg: DictConfig) -> int:

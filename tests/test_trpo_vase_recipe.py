@@ -591,9 +591,12 @@ def test_the_run_identity_of_configs_from_before_ppo_is_unchanged(overrides, ide
         cfg = schema.typed_config(compose("trpo_vase", overrides=overrides))
     config = OmegaConf.to_container(cfg, resolve=True)
     assert config_identity(config, schema.identity_ignores(cfg)) == identity
-    ppo = schema.typed_config(OmegaConf.merge(cfg, {"algorithm": "ppo"}))
-    assert config_identity(OmegaConf.to_container(ppo, resolve=True),
-                           schema.identity_ignores(ppo)) != identity
+    for change in ({"algorithm": "ppo"}, {"surprise": {"local_reparameterization": True}}):
+        if change.get("surprise") and cfg.surprise.name == "none":
+            continue
+        changed = schema.typed_config(OmegaConf.merge(cfg, change))
+        assert config_identity(OmegaConf.to_container(changed, resolve=True),
+                               schema.identity_ignores(changed)) != identity, change
 
 
 def test_ppo_runs_through_the_same_loop_and_resumes_exactly(store, monkeypatch):
@@ -630,3 +633,15 @@ def test_a_trpo_run_logs_no_ppo_params(store):
     result = recipe.train(_config(store, "surprise=none", "seed=24", "iterations=1"))
     params = MlflowClient(tracking_uri=store[0]).get_run(result["run_id"]).data.params
     assert params["algorithm"] == "trpo" and not any(key.startswith("ppo.") for key in params)
+
+
+def test_local_reparameterization_is_an_option_of_the_bnn_measures(store):
+    result = recipe.train(_config(store, "surprise=vase", "seed=25", "iterations=1",
+                                  "surprise.local_reparameterization=true"))
+    run = MlflowClient(tracking_uri=store[0]).get_run(result["run_id"])
+    assert run.data.params["surprise.local_reparameterization"] == "True"
+    assert np.isfinite(run.data.metrics["bnn/elbo"])
+    before = _all_runs(store[0])
+    with pytest.raises(ValueError, match=r"^measure='vime' needs weight sampling"):
+        recipe.train(_config(store, "surprise=vime", "surprise.local_reparameterization=true"))
+    assert _all_runs(store[0]) == before

@@ -265,7 +265,7 @@ class Exploration(nn.Module):
         terms = x.new_empty(steps, 3)  # loss_nll, kl, entropy per step
         fast_adam = supports_adam_steps(self.optimizer)
         for i in range(steps):
-            noise = network.sample_noise(loss.num_samples)
+            noise = loss.step_noise(size)
             terms[i], network.mu.grad, network.rho.grad = loss.gradient_terms(
                 x[i], y[i], noise, compile=self.compile
             )

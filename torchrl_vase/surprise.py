@@ -75,7 +75,8 @@ def prediction_nll(
 ) -> Tensor:
     """``−log N(s'; f(s, a; θ_n), σ_c² I)`` for N weight samples θ_n ~ q: shape ``[N, *B]``.
 
-    The per-sample likelihood of the paper's Eq. 11, the building block of every measure here.
+    The per-sample likelihood of the paper's Eq. 11, the building block of every measure here
+    (with the model's ``local_reparameterization``, N draws of each transition's prediction).
 
     Examples:
         >>> import torch
@@ -86,8 +87,7 @@ def prediction_nll(
     check_num_samples(num_samples)
     sigma_c = check_sigma_c(sigma_c)
     x, y = _model_inputs(model, obs, action, next_obs)
-    weights = model.sample_weights(num_samples, generator=generator)
-    return gaussian_nll(model.apply_weights(x, weights), y, sigma_c)
+    return gaussian_nll(model.sample_outputs(x, num_samples, generator=generator), y, sigma_c)
 
 
 @torch.no_grad()
@@ -235,6 +235,9 @@ def _flat_transitions(
     model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tensor, sigma_c, step_size
 ) -> tuple[Tensor, Tensor, torch.Size]:
     """Check VIME's arguments; return ``x [T, in]``, ``y [T, out]`` and the batch shape."""
+    if model.local_reparameterization:
+        raise ValueError("VIME's information gain is a gradient with respect to the weights: it "
+                         "needs weight sampling (a model without local_reparameterization).")
     check_positive("step_size", step_size)
     check_sigma_c(sigma_c)
     x, y = _model_inputs(model, obs, action, next_obs)

@@ -68,6 +68,12 @@ class BayesianMLP(nn.Module):
         init_mean: how the posterior means start: ``"uniform"`` (default; as ``torch.nn.Linear``
             initialises a layer, ``U(±1/√fan_in)``) or ``"normal"`` (the VASE and VIME authors'
             code: every μ from ``N(0, 1)``).
+        local_reparameterization: ``sample_outputs`` (the bonus, the ELBO) draws each layer's
+            pre-activations ``z ~ N(h M, h² S)`` row by row (Kingma, Salimans & Welling, 2015;
+            the VASE authors' BNN layer) instead of N weight sets shared by the rows: the
+            same distribution for every transition, N × rows × Σ widths normals instead of
+            N × |Θ|. VIME's information gain (a gradient with respect to the weights) needs
+            weight sampling.
         device: where the parameters are allocated.
         dtype: the parameters' dtype.
 
@@ -98,6 +104,7 @@ class BayesianMLP(nn.Module):
         prior_std: float = 0.5,
         init_posterior_std: float | None = None,
         init_mean: str = "uniform",
+        local_reparameterization: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -123,6 +130,9 @@ class BayesianMLP(nn.Module):
         self.num_cells = list(num_cells)
         self.init_posterior_std = init_std
         self.init_mean = init_mean
+        #: N-sample outputs draw each layer's pre-activations instead of whole weight sets
+        #: (``sample_outputs``): the same distribution per row, independent draws across rows.
+        self.local_reparameterization = bool(local_reparameterization)
         #: Per layer, the (input, output) widths.
         self.layer_sizes = list(itertools.pairwise([in_features, *self.num_cells, out_features]))
         # All means and all ρ live in two flat parameters (weights then bias, layer by layer):
@@ -251,6 +261,49 @@ class BayesianMLP(nn.Module):
         leading sample dim on every tensor.
         """
         return self.unflatten(self.sample_parameters(num_samples, generator=generator))
+
+    def sample_outputs(self, x: Tensor, num_samples: int, *,
+                       generator: torch.Generator | None = None) -> Tensor:
+        """N draws of the network's output for every row of ``x`` ``[*batch, in_features]``:
+        ``[N, *batch, out_features]``, differentiable in μ and ρ.
+
+        Weight sampling (default): draw n uses one weight set θ_n for all rows
+        (``apply_weights(x, sample_weights(N))``). With ``local_reparameterization`` each row
+        and draw get pre-activations of their own (``outputs_from_noise``); each row's output
+        has the same distribution either way, so per-transition expectations (the bonus, the
+        ELBO) agree.
+        """
+        if not self.local_reparameterization:
+            return self.apply_weights(x, self.sample_weights(num_samples, generator=generator))
+        rows = x.reshape(-1, x.shape[-1])
+        noise = self.sample_output_noise(num_samples, rows.shape[0], generator=generator)
+        out = self.outputs_from_noise(rows, noise)
+        return out.reshape(num_samples, *x.shape[:-1], self.out_features)
+
+    def sample_output_noise(self, num_samples: int, rows: int, *,
+                            generator: torch.Generator | None = None) -> Tensor:
+        """Standard normal ξ for ``outputs_from_noise``: ``[N, rows, Σ layer widths]``."""
+        width = sum(n_out for _, n_out in self.layer_sizes)
+        return torch.randn((check_num_samples(num_samples), rows, width), device=self.mu.device,
+                           dtype=self.mu.dtype, generator=generator)
+
+    def outputs_from_noise(self, rows: Tensor, noise: Tensor) -> Tensor:
+        """Local reparameterisation: per layer ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ``, with
+        ``M``, ``S`` the weights' means and variances and ``ξ`` the layer's slice of ``noise``
+        ``[N, rows, Σ widths]``; ``rows`` is ``[rows, in_features]``. Returns
+        ``[N, rows, out_features]``."""
+        layers = zip(self.unflatten(self.mu), self.unflatten(self.posterior_std().square()),
+                     strict=True)
+        h, offset, last = rows.expand(noise.shape[0], *rows.shape), 0, len(self.layer_sizes) - 1
+        for i, ((mean_w, mean_b), (var_w, var_b)) in enumerate(layers):
+            width = mean_b.shape[-1]
+            mean = torch.matmul(h, mean_w.mT) + mean_b
+            std = (torch.matmul(h.square(), var_w.mT) + var_b).sqrt()
+            h = torch.addcmul(mean, std, noise[..., offset : offset + width])
+            offset += width
+            if i < last:
+                h = self.activations[i](h)
+        return h
 
     def mean_weights(self) -> LayerWeights:
         """The posterior means as a weight set (the model's most likely network)."""
@@ -399,4 +452,5 @@ class BayesianMLP(nn.Module):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"num_cells={self.num_cells}, prior_std={self.prior_std}"
+            + (", local_reparameterization=True" if self.local_reparameterization else "")
         )

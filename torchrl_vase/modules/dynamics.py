@@ -130,6 +130,7 @@ class DynamicsModel(nn.Module):
         target: str = "next_observation",
         standardize: bool = True,
         action_classes: int | None = None,
+        local_reparameterization: bool = False,
         dtype: torch.dtype | None = None,
     ) -> DynamicsModel:
         """A model with a new ``BayesianMLP(obs_dim + action_dim, obs_dim, num_cells, ...)``.
@@ -145,6 +146,7 @@ class DynamicsModel(nn.Module):
             activation_class,
             prior_std=prior_std,
             init_mean=init_mean,
+            local_reparameterization=local_reparameterization,
             dtype=dtype,
         )
         return cls(

@@ -160,6 +160,10 @@ class VariationalELBOLoss(LossModule):
         self.model = model
         self.kl_weight = float(kl_weight)
         self.kl_estimator = kl_estimator
+        if kl_estimator == "monte_carlo" and model.network.local_reparameterization:
+            raise ValueError("kl_estimator='monte_carlo' needs the sampled weights: a model with "
+                             "local_reparameterization samples pre-activations instead; use "
+                             "the analytic KL.")
         self.reduction = reduction
 
     def _forward_value_estimator_keys(self, **kwargs) -> None:
@@ -260,7 +264,9 @@ class VariationalELBOLoss(LossModule):
                 "elbo_gradients needs kl_estimator='analytic' and ReLU or tanh activations."
             )
         network = self.model.network
-        step = _compiled_elbo_gradients() if compile else _elbo_gradients
+        local = network.local_reparameterization
+        step = (_compiled_elbo_gradients(local) if compile
+                else _local_elbo_gradients if local else _elbo_gradients)
         return step(
             network.mu, network.rho, x, y, noise,
             layer_sizes=tuple(network.layer_sizes),
@@ -271,11 +277,23 @@ class VariationalELBOLoss(LossModule):
             reduction=self.reduction,
         )
 
+    def step_noise(self, rows: int) -> Tensor:
+        """The standard normal noise of one ``gradient_terms`` step on ``rows`` transitions:
+        the N weight samples' ``[N, |Θ|]``, or with the model's local reparameterisation the
+        pre-activations' ``[N, rows, Σ layer widths]``."""
+        network = self.model.network
+        if network.local_reparameterization:
+            return network.sample_output_noise(self.num_samples, rows)
+        return network.sample_noise(self.num_samples)
+
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         x, y = self.model_inputs(tensordict)
         network = self.model.network
-        theta = network.sample_parameters(self.num_samples)  # [N, |Θ|]
-        prediction = network.apply_weights(x, network.unflatten(theta))  # [N, *batch, D]
+        if self.kl_estimator == "analytic":
+            prediction = network.sample_outputs(x, self.num_samples)  # [N, *batch, D]
+        else:
+            theta = network.sample_parameters(self.num_samples)  # [N, |Θ|]
+            prediction = network.apply_weights(x, network.unflatten(theta))
         nll = gaussian_nll(prediction, y, self.model.sigma_c).mean(0)  # E_q over the N samples
         loss_nll = self._reduce_loss(nll, tensordict)
         if self.kl_estimator == "analytic":
@@ -296,10 +314,11 @@ class VariationalELBOLoss(LossModule):
 
 
 @functools.cache
-def _compiled_elbo_gradients() -> Callable[..., tuple[Tensor, Tensor, Tensor]]:
-    """``_elbo_gradients`` through ``torch.compile``, built once per process (dynamo compiles
-    per shape and setting it is called with, and guards on them)."""
-    return torch.compile(_elbo_gradients, fullgraph=True, dynamic=False)
+def _compiled_elbo_gradients(local: bool = False) -> Callable[..., tuple[Tensor, Tensor, Tensor]]:
+    """``_elbo_gradients`` (``_local_elbo_gradients``) through ``torch.compile``, built once per
+    process (dynamo compiles per shape and setting it is called with, and guards on them)."""
+    step = _local_elbo_gradients if local else _elbo_gradients
+    return torch.compile(step, fullgraph=True, dynamic=False)
 
 
 @torch.no_grad()
@@ -368,3 +387,78 @@ def _elbo_gradients(
     grad_sigma = (grad_theta * noise).sum(0) + kl_weight * (sigma / prior_var - 1 / sigma)
     grad_rho = grad_sigma * torch.sigmoid(rho)
     return torch.stack([loss_nll, kl, entropy]), grad_mu, grad_rho
+
+
+def _closed_form_kl(mu: Tensor, sigma: Tensor, prior_std: float) -> tuple[Tensor, Tensor, Tensor]:
+    """``KL(q ‖ P)``, ``H(q)`` and ``log σ`` summed, in closed form."""
+    log_sigma = sigma.log().sum()
+    size = mu.numel()
+    kl = (size * (math.log(prior_std) - 0.5) - log_sigma
+          + (sigma.square() + mu.square()).sum() / (2 * prior_std**2))
+    return kl, log_sigma + size * _HALF_LOG_2PI_E, log_sigma
+
+
+@torch.no_grad()
+def _local_elbo_gradients(
+    mu: Tensor,
+    rho: Tensor,
+    x: Tensor,
+    y: Tensor,
+    noise: Tensor,
+    *,
+    layer_sizes: tuple[tuple[int, int], ...],
+    activations: tuple[nn.Module, ...],
+    prior_std: float,
+    sigma_c: float,
+    kl_weight: float,
+    reduction: str,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``_elbo_gradients`` with local reparameterisation: ``noise`` ``[N, B, Σ widths]`` draws
+    every layer's pre-activations ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ`` (M, S the weights'
+    means and variances), then back by hand: ``∂z/∂M = h``, ``∂z/∂S = h² ξ / (2 sqrt(·))``,
+    ``∂z/∂h = M + h S ξ / sqrt(·)``; σ's gradient is ``2σ ∂/∂S``."""
+    num_samples, batch = noise.shape[0], x.shape[0]
+    sigma = F.softplus(rho)
+    variance = sigma.square()
+    layers, offset, width_offset = [], 0, 0
+    for n_in, n_out in layer_sizes:
+        span = slice(offset, offset + n_out * n_in)
+        bias = slice(offset + n_out * n_in, offset + n_out * (n_in + 1))
+        layers.append((mu[span].view(n_out, n_in), variance[span].view(n_out, n_in), mu[bias],
+                       variance[bias], noise[..., width_offset : width_offset + n_out]))
+        offset, width_offset = bias.stop, width_offset + n_out
+    h = x.expand(num_samples, *x.shape)
+    cache, last = [], len(layers) - 1
+    for i, (mean_w, var_w, mean_b, var_b, xi) in enumerate(layers):
+        std = (torch.matmul(h.square(), var_w.mT) + var_b).sqrt()
+        z = torch.addcmul(torch.matmul(h, mean_w.mT) + mean_b, std, xi)
+        cache.append((h, std, z))
+        h = activations[i](z) if i < last else z
+    residual = h - y
+    per_row = 1.0 if reduction == "sum" else 1.0 / batch
+    normaliser = y.shape[-1] * (math.log(sigma_c) + 0.5 * math.log(2 * math.pi))
+    loss_nll = per_row * (
+        residual.square().sum() / (2 * sigma_c**2 * num_samples) + batch * normaliser
+    )
+    grad_z = residual * (per_row / (sigma_c**2 * num_samples))
+    grads: list[Tensor] = [torch.empty(0)] * (2 * len(layers))  # d/dμ and d/dσ² per layer
+    for i in range(last, -1, -1):
+        mean_w, var_w, _, _, xi = layers[i]
+        h_in, std, _ = cache[i]
+        grad_var_z = grad_z * xi / (2 * std)
+        rows_in, rows_z = h_in.reshape(-1, h_in.shape[-1]), grad_z.reshape(-1, grad_z.shape[-1])
+        rows_var = grad_var_z.reshape(-1, grad_var_z.shape[-1])
+        grads[2 * i] = torch.cat([(rows_z.mT @ rows_in).reshape(-1), rows_z.sum(0)])
+        grads[2 * i + 1] = torch.cat([(rows_var.mT @ rows_in.square()).reshape(-1),
+                                      rows_var.sum(0)])
+        if i > 0:
+            derivative = _ACTIVATION_DERIVATIVES[type(activations[i - 1])]
+            grad_h = grad_z @ mean_w + 2 * h_in * (grad_var_z @ var_w)
+            grad_z = grad_h * derivative(cache[i - 1][2], h_in)
+    grad_mean = torch.cat(grads[0::2])
+    grad_variance = torch.cat(grads[1::2])
+    kl, entropy, _ = _closed_form_kl(mu, sigma, prior_std)
+    prior_var = prior_std**2
+    grad_mu = grad_mean + kl_weight * mu / prior_var
+    grad_sigma = 2 * sigma * grad_variance + kl_weight * (sigma / prior_var - 1 / sigma)
+    return torch.stack([loss_nll, kl, entropy]), grad_mu, grad_sigma * torch.sigmoid(rho)

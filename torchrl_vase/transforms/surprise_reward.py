@@ -129,6 +129,10 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
                 raise TypeError(
                     f"model must be a DynamicsModel or None, got {type(model).__name__}.{hint}"
                 )
+            if measure == "vime" and model.network.local_reparameterization:
+                raise ValueError("measure='vime' needs weight sampling: VIME's information gain "
+                                 "is a gradient with respect to the weights (build the model "
+                                 "with local_reparameterization=False).")
             given = sorted(name for name, value in build.items() if value is not None)
             if given:
                 raise ValueError(

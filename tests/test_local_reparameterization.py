@@ -1,0 +1,92 @@
+"""Local reparameterisation: pre-activations drawn row by row instead of weight sets. The hand
+gradients equal autograd's, the per-transition distribution equals weight sampling's (checked by
+Monte Carlo), and what needs the weights themselves refuses it."""
+
+import math
+
+import pytest
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from torchrl_vase import (
+    DynamicsModel,
+    Exploration,
+    SurpriseRewardTransform,
+    VariationalELBOLoss,
+    prediction_nll,
+    vime_information_gain,
+)
+
+
+def _model(local: bool, cells=(16, 8), activation=nn.Tanh, seed=0) -> DynamicsModel:
+    torch.manual_seed(seed)
+    return DynamicsModel.build(3, 2, list(cells), activation, standardize=False,
+                               local_reparameterization=local, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+@pytest.mark.parametrize("activation", [nn.ReLU, nn.Tanh])
+@pytest.mark.parametrize("cells", [(16,), (16, 8)])
+def test_the_hand_gradients_equal_autograd_on_the_same_noise(activation, cells, reduction):
+    model = _model(True, cells, activation)
+    loss = VariationalELBOLoss(model, num_samples=7, kl_weight=0.3, reduction=reduction)
+    network = model.network
+    td = TensorDict({"observation": torch.randn(11, 3, dtype=torch.float64),
+                     "action": torch.randn(11, 2, dtype=torch.float64),
+                     ("next", "observation"): torch.randn(11, 3, dtype=torch.float64)}, [11])
+    x, y = loss.model_inputs(td)
+    noise = loss.step_noise(11)
+    assert noise.shape == (7, 11, sum(cells) + 3)
+    terms, grad_mu, grad_rho = loss.gradient_terms(x, y, noise)
+    # autograd through the loss's own forward on the same pre-activation noise
+    network.sample_output_noise = lambda num_samples, rows, generator=None: noise
+    out = loss(td)
+    (out["loss_nll"] + out["loss_kl"]).backward()
+    torch.testing.assert_close(terms, torch.stack([out["loss_nll"].detach(), out["kl"],
+                                                   out["entropy"]]), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(grad_mu, network.mu.grad, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(grad_rho, network.rho.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_each_transition_has_the_distribution_of_weight_sampling():
+    # per transition, E[NLL] and E[prediction²] agree: the draws differ, the distribution not
+    weights, local = _model(False), _model(True)
+    local.load_state_dict(weights.state_dict())
+    obs, action = torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
+    next_obs = torch.randn(4, 3, dtype=torch.float64)
+    draws = 20_000
+    a = prediction_nll(weights.network, obs, action, next_obs, num_samples=draws, sigma_c=1.0)
+    b = prediction_nll(local.network, obs, action, next_obs, num_samples=draws, sigma_c=1.0)
+    error = ((a.var(0) + b.var(0)) / draws).sqrt()
+    assert ((a.mean(0) - b.mean(0)).abs() < 5 * error).all(), (a.mean(0), b.mean(0), error)
+    # and the draws of one transition are no longer shared with the others: rows decorrelate
+    rows_a, rows_b = torch.corrcoef(a.T)[0, 1:], torch.corrcoef(b.T)[0, 1:]
+    assert rows_b.abs().max() < rows_a.abs().max()
+
+
+def test_the_elbo_trains_with_local_reparameterization():
+    model = _model(True, (16,), nn.ReLU)
+    bonus = SurpriseRewardTransform(model, measure="vase", eta=1e-3, delta=0.0)
+    exploration = Exploration(bonus, bonus.make_loss(num_samples=5), pool_min=50,
+                              updates_per_iteration=200, batch_size=10, lr=1e-2)
+    obs = torch.randn(2, 100, 3, dtype=torch.float64)
+    action = torch.randn(2, 100, 2, dtype=torch.float64)
+    batch = TensorDict({"observation": obs, "action": action,
+                        "next": {"observation": obs + 0.5 * action[..., :1],
+                                 "reward": torch.zeros(2, 100, 1, dtype=torch.float64)}},
+                       [2, 100])
+    first = exploration.step(batch.clone())
+    second = exploration.step(batch.clone())
+    assert second["elbo"] > first["elbo"] and math.isfinite(second["bonus_mean"])
+
+
+def test_what_needs_the_weights_refuses_local_reparameterization():
+    model = _model(True)
+    with pytest.raises(ValueError, match="measure='vime' needs weight sampling"):
+        SurpriseRewardTransform(model, measure="vime")
+    with pytest.raises(ValueError, match="needs weight sampling"):
+        vime_information_gain(model.network, *(torch.randn(4, d, dtype=torch.float64)
+                                               for d in (3, 2, 3)))
+    with pytest.raises(ValueError, match="kl_estimator='monte_carlo' needs the sampled weights"):
+        VariationalELBOLoss(model, kl_estimator="monte_carlo")
