@@ -68,3 +68,10 @@ def test_make_docs_fails_on_a_broken_link(tmp_path):
                             str(stamp)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert build.returncode != 0
     assert "no_such_page.md" in build.stdout + build.stderr
+
+
+def test_importing_the_library_does_not_import_mlflow():
+    # MLflow takes seconds to import; the transforms and losses do not need it
+    code = ("import sys, torchrl_vase; assert 'mlflow' not in sys.modules; "
+            "from torchrl_vase import TrainingRun, tracking; assert 'mlflow' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -1,7 +1,9 @@
 """torchrl-vase: Variational Assorted Surprise Exploration (Xu, McCane & Szymanski) on TorchRL."""
 
+from typing import TYPE_CHECKING
+
 # envs: registers the sparse envs
-from torchrl_vase import checkpointing, diagnostics, envs, tracking, watchers
+from torchrl_vase import checkpointing, diagnostics, envs, watchers
 from torchrl_vase.algorithm import CriticFit, OnPolicyStep, PPOUpdate, TRPOUpdate
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.evaluation import evaluate, load_policy
@@ -25,7 +27,6 @@ from torchrl_vase.objectives import (
     fit_critic,
     gaussian_nll,
 )
-from torchrl_vase.runs import TrainingRun
 from torchrl_vase.surprise import (
     nll_surprise,
     prediction_nll,
@@ -42,6 +43,26 @@ from torchrl_vase.transforms import (
     VASERewardTransform,
     VIMERewardTransform,
 )
+
+if TYPE_CHECKING:  # imported on first use: they import MLflow (2 s), which not every user needs
+    from torchrl_vase import tracking
+    from torchrl_vase.runs import TrainingRun
+
+_LAZY = {"tracking": ("torchrl_vase.tracking", None), "TrainingRun": ("torchrl_vase.runs",
+                                                                     "TrainingRun")}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        module_name, attribute = _LAZY[name]
+        module = importlib.import_module(module_name)
+        value = module if attribute is None else getattr(module, attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'torchrl_vase' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
