@@ -338,7 +338,7 @@ def _elbo_gradients(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The body of ``VariationalELBOLoss.elbo_gradients`` (see ``gradient_terms``): the N
     networks ``θ = μ + σ ⊙ ε`` forward, then back by hand; the KL and entropy in closed form."""
-    num_samples, batch = noise.shape[0], x.shape[0]
+    num_samples = noise.shape[0]
     sigma = F.softplus(rho)
     theta = torch.addcmul(mu, sigma, noise)
     layers, offset = [], 0
@@ -356,14 +356,8 @@ def _elbo_gradients(
         inputs.append(h)
         pre_activations.append(z)
         h = activations[i](z) if i < last else z
-    residual = h - y
-    per_row = 1.0 if reduction == "sum" else 1.0 / batch
-    normaliser = y.shape[-1] * (math.log(sigma_c) + 0.5 * math.log(2 * math.pi))
-    loss_nll = per_row * (
-        residual.square().sum() / (2 * sigma_c**2 * num_samples) + batch * normaliser
-    )
-    # backward: d loss_nll / d z of the output layer, then layer by layer
-    grad_z = residual * (per_row / (sigma_c**2 * num_samples))
+    loss_nll, grad_z = _gaussian_nll_term(h - y, sigma_c, reduction)
+    # backward: from d loss_nll / d z of the output layer, layer by layer
     grads = [None] * len(layers)
     for i in range(last, -1, -1):
         weight, _ = layers[i]
@@ -374,28 +368,33 @@ def _elbo_gradients(
     grad_theta = torch.cat(
         [part.reshape(num_samples, -1) for pair in grads for part in pair], dim=-1
     )
+    kl, entropy = _closed_form_kl(mu, sigma, prior_std)
     prior_var = prior_std**2
-    log_sigma = sigma.log().sum()
-    size = mu.numel()
-    kl = (
-        size * (math.log(prior_std) - 0.5)
-        - log_sigma
-        + (sigma.square() + mu.square()).sum() / (2 * prior_var)
-    )
-    entropy = log_sigma + size * _HALF_LOG_2PI_E
     grad_mu = grad_theta.sum(0) + kl_weight * mu / prior_var
     grad_sigma = (grad_theta * noise).sum(0) + kl_weight * (sigma / prior_var - 1 / sigma)
     grad_rho = grad_sigma * torch.sigmoid(rho)
     return torch.stack([loss_nll, kl, entropy]), grad_mu, grad_rho
 
 
-def _closed_form_kl(mu: Tensor, sigma: Tensor, prior_std: float) -> tuple[Tensor, Tensor, Tensor]:
-    """``KL(q ‖ P)``, ``H(q)`` and ``log σ`` summed, in closed form."""
+def _closed_form_kl(mu: Tensor, sigma: Tensor, prior_std: float) -> tuple[Tensor, Tensor]:
+    """``KL(q ‖ P)`` and ``H(q)``, summed over the parameters, in closed form."""
     log_sigma = sigma.log().sum()
     size = mu.numel()
     kl = (size * (math.log(prior_std) - 0.5) - log_sigma
           + (sigma.square() + mu.square()).sum() / (2 * prior_std**2))
-    return kl, log_sigma + size * _HALF_LOG_2PI_E, log_sigma
+    return kl, log_sigma + size * _HALF_LOG_2PI_E
+
+
+def _gaussian_nll_term(residual: Tensor, sigma_c: float, reduction: str) -> tuple[Tensor, Tensor]:
+    """The ELBO's data term on the N × B residuals ``[N, B, D]`` (the mean over the N draws,
+    summed or averaged over the B rows) and its gradient with respect to the predictions."""
+    num_samples, batch, dims = residual.shape
+    per_row = 1.0 if reduction == "sum" else 1.0 / batch
+    normaliser = dims * (math.log(sigma_c) + 0.5 * math.log(2 * math.pi))
+    loss_nll = per_row * (
+        residual.square().sum() / (2 * sigma_c**2 * num_samples) + batch * normaliser
+    )
+    return loss_nll, residual * (per_row / (sigma_c**2 * num_samples))
 
 
 @torch.no_grad()
@@ -417,7 +416,7 @@ def _local_elbo_gradients(
     every layer's pre-activations ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ`` (M, S the weights'
     means and variances), then back by hand: ``∂z/∂M = h``, ``∂z/∂S = h² ξ / (2 sqrt(·))``,
     ``∂z/∂h = M + h S ξ / sqrt(·)``; σ's gradient is ``2σ ∂/∂S``."""
-    num_samples, batch = noise.shape[0], x.shape[0]
+    num_samples = noise.shape[0]
     sigma = F.softplus(rho)
     variance = sigma.square()
     layers, offset, width_offset = [], 0, 0
@@ -434,13 +433,7 @@ def _local_elbo_gradients(
         z = torch.addcmul(torch.matmul(h, mean_w.mT) + mean_b, std, xi)
         cache.append((h, std, z))
         h = activations[i](z) if i < last else z
-    residual = h - y
-    per_row = 1.0 if reduction == "sum" else 1.0 / batch
-    normaliser = y.shape[-1] * (math.log(sigma_c) + 0.5 * math.log(2 * math.pi))
-    loss_nll = per_row * (
-        residual.square().sum() / (2 * sigma_c**2 * num_samples) + batch * normaliser
-    )
-    grad_z = residual * (per_row / (sigma_c**2 * num_samples))
+    loss_nll, grad_z = _gaussian_nll_term(h - y, sigma_c, reduction)
     grads: list[Tensor] = [torch.empty(0)] * (2 * len(layers))  # d/dμ and d/dσ² per layer
     for i in range(last, -1, -1):
         mean_w, var_w, _, _, xi = layers[i]
@@ -457,7 +450,7 @@ def _local_elbo_gradients(
             grad_z = grad_h * derivative(cache[i - 1][2], h_in)
     grad_mean = torch.cat(grads[0::2])
     grad_variance = torch.cat(grads[1::2])
-    kl, entropy, _ = _closed_form_kl(mu, sigma, prior_std)
+    kl, entropy = _closed_form_kl(mu, sigma, prior_std)
     prior_var = prior_std**2
     grad_mu = grad_mean + kl_weight * mu / prior_var
     grad_sigma = 2 * sigma * grad_variance + kl_weight * (sigma / prior_var - 1 / sigma)
