@@ -28,8 +28,9 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
+from torchrl_vase.loop import TIMING_METRICS
+
 ROOT = Path(__file__).resolve().parents[1]
-TIMINGS = ("train/fps", "train/wall_time")
 STARTUP = 4.0  # seconds of imports before a run starts
 DEFAULTS = ["iterations=8", "num_envs=2", "env.frames_per_batch=500", "checkpoint.every=1",
             "surprise.elbo.updates_per_iteration=100", "progress_bar=false", "threads=1"]
@@ -44,7 +45,7 @@ def command(store: Path, overrides: list[str], resume: bool) -> list[str]:
 def history(store: Path) -> tuple[str, dict[str, list[tuple[int, float]]]]:
     client = MlflowClient(tracking_uri=f"sqlite:///{store / 'mlflow.db'}")
     [run] = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    keys = [k for k in run.data.metrics if k not in TIMINGS]
+    keys = [k for k in run.data.metrics if k not in TIMING_METRICS]
     return run.info.status, {
         key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
         for key in keys

@@ -135,23 +135,28 @@ def _history(uri: str, run_id: str) -> dict[str, list[tuple[int, float]]]:
     }
 
 
+def _train_killed_in_iteration(iteration: int, cfg, monkeypatch) -> None:
+    """``recipe.train(cfg)`` interrupted (``KeyboardInterrupt``) in the critic fit of its
+    ``iteration``-th iteration, as a kill between two checkpoints."""
+    calls, original = [], algorithm.fit_critic
+
+    def crash(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == iteration:
+            raise KeyboardInterrupt("killed")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(algorithm, "fit_critic", crash)
+    with pytest.raises(KeyboardInterrupt):
+        recipe.train(cfg)
+    monkeypatch.setattr(algorithm, "fit_critic", original)
+
+
 def test_kill_and_resume_ends_with_the_uninterrupted_runs_metric_values(store, monkeypatch):
     overrides = ("env=mountain_car", "surprise=vase", "seed=21", "iterations=5",
                  "checkpoint.every=2")
     uninterrupted = recipe.train(_config(store, *overrides, "mlflow.experiment=uninterrupted"))
-    calls = []
-    original = algorithm.fit_critic
-
-    def crash_in_the_fourth_iteration(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 4:
-            raise KeyboardInterrupt("killed")
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(algorithm, "fit_critic", crash_in_the_fourth_iteration)
-    with pytest.raises(KeyboardInterrupt):
-        recipe.train(_config(store, *overrides))
-    monkeypatch.setattr(algorithm, "fit_critic", original)
+    _train_killed_in_iteration(4, _config(store, *overrides), monkeypatch)
     client = MlflowClient(tracking_uri=store[0])
     [killed] = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id],
                                   filter_string="tags.seed = '21'")
@@ -611,18 +616,7 @@ def test_ppo_runs_through_the_same_loop_and_resumes_exactly(store, monkeypatch):
                 "ppo/explained_variance", "bonus/advantage_corr", "bnn/elbo"):
         assert key in run.data.metrics, key
     assert not any(key.startswith("trpo/") for key in run.data.metrics)
-    calls, original = [], algorithm.fit_critic
-
-    def crash_in_the_third_iteration(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt("killed")
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(algorithm, "fit_critic", crash_in_the_third_iteration)
-    with pytest.raises(KeyboardInterrupt):
-        recipe.train(_config(store, *overrides))
-    monkeypatch.setattr(algorithm, "fit_critic", original)
+    _train_killed_in_iteration(3, _config(store, *overrides), monkeypatch)
     resumed = recipe.train(_config(store, *overrides, "resume=true"))
     assert _history(store[0], resumed["run_id"]) == _history(store[0], uninterrupted["run_id"])
     path = Path(store[1]) / "checkpoints" / "ppo" / resumed["run_id"] / "last.pt"

@@ -66,8 +66,6 @@ class TRPOUpdate:
     ``trpo/kl``, ``trpo/surrogate_before``/``_after``, ``trpo/step_accepted``,
     ``trpo/backtracks``. Stateless: the step depends on the batch and the policy alone."""
 
-    prefix = "trpo/"
-
     def __init__(self, loss: TRPOLoss) -> None:
         if not isinstance(loss, TRPOLoss):
             raise TypeError(f"loss must be a TRPOLoss, got {type(loss).__name__}.")
@@ -96,7 +94,6 @@ class PPOUpdate(nn.Module):
         max_grad_norm: gradient-norm clip (``None``: none).
     """
 
-    prefix = "ppo/"
     LOGGED = ("loss_objective", "entropy", "kl_approx", "clip_fraction")
 
     def __init__(self, loss: ClipPPOLoss, optimizer: torch.optim.Optimizer, *, epochs: int = 10,

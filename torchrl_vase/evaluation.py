@@ -23,10 +23,12 @@ import yaml
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from torch import Tensor, nn
+from torchrl.envs import ObservationNorm
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from torchrl_vase._device import module_device
 from torchrl_vase.checkpointing import load_checkpoint
+from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
 from torchrl_vase.modules.policy import gaussian_policy
@@ -87,10 +89,6 @@ def acting_policy(actor: TensorDictModuleBase, collector) -> TensorDictModuleBas
     observation standardisation in front (``VectorEnvCollector``'s, or the ``ObservationNorm``
     last in a torchrl ``Collector``'s env), for ``evaluate`` and ``record_episode``. Call it
     while the collector is open (a torchrl ``Collector`` drops its env at ``shutdown``)."""
-    from torchrl.envs import ObservationNorm
-
-    from torchrl_vase.collectors import VectorEnvCollector
-
     if isinstance(collector, VectorEnvCollector):
         loc, scale = collector.observation_loc, collector.observation_scale
     else:

@@ -26,7 +26,6 @@ Examples:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import tempfile
@@ -136,7 +135,7 @@ class TrainingRun:
         self.state: dict | None = None
         self.tracker: MLflowTracker | None = None
         self.checkpointer: Checkpointer | None = None
-        self._stack = contextlib.ExitStack()
+        self._held_lock: RunLock | None = None
 
     # --------------------------------------------------------------------------------------
     def __enter__(self) -> TrainingRun:
@@ -155,8 +154,7 @@ class TrainingRun:
         else:
             self.tracker = MLflowTracker.resume(self.uri, self.run_id,
                                                 retry_minutes=self.retry_minutes)
-        if lock is not None:
-            self._stack.enter_context(lock)
+        self._held_lock = lock
         if self.root is not None:
             self.checkpointer = Checkpointer(self.root / self.run_id)
             self._weights = Checkpointer(self.root / self.run_id, WEIGHTS_FILE)
@@ -188,7 +186,8 @@ class TrainingRun:
                 status = "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
             self.tracker.end(status)
         finally:
-            self._stack.close()
+            if self._held_lock is not None:
+                self._held_lock.release()
 
     # --------------------------------------------------------------------------------------
     def save(self, state: Mapping) -> Path:

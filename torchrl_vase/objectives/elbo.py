@@ -264,9 +264,7 @@ class VariationalELBOLoss(LossModule):
                 "elbo_gradients needs kl_estimator='analytic' and ReLU or tanh activations."
             )
         network = self.model.network
-        local = network.local_reparameterization
-        step = (_compiled_elbo_gradients(local) if compile
-                else _local_elbo_gradients if local else _elbo_gradients)
+        step = _compiled_elbo_gradients() if compile else _elbo_gradients
         return step(
             network.mu, network.rho, x, y, noise,
             layer_sizes=tuple(network.layer_sizes),
@@ -275,6 +273,7 @@ class VariationalELBOLoss(LossModule):
             sigma_c=float(self.model.sigma_c),
             kl_weight=self.kl_weight,
             reduction=self.reduction,
+            local=network.local_reparameterization,
         )
 
     def step_noise(self, rows: int) -> Tensor:
@@ -314,11 +313,10 @@ class VariationalELBOLoss(LossModule):
 
 
 @functools.cache
-def _compiled_elbo_gradients(local: bool = False) -> Callable[..., tuple[Tensor, Tensor, Tensor]]:
-    """``_elbo_gradients`` (``_local_elbo_gradients``) through ``torch.compile``, built once per
-    process (dynamo compiles per shape and setting it is called with, and guards on them)."""
-    step = _local_elbo_gradients if local else _elbo_gradients
-    return torch.compile(step, fullgraph=True, dynamic=False)
+def _compiled_elbo_gradients() -> Callable[..., tuple[Tensor, Tensor, Tensor]]:
+    """``_elbo_gradients`` through ``torch.compile``, built once per process (dynamo compiles
+    per shape and setting it is called with, ``local`` among them, and guards on them)."""
+    return torch.compile(_elbo_gradients, fullgraph=True, dynamic=False)
 
 
 @torch.no_grad()
@@ -335,11 +333,27 @@ def _elbo_gradients(
     sigma_c: float,
     kl_weight: float,
     reduction: str,
+    local: bool = False,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """The body of ``VariationalELBOLoss.elbo_gradients`` (see ``gradient_terms``): the N
-    networks ``θ = μ + σ ⊙ ε`` forward, then back by hand; the KL and entropy in closed form."""
-    num_samples = noise.shape[0]
+    """The body of ``VariationalELBOLoss.elbo_gradients`` (see ``gradient_terms``): the data
+    term and its gradients with respect to μ and σ by hand, through the N weight samples
+    (``_weight_data_term``) or with ``local`` the row-wise pre-activations
+    (``_local_data_term``); the KL and entropy in closed form."""
     sigma = F.softplus(rho)
+    data_term = _local_data_term if local else _weight_data_term
+    loss_nll, grad_mean, grad_sigma = data_term(mu, sigma, x, y, noise, layer_sizes, activations,
+                                                sigma_c, reduction)
+    kl, entropy = _closed_form_kl(mu, sigma, prior_std)
+    prior_var = prior_std**2
+    grad_mu = grad_mean + kl_weight * mu / prior_var
+    grad_sigma = grad_sigma + kl_weight * (sigma / prior_var - 1 / sigma)
+    return torch.stack([loss_nll, kl, entropy]), grad_mu, grad_sigma * torch.sigmoid(rho)
+
+
+def _weight_data_term(mu, sigma, x, y, noise, layer_sizes, activations, sigma_c, reduction):
+    """The N networks ``θ = μ + σ ⊙ ε`` (``noise`` ε ``[N, |Θ|]``) forward, then back by hand:
+    ``(loss_nll, ∂/∂μ, ∂/∂σ)``."""
+    num_samples = noise.shape[0]
     theta = torch.addcmul(mu, sigma, noise)
     layers, offset = [], 0
     for n_in, n_out in layer_sizes:
@@ -368,56 +382,14 @@ def _elbo_gradients(
     grad_theta = torch.cat(
         [part.reshape(num_samples, -1) for pair in grads for part in pair], dim=-1
     )
-    kl, entropy = _closed_form_kl(mu, sigma, prior_std)
-    prior_var = prior_std**2
-    grad_mu = grad_theta.sum(0) + kl_weight * mu / prior_var
-    grad_sigma = (grad_theta * noise).sum(0) + kl_weight * (sigma / prior_var - 1 / sigma)
-    grad_rho = grad_sigma * torch.sigmoid(rho)
-    return torch.stack([loss_nll, kl, entropy]), grad_mu, grad_rho
+    return loss_nll, grad_theta.sum(0), (grad_theta * noise).sum(0)
 
 
-def _closed_form_kl(mu: Tensor, sigma: Tensor, prior_std: float) -> tuple[Tensor, Tensor]:
-    """``KL(q ‖ P)`` and ``H(q)``, summed over the parameters, in closed form."""
-    log_sigma = sigma.log().sum()
-    size = mu.numel()
-    kl = (size * (math.log(prior_std) - 0.5) - log_sigma
-          + (sigma.square() + mu.square()).sum() / (2 * prior_std**2))
-    return kl, log_sigma + size * _HALF_LOG_2PI_E
-
-
-def _gaussian_nll_term(residual: Tensor, sigma_c: float, reduction: str) -> tuple[Tensor, Tensor]:
-    """The ELBO's data term on the N × B residuals ``[N, B, D]`` (the mean over the N draws,
-    summed or averaged over the B rows) and its gradient with respect to the predictions."""
-    num_samples, batch, dims = residual.shape
-    per_row = 1.0 if reduction == "sum" else 1.0 / batch
-    normaliser = dims * (math.log(sigma_c) + 0.5 * math.log(2 * math.pi))
-    loss_nll = per_row * (
-        residual.square().sum() / (2 * sigma_c**2 * num_samples) + batch * normaliser
-    )
-    return loss_nll, residual * (per_row / (sigma_c**2 * num_samples))
-
-
-@torch.no_grad()
-def _local_elbo_gradients(
-    mu: Tensor,
-    rho: Tensor,
-    x: Tensor,
-    y: Tensor,
-    noise: Tensor,
-    *,
-    layer_sizes: tuple[tuple[int, int], ...],
-    activations: tuple[nn.Module, ...],
-    prior_std: float,
-    sigma_c: float,
-    kl_weight: float,
-    reduction: str,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """``_elbo_gradients`` with local reparameterisation: ``noise`` ``[N, B, Σ widths]`` draws
-    every layer's pre-activations ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ`` (M, S the weights'
-    means and variances), then back by hand: ``∂z/∂M = h``, ``∂z/∂S = h² ξ / (2 sqrt(·))``,
-    ``∂z/∂h = M + h S ξ / sqrt(·)``; σ's gradient is ``2σ ∂/∂S``."""
-    num_samples = noise.shape[0]
-    sigma = F.softplus(rho)
+def _local_data_term(mu, sigma, x, y, noise, layer_sizes, activations, sigma_c, reduction):
+    """Local reparameterisation: ``noise`` ξ ``[N, B, Σ widths]`` draws every layer's
+    pre-activations ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ`` (M, S the weights' means and
+    variances), then back by hand: ``∂z/∂M = h``, ``∂z/∂S = h² ξ / (2 sqrt(·))``,
+    ``∂z/∂h = M + h S ξ / sqrt(·)``, and ``∂/∂σ = 2σ ∂/∂S``: ``(loss_nll, ∂/∂μ, ∂/∂σ)``."""
     variance = sigma.square()
     layers, offset, width_offset = [], 0, 0
     for n_in, n_out in layer_sizes:
@@ -426,7 +398,7 @@ def _local_elbo_gradients(
         layers.append((mu[span].view(n_out, n_in), variance[span].view(n_out, n_in), mu[bias],
                        variance[bias], noise[..., width_offset : width_offset + n_out]))
         offset, width_offset = bias.stop, width_offset + n_out
-    h = x.expand(num_samples, *x.shape)
+    h = x.expand(noise.shape[0], *x.shape)
     cache, last = [], len(layers) - 1
     for i, (mean_w, var_w, mean_b, var_b, xi) in enumerate(layers):
         std = (torch.matmul(h.square(), var_w.mT) + var_b).sqrt()
@@ -448,10 +420,25 @@ def _local_elbo_gradients(
             derivative = _ACTIVATION_DERIVATIVES[type(activations[i - 1])]
             grad_h = grad_z @ mean_w + 2 * h_in * (grad_var_z @ var_w)
             grad_z = grad_h * derivative(cache[i - 1][2], h_in)
-    grad_mean = torch.cat(grads[0::2])
-    grad_variance = torch.cat(grads[1::2])
-    kl, entropy = _closed_form_kl(mu, sigma, prior_std)
-    prior_var = prior_std**2
-    grad_mu = grad_mean + kl_weight * mu / prior_var
-    grad_sigma = 2 * sigma * grad_variance + kl_weight * (sigma / prior_var - 1 / sigma)
-    return torch.stack([loss_nll, kl, entropy]), grad_mu, grad_sigma * torch.sigmoid(rho)
+    return loss_nll, torch.cat(grads[0::2]), 2 * sigma * torch.cat(grads[1::2])
+
+
+def _closed_form_kl(mu: Tensor, sigma: Tensor, prior_std: float) -> tuple[Tensor, Tensor]:
+    """``KL(q ‖ P)`` and ``H(q)``, summed over the parameters, in closed form."""
+    log_sigma = sigma.log().sum()
+    size = mu.numel()
+    kl = (size * (math.log(prior_std) - 0.5) - log_sigma
+          + (sigma.square() + mu.square()).sum() / (2 * prior_std**2))
+    return kl, log_sigma + size * _HALF_LOG_2PI_E
+
+
+def _gaussian_nll_term(residual: Tensor, sigma_c: float, reduction: str) -> tuple[Tensor, Tensor]:
+    """The ELBO's data term on the N × B residuals ``[N, B, D]`` (the mean over the N draws,
+    summed or averaged over the B rows) and its gradient with respect to the predictions."""
+    num_samples, batch, dims = residual.shape
+    per_row = 1.0 if reduction == "sum" else 1.0 / batch
+    normaliser = dims * (math.log(sigma_c) + 0.5 * math.log(2 * math.pi))
+    loss_nll = per_row * (
+        residual.square().sum() / (2 * sigma_c**2 * num_samples) + batch * normaliser
+    )
+    return loss_nll, residual * (per_row / (sigma_c**2 * num_samples))
