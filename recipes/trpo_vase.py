@@ -15,6 +15,7 @@ parts from the config. The policy is scored on the extrinsic return only.
     python recipes/trpo_vase.py preset=authors                      # the authors' settings
     python recipes/trpo_vase.py -m seed=0,1,2 surprise=none,vase,nll hydra/launcher=joblib
     python recipes/trpo_vase.py resume=true                         # continue a killed run
+    python recipes/trpo_vase.py seeds=[0,1,2,3]                     # 4 seeds in one process
     mlflow ui --backend-store-uri sqlite:///mlflow.db               # compare the runs
 
 Configuration: ``conf/trpo_vase.yaml`` and the groups ``conf/env/``, ``conf/surprise/``,
@@ -73,6 +74,7 @@ sys.path.insert(0, str(ROOT / "recipes"))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "recipes"),
                                                         os.environ.get("PYTHONPATH")]))
 import trpo_vase_config as schema  # noqa: E402  (the config module beside this script)
+from trpo_vase_population import train_population  # noqa: E402
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 PROGRESS = {"return": "Return/mean", "success": "Return/success_rate", "frames/s": "train/fps"}
@@ -177,9 +179,9 @@ def make_advantage(cfg: DictConfig, loss, obs_dim: int) -> ValueOperator | None:
     return intrinsic_critic
 
 
-def build(cfg: DictConfig, observation_space, action_space) -> tuple:
+def build(cfg: DictConfig, observation_space, action_space, make_collector=make_collector) -> tuple:
     """``(collector, step, state)``: the loop's parts, in the order that fixes their initial
-    weights (the same seed gives the same agent whatever the algorithm)."""
+    weights (the same seed gives the same agent whatever the algorithm, or population)."""
     obs_dim, action_dim = observation_space.shape[0], action_space.shape[0]
     actor = gaussian_policy(obs_dim, action_dim, list(cfg.env.policy_cells), cfg.trpo.init,
                             init_log_std=cfg.trpo.init_log_std, device=cfg.device)
@@ -226,13 +228,12 @@ def log_figures(cfg: DictConfig, run: TrainingRun, policy, first_reward: FirstRe
 
 
 def train(cfg: DictConfig) -> dict:
-    """Run (or resume) one training run; return its MLflow run id and final metrics.
-
-    Every check runs before any MLflow run exists: the config's (``typed_config``), the env's
-    (``check_env``), the store's and the checkpoint directory's (``TrainingRun``), the parts'
-    own (``build``).
-    """
+    """Run (or resume) one training run (a population with ``seeds``); its MLflow run id and
+    final metrics. Every check runs before any MLflow run exists: the config's, the env's
+    (``check_env``), the store's and checkpoint directory's (``TrainingRun``), the parts'."""
     cfg = schema.typed_config(cfg)
+    if cfg.seeds is not None:  # several seeds in one process
+        return train_population(cfg, build, evaluation_metrics, ROOT, PROGRESS)
     spaces = schema.check_env(cfg)
     torch.set_num_threads(cfg.threads)
     logging.getLogger("torchrl").setLevel(logging.WARNING)
@@ -264,9 +265,8 @@ def train(cfg: DictConfig) -> dict:
         if run.state is not None:
             loop.load_state_dict(run.state)
             if cfg.collection == "continuous":
-                print("resume: collection=continuous restarts the episodes in progress at the "
-                      "checkpoint (the envs' state is not saved); with collection=rllab resume "
-                      "is exact.")
+                print("resume: collection=continuous restarts the episodes in progress (the "
+                      "envs' state is not saved); with collection=rllab resume is exact.")
         # the observation standardisation is fixed (fitted before training, or restored)
         policy = acting_policy(actor, collector)
         print(f"MLflow run {run.run_id} ({run.run_name}) in experiment '{experiment}' at "

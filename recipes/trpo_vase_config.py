@@ -22,13 +22,14 @@ import gymnasium
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from torchrl_vase._validation import check_layer_widths
 from torchrl_vase.envs import VECTORIZATIONS, check_continuous_control
 from torchrl_vase.evaluation import check_video
 from torchrl_vase.modules import INITIALIZATIONS
+from torchrl_vase.population.streams import check_seeds
 from torchrl_vase.runs import flatten, ignored
 
 
@@ -187,6 +188,7 @@ class Main:
     resume: Any  # false, true, or a checkpoint's path
     algorithm: str = "trpo"
     ppo: PPO = field(default_factory=PPO)
+    seeds: Any = None  # a list of seeds: one process trains them all (a population)
 
 
 SURPRISES = {"none": NoSurprise, "vase": BNNSurprise, "nll": BNNSurprise, "vime": BNNSurprise,
@@ -301,11 +303,63 @@ def _check_relations(cfg: DictConfig) -> None:
             f"env.frames_per_batch ({cfg.env.frames_per_batch}) must be a multiple of num_envs "
             f"({cfg.num_envs}) with collector=lean: every env takes the same number of steps."
         )
+    if cfg.seeds is not None:
+        _check_population(cfg)
     if cfg.advantage.structure == "dual" and cfg.surprise.name == "none":
         raise ValueError(
             "advantage=dual needs an intrinsic reward for its intrinsic critic; choose a "
             "surprise measure (vase, nll, vime, rnd) or another advantage structure."
         )
+
+
+# what a population (seeds=[...]) does not do yet: the key, its only value with seeds
+POPULATION_ONLY = {"collector": "lean", "env.normalize_observations": False,
+                   "stop_at_first_reward": False, "eval.video": False, "device": "cpu"}
+# bytes a member holds besides its pool (envs, networks, batches): measured ~60 MB, rounded up
+MEMBER_OVERHEAD = 200 * 2**20
+
+
+def _check_population(cfg: DictConfig) -> None:
+    """``seeds``: distinct non-negative ints, ``seed`` left at 0 or one of them, settings a
+    population supports, and a memory estimate below what the machine has free."""
+    seeds = cfg.seeds
+    if not isinstance(seeds, ListConfig) and not isinstance(seeds, list):
+        raise ValueError(f"seeds must be a list of ints, e.g. seeds=[0,1,2], got {seeds!r}.")
+    check_seeds(list(seeds))
+    if cfg.seed != 0 and cfg.seed not in seeds:
+        raise ValueError(f"seed={cfg.seed} with seeds={list(seeds)}: a population's seeds are "
+                         "its members'; leave seed out.")
+    for key, only in POPULATION_ONLY.items():
+        if OmegaConf.select(cfg, key) != only:
+            raise ValueError(f"{key}={OmegaConf.select(cfg, key)} with seeds: a population "
+                             f"needs {key}={only} (not supported yet).")
+    needed = len(seeds) * (population_pool_bytes(cfg) + MEMBER_OVERHEAD)
+    free = available_memory()
+    if needed > 0.8 * free:
+        raise ValueError(f"seeds: {len(seeds)} members need about {needed / 2**30:.1f} GiB "
+                         f"(their replay pools and envs), more than 80 % of the "
+                         f"{free / 2**30:.1f} GiB free here; train fewer seeds per process.")
+
+
+def population_pool_bytes(cfg: DictConfig) -> int:
+    """One member's replay pool when full: (s, a, s') as float32 for the run's iterations."""
+    if cfg.surprise.name == "none":
+        return 0
+    spaces = check_env(cfg)
+    obs, action = spaces[0].shape[0], spaces[1].shape[0]
+    transitions = min(cfg.env.pool_size, iterations(cfg) * cfg.env.frames_per_batch)
+    return transitions * (2 * obs + action) * 4
+
+
+def available_memory() -> int:
+    """Bytes of memory free for new allocations (``MemAvailable``; the total elsewhere)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def make_kwargs(cfg: DictConfig) -> dict:
@@ -341,16 +395,18 @@ def check_env(cfg: DictConfig) -> tuple[gymnasium.spaces.Space, gymnasium.spaces
 # ------------------------------------------------------------------------------------------------
 # command-line overrides a run's name leaves out: already in it (the seed, the groups), or not a
 # setting (where the run logs and checkpoints, how it shows progress)
-NAME_IGNORES = {"seed", "env", "surprise", "advantage", "resume", "progress_bar", "threads"}
+NAME_IGNORES = {"seed", "seeds", "env", "surprise", "advantage", "resume", "progress_bar",
+                "threads"}
 NAME_IGNORED_PREFIXES = ("mlflow.", "checkpoint.", "hydra.", "hydra/")
 # keys (and key groups) that do not change what a run computes: left out of MLflow's params
 # (`iterations` is logged once, as the effective count); a run resumed with other values of
 # these, or of `threads`, is the same run
-PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations", "env.iterations")
+PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations", "env.iterations",
+                 "seeds")
 
 
 # keys added after runs existed: at these values a config keeps the identity it had before
-LATER_KEYS = {"algorithm": "trpo", "surprise.local_reparameterization": False}
+LATER_KEYS = {"algorithm": "trpo", "surprise.local_reparameterization": False, "seeds": None}
 
 
 def identity_ignores(cfg: DictConfig) -> tuple[str, ...]:

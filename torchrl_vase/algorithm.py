@@ -181,17 +181,43 @@ class OnPolicyStep:
                              and isinstance(exploration.bonus, RNDRewardTransform) else "bnn/")
 
     def __call__(self, batch: TensorDictBase) -> dict[str, float]:
-        metrics: dict[str, float] = {}
-        if self.exploration is not None:  # r = r_e + η·U, pool, statistics, the model's steps
-            for key, value in self.exploration.step(batch).items():
-                metrics[EXPLORATION_METRICS.get(key, self.model_prefix + key)] = value
-        with torch.no_grad():
-            self.value_estimator(batch)
-        if self.exploration is not None and metrics["bonus/std"] > 0:
-            alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
-            metrics["bonus/advantage_corr"] = alignment["correlation"]
-            metrics["bonus/advantage_share"] = alignment["bonus_share"]
+        metrics, sample = self.observe(batch)
+        metrics.update(self.train_model(sample))
+        metrics.update(self.advantage(batch, metrics))
         metrics.update(self.policy_update(batch))
         if self.critic_fit is not None:
             metrics.update(self.critic_fit(batch))
         return metrics
+
+    # the phases of __call__, which a population (``PopulationStep``) runs member by member or
+    # for all members at once
+    def observe(self, batch: TensorDictBase) -> tuple[dict[str, float], TensorDictBase | None]:
+        """r = r_e + η·U written into the batch, the bonus's diagnostics, the pool; the metrics
+        and the model's minibatches (``Exploration.observe``)."""
+        if self.exploration is None:
+            return {}, None
+        metrics, sample = self.exploration.observe(batch)
+        return self.model_metrics(metrics), sample
+
+    def train_model(self, sample: TensorDictBase | None) -> dict[str, float]:
+        """The bonus's model trained on ``observe``'s minibatches."""
+        if self.exploration is None:
+            return {}
+        return self.model_metrics(self.exploration.train(sample))
+
+    def model_metrics(self, metrics: Mapping[str, float]) -> dict[str, float]:
+        """``Exploration``'s metrics as logged: ``bonus/…``, the model's under ``bnn/`` or
+        ``rnd/``."""
+        return {EXPLORATION_METRICS.get(key, self.model_prefix + key): value
+                for key, value in metrics.items()}
+
+    def advantage(self, batch: TensorDictBase, metrics: Mapping[str, float]) -> dict[str, float]:
+        """The advantage written into the batch; with a bonus that varies (``bonus/std`` of
+        ``metrics``), how much of it the bonus makes."""
+        with torch.no_grad():
+            self.value_estimator(batch)
+        if self.exploration is None or not metrics.get("bonus/std", 0) > 0:
+            return {}
+        alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
+        return {"bonus/advantage_corr": alignment["correlation"],
+                "bonus/advantage_share": alignment["bonus_share"]}

@@ -268,10 +268,10 @@ class VectorEnvCollector(BaseCollector):
         truncated = torch.empty(*shape, 1, dtype=torch.bool)
         step_count = torch.empty(*shape, 1, dtype=torch.int64)
         episode_reward = torch.empty(*shape, 1)
-        noise = torch.randn(steps, envs, self.action_dim)
+        noise = self._rollout_noise(steps)
         observation = self._prepare(self._observation)
         for t in range(steps):
-            loc, scale = self.network(observation)
+            loc, scale = self._network(observation)
             action = loc + scale * noise[t]
             env_action = unit_to_bounds(action.numpy(), self._low, self._high)
             next_raw, reward, term, trunc, _ = self.env.step(env_action)
@@ -310,8 +310,18 @@ class VectorEnvCollector(BaseCollector):
             },
             batch_size=shape,
         )
-        # the policy's own (loc, scale) and log-probability, for the whole batch in one call
-        distribution = self.policy.get_dist(batch)
-        batch.set(self.log_prob_key, distribution.log_prob(actions))
+        batch.set(self.log_prob_key, self._log_prob(batch))
         self._frames += self.frames_per_batch
         return batch
+
+    # what a population's collector (``PopulationCollector``) does its own way
+    def _rollout_noise(self, steps: int) -> Tensor:
+        return torch.randn(steps, self.num_envs, self.action_dim)
+
+    def _network(self, observation: Tensor) -> tuple[Tensor, Tensor]:
+        return self.network(observation)
+
+    def _log_prob(self, batch: TensorDict) -> Tensor:
+        """The policy's own (loc, scale) written and the log-probability of the batch's
+        actions, for the whole batch in one call."""
+        return self.policy.get_dist(batch).log_prob(batch.get("action"))

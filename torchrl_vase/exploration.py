@@ -5,14 +5,16 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from collections.abc import Callable
+from functools import partial
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from torch import nn
+from torch import Tensor, nn
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.objectives.common import LossModule
 
-from torchrl_vase._adam import adam_step, supports_adam_steps
+from torchrl_vase._adam import StackedAdam
 from torchrl_vase._device import module_device
 from torchrl_vase.diagnostics import novelty_correlation
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
@@ -194,6 +196,14 @@ class Exploration(nn.Module):
 
     def step(self, batch: TensorDictBase) -> dict[str, float]:
         """``add_bonus``, the diagnostics, then ``update``, on one collected batch; the metrics."""
+        metrics, sample = self.observe(batch)
+        return metrics | self.train(sample)
+
+    def observe(self, batch: TensorDictBase) -> tuple[dict[str, float], TensorDictBase | None]:
+        """The first half of ``step``: the bonus written into ``batch``, its diagnostics, the
+        batch added to the pool; returns the metrics and the minibatches the model trains on
+        (``add_to_pool``'s). ``step(batch)`` is ``observe`` then ``train``; a population runs
+        the members' ``train`` together."""
         active = self.add_bonus(batch)
         bonus = batch.get(("next", self.bonus.intrinsic_reward_key))
         metrics = {
@@ -201,8 +211,7 @@ class Exploration(nn.Module):
             "bonus_std": bonus.std().item() if bonus.numel() > 1 else math.nan,
             "novelty_spearman": self.novelty(batch) if active else math.nan,
         }
-        metrics.update(self.update(batch))
-        return metrics
+        return metrics, self.add_to_pool(batch)
 
     def add_bonus(self, batch: TensorDictBase) -> bool:
         """Write the bonus into ``batch`` in place; ``False`` if it was 0 (model untrained)."""
@@ -218,17 +227,33 @@ class Exploration(nn.Module):
         Returns the mean of each scalar loss output over the steps (``loss_*``, and e.g. ``elbo``,
         ``kl``, ``entropy`` for the ELBO), empty when the model was not trained.
         """
+        return self.train(self.add_to_pool(batch))
+
+    def add_to_pool(self, batch: TensorDictBase) -> TensorDictBase | None:
+        """The batch's transitions into the pool; once it holds ``pool_min``, the statistics
+        refreshed over the whole pool and the iteration's minibatches drawn (``None`` before)."""
         self.pool.extend(batch.reshape(-1).select(*self.bonus.transition_keys).clone())
         if len(self.pool) < self.pool_min:
-            return {}
+            return None
         self.bonus.fit_statistics(self.pool.storage[: len(self.pool)])
         # all minibatches in one draw (uniform with replacement, as separate draws would be):
         # a replay-buffer sample call costs ~10x a tensordict split
-        sample = self.pool.sample(self.updates_per_iteration * self.batch_size)
-        if isinstance(self.loss, VariationalELBOLoss) and self.loss.has_analytic_gradients():
-            metrics = self._elbo_steps(sample)
-        else:
-            metrics = self._loss_steps(sample)
+        return self.pool.sample(self.updates_per_iteration * self.batch_size)
+
+    def uses_elbo_gradients(self) -> bool:
+        """Whether ``train`` takes the ELBO's hand-written gradient steps (``elbo_steps``)."""
+        return isinstance(self.loss, VariationalELBOLoss) and self.loss.has_analytic_gradients()
+
+    def train(self, sample: TensorDictBase | None) -> dict[str, float]:
+        """``updates_per_iteration`` steps of the model on ``sample`` (``add_to_pool``'s);
+        nothing for ``None``. Returns the loss's mean outputs."""
+        if sample is None:
+            return {}
+        steps = self._elbo_steps if self.uses_elbo_gradients() else self._loss_steps
+        return self.count_steps(steps(sample))
+
+    def count_steps(self, metrics: dict[str, float]) -> dict[str, float]:
+        """After a training: non-finite losses refused, the step count advanced."""
         bad = [key for key, value in metrics.items() if not math.isfinite(value)]
         if bad:
             raise FloatingPointError(
@@ -254,35 +279,43 @@ class Exploration(nn.Module):
         return {key: (total / self.updates_per_iteration).item() for key, total in totals.items()}
 
     def _elbo_steps(self, sample: TensorDictBase) -> dict[str, float]:
-        """The same steps for the ELBO, with its hand-written gradients (several times faster
-        at minibatch 10): the data prepared once for all minibatches, the N weight samples'
-        noise drawn at each step (one draw for all steps is no faster — the sampler is the cost
-        — and allocates 144 MB per iteration for the locomotion model)."""
-        loss, network = self.loss, self.loss.model.network
-        x, y = loss.model_inputs(sample)
-        steps, size = self.updates_per_iteration, self.batch_size
-        x, y = x.view(steps, size, -1), y.view(steps, size, -1)
-        terms = x.new_empty(steps, 3)  # loss_nll, kl, entropy per step
-        fast_adam = supports_adam_steps(self.optimizer)
+        x, y = self.loss.model_inputs(sample)
+        return self.elbo_steps(x, y, lambda: self.loss.step_noise(self.batch_size), [self])[0]
+
+    @staticmethod
+    def elbo_steps(x: Tensor, y: Tensor, noise: Callable[[], Tensor],
+                   members: list[Exploration]) -> list[dict[str, float]]:
+        """The ELBO's steps with its hand-written gradients (several times faster than autograd
+        at minibatch 10), for one model or for a population's models together.
+
+        One model (``members=[self]``): ``x``, ``y`` ``[steps·B, ·]`` as ``model_inputs`` gives
+        them, ``noise()`` the step's ``[N, |Θ|]``. K models of one architecture and settings:
+        ``x``, ``y`` ``[K, steps·B, ·]``, ``noise()`` ``[K, N, |Θ|]``; their μ, ρ and Adam
+        states are stacked for the steps (``VariationalELBOLoss.population_gradient_terms``:
+        the K·N sampled networks as one batch; Adam is elementwise, so each member's numbers
+        are its own) and written back after. The noise
+        is drawn at each step (one draw for all steps is no faster — the sampler is the cost —
+        and allocates 144 MB per iteration for the locomotion model)."""
+        first = members[0]
+        loss, steps, size = first.loss, first.updates_per_iteration, first.batch_size
+        networks = [member.loss.model.network for member in members]
+        population = x.dim() == 3
+        stacked = StackedAdam([m.optimizer for m in members], [[n.mu, n.rho] for n in networks],
+                              stack=population)
+        mu, rho = stacked.parameters
+        step = (loss.population_gradient_terms if population
+                else partial(loss.gradient_terms_of, compile=first.compile))
+        x = x.view(*x.shape[:-2], steps, size, x.shape[-1]).movedim(-3, 0)
+        y = y.view(*y.shape[:-2], steps, size, y.shape[-1]).movedim(-3, 0)
+        terms = x.new_empty(steps, *mu.shape[:-1], 3)  # loss_nll, kl, entropy per step
         for i in range(steps):
-            noise = loss.step_noise(size)
-            terms[i], network.mu.grad, network.rho.grad = loss.gradient_terms(
-                x[i], y[i], noise, compile=self.compile
-            )
-            if fast_adam:
-                adam_step(self.optimizer)
-            else:
-                self.optimizer.step()
-        network.mu.grad = network.rho.grad = None
-        loss_nll, mean_kl, entropy = terms.mean(0).tolist()
-        loss_kl = loss.kl_weight * mean_kl
-        return {
-            "loss_nll": loss_nll,
-            "loss_kl": loss_kl,
-            "elbo": -(loss_nll + loss_kl),
-            "kl": mean_kl,
-            "entropy": entropy,
-        }
+            terms[i], mu.grad, rho.grad = step(mu, rho, x[i], y[i], noise())
+            stacked.step()
+        stacked.write_back()
+        means = terms.mean(0).reshape(-1, 3).tolist()
+        return [{"loss_nll": nll, "loss_kl": loss.kl_weight * kl,
+                 "elbo": -(nll + loss.kl_weight * kl), "kl": kl, "entropy": entropy}
+                for nll, kl, entropy in means]
 
     def novelty(self, batch: TensorDictBase) -> float:
         """Spearman's ρ between the batch's bonus and its next states' k-NN novelty in the pool.

@@ -243,14 +243,12 @@ class OnPolicyLoop:
                     if self.evaluate is not None and self.eval_every and (
                         self.iteration % self.eval_every == 0 or last
                     ):
-                        metrics.update(self.evaluate(self.iteration - 1))
+                        self._add(metrics, self.evaluate(self.iteration - 1))
                     self.wall_time = before + time.perf_counter() - started
-                    metrics[WALL_TIME] = self.wall_time
+                    self._add(metrics, {WALL_TIME: self.wall_time})
                     self._save_and_flush(metrics, last)
                     result.metrics = metrics
-                    progress.update(self.iteration - 1, {
-                        label: metrics.get(key, math.nan)
-                        for label, key in self.progress_keys.items()})
+                    progress.update(self.iteration - 1, self._progress_values(metrics))
                     if result.stopped_by is not None:
                         break
         finally:
@@ -266,10 +264,7 @@ class OnPolicyLoop:
         iteration = self.iteration
         if self.threads is not None:
             torch.set_num_threads(self.threads)
-        seed = iteration_seed(self.seed, iteration)
-        torch.manual_seed(seed)
-        if self.reseed_collector:
-            self.collector.set_seed(seed)
+        self._seed_iteration(iteration)
         batch = next(batches).to(self.device)  # the rollout: after the seeding
         check_finite(batch["next", "reward"], "the env's reward ('next', 'reward')", iteration)
         frames_before, self.frames = self.frames, self.frames + batch.numel()
@@ -281,6 +276,19 @@ class OnPolicyLoop:
         self.iteration += 1
         return metrics | {FRAMES: self.frames, ITERATION: iteration,
                           FPS: batch.numel() / (time.perf_counter() - tick)}
+
+    # what a population's loop (``PopulationLoop``: one metrics dict per member) does its own way
+    def _add(self, metrics: dict[str, float], more: Mapping[str, float]) -> None:
+        metrics.update(more)
+
+    def _progress_values(self, metrics: dict[str, float]) -> dict[str, float]:
+        return {label: metrics.get(key, math.nan) for label, key in self.progress_keys.items()}
+
+    def _seed_iteration(self, iteration: int) -> None:
+        seed = iteration_seed(self.seed, iteration)
+        torch.manual_seed(seed)
+        if self.reseed_collector:
+            self.collector.set_seed(seed)
 
     def _save_and_flush(self, metrics: dict[str, float], last: bool) -> None:
         self.pending.append((self.frames, metrics))

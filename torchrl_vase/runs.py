@@ -51,7 +51,7 @@ from torchrl_vase.tracking import (
     get_or_create_experiment,
 )
 
-__all__ = ["TrainingRun", "flatten", "git_commit", "ignored"]
+__all__ = ["PopulationRun", "TrainingRun", "flatten", "git_commit", "ignored"]
 
 
 def flatten(config: Mapping, prefix: str = "") -> dict[str, str]:
@@ -108,6 +108,7 @@ class TrainingRun:
             and no resume).
         resume: ``False``, ``True`` (the latest run of this identity) or a checkpoint's path.
         retry_minutes: how long every MLflow call retries a store that went away.
+        run_id: continue this MLflow run (a population's member, resumed by ``PopulationRun``).
     """
 
     def __init__(self, tracking_uri: str, experiment: str, *, config: Mapping, run_name: str,
@@ -115,7 +116,8 @@ class TrainingRun:
                  tags: Mapping[str, str] | None = None,
                  checkpoint_dir: str | os.PathLike | None = None, resume: bool | str = False,
                  retry_minutes: float = 10.0,
-                 experiment_tags: Mapping[str, str] | None = None) -> None:
+                 experiment_tags: Mapping[str, str] | None = None,
+                 run_id: str | None = None) -> None:
         if resume is not False and checkpoint_dir is None:
             raise ValueError("resume needs checkpoints: checkpoint.every=0 keeps none.")
         check_tracking_store(tracking_uri)
@@ -132,6 +134,7 @@ class TrainingRun:
         #: set by the caller when a signal stopped the loop: the run then ends KILLED
         self.stopped_by: str | None = None
         self.run_id: str | None = None
+        self._continued = run_id
         self.state: dict | None = None
         self.tracker: MLflowTracker | None = None
         self.checkpointer: Checkpointer | None = None
@@ -215,6 +218,8 @@ class TrainingRun:
                                                                RunLock | None]:
         """``(run id, state, lock)`` that ``resume`` points at, each may be ``None``; the lock
         is taken before the checkpoint is read."""
+        if self._continued is not None:  # a population's member: its checkpoint is the population's
+            return self._continued, None, None
         if self.resume is False:
             return None, None, None
         if self.resume is True:
@@ -257,3 +262,75 @@ class TrainingRun:
         if path.stat().st_mtime_ns != written:  # its writer ended between the read and the lock
             state = load_checkpoint(path)
         return self.run_id, state, lock
+
+
+class PopulationRun:
+    """A population's runs: one MLflow run per member (a ``TrainingRun`` each, tagged with the
+    population) and one checkpoint for them all, ``<checkpoint_dir>/population-<identity>/``.
+
+    The checkpoint holds the loop's state and the members' run ids; ``resume=True`` finds it
+    by the population's identity (its config, seeds included) and continues every member's
+    run; without it the members' runs are new. The members' end status follows ``stopped_by``
+    and the error, as a single run's.
+
+    Args:
+        members: one dict of ``TrainingRun`` arguments per member (without ``checkpoint_dir``,
+            ``resume`` and ``run_id``).
+        config: the population's config (its identity).
+        identity_ignores: keys left out of the identity.
+        checkpoint_dir: where the population's directory goes (``None``: no checkpoint).
+        resume: continue the population of this config, if its checkpoint exists.
+    """
+
+    def __init__(self, members: list[dict], *, config: Mapping,
+                 identity_ignores: Iterable[str] = (),
+                 checkpoint_dir: str | os.PathLike | None = None, resume: bool = False) -> None:
+        if resume is not False and checkpoint_dir is None:
+            raise ValueError("resume needs checkpoints: checkpoint.every=0 keeps none.")
+        if not isinstance(resume, bool):
+            raise ValueError("a population resumes with resume=true (its checkpoint is found "
+                             "by its config), not from a path.")
+        self.members, self.resume = list(members), resume
+        self.identity = config_identity(dict(config), tuple(identity_ignores))
+        self.checkpointer = None if checkpoint_dir is None else Checkpointer(
+            check_writable(checkpoint_dir, "checkpoint.dir") / f"population-{self.identity}")
+        self.runs: list[TrainingRun] = []
+        self.state: dict | None = None
+        self.stopped_by: str | None = None
+        self._lock: RunLock | None = None
+
+    def __enter__(self) -> PopulationRun:
+        run_ids = [None] * len(self.members)
+        if self.checkpointer is not None:
+            self._lock = RunLock(self.checkpointer.path.parent / "run.lock",
+                                 f"population {self.identity}").acquire()
+            if self.resume and self.checkpointer.exists():
+                self.state = self.checkpointer.load()
+                run_ids = self.state["run_ids"]
+            elif self.resume:
+                print("resume: no checkpoint of this population; starting it.")
+        try:
+            for kwargs, run_id in zip(self.members, run_ids, strict=True):
+                self.runs.append(TrainingRun(**kwargs, run_id=run_id).__enter__())
+        except BaseException as error:
+            self.__exit__(type(error), error, error.__traceback__)
+            raise
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        try:
+            for run in reversed(self.runs):
+                run.stopped_by = self.stopped_by
+                run.__exit__(kind, error, traceback)
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+
+    @property
+    def trackers(self) -> list[MLflowTracker]:
+        return [run.tracker for run in self.runs]
+
+    def save(self, state: Mapping) -> Path:
+        """The loop's state with the members' run ids, as the population's checkpoint."""
+        return self.checkpointer.save({**state, "run_ids": [run.run_id for run in self.runs],
+                                       "identity": self.identity})

@@ -259,6 +259,17 @@ class VariationalELBOLoss(LossModule):
             >>> terms.shape, grad_rho.shape == loss_fn.model.network.rho.shape
             (torch.Size([3]), True)
         """
+        network = self.model.network
+        return self.gradient_terms_of(network.mu, network.rho, x, y, noise, compile=compile)
+
+    @torch.no_grad()
+    def gradient_terms_of(
+        self, mu: Tensor, rho: Tensor, x: Tensor, y: Tensor, noise: Tensor, *,
+        compile: bool = False,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """``gradient_terms`` at the posterior parameters ``mu`` and ``rho`` given instead of
+        the model's (a pure function of its tensors: ``torch.vmap`` maps it over a population's
+        stacked models, ``Exploration.elbo_steps``)."""
         if not self.has_analytic_gradients():
             raise RuntimeError(
                 "elbo_gradients needs kl_estimator='analytic' and ReLU or tanh activations."
@@ -266,7 +277,7 @@ class VariationalELBOLoss(LossModule):
         network = self.model.network
         step = _compiled_elbo_gradients() if compile else _elbo_gradients
         return step(
-            network.mu, network.rho, x, y, noise,
+            mu, rho, x, y, noise,
             layer_sizes=tuple(network.layer_sizes),
             activations=tuple(network.activations),
             prior_std=float(network.prior_std),
@@ -275,6 +286,21 @@ class VariationalELBOLoss(LossModule):
             reduction=self.reduction,
             local=network.local_reparameterization,
         )
+
+    @torch.no_grad()
+    def population_gradient_terms(self, mu: Tensor, rho: Tensor, x: Tensor, y: Tensor,
+                                  noise: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``gradient_terms_of`` for K models of this loss's architecture and settings at once
+        (``population_elbo_gradients``: ``mu``, ``rho`` ``[K, |Θ|]``, ``x``, ``y`` ``[K, B, ·]``,
+        noise ``[K, N, |Θ|]``); weight sampling only."""
+        network = self.model.network
+        if not self.has_analytic_gradients() or network.local_reparameterization:
+            raise RuntimeError("population_gradient_terms needs the analytic KL, ReLU or tanh "
+                               "activations and weight sampling.")
+        return population_elbo_gradients(
+            mu, rho, x, y, noise, layer_sizes=tuple(network.layer_sizes),
+            activations=tuple(network.activations), prior_std=float(network.prior_std),
+            sigma_c=float(self.model.sigma_c), kl_weight=self.kl_weight, reduction=self.reduction)
 
     def step_noise(self, rows: int) -> Tensor:
         """The standard normal noise of one ``gradient_terms`` step on ``rows`` transitions:
@@ -355,14 +381,24 @@ def _weight_data_term(mu, sigma, x, y, noise, layer_sizes, activations, sigma_c,
     ``(loss_nll, ∂/∂μ, ∂/∂σ)``."""
     num_samples = noise.shape[0]
     theta = torch.addcmul(mu, sigma, noise)
+    output, backward = _sampled_networks(theta, x.expand(num_samples, *x.shape), layer_sizes,
+                                         activations)
+    loss_nll, grad_z = _gaussian_nll_term(output - y, sigma_c, reduction)
+    grad_theta = backward(grad_z)
+    return loss_nll, grad_theta.sum(0), (grad_theta * noise).sum(0)
+
+
+def _sampled_networks(theta: Tensor, h: Tensor, layer_sizes, activations):
+    """S networks of flat weights ``theta`` ``[S, |Θ|]`` on inputs ``h`` ``[S, B, in]``: their
+    outputs and ``backward(∂loss/∂outputs) → ∂loss/∂theta`` ``[S, |Θ|]`` by hand."""
+    num_samples = theta.shape[0]
     layers, offset = [], 0
     for n_in, n_out in layer_sizes:
         weight = theta[:, offset : offset + n_out * n_in].view(num_samples, n_out, n_in)
         offset += n_out * n_in
         layers.append((weight, theta[:, offset : offset + n_out]))
         offset += n_out
-    # forward through the N networks, keeping each layer's input and pre-activation
-    h = x.expand(num_samples, *x.shape)
+    # forward through the S networks, keeping each layer's input and pre-activation
     inputs, pre_activations = [], []
     last = len(layers) - 1
     for i, (weight, bias) in enumerate(layers):
@@ -370,19 +406,50 @@ def _weight_data_term(mu, sigma, x, y, noise, layer_sizes, activations, sigma_c,
         inputs.append(h)
         pre_activations.append(z)
         h = activations[i](z) if i < last else z
-    loss_nll, grad_z = _gaussian_nll_term(h - y, sigma_c, reduction)
-    # backward: from d loss_nll / d z of the output layer, layer by layer
-    grads = [None] * len(layers)
-    for i in range(last, -1, -1):
-        weight, _ = layers[i]
-        grads[i] = (torch.bmm(grad_z.mT, inputs[i]), grad_z.sum(-2))
-        if i > 0:
-            derivative = _ACTIVATION_DERIVATIVES[type(activations[i - 1])]
-            grad_z = torch.bmm(grad_z, weight) * derivative(pre_activations[i - 1], inputs[i])
-    grad_theta = torch.cat(
-        [part.reshape(num_samples, -1) for pair in grads for part in pair], dim=-1
-    )
-    return loss_nll, grad_theta.sum(0), (grad_theta * noise).sum(0)
+
+    def backward(grad_z: Tensor) -> Tensor:  # from d loss / d z of the output layer, layer by layer
+        grads = [None] * len(layers)
+        for i in range(last, -1, -1):
+            weight, _ = layers[i]
+            grads[i] = (torch.bmm(grad_z.mT, inputs[i]), grad_z.sum(-2))
+            if i > 0:
+                derivative = _ACTIVATION_DERIVATIVES[type(activations[i - 1])]
+                grad_z = torch.bmm(grad_z, weight) * derivative(pre_activations[i - 1], inputs[i])
+        return torch.cat([part.reshape(num_samples, -1) for pair in grads for part in pair],
+                         dim=-1)
+
+    return h, backward
+
+
+@torch.no_grad()
+def population_elbo_gradients(
+    mu: Tensor, rho: Tensor, x: Tensor, y: Tensor, noise: Tensor, *,
+    layer_sizes: tuple[tuple[int, int], ...], activations: tuple[nn.Module, ...],
+    prior_std: float, sigma_c: float, kl_weight: float, reduction: str,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``_elbo_gradients`` (weight sampling) of K models at once: ``mu``, ``rho`` ``[K, |Θ|]``,
+    each model's minibatch ``x`` ``[K, B, in]``, ``y`` ``[K, B, out]`` and noise ``[K, N, |Θ|]``;
+    returns ``([K, 3], [K, |Θ|], [K, |Θ|])``. The K·N sampled networks run as one batch of
+    networks (``_sampled_networks``), so a step costs about one model's dispatch, not K."""
+    members, num_samples = noise.shape[:2]
+    sigma = F.softplus(rho)
+    theta = torch.addcmul(mu.unsqueeze(1), sigma.unsqueeze(1), noise).flatten(0, 1)
+    h = x.unsqueeze(1).expand(members, num_samples, *x.shape[1:]).flatten(0, 1)
+    output, backward = _sampled_networks(theta, h, layer_sizes, activations)
+    residual = output.view(members, num_samples, *output.shape[1:]) - y.unsqueeze(1)
+    batch, dims = residual.shape[-2:]
+    per_row = 1.0 if reduction == "sum" else 1.0 / batch
+    normaliser = dims * (math.log(sigma_c) + 0.5 * math.log(2 * math.pi))
+    loss_nll = per_row * (residual.square().sum((1, 2, 3)) / (2 * sigma_c**2 * num_samples)
+                          + batch * normaliser)
+    grad_theta = backward((residual * (per_row / (sigma_c**2 * num_samples))).flatten(0, 1))
+    grad_theta = grad_theta.view(members, num_samples, -1)
+    kl, entropy = _closed_form_kl(mu, sigma, prior_std)
+    prior_var = prior_std**2
+    grad_mu = grad_theta.sum(1) + kl_weight * mu / prior_var
+    grad_sigma = (grad_theta * noise).sum(1) + kl_weight * (sigma / prior_var - 1 / sigma)
+    return (torch.stack([loss_nll, kl, entropy], dim=-1), grad_mu,
+            grad_sigma * torch.sigmoid(rho))
 
 
 def _local_data_term(mu, sigma, x, y, noise, layer_sizes, activations, sigma_c, reduction):
@@ -424,11 +491,11 @@ def _local_data_term(mu, sigma, x, y, noise, layer_sizes, activations, sigma_c, 
 
 
 def _closed_form_kl(mu: Tensor, sigma: Tensor, prior_std: float) -> tuple[Tensor, Tensor]:
-    """``KL(q ‖ P)`` and ``H(q)``, summed over the parameters, in closed form."""
-    log_sigma = sigma.log().sum()
-    size = mu.numel()
+    """``KL(q ‖ P)`` and ``H(q)``, summed over the parameters (the last dim), in closed form."""
+    log_sigma = sigma.log().sum(-1)
+    size = mu.shape[-1]
     kl = (size * (math.log(prior_std) - 0.5) - log_sigma
-          + (sigma.square() + mu.square()).sum() / (2 * prior_std**2))
+          + (sigma.square() + mu.square()).sum(-1) / (2 * prior_std**2))
     return kl, log_sigma + size * _HALF_LOG_2PI_E
 
 

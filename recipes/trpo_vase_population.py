@@ -1,0 +1,109 @@
+"""``seeds=[...]``: the recipe's config trained for several seeds in one process.
+
+Each member is built exactly as ``trpo_vase.build`` builds the single run of its seed (the same
+initial weights), then the members run in lockstep: one vector env for all their envs
+(``PopulationCollector``), one ``PopulationStep`` (the costly phases batched over members), one
+``PopulationLoop``; each member logs to its own MLflow run (tags ``seed``, ``population``), the
+population keeps one checkpoint. Called by ``trpo_vase.train`` when ``seeds`` is set.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+import trpo_vase_config as schema
+from omegaconf import DictConfig, OmegaConf
+
+from torchrl_vase.population import (
+    MemberParts,
+    MemberStreams,
+    PopulationCollector,
+    PopulationLoop,
+    PopulationStep,
+)
+from torchrl_vase.runs import PopulationRun, git_commit
+from torchrl_vase.watchers import episode_metrics
+
+
+def member_config(cfg: DictConfig, seed: int) -> DictConfig:
+    member = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    member.seed = seed
+    return member
+
+
+def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path,
+                     progress_keys: dict) -> dict:
+    """Run (or resume) the population of ``cfg.seeds``; each member's run id and metrics."""
+    spaces = schema.check_env(cfg)
+    torch.set_num_threads(cfg.threads)
+    seeds = list(cfg.seeds)
+    members = [member_config(cfg, seed) for seed in seeds]
+    built = []
+    for member in members:  # as a single run seeds its construction
+        torch.manual_seed(member.seed)
+        np.random.seed(member.seed)  # noqa: NPY002
+        random.seed(member.seed)
+        built.append(build(member, *spaces, make_collector=lambda *args: None))
+    streams = MemberStreams(seeds)
+    states = [state for _, _, state in built]
+    collector = PopulationCollector(
+        cfg.env.id, [state["actor"] for state in states], streams, num_envs=cfg.num_envs,
+        frames_per_batch=cfg.env.frames_per_batch, reset_at_each_iter=cfg.collection == "rllab",
+        make_kwargs=schema.make_kwargs(cfg))
+    experiment = cfg.mlflow.experiment or cfg.env.name
+    overrides, sweep = schema.launch()
+    commit = git_commit(root)
+    population = PopulationRun(
+        [dict(tracking_uri=schema.tracking_uri(member), experiment=experiment,
+              config=OmegaConf.to_container(member, resolve=True),
+              run_name=schema.run_name(member, overrides),
+              identity_ignores=schema.identity_ignores(member), params=schema.run_params(member),
+              tags=schema.run_tags(member, commit, sweep) | {"population": population_name(cfg)},
+              retry_minutes=cfg.mlflow.retry_minutes,
+              experiment_tags=schema.experiment_tags(experiment, cfg.env.id))
+         for member in members],
+        config=OmegaConf.to_container(cfg, resolve=True),
+        identity_ignores=schema.identity_ignores(cfg),
+        checkpoint_dir=Path(cfg.checkpoint.dir) / experiment if cfg.checkpoint.every else None,
+        resume=cfg.resume)
+    watchers = [[episode_metrics, state["first_reward"]] for state in states]
+    policies = [state["actor"] for state in states]  # no observation standardisation
+    with population:
+        loop = PopulationLoop(
+            collector, PopulationStep([step for _, step, _ in built], streams), streams=streams,
+            loggers=population.trackers, member_watchers=watchers,
+            iterations=schema.iterations(cfg),
+            state={"streams": streams, "members": MemberParts(
+                [{k: v for k, v in state.items() if k != "collector"} for state in states])},
+            checkpoint=population.save if cfg.checkpoint.every else None,
+            checkpoint_every=cfg.checkpoint.every or 1,
+            evaluate=lambda i: [evaluation_metrics(m, p, i)
+                                for m, p in zip(members, policies, strict=True)],
+            eval_every=cfg.eval.every, reseed_collector=cfg.collection == "rllab",
+            threads=cfg.threads, progress=cfg.progress_bar, progress_keys=progress_keys,
+            name=f"{cfg.env.name}/{cfg.surprise.name} seeds {seeds}")
+        if population.state is not None:
+            loop.load_state_dict(population.state)
+        print(f"population {population_name(cfg)}: MLflow runs "
+              f"{[run.run_id for run in population.runs]} in experiment '{experiment}'")
+        result = loop.run()
+        population.stopped_by = result.stopped_by
+    if result.stopped_by is not None:
+        print(f"{result.stopped_by}: stopped after iteration {result.iterations_done - 1}; "
+              "continue with resume=true.")
+    means = {key: float(np.mean([m[key] for m in result.metrics]))
+             for key in (result.metrics[0] if result.metrics else {})}
+    return {"run_ids": [run.run_id for run in population.runs],
+            "iterations_done": result.iterations_done, "stopped_by": result.stopped_by,
+            "runs_table": population.runs[0].runs_table(), "members": result.metrics, **means}
+
+
+def population_name(cfg: DictConfig) -> str:
+    """The ``population`` tag: the seeds, e.g. ``seeds0-9`` or ``seeds0,3,5``."""
+    seeds = list(cfg.seeds)
+    if seeds == list(range(seeds[0], seeds[0] + len(seeds))) and len(seeds) > 2:
+        return f"seeds{seeds[0]}-{seeds[-1]}"
+    return "seeds" + ",".join(map(str, seeds))
