@@ -4,13 +4,15 @@ history with an uninterrupted run of the same config, value for value.
     .venv/bin/python recipes/kill_and_resume.py --kills 10            # MountainCar, VASE
     .venv/bin/python recipes/kill_and_resume.py --kills 3 -- env=point_robot surprise=rnd
     .venv/bin/python recipes/kill_and_resume.py --kills 10 -- algorithm=ppo    # PPO
+    .venv/bin/python recipes/kill_and_resume.py --kills 10 -- seeds=[0,1,2]    # a population
 
 The reference run goes first (its duration sets the range of the kill instants); then the
 run under test is started, killed after a uniformly random delay, resumed with ``resume=true``,
 killed again, ..., up to ``--kills`` times (fewer if it finishes first), then left to finish.
 Every other kill waits, after its delay, for the next checkpoint write to begin (a new temporary
 file) and lands inside it. Every metric but the timings (``train/fps``,
-``train/wall_time``) must be equal at every step, and no step may be logged twice.
+``train/wall_time``) must be equal at every step, and no step may be logged twice (every member's
+run, for a population).
 """
 
 from __future__ import annotations
@@ -42,14 +44,13 @@ def command(store: Path, overrides: list[str], resume: bool) -> list[str]:
             f"checkpoint.dir={store / 'checkpoints'}", f"resume={str(resume).lower()}"]
 
 
-def history(store: Path) -> tuple[str, dict[str, list[tuple[int, float]]]]:
+def history(store: Path) -> dict[str, tuple[str, dict[str, list[tuple[int, float]]]]]:
+    """Each run's (a population's members': by seed) status and metric histories."""
     client = MlflowClient(tracking_uri=f"sqlite:///{store / 'mlflow.db'}")
-    [run] = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    keys = [k for k in run.data.metrics if k not in TIMING_METRICS]
-    return run.info.status, {
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    return {run.data.tags["seed"]: (run.info.status, {
         key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
-        for key in keys
-    }
+        for key in run.data.metrics if key not in TIMING_METRICS}) for run in runs}
 
 
 def temporaries(store: Path) -> list[Path]:
@@ -112,17 +113,21 @@ def main() -> None:
             if process.returncode:
                 raise SystemExit(process.stderr.read().decode()[-3000:])
             break  # finished
-        status_ref, expected = history(reference)
-        status, got = history(tested)
-        differ = [k for k in expected.keys() | got.keys()
-                  if not same(expected.get(k, []), got.get(k, []))]
-        steps = sorted({step for values in got.values() for step, _ in values})
-        print(f"{kills} kills ({in_write} inside a checkpoint write); run status {status} "
-              f"(reference {status_ref}); {len(steps)} steps, {len(got)} metrics compared")
+        references, tested_runs = history(reference), history(tested)
+        if references.keys() != tested_runs.keys():
+            raise SystemExit(f"runs of seeds {sorted(tested_runs)}, expected {sorted(references)}")
+        differ = []
+        for seed, (status_ref, expected) in sorted(references.items()):
+            status, got = tested_runs[seed]
+            differ += [(seed, k, expected.get(k), got.get(k)) for k in expected.keys() | got.keys()
+                       if not same(expected.get(k, []), got.get(k, []))]
+            steps = sorted({step for values in got.values() for step, _ in values})
+            print(f"seed {seed}: run status {status} (reference {status_ref}); {len(steps)} "
+                  f"steps, {len(got)} metrics compared")
+        print(f"{kills} kills ({in_write} inside a checkpoint write)")
         if differ:
-            for key in sorted(differ)[:10]:
-                print(f"  {key}: uninterrupted {expected.get(key)}\n  {'':{len(key)}}  resumed "
-                      f"{got.get(key)}")
+            for seed, key, expected, got in sorted(differ)[:10]:
+                print(f"  seed {seed} {key}: uninterrupted {expected}\n  resumed {got}")
             raise SystemExit("the resumed run's history differs")
         print("final metric history equal to the uninterrupted run's, value for value")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")

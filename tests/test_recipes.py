@@ -89,6 +89,20 @@ def test_benchmark_trpo_runs_on_a_tiny_budget(run_script):
     assert fps_lines == ["HalfCheetah-v5", "MountainCarContinuous-v0"]
 
 
+def test_benchmark_population_prints_the_ratios(run_script):
+    out = run_script(
+        "recipes/benchmark_population.py", "--members", "2", "--iterations", "2", "--rounds",
+        "1", "--tasks", "mountain_car", "--overrides", "num_envs=2", "env.frames_per_batch=100",
+        "env.pool_min=50", "surprise.elbo.updates_per_iteration=5", "trpo.critic_minibatch=50",
+    )
+    ratio = re.search(r"mountain_car: K=2 in one process ([\d,]+) frames/s, 2 single runs one "
+                      r"after another ([\d,]+) frames/s: ([\d.]+)x", out)
+    assert ratio, out
+    population, singles = (float(ratio[i].replace(",", "")) for i in (1, 2))
+    assert float(ratio[3]) == pytest.approx(population / singles, abs=0.01)
+    assert re.search(r"a single VASE iteration [\d.]+x plain TRPO's", out)
+
+
 def test_benchmark_envs_prints_every_env(run_script):
     out = run_script(  # a few random-policy episodes: the script's 200 took two minutes here
         "recipes/benchmark_envs.py", "--steps", "50", "--episodes", "4", "--seeds", "2",

@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING
 
 # envs: registers the sparse envs
-from torchrl_vase import checkpointing, diagnostics, envs, watchers
+from torchrl_vase import checkpointing, diagnostics, envs, population, watchers
 from torchrl_vase.algorithm import CriticFit, OnPolicyStep, PPOUpdate, TRPOUpdate
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.evaluation import evaluate, load_policy
@@ -27,6 +27,12 @@ from torchrl_vase.objectives import (
     fit_critic,
     gaussian_nll,
 )
+from torchrl_vase.population import (
+    MemberStreams,
+    PopulationCollector,
+    PopulationLoop,
+    PopulationStep,
+)
 from torchrl_vase.surprise import (
     nll_surprise,
     prediction_nll,
@@ -46,10 +52,11 @@ from torchrl_vase.transforms import (
 
 if TYPE_CHECKING:  # imported on first use: they import MLflow (2 s), which not every user needs
     from torchrl_vase import tracking
-    from torchrl_vase.runs import TrainingRun
+    from torchrl_vase.runs import PopulationRun, TrainingRun
 
-_LAZY = {"tracking": ("torchrl_vase.tracking", None), "TrainingRun": ("torchrl_vase.runs",
-                                                                     "TrainingRun")}
+_LAZY = {"tracking": ("torchrl_vase.tracking", None),
+         "TrainingRun": ("torchrl_vase.runs", "TrainingRun"),
+         "PopulationRun": ("torchrl_vase.runs", "PopulationRun")}
 
 
 def __getattr__(name: str):
@@ -75,8 +82,13 @@ __all__ = [
     "IntrinsicRewardTransform",
     "LayerWeights",
     "LoopResult",
+    "MemberStreams",
     "NLLRewardTransform",
     "OnPolicyLoop",
+    "PopulationCollector",
+    "PopulationLoop",
+    "PopulationRun",
+    "PopulationStep",
     "OnPolicyStep",
     "PPOUpdate",
     "RNDRewardTransform",

@@ -1,0 +1,190 @@
+"""Populations against single runs: K seeds in one process versus K single runs one after another.
+
+Both sides are the recipe's own parts (``trpo_vase.build`` for every member) at the recipe's
+defaults, threads=1, no MLflow, checkpoints or evaluation; the single runs use the single loop
+(``OnPolicyLoop``), the population ``PopulationLoop``. Frames per second are the median over
+iterations 1.. of each run (iteration 0 trains the model but adds no bonus yet), the K singles'
+as total frames over their summed iteration times. The two sides alternate, ``--rounds`` times.
+
+It also prints a single VASE run's iteration time over plain TRPO's (``surprise=none``) on the
+same task, and the paper grid's cost on this machine at the population's speed: 10 seeds x 5
+measures x 6 tasks at the authors' iterations, every measure costed as VASE (plain TRPO is
+cheaper, VIME dearer), as core-hours.
+
+    python recipes/benchmark_population.py                          # K=10, MountainCar, HalfCheetah
+    python recipes/benchmark_population.py --members 4 --iterations 3 --tasks mountain_car
+    python recipes/benchmark_population.py --grid                   # also the six tasks' estimate
+    python recipes/benchmark_population.py --overrides num_envs=2 env.frames_per_batch=500
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from hydra import compose, initialize_config_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "recipes"))
+import trpo_vase  # noqa: E402
+import trpo_vase_config as schema  # noqa: E402
+
+from torchrl_vase import OnPolicyLoop  # noqa: E402
+from torchrl_vase.population import (  # noqa: E402
+    MemberStreams,
+    PopulationCollector,
+    PopulationLoop,
+    PopulationStep,
+)
+
+#: the authors' iteration counts (their scripts), the paper grid's tasks
+GRID = {"mountain_car": 50, "cartpole_swingup": 400, "double_pendulum": 400,
+        "half_cheetah": 600, "ant": 600, "lunar_lander": 100}
+MEASURES, SEEDS = 5, 10
+
+
+class Recorder:
+    """A logger that keeps each iteration's frames per second."""
+
+    def __init__(self) -> None:
+        self.fps: list[float] = []
+
+    def log(self, steps) -> None:
+        self.fps += [metrics["train/fps"] for _, metrics in steps]
+
+
+OVERRIDES: list[str] = []  # --overrides: Hydra overrides of every run (a smaller budget)
+
+
+def config(task: str, surprise: str, iterations: int):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("trpo_vase", overrides=[
+            f"env={task}", f"surprise={surprise}", f"iterations={iterations}", "threads=1",
+            "eval.every=0", "checkpoint.every=0", "progress_bar=false",
+            # plain TRPO has no surprise settings
+            *(o for o in OVERRIDES if surprise != "none" or not o.startswith("surprise."))])
+    return schema.typed_config(cfg)
+
+
+def seeded_build(cfg, seed: int, spaces, **kwargs):
+    member = cfg.copy()
+    member.seed = seed
+    torch.manual_seed(seed)
+    np.random.seed(seed)  # noqa: NPY002
+    random.seed(seed)
+    return member, trpo_vase.build(member, *spaces, **kwargs)
+
+
+def single_seconds(cfg, seed: int) -> tuple[float, int]:
+    """One single run: the seconds of its iterations 1.. and their frames."""
+    spaces = schema.check_env(cfg)
+    member, (collector, step, state) = seeded_build(cfg, seed, spaces)
+    recorder = Recorder()
+    OnPolicyLoop(collector, step, iterations=cfg.iterations, seed=seed, state=state,
+                 logger=recorder, reseed_collector=member.collection == "rllab", threads=1,
+                 progress=False).run()
+    frames = cfg.env.frames_per_batch
+    return sum(frames / fps for fps in recorder.fps[1:]), frames * (len(recorder.fps) - 1)
+
+
+def population_seconds(cfg, seeds: list[int]) -> tuple[float, int]:
+    """One population: the seconds of its iterations 1.. and all members' frames."""
+    spaces = schema.check_env(cfg)
+    built = [seeded_build(cfg, seed, spaces, make_collector=lambda *a: None)[1] for seed in seeds]
+    streams = MemberStreams(seeds)
+    collector = PopulationCollector(
+        cfg.env.id, [state["actor"] for _, _, state in built], streams, num_envs=cfg.num_envs,
+        frames_per_batch=cfg.env.frames_per_batch, reset_at_each_iter=cfg.collection == "rllab",
+        make_kwargs=schema.make_kwargs(cfg))
+    recorders = [Recorder() for _ in seeds]
+    PopulationLoop(collector, PopulationStep([step for _, step, _ in built], streams),
+                   streams=streams, loggers=recorders, iterations=cfg.iterations,
+                   reseed_collector=cfg.collection == "rllab", threads=1, progress=False).run()
+    frames = cfg.env.frames_per_batch
+    seconds = sum(frames / fps for fps in recorders[0].fps[1:])  # one member's = the iteration's
+    return seconds, frames * len(seeds) * (len(recorders[0].fps) - 1)
+
+
+def compare(task: str, members: int, iterations: int, rounds: int) -> float:
+    """Population against singles, and VASE against plain TRPO, on one task; the population's
+    frames per second."""
+    vase, plain = config(task, "vase", iterations), config(task, "none", iterations)
+    seeds = list(range(members))
+    population, singles, ratios = [], [], []
+    for _ in range(rounds):
+        seconds, frames = population_seconds(vase, seeds)
+        population.append(frames / seconds)
+        runs = [single_seconds(vase, seed) for seed in seeds]
+        singles.append(sum(f for _, f in runs) / sum(s for s, _ in runs))
+        plain_seconds, plain_frames = single_seconds(plain, 0)
+        vase_seconds, vase_frames = runs[0]
+        ratios.append((vase_seconds / vase_frames) / (plain_seconds / plain_frames))
+    pop, single = statistics.median(population), statistics.median(singles)
+    print(f"{task}: K={members} in one process {pop:,.0f} frames/s, {members} single runs one "
+          f"after another {single:,.0f} frames/s: {pop / single:.2f}x "
+          f"(rounds: {', '.join(f'{p / s:.2f}x' for p, s in zip(population, singles, strict=True))})"
+          f"; a single VASE iteration {statistics.median(ratios):.2f}x plain TRPO's", flush=True)
+    return pop
+
+
+def grid_estimate(measured: dict[str, float], members: int, iterations: int) -> None:
+    for task in GRID:
+        if task not in measured:
+            seconds, frames = population_seconds(config(task, "vase", iterations),
+                                                 list(range(members)))
+            measured[task] = frames / seconds
+            print(f"{task}: K={members} population {measured[task]:,.0f} frames/s", flush=True)
+    total = 0.0
+    for task, task_iterations in GRID.items():
+        frames = config(task, "vase", 1).env.frames_per_batch * task_iterations
+        hours = MEASURES * SEEDS * frames / measured[task] / 3600
+        total += hours
+        print(f"  {task}: {task_iterations} iterations, {hours:.1f} core-hours")
+    print(f"the paper grid ({SEEDS} seeds x {MEASURES} measures x {len(GRID)} tasks) at the "
+          f"population's speed: {total:.1f} core-hours on this machine")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--members", type=int, default=10)
+    parser.add_argument("--iterations", type=int, default=4, help="per run (the first is not "
+                        "timed)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--tasks", nargs="+", default=["mountain_car", "half_cheetah"],
+                        choices=sorted(GRID))
+    parser.add_argument("--grid", action="store_true", help="also estimate the paper grid")
+    parser.add_argument("--overrides", nargs="*", default=[],
+                        help="Hydra overrides of every run, e.g. env.frames_per_batch=500")
+    args = parser.parse_args()
+    OVERRIDES[:] = args.overrides
+    if args.iterations < 2:
+        parser.error("--iterations must be >= 2 (the first is not timed).")
+    logging.getLogger("torchrl").setLevel(logging.WARNING)
+    torch.set_num_threads(1)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() \
+        else ["?"]
+    print(f"commit {commit}, load average {' '.join(load)}, K={args.members}, "
+          f"{args.iterations} iterations per run, {args.rounds} rounds"
+          + (f", overrides {' '.join(args.overrides)}" if args.overrides else ""), flush=True)
+    started = time.perf_counter()
+    measured = {task: compare(task, args.members, args.iterations, args.rounds)
+                for task in args.tasks}
+    if args.grid:
+        grid_estimate(measured, args.members, args.iterations)
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() \
+        else ["?"]
+    print(f"done in {time.perf_counter() - started:.0f} s, load average {' '.join(load)}")
+
+
+if __name__ == "__main__":
+    main()

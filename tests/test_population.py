@@ -1,0 +1,362 @@
+"""Populations: each member's computations are the single run's, members do not interact, and the
+recipe's ``seeds=[...]`` gives runs equal to the single runs of those seeds."""
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from mlflow.tracking import MlflowClient
+from recipe_modules import load_recipe
+from tensordict import TensorDict
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+from torchrl.modules import MLP, ValueOperator
+
+from torchrl_vase import (
+    CriticFit,
+    DynamicsModel,
+    Exploration,
+    StandardizedRegressor,
+    TRPOLoss,
+    VASERewardTransform,
+    gaussian_policy,
+)
+from torchrl_vase.collectors import VectorEnvCollector
+from torchrl_vase.loop import TIMING_METRICS, iteration_seed
+from torchrl_vase.objectives.trpo import conjugate_gradient, fit_critic
+from torchrl_vase.population import (
+    MemberStreams,
+    PopulationCollector,
+    batched_conjugate_gradient,
+    population_critic_fit,
+    population_trpo_step,
+)
+from torchrl_vase.population import step as population_step
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+MOUNTAIN_CAR = "torchrl_vase/SparseMountainCar-v1"
+recipe = load_recipe("trpo_vase")
+schema = load_recipe("trpo_vase_config")
+
+
+# ------------------------------------------------------------------------------------------------
+# The batched computations, member by member against the single ones (float64)
+# ------------------------------------------------------------------------------------------------
+def test_batched_conjugate_gradient_is_each_rows_conjugate_gradient():
+    torch.manual_seed(0)
+    a = torch.randn(3, 6, 6, dtype=torch.float64)
+    a = a @ a.mT + 0.1 * torch.eye(6, dtype=torch.float64)
+    b = torch.randn(3, 6, dtype=torch.float64)
+    b[1] = 0.0  # converged from the start: the single solver stops at once
+    x, residual = batched_conjugate_gradient(lambda v: (a @ v[..., None])[..., 0], b, iters=4)
+    for k in range(3):
+        expected, expected_residual = conjugate_gradient(lambda v, k=k: a[k] @ v, b[k], iters=4)
+        torch.testing.assert_close(x[k], expected, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(residual[k], expected_residual, rtol=1e-10, atol=1e-12)
+
+
+def _policy_batches(members: int, zero_advantage: int | None = None):
+    actors, batches = [], []
+    for k in range(members):
+        torch.manual_seed(k)
+        actor = gaussian_policy(3, 2, [8]).double()
+        with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):  # sampled actions
+            batch = actor(TensorDict({"observation": torch.randn(4, 16, 3, dtype=torch.float64)},
+                                     [4, 16]))
+        advantage = torch.randn(4, 16, 1, dtype=torch.float64)
+        batch["advantage"] = advantage * (k != zero_advantage)
+        actors.append(actor)
+        batches.append(batch)
+    return actors, batches
+
+
+def _trpo_losses(actors):
+    return [TRPOLoss(actor, ValueOperator(torch.nn.Linear(3, 1).double(), in_keys=["observation"]),
+                     max_kl=0.01) for actor in actors]
+
+
+def test_each_members_trpo_step_is_the_single_step_on_its_batch():
+    actors, batches = _policy_batches(3, zero_advantage=2)  # member 2: no step to take
+    singles = copy.deepcopy(actors)
+    expected = [loss.natural_gradient_step(batch.clone())
+                for loss, batch in zip(_trpo_losses(singles), batches, strict=True)]
+    out = population_trpo_step(_trpo_losses(actors), [b.clone() for b in batches])
+    for k in range(3):
+        for ours, theirs in zip(actors[k].parameters(), singles[k].parameters(), strict=True):
+            torch.testing.assert_close(ours, theirs, rtol=1e-9, atol=1e-12)
+        for key in ("kl", "surrogate_before", "surrogate_after", "step_accepted", "backtracks"):
+            assert out[k][f"trpo/{key}"] == pytest.approx(float(expected[k][key]), rel=1e-9,
+                                                          abs=1e-12), (k, key)
+    assert [m["trpo/step_accepted"] for m in out] == [1.0, 1.0, 0.0]
+
+
+def test_a_members_trpo_step_does_not_depend_on_the_others_batches():
+    actors, batches = _policy_batches(3)
+    other_actors = copy.deepcopy(actors)
+    out = population_trpo_step(_trpo_losses(actors), batches)
+    changed = [b.clone() for b in batches]
+    changed[1]["advantage"] = -changed[1]["advantage"]
+    changed[2]["observation"] = changed[2]["observation"] * 3
+    other = population_trpo_step(_trpo_losses(other_actors), changed)
+    assert out[0] == other[0] and out[1] != other[1]
+    for ours, theirs in zip(actors[0].parameters(), other_actors[0].parameters(), strict=True):
+        assert torch.equal(ours, theirs)
+
+
+def _critic_fits(members: int):
+    fits = []
+    for k in range(members):
+        torch.manual_seed(10 + k)
+        net = StandardizedRegressor(MLP(3, 1, num_cells=[8]).double(), in_features=3).double()
+        critic = ValueOperator(net, in_keys=["observation"])
+        loss = TRPOLoss(gaussian_policy(3, 2, [8]).double(), critic)
+        fits.append(CriticFit(loss, torch.optim.Adam(critic.parameters(), lr=1e-2), epochs=3,
+                              minibatch_size=20))
+    return fits
+
+
+def _value_batches(members: int):
+    generator = torch.Generator().manual_seed(3)
+    return [TensorDict({"observation": torch.randn(2, 30, 3, dtype=torch.float64,
+                                                   generator=generator),
+                        "value_target": torch.randn(2, 30, 1, dtype=torch.float64,
+                                                    generator=generator)}, [2, 30])
+            for _ in range(members)]
+
+
+def test_each_members_critic_fit_is_the_single_fit_with_its_shuffles():
+    fits, batches = _critic_fits(3), _value_batches(3)
+    singles = copy.deepcopy(fits)
+    expected = []
+    for k, fit in enumerate(singles):
+        torch.manual_seed(100 + k)  # the single run's global stream
+        expected.append(fit(batches[k]))
+    generators = [torch.Generator().manual_seed(100 + k) for k in range(3)]
+    out = population_critic_fit(fits, batches, generators)
+    for k in range(3):
+        critic, single = fits[k].loss.critic_network, singles[k].loss.critic_network
+        for ours, theirs in zip(critic.parameters(), single.parameters(), strict=True):
+            torch.testing.assert_close(ours, theirs, rtol=1e-9, atol=1e-12)
+        for ours, theirs in zip(critic.buffers(), single.buffers(), strict=True):
+            assert torch.equal(ours, theirs)
+        for key, value in expected[k].items():
+            assert out[k][key] == pytest.approx(value, rel=1e-9), (k, key)
+        # the optimiser's state went back to the member's own optimiser
+        state = fits[k].optimizer.state_dict()["state"]
+        single_state = singles[k].optimizer.state_dict()["state"]
+        torch.testing.assert_close(state[0]["exp_avg"], single_state[0]["exp_avg"], rtol=1e-9,
+                                   atol=1e-12)
+        assert float(state[0]["step"]) == 9  # 3 epochs of 3 minibatches
+
+
+def test_fit_critic_with_a_generator_free_stream_matches_a_seeded_global_stream():
+    """The comparison above is meaningful: the single fit draws its shuffles from the global
+    stream, which a generator with the same seed reproduces."""
+    fits, batches = _critic_fits(1), _value_batches(1)
+    twin = copy.deepcopy(fits)
+    torch.manual_seed(7)
+    a = fit_critic(fits[0].loss, batches[0], fits[0].optimizer, epochs=2, minibatch_size=20)
+    torch.manual_seed(8)
+    b = fit_critic(twin[0].loss, batches[0], twin[0].optimizer, epochs=2, minibatch_size=20)
+    assert float(a["loss_critic"]) != float(b["loss_critic"])  # the shuffles matter
+
+
+def _explorations(members: int):
+    out = []
+    for k in range(members):
+        torch.manual_seed(k)
+        bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=0.1).double()
+        out.append(Exploration(bonus, bonus.make_loss(kl_weight=0.2), pool_min=20,
+                               updates_per_iteration=6, batch_size=5))
+    return out
+
+
+def test_each_members_elbo_steps_are_the_single_steps_and_independent():
+    explorations = _explorations(3)
+    singles, changed = copy.deepcopy(explorations), copy.deepcopy(explorations)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 30, 3, dtype=torch.float64, generator=generator)
+    y = torch.randn(3, 30, 2, dtype=torch.float64, generator=generator)
+    networks = [e.loss.model.network for e in explorations]
+    noise = [[n.sample_noise(10) for _ in range(6)] for n in networks]
+
+    def stacked_noise():
+        draws = iter(zip(*noise, strict=True))
+        return lambda: torch.stack(next(draws))
+
+    out = Exploration.elbo_steps(x, y, stacked_noise(), explorations)
+    for k, single in enumerate(singles):
+        draws = iter(noise[k])
+        expected = Exploration.elbo_steps(x[k], y[k], lambda d=draws: next(d), [single])[0]
+        for key, value in expected.items():
+            assert out[k][key] == pytest.approx(value, rel=1e-9), (k, key)
+        ours, theirs = explorations[k].loss.model.network, single.loss.model.network
+        torch.testing.assert_close(ours.mu, theirs.mu, rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(ours.rho, theirs.rho, rtol=1e-9, atol=1e-12)
+        state = explorations[k].optimizer.state[ours.mu]
+        torch.testing.assert_close(state["exp_avg"], single.optimizer.state[theirs.mu]["exp_avg"],
+                                   rtol=1e-9, atol=1e-12)
+    # another member's data leaves member 0's training as it was
+    other_x = x.clone()
+    other_x[1:] += 1.0
+    other = Exploration.elbo_steps(other_x, y, stacked_noise(), changed)
+    assert other[0] == out[0] and other[1] != out[1]
+    assert torch.equal(changed[0].loss.model.network.mu, explorations[0].loss.model.network.mu)
+
+
+# ------------------------------------------------------------------------------------------------
+# Streams and the collector
+# ------------------------------------------------------------------------------------------------
+def test_member_streams_draw_what_the_single_runs_global_stream_draws():
+    streams = MemberStreams([4, 9])
+    streams.seed_iteration(3)
+    with streams.member(1):
+        first = torch.randn(5)
+    second = torch.randn(2, generator=streams.generators[1])
+    torch.manual_seed(iteration_seed(9, 3))
+    assert torch.equal(first, torch.randn(5)) and torch.equal(second, torch.randn(2))
+    state = streams.state_dict()
+    drawn = torch.rand(3, generator=streams.generators[0])
+    streams.load_state_dict(state)
+    assert torch.equal(drawn, torch.rand(3, generator=streams.generators[0]))
+
+
+@pytest.mark.parametrize("seeds", [[], [1, 1], [0, -1], [0, True], "01"])
+def test_bad_seeds_are_refused(seeds):
+    with pytest.raises(ValueError, match="seeds"):
+        MemberStreams(seeds)
+
+
+def test_each_members_batch_is_the_single_collectors_batch_bit_for_bit():
+    seeds = [3, 8]
+    actors = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        actors.append(gaussian_policy(2, 1, [16]))
+    streams = MemberStreams(seeds)
+    population = PopulationCollector(MOUNTAIN_CAR, actors, streams, num_envs=2,
+                                     frames_per_batch=120, reset_at_each_iter=True)
+    streams.seed_iteration(0)
+    population.set_seed([iteration_seed(s, 0) for s in seeds])
+    batch = population.rollout()
+    assert batch.shape == (2, 2, 60)
+    for k, seed in enumerate(seeds):
+        single = VectorEnvCollector(MOUNTAIN_CAR, actors[k], num_envs=2, frames_per_batch=120,
+                                    reset_at_each_iter=True, seed=seed)
+        torch.manual_seed(iteration_seed(seed, 0))
+        single.set_seed(iteration_seed(seed, 0))
+        expected = single.rollout()
+        for key in expected.keys(True, True):
+            assert torch.equal(batch[k].get(key), expected.get(key)), (k, key)
+
+
+# ------------------------------------------------------------------------------------------------
+# The recipe: seeds=[...]
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("population")
+    return f"sqlite:///{root / 'mlflow.db'}", root
+
+
+def _config(store, *overrides):
+    uri, root = store
+    tiny = [f"mlflow.tracking_uri={uri}", f"checkpoint.dir={root / 'checkpoints'}",
+            "iterations=3", "num_envs=2", "env.frames_per_batch=64", "env.pool_size=1000",
+            "env.pool_min=50", "progress_bar=false", "checkpoint.every=0", "eval.every=0",
+            "trpo.critic_minibatch=32", "surprise.elbo.updates_per_iteration=4", "threads=1"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        return compose("trpo_vase", overrides=[*tiny, *overrides])
+
+
+def _history(uri: str, run_id: str) -> dict[str, list]:
+    client = MlflowClient(tracking_uri=uri)
+    return {key: [(m.step, "nan" if math.isnan(m.value) else m.value)
+                  for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
+            for key in client.get_run(run_id).data.metrics if key not in TIMING_METRICS}
+
+
+def test_a_population_of_one_is_the_single_run_metric_for_metric(store):
+    single = recipe.train(_config(store, "seed=5", "mlflow.experiment=single"))
+    population = recipe.train(_config(store, "seeds=[5]", "mlflow.experiment=one"))
+    [run_id] = population["run_ids"]
+    assert _history(store[0], run_id) == _history(store[0], single["run_id"])
+
+
+def test_members_first_iterations_are_the_single_runs_and_each_is_an_mlflow_run(store):
+    population = recipe.train(_config(store, "seeds=[0,7]", "mlflow.experiment=pair"))
+    client = MlflowClient(tracking_uri=store[0])
+    for run_id, seed in zip(population["run_ids"], (0, 7), strict=True):
+        run = client.get_run(run_id)
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["seed"] == str(seed) and run.data.tags["population"] == "seeds0,7"
+        single = recipe.train(_config(store, f"seed={seed}", "mlflow.experiment=pair-singles"))
+        ours, theirs = _history(store[0], run_id), _history(store[0], single["run_id"])
+        assert ours.keys() == theirs.keys()
+        first = {key: values[0][1] for key, values in theirs.items() if values[0][0] == 64}
+        assert len(first) > 20  # the first iteration's metrics (the bonus's start later)
+        for key, value in first.items():  # float rounding apart
+            assert ours[key][0][0] == 64
+            if value == "nan":
+                assert ours[key][0][1] == "nan", key
+            else:
+                assert ours[key][0][1] == pytest.approx(value, rel=1e-5, abs=1e-7), key
+        # the whole batch the first iteration saw is the single run's: its returns, bit for bit
+        assert ours["Return/mean"][0] == theirs["Return/mean"][0]
+
+
+def test_a_killed_population_resumes_to_the_uninterrupted_histories(store, monkeypatch):
+    overrides = ("seeds=[2,4]", "iterations=4", "checkpoint.every=1")
+    whole = recipe.train(_config(store, *overrides, "mlflow.experiment=whole"))
+    calls, original = [], population_step.population_critic_fit
+
+    def crash(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt("killed")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(population_step, "population_critic_fit", crash)
+    with pytest.raises(KeyboardInterrupt):
+        recipe.train(_config(store, *overrides, "mlflow.experiment=killed"))
+    monkeypatch.setattr(population_step, "population_critic_fit", original)
+    client = MlflowClient(tracking_uri=store[0])
+    killed = client.search_runs([client.get_experiment_by_name("killed").experiment_id])
+    assert {run.info.status for run in killed} == {"KILLED"}
+    resumed = recipe.train(_config(store, *overrides, "mlflow.experiment=killed",
+                                   "resume=true"))
+    assert sorted(resumed["run_ids"]) == sorted(run.info.run_id for run in killed)
+    for ours, theirs in zip(resumed["run_ids"], whole["run_ids"], strict=True):
+        assert client.get_run(ours).info.status == "FINISHED"
+        assert _history(store[0], ours) == _history(store[0], theirs)
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("seeds=[]", "non-empty"),
+    ("seeds=[1,2,1]", "more than once"),
+    ("seeds=3", "list of ints"),
+    ("seeds=[0,-2]", "non-negative"),
+    ("seeds=[1,2] seed=5", "seed=5 with seeds"),
+    ("seeds=[1,2] collector=torchrl", "collector=torchrl with seeds"),
+    ("seeds=[1,2] env.normalize_observations=true", "normalize_observations"),
+])
+def test_bad_population_settings_fail_before_any_run_exists(store, override, message):
+    with pytest.raises(ValueError, match=message):
+        recipe.train(_config(store, *override.split(), "mlflow.experiment=refused"))
+    assert MlflowClient(tracking_uri=store[0]).get_experiment_by_name("refused") is None
+
+
+def test_a_population_too_large_for_memory_is_refused_with_its_estimate(store, monkeypatch):
+    monkeypatch.setattr(schema, "available_memory", lambda: 2**30)
+    cfg = _config(store, "seeds=[0,1,2,3,4,5,6,7,8,9]", "env=half_cheetah", "iterations=600",
+                  "env.pool_size=5000000", "env.frames_per_batch=5000")
+    with pytest.raises(ValueError, match=r"10 members need about \d+\.\d GiB"):
+        recipe.train(cfg)
+    # the estimate: ten pools of 600 x 5,000 transitions of (s, a, s') in float32, and envs
+    pool = 600 * 5000 * (2 * 20 + 6) * 4
+    assert schema.population_pool_bytes(schema.typed_config(_config(
+        store, "env=half_cheetah", "iterations=600", "env.pool_size=5000000",
+        "env.frames_per_batch=5000"))) == pool
+    assert np.isclose(10 * (pool + schema.MEMBER_OVERHEAD) / 2**30, 7.1, atol=0.1)
