@@ -128,9 +128,10 @@ def compare(task: str, members: int, iterations: int, rounds: int) -> float:
         vase_seconds, vase_frames = runs[0]
         ratios.append((vase_seconds / vase_frames) / (plain_seconds / plain_frames))
     pop, single = statistics.median(population), statistics.median(singles)
+    each = ", ".join(f"{p / s:.2f}x" for p, s in zip(population, singles, strict=True))
     print(f"{task}: K={members} in one process {pop:,.0f} frames/s, {members} single runs one "
           f"after another {single:,.0f} frames/s: {pop / single:.2f}x "
-          f"(rounds: {', '.join(f'{p / s:.2f}x' for p, s in zip(population, singles, strict=True))})"
+          f"(rounds: {each})"
           f"; a single VASE iteration {statistics.median(ratios):.2f}x plain TRPO's", flush=True)
     return pop
 

@@ -180,7 +180,8 @@ class Exploration(nn.Module):
                 "PATH, or $CXX); install one or leave compile off."
             )
         #: Optimiser steps taken so far.
-        self.register_buffer("model_updates", torch.zeros((), dtype=torch.long))
+        self.register_buffer("model_updates", torch.zeros((), dtype=torch.long,
+                                                          device=module_device(bonus)))
 
     # ----------------------------------------------------------------------------------------
     # Algorithm 1

@@ -232,11 +232,18 @@ class BayesianMLP(nn.Module):
     def sample_noise(
         self, num_samples: int | None = None, *, generator: torch.Generator | None = None
     ) -> Tensor:
-        """Standard normal ε of shape ``[|Θ|]`` or ``[N, |Θ|]``, for ``θ = μ + σ ⊙ ε``."""
+        """Standard normal ε of shape ``[|Θ|]`` or ``[N, |Θ|]``, for ``θ = μ + σ ⊙ ε``; drawn
+        where ``generator`` lives (a CPU generator gives a model on a GPU the CPU's numbers)."""
         shape = self.mu.shape
         if num_samples is not None:
             shape = (check_num_samples(num_samples), *shape)
-        return torch.randn(shape, device=self.mu.device, dtype=self.mu.dtype, generator=generator)
+        return self._standard_normal(shape, generator)
+
+    def _standard_normal(self, shape: tuple[int, ...], generator: torch.Generator | None
+                         ) -> Tensor:
+        device = self.mu.device if generator is None else generator.device
+        noise = torch.randn(shape, device=device, dtype=self.mu.dtype, generator=generator)
+        return noise.to(self.mu.device)
 
     def sample_parameters(
         self, num_samples: int | None = None, *, generator: torch.Generator | None = None
@@ -284,8 +291,7 @@ class BayesianMLP(nn.Module):
                             generator: torch.Generator | None = None) -> Tensor:
         """Standard normal ξ for ``outputs_from_noise``: ``[N, rows, Σ layer widths]``."""
         width = sum(n_out for _, n_out in self.layer_sizes)
-        return torch.randn((check_num_samples(num_samples), rows, width), device=self.mu.device,
-                           dtype=self.mu.dtype, generator=generator)
+        return self._standard_normal((check_num_samples(num_samples), rows, width), generator)
 
     def outputs_from_noise(self, rows: Tensor, noise: Tensor) -> Tensor:
         """Local reparameterisation: per layer ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ``, with

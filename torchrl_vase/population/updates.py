@@ -149,10 +149,6 @@ def population_trpo_step(losses: Sequence[TRPOLoss],
     full_step = torch.where(valid.unsqueeze(-1), direction * torch.sqrt(
         2 * loss.max_kl / curvature).unsqueeze(-1), 0.0)
     start = _flat([p.detach() for p in leaves], members)
-    accepted = torch.zeros(members, dtype=torch.bool)
-    backtracks = torch.full((members,), loss.line_search_backtracks)
-    fraction = torch.zeros(members, dtype=start.dtype)
-    kl_after, surrogate_after = torch.zeros_like(before), before.clone()
     sizes = [p[0].numel() for p in leaves]
 
     def unflat(vector: Tensor) -> dict[str, Tensor]:
@@ -160,19 +156,9 @@ def population_trpo_step(losses: Sequence[TRPOLoss],
                 zip(params.items(), vector.split(sizes, dim=1), strict=True)}
 
     with torch.no_grad():
-        for k in range(loss.line_search_backtracks):
-            pending = valid & ~accepted
-            if not pending.any():
-                break
-            step_fraction = loss.line_search_shrink**k
-            trial = unflat(start + step_fraction * full_step)
-            kl, new_surrogate = mean_kl(trial), surrogate(trial)
-            new = pending & (kl <= loss.max_kl) & (new_surrogate > before)
-            accepted |= new
-            backtracks = torch.where(new, k, backtracks)
-            fraction = torch.where(new, step_fraction, fraction)
-            kl_after = torch.where(new, kl, kl_after)
-            surrogate_after = torch.where(new, new_surrogate, surrogate_after)
+        accepted, backtracks, fraction, kl_after, surrogate_after = _line_search(
+            loss, lambda vector: (mean_kl(unflat(vector)), surrogate(unflat(vector))),
+            start, full_step, valid, before)
         end = torch.where(accepted.unsqueeze(-1), start + fraction.unsqueeze(-1) * full_step,
                           start)
         heads.write_back(unflat(end))
@@ -180,6 +166,32 @@ def population_trpo_step(losses: Sequence[TRPOLoss],
              "trpo/surrogate_after": float(surrogate_after[k]),
              "trpo/step_accepted": float(accepted[k]), "trpo/backtracks": float(backtracks[k])}
             for k in range(members)]
+
+
+def _line_search(loss: TRPOLoss, evaluate: Callable[[Tensor], tuple[Tensor, Tensor]],
+                 start: Tensor, full_step: Tensor, valid: Tensor, before: Tensor):
+    """TRPO's backtracking line search for every member at once: the step sizes ``1, s, s², …``
+    tried for all members still searching, each member keeping its first size whose KL is
+    within ``max_kl`` and whose surrogate improved. ``evaluate(parameters) -> (kl, surrogate)``
+    per member. Returns per member: accepted, backtracks, the step fraction, KL and surrogate."""
+    members = start.shape[0]
+    accepted = torch.zeros(members, dtype=torch.bool)
+    backtracks = torch.full((members,), loss.line_search_backtracks)
+    fraction = torch.zeros(members, dtype=start.dtype)
+    kl_after, surrogate_after = torch.zeros_like(before), before.clone()
+    for k in range(loss.line_search_backtracks):
+        pending = valid & ~accepted
+        if not pending.any():
+            break
+        step_fraction = loss.line_search_shrink**k
+        kl, new_surrogate = evaluate(start + step_fraction * full_step)
+        new = pending & (kl <= loss.max_kl) & (new_surrogate > before)
+        accepted |= new
+        backtracks = torch.where(new, k, backtracks)
+        fraction = torch.where(new, step_fraction, fraction)
+        kl_after = torch.where(new, kl, kl_after)
+        surrogate_after = torch.where(new, new_surrogate, surrogate_after)
+    return accepted, backtracks, fraction, kl_after, surrogate_after
 
 
 def batched_critic_fit_applies(fits: Sequence) -> bool:

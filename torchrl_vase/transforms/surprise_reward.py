@@ -72,7 +72,8 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         vime_step_size: λ of VIME's information gain.
         vime_clip: the upper clip of VIME's information gain.
         seed: if given, every evaluation draws the same N weight samples (a generator re-seeded
-            per call): the bonus is then a deterministic function of q and the transition.
+            per call, on the CPU: the same draws on every device): the bonus is then a
+            deterministic function of q and the transition.
         **kwargs: ``eta``, ``mix_reward``, ``reward_normalization`` and the keys, as in
             ``IntrinsicRewardTransform``.
 
@@ -295,7 +296,8 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
             ) from None
         generator = None
         if self.seed is not None:
-            generator = torch.Generator(device=model.network.mu.device).manual_seed(self.seed)
+            # on the CPU whatever the model's device: a seeded bonus is the same number on a GPU
+            generator = torch.Generator().manual_seed(self.seed)
         common = {
             "num_samples": self.num_samples,
             "sigma_c": model.sigma_c,
