@@ -1,4 +1,4 @@
-"""Export the finished runs of an MLflow experiment as one CSV per run: ``<out>/<measure>/seed<k>.csv``.
+"""Export the finished runs of an MLflow experiment as CSV files: ``<out>/<measure>/seed<k>.csv``.
 
 One row per iteration: ``frames`` (the MLflow step) and every metric the run logged at it (the
 extrinsic return ``Return/mean`` among them), empty where a metric was not logged at that step.

@@ -6,7 +6,13 @@ from torchrl.envs import GymEnv
 from torchrl.envs.utils import check_env_specs
 
 import torchrl_vase  # noqa: F401  (registers the envs)
-from torchrl_vase.envs import EPISODE_STEPS, MAX_EPISODE_STEPS, SPARSE_ENVS
+from torchrl_vase.envs import (
+    EPISODE_STEPS,
+    MAX_EPISODE_STEPS,
+    SPARSE_ENVS,
+    LeanVectorEnv,
+    sync_vector_env,
+)
 
 DIMS = {  # id: (observation dim, action dim), the paper's table
     "torchrl_vase/PointRobot2D-v0": (2, 2),
@@ -171,3 +177,32 @@ def test_bad_actions_raise(env_id):
     with pytest.raises(ValueError, match="non-finite"):
         env.step(np.full(action_dim, np.nan, dtype=np.float32))
     env.close()
+
+
+SHORT_LIMIT = "torchrl_vase_test/MountainCarShortLimit-v1"
+gymnasium.register(SHORT_LIMIT, entry_point=gymnasium.spec(
+    "torchrl_vase/SparseMountainCar-v1").entry_point, max_episode_steps=40)
+
+
+@pytest.mark.parametrize("env_id", [*SPARSE_ENVS, SHORT_LIMIT])
+def test_the_lean_vector_env_steps_as_the_sync_vector_env(env_id):
+    """Observations, rewards, terminations and truncations equal, step for step, through
+    terminations, the time limit (a 40-step one) and masked resets."""
+    lean, sync = LeanVectorEnv(env_id, 3), sync_vector_env(env_id, 3)
+    assert np.array_equal(lean.reset(seed=5)[0], sync.reset(seed=5)[0])
+    rng = np.random.default_rng(0)
+    space = sync.single_action_space
+    ends = 0
+    for _ in range(90):
+        action = rng.uniform(space.low, space.high, (3, *space.shape))
+        ours, theirs = lean.step(action), sync.step(action)
+        for got, expected in zip(ours[:4], theirs[:4], strict=True):
+            assert np.array_equal(got, expected), env_id
+        done = theirs[2] | theirs[3]
+        if done.any():
+            ends += int(done.sum())
+            assert np.array_equal(lean.reset(options={"reset_mask": done.copy()})[0],
+                                  sync.reset(options={"reset_mask": done})[0])
+    assert env_id != SHORT_LIMIT or ends >= 6  # the limit ended every copy's episodes twice
+    lean.close()
+    sync.close()

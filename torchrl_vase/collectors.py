@@ -28,7 +28,7 @@ from torchrl.modules import IndependentNormal
 
 from torchrl_vase._device import module_device
 from torchrl_vase.envs._checks import check_continuous_control
-from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
+from torchrl_vase.envs.batched import LeanVectorEnv, unit_to_bounds
 
 __all__ = ["VectorEnvCollector"]
 
@@ -67,9 +67,10 @@ class VectorEnvCollector(BaseCollector):
     ``Trainer`` among them). It is lean where ``Collector`` is general: one vector env and the
     policy's network, no per-step TensorDicts (see ``recipes/benchmark_sb3.py``).
 
-    Steps ``num_envs`` copies of a gymnasium env in one call (``SyncVectorEnv``, auto-reset off:
-    the envs that are done are reset at the next step, so the last observation of an episode is
-    its true last one). At each step the policy's mean network gives ``(loc, scale)``, the action
+    Steps ``num_envs`` copies of a gymnasium env in one call (``LeanVectorEnv``: the transitions
+    of gymnasium's ``SyncVectorEnv`` without its wrappers' per-step work; auto-reset off: the envs
+    that are done are reset at the next step, so the last observation of an episode is its true
+    last one). At each step the policy's mean network gives ``(loc, scale)``, the action
     is ``loc + scale · ε`` (stored as sampled), and the env receives it mapped from [−1, 1] to its
     bounds and clipped (torchrl's ``ActionScaling`` and ``ClipTransform``, rllab's
     ``NormalizedEnv``). Observations are cast to float32 and, with ``observation_loc`` and
@@ -140,7 +141,7 @@ class VectorEnvCollector(BaseCollector):
         self.network, self.observation_key, self.log_prob_key = _gaussian_network(policy)
         self.policy = policy
         self.env_id = env_id
-        self.env = sync_vector_env(env_id, num_envs, **(make_kwargs or {}))
+        self.env = LeanVectorEnv(env_id, num_envs, **(make_kwargs or {}))
         space = self.env.single_action_space
         observation_space = self.env.single_observation_space
         check_continuous_control(env_id, observation_space, space)

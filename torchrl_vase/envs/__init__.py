@@ -18,6 +18,7 @@ import gymnasium
 from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import (
     VECTORIZATIONS,
+    LeanVectorEnv,
     make_batched_env,
     make_training_env,
     sync_vector_env,
@@ -92,6 +93,7 @@ __all__ = [
     "SPARSE_ENVS",
     "VECTORIZATIONS",
     "AuthorsLunarLanderEnv",
+    "LeanVectorEnv",
     "PointRobot2DEnv",
     "RllabAntEnv",
     "RllabCartpoleSwingupEnv",

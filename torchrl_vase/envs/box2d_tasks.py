@@ -18,6 +18,7 @@ same semantics of rllab's ``Box2DEnv``:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -120,8 +121,7 @@ class RllabBox2DEnv(Env):
     @staticmethod
     def _force(body, direction: tuple[float, float], magnitude: float) -> None:
         """rllab's force control: along a direction of the body's frame, at its origin."""
-        unit = np.asarray(direction, dtype=np.float64) / np.linalg.norm(direction)
-        world_force = body.GetWorldVector(tuple(unit * magnitude))
+        world_force = body.GetWorldVector(tuple(_unit_vector(direction) * magnitude))
         body.ApplyForce(world_force, body.GetWorldPoint((0.0, 0.0)), True)
 
     @staticmethod
@@ -155,6 +155,12 @@ class RllabBox2DEnv(Env):
     def close(self) -> None:
         for body in list(self.world.bodies):
             self.world.DestroyBody(body)
+
+
+@functools.cache
+def _unit_vector(direction: tuple[float, float]) -> np.ndarray:
+    """A force direction scaled to length 1, computed once per direction (a step's cost)."""
+    return np.asarray(direction, dtype=np.float64) / np.linalg.norm(direction)
 
 
 def _box_space(dim: int) -> spaces.Box:

@@ -11,6 +11,7 @@ Ant: rllab's, with the differences set back here at load time).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import ClassVar
 
@@ -50,13 +51,17 @@ class _RllabMujocoEnv(MujocoEnv):
         if self.render_mode == "human":
             self.render()
 
+    @functools.cached_property
+    def _torso(self) -> int:
+        return self.model.body("torso").id  # a name lookup: once, not every step
+
     def center_of_mass(self) -> np.ndarray:
         """The whole robot's centre of mass (rllab's ``get_body_com("torso")``)."""
-        return self.data.subtree_com[self.model.body("torso").id].copy()
+        return self.data.subtree_com[self._torso].copy()
 
     def center_of_mass_velocity(self) -> np.ndarray:
         """Its linear velocity (rllab's ``get_body_comvel("torso")``)."""
-        return self.data.subtree_linvel[self.model.body("torso").id].copy()
+        return self.data.subtree_linvel[self._torso].copy()
 
 
 class RllabHalfCheetahEnv(_RllabMujocoEnv):
