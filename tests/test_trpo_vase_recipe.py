@@ -363,7 +363,7 @@ def test_bad_inputs_fail_before_training(store):
         ("threads=0", r"^threads must be >= 1"),
         ("env.bnn.num_cells=[32,x]", r"^env.bnn.num_cells\[1\]: Value 'x'"),
         ("+surprise.sigma=1", r"^surprise.sigma: Key 'sigma' not in 'BNNSurprise'"),
-        ("+seeds=3", r"^seeds: Key 'seeds' not in 'Main'"),
+        ("+seed_list=3", r"^seed_list: Key 'seed_list' not in 'Main'"),
         ("surprise.sigma_c=0", r"^sigma_c must be a finite number > 0, got 0.0"),
         ("surprise.sigma_c=1e-20", r"^sigma_c must be in \[1e-06, 1e\+06\], got 1e-20"),
         ("surprise.sigma_c=1e-300", r"^sigma_c must be in \[1e-06, 1e\+06\], got 1e-300: below, "
