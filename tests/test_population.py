@@ -3,6 +3,8 @@ recipe's ``seeds=[...]`` gives runs equal to the single runs of those seeds."""
 
 import copy
 import math
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -29,6 +31,7 @@ from torchrl_vase.objectives.trpo import conjugate_gradient, fit_critic
 from torchrl_vase.population import (
     MemberStreams,
     PopulationCollector,
+    PopulationLoop,
     batched_conjugate_gradient,
     population_critic_fit,
     population_trpo_step,
@@ -151,6 +154,24 @@ def test_each_members_critic_fit_is_the_single_fit_with_its_shuffles():
         assert float(state[0]["step"]) == 9  # 3 epochs of 3 minibatches
 
 
+def test_a_members_critic_fit_does_not_depend_on_the_others_batches():
+    fits = _critic_fits(3)
+    other_fits = copy.deepcopy(fits)
+    batches = _value_batches(3)
+    changed = [b.clone() for b in batches]
+    changed[2]["value_target"] = changed[2]["value_target"] * 10
+
+    def fit(members, data):
+        generators = [torch.Generator().manual_seed(100 + k) for k in range(3)]
+        return population_critic_fit(members, data, generators)
+
+    out, other = fit(fits, batches), fit(other_fits, changed)
+    assert out[0] == other[0] and out[1] == other[1] and out[2] != other[2]
+    for ours, theirs in zip(fits[0].loss.critic_network.parameters(),
+                            other_fits[0].loss.critic_network.parameters(), strict=True):
+        assert torch.equal(ours, theirs)
+
+
 def test_fit_critic_with_a_generator_free_stream_matches_a_seeded_global_stream():
     """The comparison above is meaningful: the single fit draws its shuffles from the global
     stream, which a generator with the same seed reproduces."""
@@ -250,6 +271,55 @@ def test_each_members_batch_is_the_single_collectors_batch_bit_for_bit():
         expected = single.rollout()
         for key in expected.keys(True, True):
             assert torch.equal(batch[k].get(key), expected.get(key)), (k, key)
+
+
+class _Batches:
+    """A stand-in collector: batches [K=2, 4] whose reward says the member and the iteration."""
+
+    def __init__(self):
+        self.iteration = 0
+
+    def __iter__(self):
+        while True:
+            reward = torch.tensor([[1.0], [2.0]]).expand(2, 4)[..., None] * (1 + self.iteration)
+            self.iteration += 1
+            yield TensorDict({"next": {"reward": reward}}, [2, 4])
+
+    def update_policy_weights_(self):
+        pass
+
+    def shutdown(self):
+        pass
+
+
+class _Logger:
+    def __init__(self):
+        self.steps = []
+
+    def log(self, steps):
+        self.steps += steps
+
+
+def test_sigterm_stops_a_population_with_a_checkpoint_off_schedule():
+    streams = MemberStreams([0, 1])
+    saved, loggers = [], [_Logger(), _Logger()]
+
+    def step(batches):  # the second iteration receives SIGTERM
+        if float(batches[0]["next", "reward"][0, 0]) == 2.0:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return [{"reward": float(b["next", "reward"].mean())} for b in batches]
+
+    loop = PopulationLoop(_Batches(), step, streams=streams, loggers=loggers, iterations=5,
+                          checkpoint=saved.append, checkpoint_every=10, progress=False,
+                          state={"streams": streams})
+    result = loop.run()
+    assert result.stopped_by == "SIGTERM" and result.iterations_done == 2
+    assert len(saved) == 1 and saved[0]["iterations_done"] == 2  # off the 10-iteration schedule
+    # each member's logger got its own metrics, once each, after the checkpoint
+    assert [m["reward"] for _, m in loggers[0].steps] == [1.0, 2.0]
+    assert [m["reward"] for _, m in loggers[1].steps] == [2.0, 4.0]
+    assert [frames for frames, _ in loggers[1].steps] == [4, 8]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 # ------------------------------------------------------------------------------------------------
