@@ -94,11 +94,17 @@ def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path,
     if result.stopped_by is not None:
         print(f"{result.stopped_by}: stopped after iteration {result.iterations_done - 1}; "
               "continue with resume=true.")
-    means = {key: float(np.mean([m[key] for m in result.metrics]))
-             for key in (result.metrics[0] if result.metrics else {})}
     return {"run_ids": [run.run_id for run in population.runs],
             "iterations_done": result.iterations_done, "stopped_by": result.stopped_by,
-            "runs_table": population.runs[0].runs_table(), "members": result.metrics, **means}
+            "runs_table": population.runs[0].runs_table(), "members": result.metrics,
+            **member_means(result.metrics)}
+
+
+def member_means(members: list[dict[str, float]]) -> dict[str, float]:
+    """Each metric's mean over the members that logged it (a member that has not found the
+    reward yet logs no ``train/first_reward_step``)."""
+    keys = sorted({key for metrics in members for key in metrics})
+    return {key: float(np.mean([m[key] for m in members if key in m])) for key in keys}
 
 
 def population_name(cfg: DictConfig) -> str:

@@ -348,6 +348,13 @@ def _history(uri: str, run_id: str) -> dict[str, list]:
             for key in client.get_run(run_id).data.metrics if key not in TIMING_METRICS}
 
 
+def test_the_populations_summary_averages_each_metric_over_the_members_that_logged_it():
+    population = load_recipe("trpo_vase_population")
+    summary = population.member_means([{"Return/mean": 1.0, "train/first_reward_step": 500.0},
+                                       {"Return/mean": 0.0}])
+    assert summary == {"Return/mean": 0.5, "train/first_reward_step": 500.0}
+
+
 def test_a_population_of_one_is_the_single_run_metric_for_metric(store):
     single = recipe.train(_config(store, "seed=5", "mlflow.experiment=single"))
     population = recipe.train(_config(store, "seeds=[5]", "mlflow.experiment=one"))
