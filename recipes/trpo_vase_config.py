@@ -401,8 +401,7 @@ NAME_IGNORED_PREFIXES = ("mlflow.", "checkpoint.", "hydra.", "hydra/")
 # keys (and key groups) that do not change what a run computes: left out of MLflow's params
 # (`iterations` is logged once, as the effective count); a run resumed with other values of
 # these, or of `threads`, is the same run
-PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations", "env.iterations",
-                 "seeds")
+PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations", "env.iterations")
 
 
 # keys added after runs existed: at these values a config keeps the identity it had before
@@ -446,7 +445,9 @@ def run_name(cfg: DictConfig, overrides: list[str] = ()) -> str:
 def run_params(cfg: DictConfig) -> dict[str, str]:
     """The run's settings as MLflow params, one per leaf, without where it logs or checkpoints
     (nor ``ppo.*`` in a TRPO run); the iteration count once (the effective one)."""
-    ignores = (*PARAM_IGNORES, *(("ppo",) if cfg.algorithm == "trpo" else ()))
+    # a population's member: its own seed is the param (the population is a tag); the seeds stay
+    # in its identity, so that a member is never taken for the single run of its seed
+    ignores = (*PARAM_IGNORES, "seeds", *(("ppo",) if cfg.algorithm == "trpo" else ()))
     params = {key: value for key, value in flatten(OmegaConf.to_container(cfg, resolve=True))
               .items() if not ignored(key, ignores)}
     return params | {"iterations": str(iterations(cfg))}

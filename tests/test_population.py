@@ -11,6 +11,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
 from recipe_modules import load_recipe
 from tensordict import TensorDict
 from torchrl.envs.utils import ExplorationType, set_exploration_type
@@ -25,6 +26,7 @@ from torchrl_vase import (
     VASERewardTransform,
     gaussian_policy,
 )
+from torchrl_vase.checkpointing import config_identity
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.loop import TIMING_METRICS, iteration_seed
 from torchrl_vase.objectives.trpo import conjugate_gradient, fit_critic
@@ -353,6 +355,21 @@ def test_the_populations_summary_averages_each_metric_over_the_members_that_logg
     summary = population.member_means([{"Return/mean": 1.0, "train/first_reward_step": 500.0},
                                        {"Return/mean": 0.0}])
     assert summary == {"Return/mean": 0.5, "train/first_reward_step": 500.0}
+
+
+def test_populations_of_other_seeds_and_their_members_have_identities_of_their_own(store):
+    """Two populations of one config run side by side (their locks and checkpoints apart), and
+    ``resume=true`` of a single run never finds a member; the member's params are the single
+    run's (``recipes/compare.py`` pools them)."""
+    def identity(*overrides):
+        cfg = schema.typed_config(_config(store, *overrides))
+        return config_identity(OmegaConf.to_container(cfg), schema.identity_ignores(cfg))
+
+    assert len({identity("seeds=[0,1]"), identity("seeds=[5,6]"), identity("seed=0"),
+                identity("seed=0", "seeds=[0,1]")}) == 3  # seed=0 is the default
+    member = schema.typed_config(_config(store, "seed=1", "seeds=[0,1]"))
+    single = schema.typed_config(_config(store, "seed=1"))
+    assert schema.run_params(member) == schema.run_params(single)
 
 
 def test_a_population_of_one_is_the_single_run_metric_for_metric(store):
