@@ -271,7 +271,9 @@ def test_a_sqlite_store_whose_creation_fails_is_removed_and_named(tmp_path, monk
 
     class DiskFull(MlflowClient):
         def search_experiments(self, *args, **kwargs):
-            database.write_bytes(b"SQLite format 3\x00 half of the tables")  # then the disk fills
+            # the store being created is half made, then the disk fills
+            tracking.sqlite_path(self._tracking_client.tracking_uri).write_bytes(
+                b"SQLite format 3\x00 half of the tables")
             raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(tracking, "MlflowClient", DiskFull)
@@ -280,11 +282,24 @@ def test_a_sqlite_store_whose_creation_fails_is_removed_and_named(tmp_path, monk
                                            r"on device\)\. Check that its folder is writable and "
                                            r"its disk has space"):
         check_tracking_store(f"sqlite:///{database}")
-    assert not database.exists()  # not left half-made for the next attempt
+    # not left half-made for the next attempt, under its name or another
+    assert list(tmp_path.iterdir()) == [tmp_path / "mlflow.db.lock"]
     database.write_bytes(b"an existing store")  # a store that existed before is never removed
     with pytest.raises(RuntimeError, match="cannot create or open"):
         check_tracking_store(f"sqlite:///{database}")
     assert database.exists()
+
+
+def test_a_store_creation_killed_midway_leaves_no_half_made_store(tmp_path):
+    """A process killed while MLflow builds the tables (kill -9: no clean-up runs) leaves only
+    its temporary file; the next run removes it and creates the store."""
+    database = tmp_path / "mlflow.db"
+    left = tmp_path / ".mlflow.db.4242.creating"
+    left.write_bytes(b"SQLite format 3\x00 half of the tables")
+    assert not database.exists()
+    check_tracking_store(f"sqlite:///{database}")
+    assert database.exists() and not left.exists()
+    MlflowClient(tracking_uri=f"sqlite:///{database}").search_experiments()  # a whole store
 
 
 def test_resuming_a_checkpoint_of_another_store_names_the_store(tmp_path):

@@ -144,8 +144,8 @@ def check_tracking_store(uri: str) -> None:
     """Fail now, naming the URI and the fix, if the store cannot be reached or created.
 
     A SQLite store is created here, under a file lock (parallel jobs would race to create its
-    tables); a store this call created and could not finish (a full disk, a read-only folder) is
-    removed again, so the next attempt starts clean instead of from a half-migrated database. A
+    tables), under a temporary name renamed into place once complete: a creation that fails (a
+    full disk, a read-only folder) or is killed leaves no half-migrated database behind. A
     server is asked once, with no retries and a 5 s timeout.
     """
     database = sqlite_path(uri)
@@ -163,14 +163,9 @@ def check_tracking_store(uri: str) -> None:
     try:
         lock = FileLock(str(database) + ".lock")
         with lock:
-            existed = database.exists()
-            try:
-                MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
-            except Exception:
-                if not existed:
-                    with contextlib.suppress(OSError):
-                        database.unlink()
-                raise
+            if not database.exists():
+                _create_sqlite_store(database)
+            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
     except Exception as error:
         raise RuntimeError(
             f"cannot create or open the SQLite tracking store {str(database)!r} "
@@ -178,6 +173,21 @@ def check_tracking_store(uri: str) -> None:
             "a store half-created by an interrupted first run can be deleted. Or set "
             "mlflow.tracking_uri (or MLFLOW_TRACKING_URI) to another store."
         ) from None
+
+
+def _create_sqlite_store(database: Path) -> None:
+    """A new SQLite store, created (its tables migrated) under a temporary name beside it and
+    renamed into place: a process killed while MLflow builds the tables (a second or two) leaves
+    no half-made store, only a temporary file the next creation removes. Call it under the
+    store's lock."""
+    for stale in database.parent.glob(f".{database.name}.*.creating"):
+        stale.unlink(missing_ok=True)
+    temporary = database.with_name(f".{database.name}.{os.getpid()}.creating")
+    try:
+        MlflowClient(tracking_uri=f"sqlite:///{temporary}").search_experiments(max_results=1)
+        os.replace(temporary, database)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def _describe(error: BaseException) -> str:
