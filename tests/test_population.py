@@ -401,21 +401,27 @@ def test_members_first_iterations_are_the_single_runs_and_each_is_an_mlflow_run(
         assert ours["Return/mean"][0] == theirs["Return/mean"][0]
 
 
-def test_a_killed_population_resumes_to_the_uninterrupted_histories(store, monkeypatch):
-    overrides = ("seeds=[2,4]", "iterations=4", "checkpoint.every=1")
-    whole = recipe.train(_config(store, *overrides, "mlflow.experiment=whole"))
+def _train_killed_in_critic_fit(call: int, cfg, monkeypatch) -> None:
+    """``recipe.train(cfg)`` interrupted in its ``call``-th batched critic fit."""
     calls, original = [], population_step.population_critic_fit
 
     def crash(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 3:
+        if len(calls) == call:
             raise KeyboardInterrupt("killed")
         return original(*args, **kwargs)
 
     monkeypatch.setattr(population_step, "population_critic_fit", crash)
     with pytest.raises(KeyboardInterrupt):
-        recipe.train(_config(store, *overrides, "mlflow.experiment=killed"))
+        recipe.train(cfg)
     monkeypatch.setattr(population_step, "population_critic_fit", original)
+
+
+def test_a_killed_population_resumes_to_the_uninterrupted_histories(store, monkeypatch):
+    overrides = ("seeds=[2,4]", "iterations=4", "checkpoint.every=1")
+    whole = recipe.train(_config(store, *overrides, "mlflow.experiment=whole"))
+    _train_killed_in_critic_fit(3, _config(store, *overrides, "mlflow.experiment=killed"),
+                                monkeypatch)
     client = MlflowClient(tracking_uri=store[0])
     killed = client.search_runs([client.get_experiment_by_name("killed").experiment_id])
     assert {run.info.status for run in killed} == {"KILLED"}
@@ -425,6 +431,21 @@ def test_a_killed_population_resumes_to_the_uninterrupted_histories(store, monke
     for ours, theirs in zip(resumed["run_ids"], whole["run_ids"], strict=True):
         assert client.get_run(ours).info.status == "FINISHED"
         assert _history(store[0], ours) == _history(store[0], theirs)
+
+
+def test_a_population_killed_before_its_first_checkpoint_starts_over_in_its_runs(
+        store, monkeypatch):
+    overrides = ("seeds=[1,3]", "iterations=2", "checkpoint.every=1", "mlflow.experiment=early")
+    _train_killed_in_critic_fit(1, _config(store, *overrides), monkeypatch)
+    client = MlflowClient(tracking_uri=store[0])
+    experiment = client.get_experiment_by_name("early").experiment_id
+    killed = {run.info.run_id for run in client.search_runs([experiment])}
+    resumed = recipe.train(_config(store, *overrides, "resume=true"))
+    assert set(resumed["run_ids"]) == killed  # no second pair of runs
+    assert len(client.search_runs([experiment])) == 2
+    for run_id in resumed["run_ids"]:
+        frames = client.get_metric_history(run_id, "train/frames")
+        assert sorted(m.step for m in frames) == [64, 128]  # each step once
 
 
 @pytest.mark.parametrize(("override", "message"), [

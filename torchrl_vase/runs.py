@@ -264,13 +264,28 @@ class TrainingRun:
         return self.run_id, state, lock
 
 
+def _latest_run(member: Mapping) -> str | None:
+    """The latest MLflow run of a member's identity (its ``TrainingRun`` arguments), if any."""
+    client = MlflowClient(tracking_uri=member["tracking_uri"])
+    experiment = client.get_experiment_by_name(member["experiment"])
+    if experiment is None:
+        return None
+    identity = config_identity(dict(member["config"]), tuple(member.get("identity_ignores", ())))
+    runs = client.search_runs([experiment.experiment_id],
+                              filter_string=f"tags.run_identity = '{identity}'",
+                              order_by=["attributes.start_time DESC"], max_results=1)
+    return runs[0].info.run_id if runs else None
+
+
 class PopulationRun:
     """A population's runs: one MLflow run per member (a ``TrainingRun`` each, tagged with the
     population) and one checkpoint for them all, ``<checkpoint_dir>/population-<identity>/``.
 
     The checkpoint holds the loop's state and the members' run ids; ``resume=True`` finds it
     by the population's identity (its config, seeds included) and continues every member's
-    run; without it the members' runs are new. The members' end status follows ``stopped_by``
+    run; a population killed before its first checkpoint starts over in the runs it had
+    created (each member's latest run of its identity), as a single run does; without
+    ``resume`` the members' runs are new. The members' end status follows ``stopped_by``
     and the error, as a single run's.
 
     Args:
@@ -307,8 +322,10 @@ class PopulationRun:
             if self.resume and self.checkpointer.exists():
                 self.state = self.checkpointer.load()
                 run_ids = self.state["run_ids"]
-            elif self.resume:
-                print("resume: no checkpoint of this population; starting it.")
+            elif self.resume:  # killed before its first checkpoint: its runs start over
+                run_ids = [_latest_run(member) for member in self.members]
+                print("resume: no checkpoint of this population; starting it"
+                      + (" in its runs" if any(run_ids) else "") + ".")
         try:
             for kwargs, run_id in zip(self.members, run_ids, strict=True):
                 self.runs.append(TrainingRun(**kwargs, run_id=run_id).__enter__())
