@@ -48,6 +48,9 @@ def history(store: Path) -> dict[str, tuple[str, dict[str, list[tuple[int, float
     """Each run's (a population's members': by seed) status and metric histories."""
     client = MlflowClient(tracking_uri=f"sqlite:///{store / 'mlflow.db'}")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    seeds = [run.data.tags["seed"] for run in runs]
+    if len(set(seeds)) != len(seeds):  # a restart made new runs instead of continuing its own
+        raise SystemExit(f"{store.name}: more than one run of a seed: {sorted(seeds)}")
     return {run.data.tags["seed"]: (run.info.status, {
         key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
         for key in run.data.metrics if key not in TIMING_METRICS}) for run in runs}
