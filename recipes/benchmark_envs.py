@@ -5,9 +5,10 @@ gymnasium (``gymnasium.make``) and through TorchRL's ``GymEnv`` (``rollout`` wit
 done); then, for every task as the authors ran it (``-v1``) beside our first version (``-v0``), raw
 steps/second measured in alternation (the ratio is what to read on a busy machine) and the success
 rate of a uniformly random policy over ``--episodes`` episodes of the registered length (500 steps;
-LunarLander 1,000); and for the point robot the number of steps a uniformly random policy needs
-to first reach the goal (episodes of 500 steps restarting at the origin; median over seeds, with a
-cap).
+LunarLander 1,000); the authors' tasks stepped as the collector steps them, ``--vector-envs``
+copies through gymnasium's ``SyncVectorEnv`` and through ``LeanVectorEnv``; and for the point
+robot the number of steps a uniformly random policy needs to first reach the goal (episodes of 500
+steps restarting at the origin; median over seeds, with a cap).
 
 A success is an episode with a positive reward (the sparse tasks), or, for LunarLander, one that
 ends with the lander at rest (reward +100).
@@ -28,7 +29,7 @@ import numpy as np
 import torch
 from torchrl.envs import GymEnv
 
-from torchrl_vase.envs import FAITHFUL, SPARSE_ENVS
+from torchrl_vase.envs import FAITHFUL, SPARSE_ENVS, LeanVectorEnv, sync_vector_env
 
 
 def raw_steps_per_second(env_id: str, steps: int) -> float:
@@ -81,6 +82,29 @@ def interleaved_steps_per_second(env_ids: list[str], steps: int, rounds: int = 3
     return [statistics.median(r) for r in rates]
 
 
+def vector_env_steps_per_second(env_id: str, num_envs: int, steps: int,
+                                rounds: int = 3) -> tuple[float, float]:
+    """Env-steps per second of ``num_envs`` copies through gymnasium's ``SyncVectorEnv``
+    (``sync_vector_env``) and ``LeanVectorEnv`` (the collector's), the same random actions,
+    resets of the copies that end, measured in turns; medians of ``rounds``."""
+    vectors = [sync_vector_env(env_id, num_envs), LeanVectorEnv(env_id, num_envs)]
+    space = vectors[0].single_action_space
+    actions = np.random.default_rng(0).uniform(space.low, space.high,
+                                               (steps, num_envs, *space.shape))
+    timings: list[list[float]] = [[], []]
+    for _ in range(rounds):
+        for vector, timing in zip(vectors, timings, strict=True):
+            vector.reset(seed=0)
+            start = time.perf_counter()
+            for action in actions:
+                _, _, terminated, truncated, _ = vector.step(action)
+                done = terminated | truncated
+                if done.any():
+                    vector.reset(options={"reset_mask": done})
+            timing.append(steps * num_envs / (time.perf_counter() - start))
+    return statistics.median(timings[0]), statistics.median(timings[1])
+
+
 def random_success_rate(env_id: str, episodes: int) -> float:
     """The fraction of episodes in which a uniformly random policy succeeds (see the module doc)."""
     env = gymnasium.make(env_id)
@@ -130,6 +154,7 @@ def main() -> None:
     parser.add_argument(
         "--episode-steps", type=int, default=500, help="point robot time limit (0: none)"
     )
+    parser.add_argument("--vector-envs", type=int, default=10, help="copies per vector env")
     args = parser.parse_args()
     # gymnasium calls the -v0 versions out of date next to the -v1 ones: we measure both on purpose
     warnings.filterwarnings("ignore", message=".*is out of date.*")
@@ -155,6 +180,14 @@ def main() -> None:
         s1 = random_success_rate(faithful, args.episodes)
         print(f"{first:<40} {faithful:<40} {v0:>8,.0f} {v1:>8,.0f} {v1 / v0:>6.2f} {s0:>10.3f} "
               f"{s1:>10.3f}")
+
+    print(f"\nThe authors' tasks as the collector steps them: {args.vector_envs} copies, env-steps "
+          f"per second through SyncVectorEnv and LeanVectorEnv (the same transitions), in turns")
+    print(f"{'env':<40} {'sync /s':>9} {'lean /s':>9} {'ratio':>6}")
+    for env_id in FAITHFUL.values():
+        sync, lean = vector_env_steps_per_second(env_id, args.vector_envs,
+                                                 max(1, args.steps // args.vector_envs))
+        print(f"{env_id:<40} {sync:>9,.0f} {lean:>9,.0f} {lean / sync:>6.2f}")
 
     results = [
         random_steps_to_goal(seed, args.cap, args.episode_steps) for seed in range(args.seeds)

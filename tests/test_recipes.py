@@ -106,11 +106,14 @@ def test_benchmark_population_prints_the_ratios(run_script):
 def test_benchmark_envs_prints_every_env(run_script):
     out = run_script(  # a few random-policy episodes: the script's 200 took two minutes here
         "recipes/benchmark_envs.py", "--steps", "50", "--episodes", "4", "--seeds", "2",
-        "--cap", "1000",
+        "--cap", "1000", "--vector-envs", "2",
     )
     for env_id in ("PointRobot2D", "SparseMountainCar", "SparseCartpoleSwingup",
                    "SparseDoublePendulum", "SparseHalfCheetah", "SparseAnt"):
         assert re.search(rf"torchrl_vase/{env_id}-v0\s+[\d,]+\s+[\d,]+", out), env_id
+    lean = re.findall(r"^(torchrl_vase/\S+-v1)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)$", out,
+                      flags=re.MULTILINE)
+    assert len(lean) == 6  # every authors' task through both vector envs
     assert "steps to first reach the goal" in out
 
 

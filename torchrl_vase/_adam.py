@@ -74,15 +74,17 @@ def adam_step(optimizer: torch.optim.Adam) -> None:
 
 
 class StackedAdam:
-    """Adam steps for K members' parameters at once: their tensors stacked ``[K, ...]`` and
-    their optimisers' states with them, then written back.
+    """Adam steps for K members' parameters at once, each member's numbers its own optimiser's.
 
-    ``parameters`` are what the steps update (set their ``.grad``, call ``step``); after the
-    steps ``write_back`` copies them and the optimiser states into the members' own. Adam is
-    elementwise and the members took the same number of steps, so member k's numbers are those
-    of its own optimiser's steps. One member (K = 1) uses its tensors and optimiser directly,
-    with nothing stacked (and any optimiser) unless ``stack=True`` (a population of one);
-    stacked optimisers must each pass ``supports_adam_steps``.
+    ``parameters`` are stacked ``[K, ...]`` copies of the members' tensors for a computation
+    over all members: set their ``.grad`` (``[K, ...]``) and call ``step``. The step hands each
+    member its slice of the gradient and runs one fused Adam call over the members' own tensors
+    with their own optimisers' states (the same state objects), then refreshes the stacks. Adam
+    on the stacked tensor itself would not do: its kernel treats an element by its place in the
+    tensor (vectorised body or scalar tail), so a member placed after another would round
+    differently from its own optimiser, and the difference grows over 500 steps. One member
+    without ``stack`` uses its tensors and optimiser directly (any optimiser); stacked optimisers
+    must each pass ``supports_adam_steps``.
 
     Examples:
         >>> import torch
@@ -94,57 +96,54 @@ class StackedAdam:
         >>> stacked.step(); stacked.write_back()
         >>> [round(w[0].item(), 4) for w in weights]  # Adam's first step: lr times the sign
         [0.9, 1.1]
+        >>> int(optimizers[1].state[weights[1]]["step"])  # the member's own state, stepped
+        1
     """
 
     def __init__(self, optimizers: list[torch.optim.Optimizer],
                  member_parameters: list[list[torch.Tensor]], *, stack: bool | None = None
                  ) -> None:
         self._fast = all(supports_adam_steps(optimizer) for optimizer in optimizers)
-        if (len(optimizers) > 1 or stack) and not self._fast:
+        self.stacked = len(optimizers) > 1 if stack is None else stack
+        if (len(optimizers) > 1 or self.stacked) and not self._fast:
             raise TypeError("StackedAdam takes plain torch.optim.Adam optimisers (one group, "
                             "no weight decay, AMSGrad or maximisation).")
         self.optimizers, self.member_parameters = optimizers, member_parameters
-        self.stacked = len(optimizers) > 1 if stack is None else stack
         if not self.stacked:
             if len(optimizers) > 1:
                 raise ValueError("several members' parameters are stacked (stack=True).")
             self.optimizer, self.parameters = optimizers[0], list(member_parameters[0])
             return
+        group = optimizers[0].param_groups[0]
+        every = [p for params in member_parameters for p in params]
+        self.optimizer = torch.optim.Adam(every, lr=group["lr"], betas=group["betas"],
+                                          eps=group["eps"], fused=bool(group["fused"]))
+        for optimizer, params in zip(optimizers, member_parameters, strict=True):
+            for param in params:  # the member's state object itself: stepped in place
+                self.optimizer.state[param] = optimizer.state[param]
         self.parameters = [torch.stack([p.detach() for p in same]).requires_grad_()
                            for same in zip(*member_parameters, strict=True)]
-        group = optimizers[0].param_groups[0]
-        self.optimizer = torch.optim.Adam(self.parameters, lr=group["lr"], betas=group["betas"],
-                                          eps=group["eps"], fused=bool(group["fused"]))
-        for i, stack in enumerate(self.parameters):
-            states = [opt.state.get(params[i]) for opt, params in
-                      zip(optimizers, member_parameters, strict=True)]
-            if all(states):
-                self.optimizer.state[stack] = {
-                    "step": states[0]["step"].clone(),
-                    "exp_avg": torch.stack([s["exp_avg"] for s in states]),
-                    "exp_avg_sq": torch.stack([s["exp_avg_sq"] for s in states]),
-                }
-            elif any(states):
-                raise ValueError("the members' optimisers took different numbers of steps.")
 
     def step(self) -> None:
-        if self._fast:
-            adam_step(self.optimizer)
-        else:  # one member with an optimiser of its own kind
-            self.optimizer.step()
-
-    @torch.no_grad()
-    def write_back(self) -> None:
-        """The stacked parameters and states into the members' (gradients cleared)."""
-        for stack in self.parameters:
-            stack.grad = None
         if not self.stacked:
+            if self._fast:
+                adam_step(self.optimizer)
+            else:  # one member with an optimiser of its own kind
+                self.optimizer.step()
             return
         for i, stack in enumerate(self.parameters):
-            state = self.optimizer.state[stack]
-            for k, (opt, params) in enumerate(zip(self.optimizers, self.member_parameters,
-                                                  strict=True)):
-                params[i].copy_(stack[k])
-                opt.state[params[i]] = {"step": state["step"].clone(),
-                                        "exp_avg": state["exp_avg"][k].clone(),
-                                        "exp_avg_sq": state["exp_avg_sq"][k].clone()}
+            for k, params in enumerate(self.member_parameters):
+                params[i].grad = stack.grad[k]
+        adam_step(self.optimizer)
+        with torch.no_grad():
+            for i, stack in enumerate(self.parameters):
+                torch.stack([params[i] for params in self.member_parameters], out=stack.data)
+
+    def write_back(self) -> None:
+        """Gradients cleared (the members' parameters and states are already their own)."""
+        for stack in self.parameters:
+            stack.grad = None
+        if self.stacked:
+            for params in self.member_parameters:
+                for param in params:
+                    param.grad = None

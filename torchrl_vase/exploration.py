@@ -308,12 +308,14 @@ class Exploration(nn.Module):
                 else partial(loss.gradient_terms_of, compile=first.compile))
         x = x.view(*x.shape[:-2], steps, size, x.shape[-1]).movedim(-3, 0)
         y = y.view(*y.shape[:-2], steps, size, y.shape[-1]).movedim(-3, 0)
-        terms = x.new_empty(steps, *mu.shape[:-1], 3)  # loss_nll, kl, entropy per step
+        # loss_nll, kl, entropy per step; member-major, so that each member's mean over the
+        # steps sums its own contiguous block, as a single model's does
+        terms = x.new_empty(*mu.shape[:-1], steps, 3)
         for i in range(steps):
-            terms[i], mu.grad, rho.grad = step(mu, rho, x[i], y[i], noise())
+            terms[..., i, :], mu.grad, rho.grad = step(mu, rho, x[i], y[i], noise())
             stacked.step()
         stacked.write_back()
-        means = terms.mean(0).reshape(-1, 3).tolist()
+        means = [member.mean(0).tolist() for member in terms.reshape(-1, steps, 3)]
         return [{"loss_nll": nll, "loss_kl": loss.kl_weight * kl,
                  "elbo": -(nll + loss.kl_weight * kl), "kl": kl, "entropy": entropy}
                 for nll, kl, entropy in means]

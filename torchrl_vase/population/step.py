@@ -24,25 +24,35 @@ class PopulationStep:
     """The members' ``OnPolicyStep``s on their batches: what a single run computes, member by
     member, with every random draw from the member's stream (``MemberStreams``).
 
-    The phases that are many small operations run for all members at once: the ELBO's 500
-    minibatch steps (``Exploration.elbo_steps`` over stacked models), TRPO's step
-    (``population_trpo_step``) and the critic fit (``population_critic_fit``). The bonus, the
-    pool, the diagnostics and the advantage (one call per member on the whole batch) run member
-    by member, as does anything without a batched form (RND's and VIME's training, PPO's epochs,
-    the dual structure's two critics): those are right for every config and fast where it
-    counts. A population of one runs its member's ``OnPolicyStep`` as it is.
+    The ELBO's 500 minibatch steps run for all members at once (``Exploration.elbo_steps`` over
+    stacked models: the K·N sampled networks as one batch of networks, bit for bit each member's
+    own steps; Adam on each member's own tensors and state, in one fused call); everything else
+    runs member by member under the member's stream: the bonus, the pool, the diagnostics, the
+    advantage (one call per member on the whole batch), TRPO's step and the critic fit, and
+    whatever has no batched form (RND's and VIME's training, PPO's epochs, local
+    reparameterisation). So member k's whole metric history is, value for value, the single
+    run's with seed ``streams.seeds[k]`` (tested).
 
-    Per member the batched phases compute the single run's numbers up to float rounding (their
-    batched kernels sum in another order than the single ones where a layer has one output), so
-    member k's first iteration is the single run's to ~1e-6 and its later ones are statistically,
-    not bitwise, the single run's.
+    TRPO's step and the critic fit also exist for all members at once (``population_trpo_step``,
+    ``population_critic_fit``; each member's numbers equal its own to float rounding, tested):
+    ``batch_policy_update`` and ``batch_critic_fit`` use them. They are off by default: measured on
+    two CPU cores (``docs/benchmarks.md``), the batched TRPO step (``torch.vmap`` and a double
+    backward through it) took 1.2-2x the time of ten single steps, and the batched critic fit,
+    1.4-1.9x faster than ten single fits, saves about 3 % of an iteration while its float rounding
+    (its batched kernels sum a one-output layer in another order) parts a member's trajectory
+    from the single run's within a few iterations.
 
     Args:
         steps: one ``OnPolicyStep`` per member, built alike (their seeds apart).
         streams: the members' random streams.
+
+    Keyword Args:
+        batch_policy_update: TRPO's step for all members at once.
+        batch_critic_fit: the critic fit for all members at once.
     """
 
-    def __init__(self, steps: Sequence[OnPolicyStep], streams: MemberStreams) -> None:
+    def __init__(self, steps: Sequence[OnPolicyStep], streams: MemberStreams, *,
+                 batch_policy_update: bool = False, batch_critic_fit: bool = False) -> None:
         if len(steps) != len(streams):
             raise ValueError(f"{len(steps)} steps for {len(streams)} members.")
         self.steps, self.streams = list(steps), streams
@@ -50,17 +60,18 @@ class PopulationStep:
         self.batched_model = all(e is not None and e.uses_elbo_gradients() and not e.compile
                                  and not e.loss.model.network.local_reparameterization
                                  for e in explorations)
-        self.batched_policy = all(isinstance(step.policy_update, TRPOUpdate)
-                                  for step in self.steps)
+        self.batched_policy = batch_policy_update and all(
+            isinstance(step.policy_update, TRPOUpdate) for step in self.steps)
         fits = [step.critic_fit for step in self.steps]
-        self.batched_critic = all(fits) and batched_critic_fit_applies(fits)
+        self.batched_critic = (batch_critic_fit and all(fits)
+                               and batched_critic_fit_applies(fits))
 
     def __call__(self, batches: Sequence[TensorDictBase]) -> list[dict[str, float]]:
         """Each member's metrics on its batch (``batches[k]``, written in place as
         ``OnPolicyStep`` writes a single run's)."""
         members = range(len(self.steps))
-        if len(self.steps) == 1:  # nothing to batch: the single run's step itself
-            return self._each(lambda k: self.steps[k](batches[k]))
+        if len(self.steps) == 1 and not (self.batched_policy or self.batched_critic):
+            return self._each(lambda k: self.steps[k](batches[k]))  # the single run's step
         observed = []
         for k in members:
             with self.streams.member(k):
