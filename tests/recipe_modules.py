@@ -17,3 +17,25 @@ def load_recipe(name: str) -> ModuleType:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+def train_killed_in_critic_fit(call: int, cfg, monkeypatch) -> None:
+    """``recipes/trpo_vase.py``'s ``train(cfg)`` interrupted (``KeyboardInterrupt``) in its
+    ``call``-th critic fit, as a kill between two checkpoints: one call per iteration for a
+    single run; one per member and iteration for a population (members fit one after another)."""
+    import pytest
+
+    from torchrl_vase import algorithm
+
+    calls, original = [], algorithm.fit_critic
+
+    def crash(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt("killed")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(algorithm, "fit_critic", crash)
+    with pytest.raises(KeyboardInterrupt):
+        load_recipe("trpo_vase").train(cfg)
+    monkeypatch.setattr(algorithm, "fit_critic", original)

@@ -182,9 +182,13 @@ def test_bad_actions_raise(env_id):
 SHORT_LIMIT = "torchrl_vase_test/MountainCarShortLimit-v1"
 gymnasium.register(SHORT_LIMIT, entry_point=gymnasium.spec(
     "torchrl_vase/SparseMountainCar-v1").entry_point, max_episode_steps=40)
+WRAPPED = "torchrl_vase_test/DoubledRewardPointRobot-v0"  # a wrapper of the env's own
+gymnasium.register(WRAPPED, max_episode_steps=500, entry_point=lambda: gymnasium.wrappers.
+                   TransformReward(gymnasium.make("torchrl_vase/PointRobot2D-v0").unwrapped,
+                                   lambda r: 2 * r + 1))
 
 
-@pytest.mark.parametrize("env_id", [*SPARSE_ENVS, SHORT_LIMIT])
+@pytest.mark.parametrize("env_id", [*SPARSE_ENVS, SHORT_LIMIT, WRAPPED])
 def test_the_lean_vector_env_steps_as_the_sync_vector_env(env_id):
     """Observations, rewards, terminations and truncations equal, step for step, through
     terminations, the time limit (a 40-step one) and masked resets."""
@@ -204,5 +208,6 @@ def test_the_lean_vector_env_steps_as_the_sync_vector_env(env_id):
             assert np.array_equal(lean.reset(options={"reset_mask": done.copy()})[0],
                                   sync.reset(options={"reset_mask": done})[0])
     assert env_id != SHORT_LIMIT or ends >= 6  # the limit ended every copy's episodes twice
+    assert env_id != WRAPPED or (ours[1] >= 1).all()  # the env's own wrapper stepped too
     lean.close()
     sync.close()

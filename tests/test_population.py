@@ -12,7 +12,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
-from recipe_modules import load_recipe
+from recipe_modules import load_recipe, train_killed_in_critic_fit
 from tensordict import TensorDict
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import MLP, ValueOperator
@@ -24,7 +24,6 @@ from torchrl_vase import (
     StandardizedRegressor,
     TRPOLoss,
     VASERewardTransform,
-    algorithm,
     gaussian_policy,
 )
 from torchrl_vase.checkpointing import config_identity
@@ -395,27 +394,10 @@ def test_each_member_is_its_single_run_metric_for_metric_and_an_mlflow_run(store
         assert ours == theirs  # every metric but the timings, every step, value for value
 
 
-def _train_killed_in_critic_fit(call: int, cfg, monkeypatch) -> None:
-    """``recipe.train(cfg)`` interrupted in its ``call``-th critic fit (members fit one after
-    another: with two members, call 5 is the first member's in the third iteration)."""
-    calls, original = [], algorithm.fit_critic
-
-    def crash(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == call:
-            raise KeyboardInterrupt("killed")
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(algorithm, "fit_critic", crash)
-    with pytest.raises(KeyboardInterrupt):
-        recipe.train(cfg)
-    monkeypatch.setattr(algorithm, "fit_critic", original)
-
-
 def test_a_killed_population_resumes_to_the_uninterrupted_histories(store, monkeypatch):
     overrides = ("seeds=[2,4]", "iterations=4", "checkpoint.every=1")
     whole = recipe.train(_config(store, *overrides, "mlflow.experiment=whole"))
-    _train_killed_in_critic_fit(5, _config(store, *overrides, "mlflow.experiment=killed"),
+    train_killed_in_critic_fit(5, _config(store, *overrides, "mlflow.experiment=killed"),
                                 monkeypatch)
     client = MlflowClient(tracking_uri=store[0])
     killed = client.search_runs([client.get_experiment_by_name("killed").experiment_id])
@@ -431,7 +413,7 @@ def test_a_killed_population_resumes_to_the_uninterrupted_histories(store, monke
 def test_a_population_killed_before_its_first_checkpoint_starts_over_in_its_runs(
         store, monkeypatch):
     overrides = ("seeds=[1,3]", "iterations=2", "checkpoint.every=1", "mlflow.experiment=early")
-    _train_killed_in_critic_fit(1, _config(store, *overrides), monkeypatch)
+    train_killed_in_critic_fit(1, _config(store, *overrides), monkeypatch)
     client = MlflowClient(tracking_uri=store[0])
     experiment = client.get_experiment_by_name("early").experiment_id
     killed = {run.info.run_id for run in client.search_runs([experiment])}

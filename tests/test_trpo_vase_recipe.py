@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
-from recipe_modules import load_recipe
+from recipe_modules import load_recipe, train_killed_in_critic_fit
 from tensordict import TensorDict
 from torchrl.collectors import Collector
 from torchrl.envs import GymEnv
@@ -135,28 +135,11 @@ def _history(uri: str, run_id: str) -> dict[str, list[tuple[int, float]]]:
     }
 
 
-def _train_killed_in_iteration(iteration: int, cfg, monkeypatch) -> None:
-    """``recipe.train(cfg)`` interrupted (``KeyboardInterrupt``) in the critic fit of its
-    ``iteration``-th iteration, as a kill between two checkpoints."""
-    calls, original = [], algorithm.fit_critic
-
-    def crash(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == iteration:
-            raise KeyboardInterrupt("killed")
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(algorithm, "fit_critic", crash)
-    with pytest.raises(KeyboardInterrupt):
-        recipe.train(cfg)
-    monkeypatch.setattr(algorithm, "fit_critic", original)
-
-
 def test_kill_and_resume_ends_with_the_uninterrupted_runs_metric_values(store, monkeypatch):
     overrides = ("env=mountain_car", "surprise=vase", "seed=21", "iterations=5",
                  "checkpoint.every=2")
     uninterrupted = recipe.train(_config(store, *overrides, "mlflow.experiment=uninterrupted"))
-    _train_killed_in_iteration(4, _config(store, *overrides), monkeypatch)
+    train_killed_in_critic_fit(4, _config(store, *overrides), monkeypatch)
     client = MlflowClient(tracking_uri=store[0])
     [killed] = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id],
                                   filter_string="tags.seed = '21'")
@@ -616,7 +599,7 @@ def test_ppo_runs_through_the_same_loop_and_resumes_exactly(store, monkeypatch):
                 "ppo/explained_variance", "bonus/advantage_corr", "bnn/elbo"):
         assert key in run.data.metrics, key
     assert not any(key.startswith("trpo/") for key in run.data.metrics)
-    _train_killed_in_iteration(3, _config(store, *overrides), monkeypatch)
+    train_killed_in_critic_fit(3, _config(store, *overrides), monkeypatch)
     resumed = recipe.train(_config(store, *overrides, "resume=true"))
     assert _history(store[0], resumed["run_id"]) == _history(store[0], uninterrupted["run_id"])
     path = Path(store[1]) / "checkpoints" / "ppo" / resumed["run_id"] / "last.pt"

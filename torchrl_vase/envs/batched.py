@@ -88,14 +88,15 @@ class LeanVectorEnv(gymnasium.vector.VectorEnv):
     """``sync_vector_env``'s transitions for less: ``num_envs`` copies stepped by a plain loop
     over the bare envs (``env.unwrapped``), the time limit counted here.
 
-    ``SyncVectorEnv`` steps each copy through its wrappers (``TimeLimit``, ``OrderEnforcing``,
-    ``PassiveEnvChecker``), then gathers the results; for the sparse tasks' cheap steps that is
-    a fifth of an env step. Here each step calls the bare env and applies ``TimeLimit``'s rule
-    (truncated once ``max_episode_steps`` steps were taken since the copy's reset); resets go
-    through the wrappers, as ``SyncVectorEnv``'s do. Auto-reset is off as in ``sync_vector_env``
-    (``reset(options={"reset_mask": done})``), seeds as there (copy ``i`` of seed ``s`` with
-    ``s + i``, or a list). The same observations, rewards, terminations and truncations, step for
-    step (tested on every sparse env).
+    ``SyncVectorEnv`` steps each copy through the wrappers ``gymnasium.make`` puts around it
+    (``TimeLimit``, ``OrderEnforcing``, ``PassiveEnvChecker``), then gathers the results; for
+    the sparse tasks' cheap steps that is a fifth of an env step. Here each step calls the env
+    inside those three (wrappers of the env's own, from its entry point, stay) and applies
+    ``TimeLimit``'s rule (truncated once its ``max_episode_steps`` steps were taken since the
+    copy's reset); resets go through every wrapper, as ``SyncVectorEnv``'s do. Auto-reset is off
+    as in ``sync_vector_env`` (``reset(options={"reset_mask": done})``), seeds as there (copy
+    ``i`` of seed ``s`` with ``s + i``, or a list). The same observations, rewards, terminations
+    and truncations, step for step (tested on every sparse env).
 
     Examples:
         >>> import torchrl_vase  # registers the sparse envs
@@ -107,9 +108,8 @@ class LeanVectorEnv(gymnasium.vector.VectorEnv):
 
     def __init__(self, env_id: str, num_envs: int, **make_kwargs) -> None:
         self.envs = [gymnasium.make(env_id, **make_kwargs) for _ in range(num_envs)]
-        self._bare = [env.unwrapped for env in self.envs]
-        spec = self.envs[0].spec
-        self.max_episode_steps = None if spec is None else spec.max_episode_steps
+        self._bare = [_without_make_wrappers(env) for env in self.envs]
+        self.max_episode_steps = _time_limit(self.envs[0])
         self.num_envs = num_envs
         self.single_observation_space = self.envs[0].observation_space
         self.single_action_space = self.envs[0].action_space
@@ -148,6 +148,26 @@ class LeanVectorEnv(gymnasium.vector.VectorEnv):
     def close_extras(self, **kwargs) -> None:
         for env in self.envs:
             env.close()
+
+
+#: what ``gymnasium.make`` wraps an env in; ``LeanVectorEnv`` steps inside them
+_MAKE_WRAPPERS = (gymnasium.wrappers.TimeLimit, gymnasium.wrappers.OrderEnforcing,
+                  gymnasium.wrappers.PassiveEnvChecker)
+
+
+def _without_make_wrappers(env: gymnasium.Env) -> gymnasium.Env:
+    while isinstance(env, _MAKE_WRAPPERS):
+        env = env.env
+    return env
+
+
+def _time_limit(env: gymnasium.Env) -> int | None:
+    """The ``max_episode_steps`` of the ``TimeLimit`` among ``make``'s wrappers, if any."""
+    while isinstance(env, _MAKE_WRAPPERS):
+        if isinstance(env, gymnasium.wrappers.TimeLimit):
+            return env._max_episode_steps
+        env = env.env
+    return None
 
 
 def unit_to_bounds(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
