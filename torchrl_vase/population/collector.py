@@ -37,7 +37,8 @@ class PopulationCollector(VectorEnvCollector):
     Keyword Args:
         num_envs: envs per member.
         frames_per_batch: transitions per member and batch.
-        reset_at_each_iter, make_kwargs: as ``VectorEnvCollector``.
+        reset_at_each_iter: start fresh episodes at every batch (rllab's batches).
+        make_kwargs: passed to ``gymnasium.make`` for every copy.
     """
 
     def __init__(self, env_id: str, policies: Sequence[TensorDictModuleBase],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -61,7 +61,8 @@ class PopulationLoop(OnPolicyLoop):
         **kwargs: as ``OnPolicyLoop`` (``iterations``, ``state``, ``checkpoint``, ...).
     """
 
-    def __init__(self, collector, step: Callable[[Sequence[TensorDictBase]], MemberMetrics], *,
+    def __init__(self, collector: Iterable[TensorDictBase],
+                 step: Callable[[Sequence[TensorDictBase]], MemberMetrics], *,
                  streams: MemberStreams, loggers: Sequence[Any] | None = None,
                  member_watchers: Sequence[Sequence[Callable]] | None = None,
                  **kwargs: Any) -> None:
