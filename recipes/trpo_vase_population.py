@@ -59,7 +59,7 @@ def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path,
     population = PopulationRun(
         [dict(tracking_uri=schema.tracking_uri(member), experiment=experiment,
               config=OmegaConf.to_container(member, resolve=True),
-              run_name=schema.run_name(member, overrides),
+              run_name=f"{schema.run_name(member, overrides)} {population_name(cfg)}",
               identity_ignores=schema.identity_ignores(member), params=schema.run_params(member),
               tags=schema.run_tags(member, commit, sweep) | {"population": population_name(cfg)},
               retry_minutes=cfg.mlflow.retry_minutes,
