@@ -59,7 +59,7 @@ def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path,
     population = PopulationRun(
         [dict(tracking_uri=schema.tracking_uri(member), experiment=experiment,
               config=OmegaConf.to_container(member, resolve=True),
-              run_name=f"{schema.run_name(member, overrides)} {population_name(cfg)}",
+              run_name=member_run_name(member, cfg, overrides),
               identity_ignores=schema.identity_ignores(member), params=schema.run_params(member),
               tags=schema.run_tags(member, commit, sweep) | {"population": population_name(cfg)},
               retry_minutes=cfg.mlflow.retry_minutes,
@@ -105,6 +105,13 @@ def member_means(members: list[dict[str, float]]) -> dict[str, float]:
     reward yet logs no ``train/first_reward_step``)."""
     keys = sorted({key for metrics in members for key in metrics})
     return {key: float(np.mean([m[key] for m in members if key in m])) for key in keys}
+
+
+def member_run_name(member: DictConfig, cfg: DictConfig, overrides: list[str]) -> str:
+    """The single run's name with the population after its seed, where a narrow runs table
+    still shows it: ``vase-extrinsic-seed3 seeds0-9 surprise.delta=0.01``."""
+    base, *settings = schema.run_name(member, overrides).split(" ")
+    return " ".join([base, population_name(cfg), *settings])
 
 
 def population_name(cfg: DictConfig) -> str:
