@@ -93,7 +93,7 @@ class StackedAdam:
         >>> stacked = StackedAdam(optimizers, [[w] for w in weights])
         >>> (stack,) = stacked.parameters
         >>> stack.grad = torch.tensor([[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0]])
-        >>> stacked.step(); stacked.write_back()
+        >>> stacked.step(); stacked.clear_gradients()
         >>> [round(w[0].item(), 4) for w in weights]  # Adam's first step: lr times the sign
         [0.9, 1.1]
         >>> int(optimizers[1].state[weights[1]]["step"])  # the member's own state, stepped
@@ -139,8 +139,9 @@ class StackedAdam:
             for i, stack in enumerate(self.parameters):
                 torch.stack([params[i] for params in self.member_parameters], out=stack.data)
 
-    def write_back(self) -> None:
-        """Gradients cleared (the members' parameters and states are already their own)."""
+    def clear_gradients(self) -> None:
+        """After the steps: every gradient set for them cleared (the members' parameters and
+        states were stepped in place)."""
         for stack in self.parameters:
             stack.grad = None
         if self.stacked:

@@ -291,12 +291,12 @@ class Exploration(nn.Module):
 
         One model (``members=[self]``): ``x``, ``y`` ``[steps·B, ·]`` as ``model_inputs`` gives
         them, ``noise()`` the step's ``[N, |Θ|]``. K models of one architecture and settings:
-        ``x``, ``y`` ``[K, steps·B, ·]``, ``noise()`` ``[K, N, |Θ|]``; their μ, ρ and Adam
-        states are stacked for the steps (``VariationalELBOLoss.population_gradient_terms``:
-        the K·N sampled networks as one batch; Adam is elementwise, so each member's numbers
-        are its own) and written back after. The noise
-        is drawn at each step (one draw for all steps is no faster — the sampler is the cost —
-        and allocates 144 MB per iteration for the locomotion model)."""
+        ``x``, ``y`` ``[K, steps·B, ·]``, ``noise()`` ``[K, N, |Θ|]``; their μ and ρ are
+        stacked for the gradients (``VariationalELBOLoss.population_gradient_terms``: the K·N
+        sampled networks as one batch) and Adam steps each member's own tensors and state
+        (``StackedAdam``), so each member's numbers are those of its own steps. The noise is
+        drawn at each step (one draw for all steps is no faster — the sampler is the cost — and
+        allocates 144 MB per iteration for the locomotion model)."""
         first = members[0]
         loss, steps, size = first.loss, first.updates_per_iteration, first.batch_size
         networks = [member.loss.model.network for member in members]
@@ -314,7 +314,7 @@ class Exploration(nn.Module):
         for i in range(steps):
             terms[..., i, :], mu.grad, rho.grad = step(mu, rho, x[i], y[i], noise())
             stacked.step()
-        stacked.write_back()
+        stacked.clear_gradients()
         means = [member.mean(0).tolist() for member in terms.reshape(-1, steps, 3)]
         return [{"loss_nll": nll, "loss_kl": loss.kl_weight * kl,
                  "elbo": -(nll + loss.kl_weight * kl), "kl": kl, "entropy": entropy}

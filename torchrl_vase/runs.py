@@ -223,14 +223,10 @@ class TrainingRun:
         if self.resume is False:
             return None, None, None
         if self.resume is True:
-            runs = client.search_runs(
-                [self.experiment_id], filter_string=f"tags.run_identity = '{self.identity}'",
-                order_by=["attributes.start_time DESC"], max_results=1,
-            )
-            if not runs:
+            self.run_id = _latest_run_id(client, self.experiment_id, self.identity)
+            if self.run_id is None:
                 print("resume: no earlier run of this config in this experiment; starting one.")
                 return None, None, None
-            self.run_id = runs[0].info.run_id
             lock = self._lock()
             checkpointer = Checkpointer(self.root / self.run_id)
             return self.run_id, checkpointer.load() if checkpointer.exists() else None, lock
@@ -271,8 +267,12 @@ def _latest_run(member: Mapping) -> str | None:
     if experiment is None:
         return None
     identity = config_identity(dict(member["config"]), tuple(member.get("identity_ignores", ())))
-    runs = client.search_runs([experiment.experiment_id],
-                              filter_string=f"tags.run_identity = '{identity}'",
+    return _latest_run_id(client, experiment.experiment_id, identity)
+
+
+def _latest_run_id(client: MlflowClient, experiment_id: str, identity: str) -> str | None:
+    """The latest run of an identity (the tag ``run_identity``) in an experiment, if any."""
+    runs = client.search_runs([experiment_id], filter_string=f"tags.run_identity = '{identity}'",
                               order_by=["attributes.start_time DESC"], max_results=1)
     return runs[0].info.run_id if runs else None
 

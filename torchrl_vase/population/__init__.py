@@ -1,15 +1,15 @@
 """Populations: K seeds of one config trained in one process, in lockstep.
 
-Member k is the single run with seed ``seeds[k]`` (its initial weights, env starts and random
-draws are that run's); the many small operations of an iteration (the policy's steps in the
-envs, the ELBO's minibatch steps, TRPO's conjugate gradient and line search, the critic fit)
-run for all members at once on stacked weights, so the per-call overhead that bounds these tiny
-networks on a CPU is paid once instead of K times.
+Member k is the single run with seed ``seeds[k]``, value for value (its initial weights, env
+starts and random draws are that run's, and every computation gives it that run's numbers); the
+members' envs step in one vector env and the bonus model's 500 ELBO steps of an iteration run for
+all members at once, so their per-call overhead is paid once instead of K times.
 
 - ``MemberStreams``: one random stream per member.
-- ``PopulationCollector``: every member's envs in one vector env, the policies in one call.
-- ``PopulationStep``: the members' ``OnPolicyStep``s, the costly phases batched
-  (``population_trpo_step``, ``population_critic_fit``, ``Exploration.elbo_steps``).
+- ``PopulationCollector``: every member's envs in one vector env, each acting with its policy.
+- ``PopulationStep``: the members' ``OnPolicyStep``s, the ELBO's steps batched
+  (``Exploration.elbo_steps``); TRPO's step and the critic fit batched on request
+  (``population_trpo_step``, ``population_critic_fit``).
 - ``PopulationLoop``: ``OnPolicyLoop`` with a logger per member and one checkpoint.
 """
 

@@ -90,6 +90,5 @@ class PopulationCollector(VectorEnvCollector):
     @torch.no_grad()
     def rollout(self) -> TensorDict:
         """One batch, ``[members, num_envs, steps]``."""
-        with torch.no_grad():
-            batch = super().rollout()
+        batch = super().rollout()
         return batch.view(self.members, self.member_envs, *batch.shape[1:])

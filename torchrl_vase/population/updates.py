@@ -19,7 +19,7 @@ from torch.distributions import kl_divergence
 from torch.func import functional_call, stack_module_state
 from torchrl.modules import IndependentNormal
 
-from torchrl_vase._adam import StackedAdam
+from torchrl_vase._adam import StackedAdam, supports_adam_steps
 from torchrl_vase.objectives.trpo import (
     TRPOLoss,
     _critics,
@@ -197,8 +197,6 @@ def _line_search(loss: TRPOLoss, evaluate: Callable[[Tensor], tuple[Tensor, Tens
 def batched_critic_fit_applies(fits: Sequence) -> bool:
     """Whether ``population_critic_fit`` applies: one plain-MSE critic module per member
     (not the dual structure's two), plain Adam optimisers."""
-    from torchrl_vase._adam import supports_adam_steps
-
     return all(
         len(_critics(fit.loss)) == 1 and _plain_squared_error(fit.loss)
         and _module_of(fit.loss.critic_network) is not None
@@ -242,7 +240,7 @@ def population_critic_fit(fits: Sequence, batches: Sequence[TensorDictBase],
                 leaf.grad = grad
             adam.step()
             last.append(member_loss.detach())
-    adam.write_back()
+    adam.clear_gradients()
     with torch.no_grad():
         prediction = modules(params, buffers, *inputs)
     mean_loss = torch.stack(last).mean(0)
