@@ -12,9 +12,9 @@ Prints, for hidden [32] (classic tasks, 4-dim obs + 1-dim action like CartpoleSw
   trained it before) against the ELBO's hand-written gradients and fused Adam update, eager and
   compiled
   (``Exploration(..., compile=True)``, compiled before the timing), timed in turns;
-* weight sampling against local reparameterisation (``local_reparameterization=True``): the
-  training iteration (hand-written gradients), the bonus of a batch, and the two values they
-  estimate (the difference between the two in standard errors).
+* weight sampling against the local samplings (``sampling="local"``, per row, and
+  ``"local_shared"``, the authors' layer): the training iteration (hand-written gradients), the
+  bonus of a batch, and the two values they estimate (the difference in standard errors).
 
     python recipes/benchmark_bnn.py [--threads 2]
 """
@@ -32,6 +32,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from torchrl_vase import (
+    SAMPLINGS,
     BayesianMLP,
     DynamicsModel,
     Exploration,
@@ -156,24 +157,24 @@ def main() -> None:
         print(f"{name:<32} {slow * 1e3:>6.0f} ms {fast * 1e3:>10.0f} ms {fastest * 1e3:>6.0f} ms "
               f"{slow / fast:>6.2f}x {slow / fastest:>6.2f}x")
 
-    local_reparameterization(args)
+    samplings(args)
 
 
-def local_reparameterization(args) -> None:
-    """Weight sampling against local reparameterisation, per model: one training iteration with
-    the hand-written gradients, the VASE bonus of a 5,000-transition batch (timed in turns), and
-    what they compute: the bonus's mean and the ELBO's data term on one batch, each the mean of
-    many draws, with the difference in standard errors (the two agree in expectation)."""
-    print(f"\nLocal reparameterisation against weight sampling (N = {args.num_samples}; "
+def samplings(args) -> None:
+    """Weight sampling against the local samplings (per row; shared by the rows, the authors'
+    layer), per model: one training iteration with the hand-written gradients, the VASE bonus
+    of a 5,000-transition batch (timed in turns), and what they compute: the bonus's mean and
+    the ELBO's data term on one batch, each the mean of many draws, with the difference from
+    weight sampling in standard errors (all three agree in expectation)."""
+    print(f"\nThe BNN's sampling, weights → local / local_shared (N = {args.num_samples}; "
           f"median of {args.rounds} turns; values: mean of {args.value_draws} draws)")
-    print(f"{'model':<32} {'training iteration':>26} {'bonus, 5,000 transitions':>30} "
-          f"{'bonus mean (SE)':>17} {'NLL term (SE)':>15}")
+    print(f"{'model':<32} {'sampling':<13} {'training iteration':>26} "
+          f"{'bonus, 5,000 transitions':>26} {'bonus mean (SE)':>16} {'NLL term (SE)':>14}")
     for name, (obs_dim, act_dim, cells, act_cls) in CONFIGS.items():
         paths, values = {}, {}
-        for local in (False, True):
+        for sampling in SAMPLINGS:
             torch.manual_seed(0)
-            model = DynamicsModel.build(obs_dim, act_dim, cells, act_cls,
-                                        local_reparameterization=local)
+            model = DynamicsModel.build(obs_dim, act_dim, cells, act_cls, sampling=sampling)
             bonus = VASERewardTransform(model, num_samples=args.num_samples, delta=0.0)
             exploration = Exploration(bonus, bonus.make_loss(kl_weight=0.2), pool_min=500,
                                       updates_per_iteration=args.updates)
@@ -186,28 +187,31 @@ def local_reparameterization(args) -> None:
             sample = exploration.pool.sample(args.updates * 10)
             x, y = exploration.loss.model_inputs(data[:10])
             batch = (data["observation"], data["action"], data["next", "observation"])
-            paths[local] = (functools.partial(exploration._elbo_steps, sample),
-                            functools.partial(bonus.surprise, *batch))
+            paths[sampling] = (functools.partial(exploration._elbo_steps, sample),
+                               functools.partial(bonus.surprise, *batch))
             with torch.no_grad():
                 draws = [(bonus.surprise(*batch).mean().item(),
                           exploration.loss.gradient_terms(
                               x, y, exploration.loss.step_noise(10))[0][0].item())
                          for _ in range(args.value_draws)]
-            values[local] = torch.tensor(draws, dtype=torch.float64)
-        times = {(local, k): [] for local in paths for k in (0, 1)}
+            values[sampling] = torch.tensor(draws, dtype=torch.float64)
+        times = {(sampling, k): [] for sampling in paths for k in (0, 1)}
         for _ in range(args.rounds):
-            for local, runs in paths.items():
+            for sampling, runs in paths.items():
                 for k, run in enumerate(runs):
                     start = time.perf_counter()
                     run()
-                    times[(local, k)].append(time.perf_counter() - start)
+                    times[(sampling, k)].append(time.perf_counter() - start)
         ms = {key: statistics.median(t) * 1e3 for key, t in times.items()}
-        mean, error = (values[False].mean(0) - values[True].mean(0),
-                       ((values[False].var(0) + values[True].var(0)) / args.value_draws).sqrt())
-        cells_text = [f"{ms[(False, k)]:.0f} → {ms[(True, k)]:.0f} ms "
-                      f"{ms[(False, k)] / ms[(True, k)]:.2f}x" for k in (0, 1)]
-        print(f"{name:<32} {cells_text[0]:>26} {cells_text[1]:>30} "
-              f"{mean[0] / error[0]:>+16.1f} {mean[1] / error[1]:>+14.1f}")
+        weights = values["weights"]
+        for sampling in SAMPLINGS[1:]:
+            ours = values[sampling]
+            mean = weights.mean(0) - ours.mean(0)
+            error = ((weights.var(0) + ours.var(0)) / args.value_draws).sqrt()
+            cells_text = [f"{ms[('weights', k)]:.0f} → {ms[(sampling, k)]:.0f} ms "
+                          f"{ms[('weights', k)] / ms[(sampling, k)]:.2f}x" for k in (0, 1)]
+            print(f"{name:<32} {sampling:<13} {cells_text[0]:>26} {cells_text[1]:>26} "
+                  f"{mean[0] / error[0]:>+15.1f} {mean[1] / error[1]:>+13.1f}")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from omegaconf.errors import OmegaConfBaseException
 from torchrl_vase._validation import check_layer_widths
 from torchrl_vase.envs import VECTORIZATIONS, check_continuous_control
 from torchrl_vase.evaluation import check_video
-from torchrl_vase.modules import INITIALIZATIONS
+from torchrl_vase.modules import INITIALIZATIONS, SAMPLINGS
 from torchrl_vase.population.streams import check_seeds
 from torchrl_vase.runs import flatten, ignored
 
@@ -93,7 +93,7 @@ class BNNSurprise:
     elbo: ELBOTraining
     reward_normalization: str | None = None
     delta: float = 0.0
-    local_reparameterization: bool = False
+    sampling: str = "weights"
 
 
 @dataclass
@@ -305,6 +305,10 @@ def _check_relations(cfg: DictConfig) -> None:
         )
     if cfg.seeds is not None:
         _check_population(cfg)
+    sampling = OmegaConf.select(cfg, "surprise.sampling")
+    if sampling is not None and sampling not in SAMPLINGS:
+        raise ValueError(f"surprise.sampling must be one of {sorted(SAMPLINGS)}, got "
+                         f"{sampling!r}.")
     if cfg.advantage.structure == "dual" and cfg.surprise.name == "none":
         raise ValueError(
             "advantage=dual needs an intrinsic reward for its intrinsic critic; choose a "
@@ -405,7 +409,7 @@ PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations",
 
 
 # keys added after runs existed: at these values a config keeps the identity it had before
-LATER_KEYS = {"algorithm": "trpo", "surprise.local_reparameterization": False, "seeds": None}
+LATER_KEYS = {"algorithm": "trpo", "surprise.sampling": "weights", "seeds": None}
 
 
 def identity_ignores(cfg: DictConfig) -> tuple[str, ...]:

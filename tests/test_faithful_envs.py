@@ -230,6 +230,19 @@ def test_half_cheetah_observation_start_and_centre_of_mass_goal():
     assert env.step(np.zeros(6))[1] == 0.0
 
 
+def test_half_cheetah_steps_as_with_rllabs_whole_forward():
+    # its lighter forward (positions and centre of mass) against rllab's model.forward() after
+    # every step: the same observations, bit for bit, over paths with resets between them
+    light, whole = RllabHalfCheetahEnv(), RllabHalfCheetahEnv()
+    whole._forward = lambda: super(RllabHalfCheetahEnv, whole)._forward()
+    actions = np.random.default_rng(0).uniform(-1.5, 1.5, (600, 6))
+    for i, action in enumerate(actions):
+        if i % 200 == 0:
+            assert np.array_equal(light.reset(seed=i)[0], whole.reset(seed=i)[0])
+        ours, theirs = light.step(action), whole.step(action)
+        assert np.array_equal(ours[0], theirs[0]) and ours[1:4] == theirs[1:4], i
+
+
 @pytest.mark.parametrize("goal", ["velocity", "position"])
 def test_ant_model_goal_and_termination(goal):
     env = RllabAntEnv(goal=goal)

@@ -1,6 +1,7 @@
-"""Local reparameterisation: pre-activations drawn row by row instead of weight sets. The hand
-gradients equal autograd's, the per-transition distribution equals weight sampling's (checked by
-Monte Carlo), and what needs the weights themselves refuses it."""
+"""Local reparameterisation: pre-activations drawn row by row (``sampling="local"``) or with one
+draw per unit shared by the rows (``"local_shared"``, the VASE authors' layer) instead of weight
+sets. The hand gradients equal autograd's, the per-transition distribution equals weight
+sampling's (checked by Monte Carlo), and what needs the weights themselves refuses it."""
 
 import math
 
@@ -18,18 +19,22 @@ from torchrl_vase import (
     vime_information_gain,
 )
 
+LOCAL = ("local", "local_shared")
 
-def _model(local: bool, cells=(16, 8), activation=nn.Tanh, seed=0) -> DynamicsModel:
+
+def _model(sampling: str, cells=(16, 8), activation=nn.Tanh, seed=0) -> DynamicsModel:
     torch.manual_seed(seed)
     return DynamicsModel.build(3, 2, list(cells), activation, standardize=False,
-                               local_reparameterization=local, dtype=torch.float64)
+                               sampling=sampling, dtype=torch.float64)
 
 
+@pytest.mark.parametrize("sampling", LOCAL)
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 @pytest.mark.parametrize("activation", [nn.ReLU, nn.Tanh])
 @pytest.mark.parametrize("cells", [(16,), (16, 8)])
-def test_the_hand_gradients_equal_autograd_on_the_same_noise(activation, cells, reduction):
-    model = _model(True, cells, activation)
+def test_the_hand_gradients_equal_autograd_on_the_same_noise(activation, cells, reduction,
+                                                             sampling):
+    model = _model(sampling, cells, activation)
     loss = VariationalELBOLoss(model, num_samples=7, kl_weight=0.3, reduction=reduction)
     network = model.network
     td = TensorDict({"observation": torch.randn(11, 3, dtype=torch.float64),
@@ -37,7 +42,7 @@ def test_the_hand_gradients_equal_autograd_on_the_same_noise(activation, cells, 
                      ("next", "observation"): torch.randn(11, 3, dtype=torch.float64)}, [11])
     x, y = loss.model_inputs(td)
     noise = loss.step_noise(11)
-    assert noise.shape == (7, 11, sum(cells) + 3)
+    assert noise.shape == (7, 11 if sampling == "local" else 1, sum(cells) + 3)
     terms, grad_mu, grad_rho = loss.gradient_terms(x, y, noise)
     # autograd through the loss's own forward on the same pre-activation noise
     network.sample_output_noise = lambda num_samples, rows, generator=None: noise
@@ -49,9 +54,10 @@ def test_the_hand_gradients_equal_autograd_on_the_same_noise(activation, cells, 
     torch.testing.assert_close(grad_rho, network.rho.grad, rtol=1e-10, atol=1e-12)
 
 
-def test_each_transition_has_the_distribution_of_weight_sampling():
-    # per transition, E[NLL] and E[prediction²] agree: the draws differ, the distribution not
-    weights, local = _model(False), _model(True)
+@pytest.mark.parametrize("sampling", LOCAL)
+def test_each_transition_has_the_distribution_of_weight_sampling(sampling):
+    # per transition, E[NLL] agrees: the draws differ, the distribution not
+    weights, local = _model("weights"), _model(sampling)
     local.load_state_dict(weights.state_dict())
     obs, action = torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
     next_obs = torch.randn(4, 3, dtype=torch.float64)
@@ -60,13 +66,18 @@ def test_each_transition_has_the_distribution_of_weight_sampling():
     b = prediction_nll(local.network, obs, action, next_obs, num_samples=draws, sigma_c=1.0)
     error = ((a.var(0) + b.var(0)) / draws).sqrt()
     assert ((a.mean(0) - b.mean(0)).abs() < 5 * error).all(), (a.mean(0), b.mean(0), error)
-    # and the draws of one transition are no longer shared with the others: rows decorrelate
+    # per row, the draws of one transition are no longer shared with the others: rows
+    # decorrelate; shared by the rows, one draw moves every row's pre-activations together
     rows_a, rows_b = torch.corrcoef(a.T)[0, 1:], torch.corrcoef(b.T)[0, 1:]
-    assert rows_b.abs().max() < rows_a.abs().max()
+    if sampling == "local":
+        assert rows_b.abs().max() < rows_a.abs().max()
+    else:
+        assert rows_b.abs().min() > 0.05, rows_b
 
 
-def test_the_elbo_trains_with_local_reparameterization():
-    model = _model(True, (16,), nn.ReLU)
+@pytest.mark.parametrize("sampling", LOCAL)
+def test_the_elbo_trains_with_local_reparameterization(sampling):
+    model = _model(sampling, (16,), nn.ReLU)
     bonus = SurpriseRewardTransform(model, measure="vase", eta=1e-3, delta=0.0)
     exploration = Exploration(bonus, bonus.make_loss(num_samples=5), pool_min=50,
                               updates_per_iteration=200, batch_size=10, lr=1e-2)
@@ -81,8 +92,9 @@ def test_the_elbo_trains_with_local_reparameterization():
     assert second["elbo"] > first["elbo"] and math.isfinite(second["bonus_mean"])
 
 
-def test_what_needs_the_weights_refuses_local_reparameterization():
-    model = _model(True)
+@pytest.mark.parametrize("sampling", LOCAL)
+def test_what_needs_the_weights_refuses_local_reparameterization(sampling):
+    model = _model(sampling)
     with pytest.raises(ValueError, match="measure='vime' needs weight sampling"):
         SurpriseRewardTransform(model, measure="vime")
     with pytest.raises(ValueError, match="needs weight sampling"):
@@ -90,3 +102,22 @@ def test_what_needs_the_weights_refuses_local_reparameterization():
                                                for d in (3, 2, 3)))
     with pytest.raises(ValueError, match="kl_estimator='monte_carlo' needs the sampled weights"):
         VariationalELBOLoss(model, kl_estimator="monte_carlo")
+
+
+def test_shared_noise_is_one_draw_per_unit_for_every_row():
+    # the authors' layer: with the means at zero and one row twice, both rows get the same draw
+    model = _model("local_shared", (16,), nn.ReLU)
+    torch.manual_seed(3)
+    out = model.network.sample_outputs(torch.ones(2, 5, dtype=torch.float64), 4)
+    assert out.shape == (4, 2, 3)
+    torch.testing.assert_close(out[:, 0], out[:, 1], rtol=1e-12, atol=1e-12)
+    assert (out[0] - out[1]).abs().max() > 1e-3  # each draw its own
+    per_row = _model("local", (16,), nn.ReLU).network.sample_outputs(
+        torch.ones(2, 5, dtype=torch.float64), 4)
+    assert (per_row[:, 0] - per_row[:, 1]).abs().max() > 1e-3
+
+
+def test_an_unknown_sampling_is_refused():
+    with pytest.raises(ValueError, match=r"sampling must be one of \('weights', 'local', "
+                                         r"'local_shared'\), got 'shared'"):
+        DynamicsModel.build(3, 2, sampling="shared")

@@ -185,26 +185,31 @@ def test_fit_critic_with_a_generator_free_stream_matches_a_seeded_global_stream(
     assert float(a["loss_critic"]) != float(b["loss_critic"])  # the shuffles matter
 
 
-def _explorations(members: int, dtype: torch.dtype = torch.float64):
+def _explorations(members: int, dtype: torch.dtype = torch.float64, sampling: str = "weights",
+                  activation: type[torch.nn.Module] = torch.nn.ReLU):
     out = []
     for k in range(members):
         torch.manual_seed(k)
-        bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=0.1).to(dtype)
+        model = DynamicsModel.build(2, 1, [32], activation, sigma_c=0.5, sampling=sampling)
+        bonus = VASERewardTransform(model, eta=0.1).to(dtype)
         out.append(Exploration(bonus, bonus.make_loss(kl_weight=0.2), pool_min=20,
                                updates_per_iteration=60, batch_size=5))
     return out
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_each_members_elbo_steps_are_its_single_steps_bit_for_bit_and_independent(dtype):
-    explorations = _explorations(3, dtype)
+@pytest.mark.parametrize(("dtype", "sampling", "activation"), [
+    (torch.float64, "weights", torch.nn.ReLU), (torch.float32, "weights", torch.nn.ReLU),
+    (torch.float32, "local_shared", torch.nn.ReLU), (torch.float32, "local", torch.nn.Tanh),
+    (torch.float32, "weights", torch.nn.Tanh)])
+def test_each_members_elbo_steps_are_its_single_steps_bit_for_bit_and_independent(
+        dtype, sampling, activation):
+    explorations = _explorations(3, dtype, sampling, activation)
     singles, changed = copy.deepcopy(explorations), copy.deepcopy(explorations)
     steps, size = 60, 5
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(3, steps * size, 3, dtype=dtype, generator=generator)
     y = torch.randn(3, steps * size, 2, dtype=dtype, generator=generator)
-    networks = [e.loss.model.network for e in explorations]
-    noise = [[n.sample_noise(10) for _ in range(steps)] for n in networks]
+    noise = [[e.loss.step_noise(size) for _ in range(steps)] for e in explorations]
 
     def stacked_noise():
         draws = iter(zip(*noise, strict=True))

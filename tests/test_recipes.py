@@ -66,9 +66,10 @@ def test_benchmark_bnn_prints_its_tables(run_script):
                      "--updates", "20", "--rounds", "1", "--value-draws", "3")
     assert "looped/batched" in out and "ELBO steps per second" in out
     assert "hand-written" in out and "compiled" in out
-    # two forwards; two training iterations, each eager and compiled against autograd; local
-    # reparameterisation against weight sampling: training and bonus for each model
-    assert len(re.findall(r"\d+\.\d+x", out)) == 10 and "Local reparameterisation" in out
+    # two forwards; two training iterations, each eager and compiled against autograd; the two
+    # local samplings against weight sampling: training and bonus for each model
+    assert len(re.findall(r"\d+\.\d+x", out)) == 14 and "The BNN's sampling" in out
+    assert len(re.findall(r"^\S.* local_shared +\d", out, flags=re.MULTILINE)) == 2
 
 
 def test_benchmark_surprise_prints_its_tables(run_script):

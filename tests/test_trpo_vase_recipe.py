@@ -568,18 +568,20 @@ def test_video_of_an_env_without_rendering_fails_before_any_run_exists(store):
 
 
 @pytest.mark.parametrize(("overrides", "identity"), [
-    ([], "9e17d44f21c0"),
-    (["env=half_cheetah", "surprise=nll", "seed=3"], "62428298c3ef"),
+    (["surprise.sampling=weights"], "9e17d44f21c0"),
+    (["env=half_cheetah", "surprise=nll", "seed=3", "surprise.sampling=weights"],
+     "62428298c3ef"),
     (["preset=authors_trpo"], "3366375a9e7b"),
 ])
 def test_the_run_identity_of_configs_from_before_ppo_is_unchanged(overrides, identity):
-    # the identities the recipe gave these configs at 0b17d37, before `algorithm` and `ppo`
-    # existed: resume=true still finds those runs
+    # the identities the recipe gave these configs at 0b17d37, before `algorithm`, `ppo` and
+    # `surprise.sampling` existed (weight sampling was the BNN's only way then): resume=true
+    # still finds those runs
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = schema.typed_config(compose("trpo_vase", overrides=overrides))
     config = OmegaConf.to_container(cfg, resolve=True)
     assert config_identity(config, schema.identity_ignores(cfg)) == identity
-    for change in ({"algorithm": "ppo"}, {"surprise": {"local_reparameterization": True}}):
+    for change in ({"algorithm": "ppo"}, {"surprise": {"sampling": "local_shared"}}):
         if change.get("surprise") and cfg.surprise.name == "none":
             continue
         changed = schema.typed_config(OmegaConf.merge(cfg, change))
@@ -612,13 +614,21 @@ def test_a_trpo_run_logs_no_ppo_params(store):
     assert params["algorithm"] == "trpo" and not any(key.startswith("ppo.") for key in params)
 
 
-def test_local_reparameterization_is_an_option_of_the_bnn_measures(store):
+def test_the_bnns_sampling_is_an_option_of_the_bnn_measures(store):
+    # the authors' layer by default (VASE, NLL), weight sampling for VIME, either on request
     result = recipe.train(_config(store, "surprise=vase", "seed=25", "iterations=1",
-                                  "surprise.local_reparameterization=true"))
+                                  "surprise.sampling=weights"))
     run = MlflowClient(tracking_uri=store[0]).get_run(result["run_id"])
-    assert run.data.params["surprise.local_reparameterization"] == "True"
+    assert run.data.params["surprise.sampling"] == "weights"
     assert np.isfinite(run.data.metrics["bnn/elbo"])
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        defaults = {name: compose("trpo_vase", overrides=[f"surprise={name}"]).surprise.sampling
+                    for name in ("vase", "nll", "vime")}
+    assert defaults == {"vase": "local_shared", "nll": "local_shared", "vime": "weights"}
     before = _all_runs(store[0])
     with pytest.raises(ValueError, match=r"^measure='vime' needs weight sampling"):
-        recipe.train(_config(store, "surprise=vime", "surprise.local_reparameterization=true"))
+        recipe.train(_config(store, "surprise=vime", "surprise.sampling=local_shared"))
+    with pytest.raises(ValueError, match=r"^surprise.sampling must be one of \['local', "
+                                         r"'local_shared', 'weights'\], got 'shared'"):
+        recipe.train(_config(store, "surprise.sampling=shared"))
     assert _all_runs(store[0]) == before

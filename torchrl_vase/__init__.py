@@ -10,6 +10,7 @@ from torchrl_vase.evaluation import evaluate, load_policy
 from torchrl_vase.exploration import Exploration
 from torchrl_vase.loop import LoopResult, OnPolicyLoop
 from torchrl_vase.modules import (
+    SAMPLINGS,
     BayesianMLP,
     DynamicsModel,
     LayerWeights,
@@ -74,6 +75,7 @@ def __getattr__(name: str):
 __version__ = "0.1.0"
 
 __all__ = [
+    "SAMPLINGS",
     "BayesianMLP",
     "CriticFit",
     "DynamicsModel",

@@ -290,10 +290,11 @@ class Exploration(nn.Module):
         at minibatch 10), for one model or for a population's models together.
 
         One model (``members=[self]``): ``x``, ``y`` ``[steps·B, ·]`` as ``model_inputs`` gives
-        them, ``noise()`` the step's ``[N, |Θ|]``. K models of one architecture and settings:
-        ``x``, ``y`` ``[K, steps·B, ·]``, ``noise()`` ``[K, N, |Θ|]``; their μ and ρ are
-        stacked for the gradients (``VariationalELBOLoss.population_gradient_terms``: the K·N
-        sampled networks as one batch) and Adam steps each member's own tensors and state
+        them, ``noise()`` the step's (``VariationalELBOLoss.step_noise``). K models of one
+        architecture and settings: ``x``, ``y`` ``[K, steps·B, ·]``, ``noise()`` the K
+        members' stacked; their μ and ρ are stacked for the gradients
+        (``VariationalELBOLoss.population_gradient_terms``: the K·N sampled networks, or the
+        K models' local draws, as one batch) and Adam steps each member's own tensors and state
         (``StackedAdam``), so each member's numbers are those of its own steps. The noise is
         drawn at each step (one draw for all steps is no faster — the sampler is the cost — and
         allocates 144 MB per iteration for the locomotion model)."""

@@ -76,7 +76,7 @@ def prediction_nll(
     """``−log N(s'; f(s, a; θ_n), σ_c² I)`` for N weight samples θ_n ~ q: shape ``[N, *B]``.
 
     The per-sample likelihood of the paper's Eq. 11, the building block of every measure here
-    (with the model's ``local_reparameterization``, N draws of each transition's prediction).
+    (with a model's local ``sampling``, N draws of each transition's prediction).
 
     Examples:
         >>> import torch
@@ -237,7 +237,7 @@ def _flat_transitions(
     """Check VIME's arguments; return ``x [T, in]``, ``y [T, out]`` and the batch shape."""
     if model.local_reparameterization:
         raise ValueError("VIME's information gain is a gradient with respect to the weights: it "
-                         "needs weight sampling (a model without local_reparameterization).")
+                         "needs weight sampling (a model with sampling='weights').")
     check_positive("step_size", step_size)
     check_sigma_c(sigma_c)
     x, y = _model_inputs(model, obs, action, next_obs)

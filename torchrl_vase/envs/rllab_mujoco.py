@@ -99,6 +99,14 @@ class RllabHalfCheetahEnv(_RllabMujocoEnv):
             render_mode=render_mode,
         )
 
+    def _forward(self) -> None:
+        """Only what the observation and reward read after a step: the bodies' poses and the
+        centre of mass (``mj_kinematics``, ``mj_comPos``). rllab's whole ``forward()`` computes
+        the same ``subtree_com`` at a quarter more per step, and its other results are
+        recomputed by the next ``mj_step`` before use (the same transitions, tested)."""
+        mujoco.mj_kinematics(self.model, self.data)
+        mujoco.mj_comPos(self.model, self.data)
+
     def _get_obs(self) -> np.ndarray:
         return np.concatenate([self.data.qpos[1:], self.data.qvel, self.center_of_mass()])
 

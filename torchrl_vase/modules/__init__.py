@@ -1,6 +1,6 @@
 """Neural network modules: the Bayesian dynamics model, the policy head, the critic."""
 
-from torchrl_vase.modules.bayesian_mlp import BayesianMLP, LayerWeights
+from torchrl_vase.modules.bayesian_mlp import SAMPLINGS, BayesianMLP, LayerWeights
 from torchrl_vase.modules.critic import StandardizedRegressor
 from torchrl_vase.modules.dynamics import DynamicsModel
 from torchrl_vase.modules.policy import (
@@ -11,6 +11,7 @@ from torchrl_vase.modules.policy import (
 
 __all__ = [
     "INITIALIZATIONS",
+    "SAMPLINGS",
     "BayesianMLP",
     "DynamicsModel",
     "LayerWeights",

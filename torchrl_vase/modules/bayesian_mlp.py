@@ -21,6 +21,10 @@ from torchrl_vase._validation import check_num_samples, check_positive
 LayerWeights = list[tuple[Tensor, Tensor]]
 
 INIT_MEANS = ("uniform", "normal")
+#: How ``sample_outputs`` (the bonus, the ELBO) draws a batch's N predictions: N weight sets
+#: shared by the rows (VIME's code), pre-activations per row (Kingma et al., 2015), or
+#: pre-activations with one draw per unit shared by the rows (the VASE authors' BNN layer).
+SAMPLINGS = ("weights", "local", "local_shared")
 _HALF_LOG_2PI_E = 0.5 * math.log(2 * math.pi * math.e)
 # Floats per block of hidden activations in an N-sample forward (2 MiB): cache-sized.
 _BLOCK_FLOATS = 2**19
@@ -68,12 +72,17 @@ class BayesianMLP(nn.Module):
         init_mean: how the posterior means start: ``"uniform"`` (default; as ``torch.nn.Linear``
             initialises a layer, ``U(±1/√fan_in)``) or ``"normal"`` (the VASE and VIME authors'
             code: every μ from ``N(0, 1)``).
-        local_reparameterization: ``sample_outputs`` (the bonus, the ELBO) draws each layer's
-            pre-activations ``z ~ N(h M, h² S)`` row by row (Kingma, Salimans & Welling, 2015;
-            the VASE authors' BNN layer) instead of N weight sets shared by the rows: the
-            same distribution for every transition, N × rows × Σ widths normals instead of
-            N × |Θ|. VIME's information gain (a gradient with respect to the weights) needs
-            weight sampling.
+        sampling: how ``sample_outputs`` (the bonus, the ELBO) draws N predictions of a batch.
+            ``"weights"`` (default; VIME's code): N weight sets ``θ_n ~ q``, each shared by the
+            rows. ``"local"`` (local reparameterisation, Kingma, Salimans & Welling, 2015):
+            each layer's pre-activations ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ`` with ``ξ``
+            drawn per row, unit and draw (M, S the weights' means and variances).
+            ``"local_shared"`` (the VASE authors' BNN layer, ``USE_REPARAMETRIZATION_TRICK``):
+            the same pre-activations with one ``ξ`` per unit and draw, shared by the rows.
+            Every transition's prediction has the same distribution all three ways; the local
+            ones draw N × (rows or 1) × Σ widths normals instead of N × |Θ| and never form the
+            N weight sets. VIME's information gain (a gradient with respect to the weights)
+            needs ``"weights"``.
         device: where the parameters are allocated.
         dtype: the parameters' dtype.
 
@@ -104,7 +113,7 @@ class BayesianMLP(nn.Module):
         prior_std: float = 0.5,
         init_posterior_std: float | None = None,
         init_mean: str = "uniform",
-        local_reparameterization: bool = False,
+        sampling: str = "weights",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -123,6 +132,8 @@ class BayesianMLP(nn.Module):
         init_std = check_positive("init_posterior_std", init_std)
         if init_mean not in INIT_MEANS:
             raise ValueError(f"init_mean must be one of {INIT_MEANS}, got {init_mean!r}.")
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}.")
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating point dtype, got {dtype}.")
         self.in_features = in_features
@@ -130,9 +141,8 @@ class BayesianMLP(nn.Module):
         self.num_cells = list(num_cells)
         self.init_posterior_std = init_std
         self.init_mean = init_mean
-        #: N-sample outputs draw each layer's pre-activations instead of whole weight sets
-        #: (``sample_outputs``): the same distribution per row, independent draws across rows.
-        self.local_reparameterization = bool(local_reparameterization)
+        #: how N-sample outputs are drawn (``sample_outputs``): one of ``SAMPLINGS``
+        self.sampling = sampling
         #: Per layer, the (input, output) widths.
         self.layer_sizes = list(itertools.pairwise([in_features, *self.num_cells, out_features]))
         # All means and all ρ live in two flat parameters (weights then bias, layer by layer):
@@ -184,6 +194,12 @@ class BayesianMLP(nn.Module):
     # ----------------------------------------------------------------------------------------
     # The posterior q(θ; φ)
     # ----------------------------------------------------------------------------------------
+    @property
+    def local_reparameterization(self) -> bool:
+        """Whether ``sample_outputs`` draws pre-activations (``sampling`` ``"local"`` or
+        ``"local_shared"``) rather than weight sets."""
+        return self.sampling != "weights"
+
     @property
     def num_parameters(self) -> int:
         """|Θ|, the number of stochastic parameters (weights and biases)."""
@@ -274,11 +290,11 @@ class BayesianMLP(nn.Module):
         """N draws of the network's output for every row of ``x`` ``[*batch, in_features]``:
         ``[N, *batch, out_features]``, differentiable in μ and ρ.
 
-        Weight sampling (default): draw n uses one weight set θ_n for all rows
-        (``apply_weights(x, sample_weights(N))``). With ``local_reparameterization`` each row
-        and draw get pre-activations of their own (``outputs_from_noise``); each row's output
-        has the same distribution either way, so per-transition expectations (the bonus, the
-        ELBO) agree.
+        ``sampling="weights"`` (default): draw n uses one weight set θ_n for all rows
+        (``apply_weights(x, sample_weights(N))``). The local samplings draw each layer's
+        pre-activations (``outputs_from_noise``), per row or shared by the rows; each row's
+        output has the same distribution every way, so per-transition expectations (the bonus,
+        the ELBO) agree.
         """
         if not self.local_reparameterization:
             return self.apply_weights(x, self.sample_weights(num_samples, generator=generator))
@@ -289,18 +305,34 @@ class BayesianMLP(nn.Module):
 
     def sample_output_noise(self, num_samples: int, rows: int, *,
                             generator: torch.Generator | None = None) -> Tensor:
-        """Standard normal ξ for ``outputs_from_noise``: ``[N, rows, Σ layer widths]``."""
+        """Standard normal ξ for ``outputs_from_noise``: ``[N, rows, Σ layer widths]``, or
+        ``[N, 1, Σ layer widths]`` with ``sampling="local_shared"`` (one draw for all rows)."""
         width = sum(n_out for _, n_out in self.layer_sizes)
+        rows = 1 if self.sampling == "local_shared" else rows
         return self._standard_normal((check_num_samples(num_samples), rows, width), generator)
 
     def outputs_from_noise(self, rows: Tensor, noise: Tensor) -> Tensor:
         """Local reparameterisation: per layer ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ``, with
         ``M``, ``S`` the weights' means and variances and ``ξ`` the layer's slice of ``noise``
-        ``[N, rows, Σ widths]``; ``rows`` is ``[rows, in_features]``. Returns
-        ``[N, rows, out_features]``."""
+        ``[N, rows, Σ widths]`` (or ``[N, 1, Σ widths]``, one draw for all rows); ``rows`` is
+        ``[rows, in_features]``. Returns ``[N, rows, out_features]``."""
+        # Cache blocking, as in apply_weights: blocks of rows keep the N × rows × width
+        # activations cache-sized (a 5,000-transition bonus took 3.8x the time unblocked)
+        widest = max(self.num_cells, default=self.out_features)
+        num_blocks = -(-noise.shape[0] * rows.shape[0] * widest // _BLOCK_FLOATS)
+        if num_blocks <= 1:
+            return self._outputs_from_noise(rows, noise)
+        shared = noise.shape[1] == 1
+        blocks = zip(rows.tensor_split(num_blocks),
+                     [noise] * num_blocks if shared else noise.tensor_split(num_blocks, dim=1),
+                     strict=True)
+        return torch.cat([self._outputs_from_noise(r, n) for r, n in blocks], dim=1)
+
+    def _outputs_from_noise(self, rows: Tensor, noise: Tensor) -> Tensor:
         layers = zip(self.unflatten(self.mu), self.unflatten(self.posterior_std().square()),
                      strict=True)
-        h, offset, last = rows.expand(noise.shape[0], *rows.shape), 0, len(self.layer_sizes) - 1
+        # the first layer's input is every draw's: its mean and std once for the N draws
+        h, offset, last = rows, 0, len(self.layer_sizes) - 1
         for i, ((mean_w, mean_b), (var_w, var_b)) in enumerate(layers):
             width = mean_b.shape[-1]
             mean = torch.matmul(h, mean_w.mT) + mean_b
@@ -458,5 +490,5 @@ class BayesianMLP(nn.Module):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"num_cells={self.num_cells}, prior_std={self.prior_std}"
-            + (", local_reparameterization=True" if self.local_reparameterization else "")
+            + (f", sampling={self.sampling!r}" if self.local_reparameterization else "")
         )

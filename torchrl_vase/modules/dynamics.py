@@ -130,10 +130,11 @@ class DynamicsModel(nn.Module):
         target: str = "next_observation",
         standardize: bool = True,
         action_classes: int | None = None,
-        local_reparameterization: bool = False,
+        sampling: str = "weights",
         dtype: torch.dtype | None = None,
     ) -> DynamicsModel:
-        """A model with a new ``BayesianMLP(obs_dim + action_dim, obs_dim, num_cells, ...)``.
+        """A model with a new ``BayesianMLP(obs_dim + action_dim, obs_dim, num_cells, ...)``
+        (``sampling``: ``BayesianMLP``'s; ``"local_shared"`` is the VASE authors' layer).
 
         Examples:
             >>> DynamicsModel.build(3, 1, [64, 64], torch.nn.Tanh).network.layer_sizes
@@ -146,7 +147,7 @@ class DynamicsModel(nn.Module):
             activation_class,
             prior_std=prior_std,
             init_mean=init_mean,
-            local_reparameterization=local_reparameterization,
+            sampling=sampling,
             dtype=dtype,
         )
         return cls(

@@ -162,7 +162,7 @@ class VariationalELBOLoss(LossModule):
         self.kl_estimator = kl_estimator
         if kl_estimator == "monte_carlo" and model.network.local_reparameterization:
             raise ValueError("kl_estimator='monte_carlo' needs the sampled weights: a model with "
-                             "local_reparameterization samples pre-activations instead; use "
+                             "a local sampling draws pre-activations instead; use "
                              "the analytic KL.")
         self.reduction = reduction
 
@@ -292,24 +292,25 @@ class VariationalELBOLoss(LossModule):
                                   noise: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """``gradient_terms_of`` for K models of this loss's architecture and settings at once
         (``population_elbo_gradients``: ``mu``, ``rho`` ``[K, |Θ|]``, ``x``, ``y`` ``[K, B, ·]``,
-        noise ``[K, N, |Θ|]``); weight sampling only."""
+        noise ``[K, *step_noise(B).shape]``)."""
         network = self.model.network
-        if not self.has_analytic_gradients() or network.local_reparameterization:
-            raise RuntimeError("population_gradient_terms needs the analytic KL, ReLU or tanh "
-                               "activations and weight sampling.")
+        if not self.has_analytic_gradients():
+            raise RuntimeError("population_gradient_terms needs the analytic KL and ReLU or "
+                               "tanh activations.")
         return population_elbo_gradients(
             mu, rho, x, y, noise, layer_sizes=tuple(network.layer_sizes),
             activations=tuple(network.activations), prior_std=float(network.prior_std),
-            sigma_c=float(self.model.sigma_c), kl_weight=self.kl_weight, reduction=self.reduction)
+            sigma_c=float(self.model.sigma_c), kl_weight=self.kl_weight, reduction=self.reduction,
+            local=network.local_reparameterization)
 
-    def step_noise(self, rows: int) -> Tensor:
+    def step_noise(self, rows: int, *, generator: torch.Generator | None = None) -> Tensor:
         """The standard normal noise of one ``gradient_terms`` step on ``rows`` transitions:
-        the N weight samples' ``[N, |Θ|]``, or with the model's local reparameterisation the
-        pre-activations' ``[N, rows, Σ layer widths]``."""
+        the N weight samples' ``[N, |Θ|]``, or with the model's local ``sampling`` the
+        pre-activations' ``[N, rows, Σ layer widths]`` (``[N, 1, Σ layer widths]`` shared)."""
         network = self.model.network
         if network.local_reparameterization:
-            return network.sample_output_noise(self.num_samples, rows)
-        return network.sample_noise(self.num_samples)
+            return network.sample_output_noise(self.num_samples, rows, generator=generator)
+        return network.sample_noise(self.num_samples, generator=generator)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         x, y = self.model_inputs(tensordict)
@@ -430,77 +431,125 @@ def _sampled_networks(theta: Tensor, h: Tensor, layer_sizes, activations):
 def population_elbo_gradients(
     mu: Tensor, rho: Tensor, x: Tensor, y: Tensor, noise: Tensor, *,
     layer_sizes: tuple[tuple[int, int], ...], activations: tuple[nn.Module, ...],
-    prior_std: float, sigma_c: float, kl_weight: float, reduction: str,
+    prior_std: float, sigma_c: float, kl_weight: float, reduction: str, local: bool = False,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """``_elbo_gradients`` (weight sampling) of K models at once: ``mu``, ``rho`` ``[K, |Θ|]``,
-    each model's minibatch ``x`` ``[K, B, in]``, ``y`` ``[K, B, out]`` and noise ``[K, N, |Θ|]``;
-    returns ``([K, 3], [K, |Θ|], [K, |Θ|])``.
+    """``_elbo_gradients`` of K models at once: ``mu``, ``rho`` ``[K, |Θ|]``, each model's
+    minibatch ``x`` ``[K, B, in]``, ``y`` ``[K, B, out]`` and noise ``[K, N, |Θ|]`` (weight
+    sampling) or, with ``local``, ``[K, N, B or 1, Σ widths]``; returns
+    ``([K, 3], [K, |Θ|], [K, |Θ|])``.
 
-    The K·N sampled networks run forward and back as one batch of networks
-    (``_sampled_networks``: batched products give each network the numbers it gets alone), the
-    sums and the prior's terms on all members' ``[K, …]`` tensors at once, except three
-    elementwise steps whose kernels round an element by its place in the tensor (a vectorised
-    body, with fused multiply-adds or a vectorised exp, against a scalar tail): ``softplus``,
-    ``θ = μ + σ ⊙ ε`` and ``sigmoid`` run per member on its own ``[|Θ|]`` tensors. Each member's
-    outputs are then bit for bit its own ``_elbo_gradients``' (tested over 500 steps), so a
-    population's member trains as the single run of its seed."""
-    members, num_samples = noise.shape[:2]
+    The K·N sampled networks (or the K models' locally drawn pre-activations) run forward and
+    back as one batch (batched products give each model the numbers it gets alone), the sums
+    and the prior's terms on all members' ``[K, …]`` tensors at once, except the elementwise
+    steps whose kernels round an element by its place in the tensor (a vectorised body, with
+    fused multiply-adds or a vectorised exp, against a scalar tail): ``softplus``,
+    ``θ = μ + σ ⊙ ε``, ``sigmoid`` and a tanh activation run per member on its own tensors.
+    Each member's outputs are then bit for bit its own ``_elbo_gradients``' (tested over 500
+    steps), so a population's member trains as the single run of its seed."""
+    members = mu.shape[0]
     sigma = torch.stack([F.softplus(rho[k]) for k in range(members)])
-    theta = torch.cat([torch.addcmul(mu[k], sigma[k], noise[k]) for k in range(members)])
-    h = x.unsqueeze(1).expand(members, num_samples, *x.shape[1:]).flatten(0, 1)
-    output, backward = _sampled_networks(theta, h, layer_sizes, activations)
-    residual = output.view(members, num_samples, *output.shape[1:]) - y.unsqueeze(1)
-    batch, dims = residual.shape[-2:]
-    per_row = 1.0 if reduction == "sum" else 1.0 / batch
-    normaliser = dims * (math.log(sigma_c) + 0.5 * math.log(2 * math.pi))
-    loss_nll = per_row * (residual.square().sum((1, 2, 3)) / (2 * sigma_c**2 * num_samples)
-                          + batch * normaliser)
-    grad_theta = backward((residual * (per_row / (sigma_c**2 * num_samples))).flatten(0, 1))
-    grad_theta = grad_theta.view(members, num_samples, -1)
+    data_term = _population_local_data_term if local else _population_weight_data_term
+    loss_nll, grad_mean, grad_sigma = data_term(mu, sigma, x, y, noise, layer_sizes, activations,
+                                                sigma_c, reduction)
     kl, entropy = _closed_form_kl(mu, sigma, prior_std)
     prior_var = prior_std**2
-    grad_mu = grad_theta.sum(1) + kl_weight * mu / prior_var
-    grad_sigma = (grad_theta * noise).sum(1) + kl_weight * (sigma / prior_var - 1 / sigma)
+    grad_mu = grad_mean + kl_weight * mu / prior_var
+    grad_sigma = grad_sigma + kl_weight * (sigma / prior_var - 1 / sigma)
     grad_rho = torch.stack([grad_sigma[k] * torch.sigmoid(rho[k]) for k in range(members)])
     return torch.stack([loss_nll, kl, entropy], dim=-1), grad_mu, grad_rho
 
 
+def _population_weight_data_term(mu, sigma, x, y, noise, layer_sizes, activations, sigma_c,
+                                 reduction):
+    """``_weight_data_term`` of K models: the K·N networks ``θ = μ + σ ⊙ ε`` (each member's
+    ``addcmul`` on its own tensors) as one batch of networks."""
+    members, num_samples = noise.shape[:2]
+    theta = torch.cat([torch.addcmul(mu[k], sigma[k], noise[k]) for k in range(members)])
+    h = x.unsqueeze(1).expand(members, num_samples, *x.shape[1:]).flatten(0, 1)
+    output, backward = _sampled_networks(theta, h, layer_sizes, activations)
+    residual = output.view(members, num_samples, *output.shape[1:]) - y.unsqueeze(1)
+    loss_nll, grad_output = _population_nll_term(residual, sigma_c, reduction)
+    grad_theta = backward(grad_output.flatten(0, 1)).view(members, num_samples, -1)
+    return loss_nll, grad_theta.sum(1), (grad_theta * noise).sum(1)
+
+
+def _population_nll_term(residual: Tensor, sigma_c: float, reduction: str
+                         ) -> tuple[Tensor, Tensor]:
+    """``_gaussian_nll_term`` of K models' residuals ``[K, N, B, D]``: ``[K]`` and the
+    gradient with respect to the predictions."""
+    num_samples, batch, dims = residual.shape[-3:]
+    per_row = 1.0 if reduction == "sum" else 1.0 / batch
+    normaliser = dims * (math.log(sigma_c) + 0.5 * math.log(2 * math.pi))
+    loss_nll = per_row * (residual.square().sum((1, 2, 3)) / (2 * sigma_c**2 * num_samples)
+                          + batch * normaliser)
+    return loss_nll, residual * (per_row / (sigma_c**2 * num_samples))
+
+
 def _local_data_term(mu, sigma, x, y, noise, layer_sizes, activations, sigma_c, reduction):
-    """Local reparameterisation: ``noise`` ξ ``[N, B, Σ widths]`` draws every layer's
-    pre-activations ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ`` (M, S the weights' means and
-    variances), then back by hand: ``∂z/∂M = h``, ``∂z/∂S = h² ξ / (2 sqrt(·))``,
-    ``∂z/∂h = M + h S ξ / sqrt(·)``, and ``∂/∂σ = 2σ ∂/∂S``: ``(loss_nll, ∂/∂μ, ∂/∂σ)``."""
+    """Local reparameterisation for one model: ``_population_local_data_term`` of a
+    population of one (the same kernels, so a population's member is its single run)."""
+    loss_nll, grad_mean, grad_sigma = _population_local_data_term(
+        mu[None], sigma[None], x[None], y[None], noise[None], layer_sizes, activations, sigma_c,
+        reduction)
+    return loss_nll[0], grad_mean[0], grad_sigma[0]
+
+
+def _population_local_data_term(mu, sigma, x, y, noise, layer_sizes, activations, sigma_c,
+                                reduction):
+    """Local reparameterisation of K models: ``noise`` ξ ``[K, N, B or 1, Σ widths]`` draws
+    every layer's pre-activations ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ`` (M, S the weights'
+    means and variances; ξ per row, or one per unit shared by the rows), then back by hand:
+    ``∂z/∂M = h``, ``∂z/∂S = h² ξ / (2 sqrt(·))``, ``∂z/∂h = M + h S ξ / sqrt(·)``, and
+    ``∂/∂σ = 2σ ∂/∂S``: ``(loss_nll [K], ∂/∂μ [K, |Θ|], ∂/∂σ [K, |Θ|])``. Only correctly
+    rounded elementwise operations run on the stacked tensors (no fused multiply-add), and a
+    tanh per member."""
+    members, num_samples = noise.shape[:2]
+    batch = x.shape[-2]
     variance = sigma.square()
     layers, offset, width_offset = [], 0, 0
     for n_in, n_out in layer_sizes:
         span = slice(offset, offset + n_out * n_in)
-        bias = slice(offset + n_out * n_in, offset + n_out * (n_in + 1))
-        layers.append((mu[span].view(n_out, n_in), variance[span].view(n_out, n_in), mu[bias],
-                       variance[bias], noise[..., width_offset : width_offset + n_out]))
+        bias = slice(span.stop, span.stop + n_out)
+        layers.append((mu[:, span].view(members, n_out, n_in),
+                       variance[:, span].view(members, n_out, n_in),
+                       mu[:, None, None, bias], variance[:, None, None, bias],
+                       noise[..., width_offset : width_offset + n_out]))
         offset, width_offset = bias.stop, width_offset + n_out
-    h = x.expand(noise.shape[0], *x.shape)
+    h = x.unsqueeze(1).expand(members, num_samples, *x.shape[1:])
     cache, last = [], len(layers) - 1
     for i, (mean_w, var_w, mean_b, var_b, xi) in enumerate(layers):
-        std = (torch.matmul(h.square(), var_w.mT) + var_b).sqrt()
-        z = torch.addcmul(torch.matmul(h, mean_w.mT) + mean_b, std, xi)
-        cache.append((h, std, z))
-        h = activations[i](z) if i < last else z
-    loss_nll, grad_z = _gaussian_nll_term(h - y, sigma_c, reduction)
-    grads: list[Tensor] = [torch.empty(0)] * (2 * len(layers))  # d/dμ and d/dσ² per layer
+        rows_h = h.reshape(members, -1, h.shape[-1])  # [K, N·B, in]
+        shape = (members, num_samples, batch, mean_w.shape[1])
+        std = (torch.bmm(rows_h.square(), var_w.mT).view(shape) + var_b).sqrt()
+        z = torch.bmm(rows_h, mean_w.mT).view(shape) + mean_b + std * xi
+        cache.append((rows_h, std, z))
+        h = _per_member(activations[i], z) if i < last else z
+    loss_nll, grad_z = _population_nll_term(h - y.unsqueeze(1), sigma_c, reduction)
+    grads_mean: list[Tensor] = [torch.empty(0)] * len(layers)
+    grads_var: list[Tensor] = [torch.empty(0)] * len(layers)
     for i in range(last, -1, -1):
         mean_w, var_w, _, _, xi = layers[i]
-        h_in, std, _ = cache[i]
-        grad_var_z = grad_z * xi / (2 * std)
-        rows_in, rows_z = h_in.reshape(-1, h_in.shape[-1]), grad_z.reshape(-1, grad_z.shape[-1])
-        rows_var = grad_var_z.reshape(-1, grad_var_z.shape[-1])
-        grads[2 * i] = torch.cat([(rows_z.mT @ rows_in).reshape(-1), rows_z.sum(0)])
-        grads[2 * i + 1] = torch.cat([(rows_var.mT @ rows_in.square()).reshape(-1),
-                                      rows_var.sum(0)])
+        rows_h, std, _ = cache[i]
+        width = mean_w.shape[1]
+        rows_z = grad_z.reshape(members, -1, width)
+        rows_var = (grad_z * xi / (2 * std)).reshape(members, -1, width)
+        grads_mean[i] = torch.cat([torch.bmm(rows_z.mT, rows_h).flatten(1), rows_z.sum(1)], 1)
+        grads_var[i] = torch.cat([torch.bmm(rows_var.mT, rows_h.square()).flatten(1),
+                                  rows_var.sum(1)], 1)
         if i > 0:
             derivative = _ACTIVATION_DERIVATIVES[type(activations[i - 1])]
-            grad_h = grad_z @ mean_w + 2 * h_in * (grad_var_z @ var_w)
-            grad_z = grad_h * derivative(cache[i - 1][2], h_in)
-    return loss_nll, torch.cat(grads[0::2]), 2 * sigma * torch.cat(grads[1::2])
+            grad_h = torch.bmm(rows_z, mean_w) + 2 * rows_h * torch.bmm(rows_var, var_w)
+            grad_z = grad_h.view(cache[i - 1][2].shape) * derivative(
+                cache[i - 1][2], rows_h.view(cache[i - 1][2].shape))
+    return loss_nll, torch.cat(grads_mean, 1), 2 * sigma * torch.cat(grads_var, 1)
+
+
+def _per_member(activation: nn.Module, z: Tensor) -> Tensor:
+    """An activation on K members' ``[K, …]`` pre-activations: ReLU at once (exact anywhere),
+    others (tanh: a vectorised body and a scalar tail round differently) member by member."""
+    if isinstance(activation, nn.ReLU):
+        return activation(z)
+    return torch.stack([activation(member) for member in z])
 
 
 def _closed_form_kl(mu: Tensor, sigma: Tensor, prior_std: float) -> tuple[Tensor, Tensor]:

@@ -29,8 +29,8 @@ class PopulationStep:
     own steps; Adam on each member's own tensors and state, in one fused call); everything else
     runs member by member under the member's stream: the bonus, the pool, the diagnostics, the
     advantage (one call per member on the whole batch), TRPO's step and the critic fit, and
-    whatever has no batched form (RND's and VIME's training, PPO's epochs, local
-    reparameterisation). So member k's whole metric history is, value for value, the single
+    whatever has no batched form (RND's and VIME's training, PPO's epochs, a compiled ELBO
+    step). So member k's whole metric history is, value for value, the single
     run's with seed ``streams.seeds[k]`` (tested).
 
     TRPO's step and the critic fit also exist for all members at once (``population_trpo_step``,
@@ -58,7 +58,6 @@ class PopulationStep:
         self.steps, self.streams = list(steps), streams
         explorations = [step.exploration for step in self.steps]
         self.batched_model = all(e is not None and e.uses_elbo_gradients() and not e.compile
-                                 and not e.loss.model.network.local_reparameterization
                                  for e in explorations)
         self.batched_policy = batch_policy_update and all(
             isinstance(step.policy_update, TRPOUpdate) for step in self.steps)
@@ -114,12 +113,11 @@ class PopulationStep:
                                                                    strict=True)]
         x = torch.stack([x for x, _ in inputs])
         y = torch.stack([y for _, y in inputs])
-        networks = [e.loss.model.network for e in explorations]
-        samples_n = explorations[0].loss.num_samples
+        rows = explorations[0].batch_size
 
         def noise() -> torch.Tensor:  # each member's step draw, from its stream
-            return torch.stack([n.sample_noise(samples_n, generator=g) for n, g in
-                                zip(networks, self.streams.generators, strict=True)])
+            return torch.stack([e.loss.step_noise(rows, generator=g) for e, g in
+                                zip(explorations, self.streams.generators, strict=True)])
 
         trained = Exploration.elbo_steps(x, y, noise, explorations)
         return [step.model_metrics(e.count_steps(m)) for step, e, m in

@@ -133,7 +133,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
             if measure == "vime" and model.network.local_reparameterization:
                 raise ValueError("measure='vime' needs weight sampling: VIME's information gain "
                                  "is a gradient with respect to the weights (build the model "
-                                 "with local_reparameterization=False).")
+                                 "with sampling='weights').")
             given = sorted(name for name, value in build.items() if value is not None)
             if given:
                 raise ValueError(
