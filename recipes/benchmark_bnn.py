@@ -158,6 +158,50 @@ def main() -> None:
               f"{slow / fast:>6.2f}x {slow / fastest:>6.2f}x")
 
     samplings(args)
+    population_steps(args)
+
+
+#: the recipe's BNNs (the authors': ReLU everywhere) on the three tasks of the populations' table
+TASK_MODELS = {
+    "MountainCar [32], obs 2 + act 1": (2, 1, [32]),
+    "HalfCheetah [64, 64], obs 20 + act 6": (20, 6, [64, 64]),
+    "Ant [64, 64], obs 125 + act 8": (125, 8, [64, 64]),
+}
+
+
+def population_steps(args) -> None:
+    """One ELBO step (hand-written gradients, minibatch 10) of one model and of ten models at
+    once (``population_gradient_terms``, a population's), per sampling; the noise drawn inside
+    the timing, as training draws it."""
+    members = 10
+    print(f"\nOne ELBO step, one model against {members} at once (N = {args.num_samples}, "
+          f"minibatch 10, the recipe's models)")
+    print(f"{'model':<38} {'sampling':<13} {'one model':>10} {f'{members} models':>10} "
+          f"{'ten alone / together':>21}")
+    for name, (obs_dim, act_dim, cells) in TASK_MODELS.items():
+        for sampling in SAMPLINGS:
+            losses = [VariationalELBOLoss(DynamicsModel.build(obs_dim, act_dim, cells,
+                                                              sampling=sampling),
+                                          num_samples=args.num_samples, kl_weight=0.2)
+                      for _ in range(members)]
+            single, together = _step_seconds(losses, obs_dim, act_dim, args.min_run_time)
+            print(f"{name:<38} {sampling:<13} {single * 1e6:>7.0f} µs {together * 1e6:>7.0f} µs "
+                  f"{members * single / together:>20.2f}x")
+
+
+def _step_seconds(losses: list[VariationalELBOLoss], obs_dim: int, act_dim: int,
+                  min_run_time: float) -> tuple[float, float]:
+    """Seconds of one model's step and of all the models' step together."""
+    members = len(losses)
+    x, y = torch.randn(members, 10, obs_dim + act_dim), torch.randn(members, 10, obs_dim)
+    mu = torch.stack([loss.model.network.mu.detach() for loss in losses])
+    rho = torch.stack([loss.model.network.rho.detach() for loss in losses])
+    one = losses[0]
+    single = seconds(lambda: one.gradient_terms_of(mu[0], rho[0], x[0], y[0], one.step_noise(10)),
+                     min_run_time)
+    together = seconds(lambda: one.population_gradient_terms(
+        mu, rho, x, y, torch.stack([loss.step_noise(10) for loss in losses])), min_run_time)
+    return single, together
 
 
 def samplings(args) -> None:

@@ -67,8 +67,10 @@ def test_benchmark_bnn_prints_its_tables(run_script):
     assert "looped/batched" in out and "ELBO steps per second" in out
     assert "hand-written" in out and "compiled" in out
     # two forwards; two training iterations, each eager and compiled against autograd; the two
-    # local samplings against weight sampling: training and bonus for each model
-    assert len(re.findall(r"\d+\.\d+x", out)) == 14 and "The BNN's sampling" in out
+    # local samplings against weight sampling: training and bonus for each model; one ELBO step
+    # alone and ten together, three task models by three samplings
+    assert len(re.findall(r"\d+\.\d+x", out)) == 23 and "The BNN's sampling" in out
+    assert len(re.findall(r"^Ant .* local_shared +\d+ µs +\d+ µs", out, flags=re.MULTILINE)) == 1
     assert len(re.findall(r"^\S.* local_shared +\d", out, flags=re.MULTILINE)) == 2
 
 

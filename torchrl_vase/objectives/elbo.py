@@ -500,9 +500,11 @@ def _population_local_data_term(mu, sigma, x, y, noise, layer_sizes, activations
     every layer's pre-activations ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ`` (M, S the weights'
     means and variances; ξ per row, or one per unit shared by the rows), then back by hand:
     ``∂z/∂M = h``, ``∂z/∂S = h² ξ / (2 sqrt(·))``, ``∂z/∂h = M + h S ξ / sqrt(·)``, and
-    ``∂/∂σ = 2σ ∂/∂S``: ``(loss_nll [K], ∂/∂μ [K, |Θ|], ∂/∂σ [K, |Θ|])``. Only correctly
-    rounded elementwise operations run on the stacked tensors (no fused multiply-add), and a
-    tanh per member."""
+    ``∂/∂σ = 2σ ∂/∂S``: ``(loss_nll [K], ∂/∂μ [K, |Θ|], ∂/∂σ [K, |Θ|])``. The first layer's
+    input is the same for the N draws: its mean and std are computed once per row and its
+    gradients summed over the draws before the product with the rows. Only correctly rounded
+    elementwise operations run on the stacked tensors (no fused multiply-add), and a tanh per
+    member."""
     members, num_samples = noise.shape[:2]
     batch = x.shape[-2]
     variance = sigma.square()
@@ -515,32 +517,37 @@ def _population_local_data_term(mu, sigma, x, y, noise, layer_sizes, activations
                        mu[:, None, None, bias], variance[:, None, None, bias],
                        noise[..., width_offset : width_offset + n_out]))
         offset, width_offset = bias.stop, width_offset + n_out
-    h = x.unsqueeze(1).expand(members, num_samples, *x.shape[1:])
-    cache, last = [], len(layers) - 1
+    # the first layer's input x is every draw's: its mean and std once per row, [K, 1, B, W]
+    h, cache, last = x, [], len(layers) - 1
     for i, (mean_w, var_w, mean_b, var_b, xi) in enumerate(layers):
-        rows_h = h.reshape(members, -1, h.shape[-1])  # [K, N·B, in]
-        shape = (members, num_samples, batch, mean_w.shape[1])
-        std = (torch.bmm(rows_h.square(), var_w.mT).view(shape) + var_b).sqrt()
+        rows_h = h.reshape(members, -1, h.shape[-1])  # [K, B, in], then [K, N·B, in]
+        shape = (members, 1 if i == 0 else num_samples, batch, mean_w.shape[1])
+        rows_square = rows_h.square()
+        std = (torch.bmm(rows_square, var_w.mT).view(shape) + var_b).sqrt()
         z = torch.bmm(rows_h, mean_w.mT).view(shape) + mean_b + std * xi
-        cache.append((rows_h, std, z))
+        cache.append((rows_h, rows_square, std, z))
         h = _per_member(activations[i], z) if i < last else z
     loss_nll, grad_z = _population_nll_term(h - y.unsqueeze(1), sigma_c, reduction)
     grads_mean: list[Tensor] = [torch.empty(0)] * len(layers)
     grads_var: list[Tensor] = [torch.empty(0)] * len(layers)
     for i in range(last, -1, -1):
         mean_w, var_w, _, _, xi = layers[i]
-        rows_h, std, _ = cache[i]
+        rows_h, rows_square, std, _ = cache[i]
         width = mean_w.shape[1]
+        grad_var_z = grad_z * xi / (2 * std)
+        if i == 0:  # x's rows: the N draws' gradients summed first
+            grad_z, grad_var_z = grad_z.sum(1), grad_var_z.sum(1)
         rows_z = grad_z.reshape(members, -1, width)
-        rows_var = (grad_z * xi / (2 * std)).reshape(members, -1, width)
+        rows_var = grad_var_z.reshape(members, -1, width)
         grads_mean[i] = torch.cat([torch.bmm(rows_z.mT, rows_h).flatten(1), rows_z.sum(1)], 1)
-        grads_var[i] = torch.cat([torch.bmm(rows_var.mT, rows_h.square()).flatten(1),
+        grads_var[i] = torch.cat([torch.bmm(rows_var.mT, rows_square).flatten(1),
                                   rows_var.sum(1)], 1)
         if i > 0:
             derivative = _ACTIVATION_DERIVATIVES[type(activations[i - 1])]
             grad_h = torch.bmm(rows_z, mean_w) + 2 * rows_h * torch.bmm(rows_var, var_w)
-            grad_z = grad_h.view(cache[i - 1][2].shape) * derivative(
-                cache[i - 1][2], rows_h.view(cache[i - 1][2].shape))
+            z_below = cache[i - 1][3]
+            grad_z = grad_h.view(z_below.shape) * derivative(z_below,
+                                                              rows_h.view(z_below.shape))
     return loss_nll, torch.cat(grads_mean, 1), 2 * sigma * torch.cat(grads_var, 1)
 
 
