@@ -76,6 +76,8 @@ def main() -> None:
     parser.add_argument("--min-run-time", type=float, default=1.0, help="seconds per timing")
     parser.add_argument("--updates", type=int, default=500, help="minibatches per iteration")
     parser.add_argument("--rounds", type=int, default=7, help="turns of the iteration timing")
+    parser.add_argument("--pool", type=int, default=1_000_000,
+                        help="transitions in the pool of the statistics' timing")
     parser.add_argument("--value-draws", type=int, default=200,
                         help="draws of the values compared under local reparameterisation")
     args = parser.parse_args()
@@ -159,6 +161,28 @@ def main() -> None:
 
     samplings(args)
     population_steps(args)
+    pool_statistics(args)
+
+
+def pool_statistics(args) -> None:
+    """The model's standardisation statistics over a pool of ``--pool`` transitions, read
+    whole against an update that reads only the iteration's 5,000 new ones (``new=``)."""
+    print(f"\nStatistics over a pool of {args.pool:,} transitions (median of {args.rounds} turns)")
+    print(f"{'model':<38} {'every row':>10} {'5,000 new rows':>15}")
+    for name, (obs_dim, act_dim, cells) in TASK_MODELS.items():
+        model = DynamicsModel.build(obs_dim, act_dim, cells)
+        pool = [torch.randn(args.pool, dim) for dim in (obs_dim, act_dim, obs_dim)]
+        model.update_statistics(*pool)
+        times = {"whole": [], "new": []}
+        for _ in range(args.rounds):
+            for key, new in (("whole", None), ("new", 5000)):
+                if new is not None:  # the moments of the rows before the new ones
+                    model.update_statistics(*(t[:-new] for t in pool))
+                start = time.perf_counter()
+                model.update_statistics(*pool, new=new)
+                times[key].append(time.perf_counter() - start)
+        whole, new = (statistics.median(times[key]) for key in ("whole", "new"))
+        print(f"{name:<38} {whole * 1e3:>7.0f} ms {new * 1e3:>12.1f} ms")
 
 
 #: the recipe's BNNs (the authors': ReLU everywhere) on the three tasks of the populations' table

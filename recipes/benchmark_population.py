@@ -8,12 +8,13 @@ as total frames over their summed iteration times. The two sides alternate, ``--
 
 It also prints a single VASE run's iteration time over plain TRPO's (``surprise=none``) on the
 same task, and the paper grid's cost on this machine at the population's speed: 10 seeds x 5
-measures x 6 tasks at the authors' iterations, every measure costed as VASE (plain TRPO is
-cheaper, VIME dearer), as core-hours.
+measures x 6 tasks at the authors' iterations, as core-hours, every measure costed as VASE
+(plain TRPO is cheaper, VIME dearer) or, with ``--grid-measures``, each measure timed.
 
     python recipes/benchmark_population.py                          # K=10, MountainCar, HalfCheetah
     python recipes/benchmark_population.py --members 4 --iterations 3 --tasks mountain_car
     python recipes/benchmark_population.py --grid                   # also the six tasks' estimate
+    python recipes/benchmark_population.py --grid --grid-measures none vase nll vime rnd
     python recipes/benchmark_population.py --overrides num_envs=2 env.frames_per_batch=500
 """
 
@@ -136,21 +137,32 @@ def compare(task: str, members: int, iterations: int, rounds: int) -> float:
     return pop
 
 
-def grid_estimate(measured: dict[str, float], members: int, iterations: int) -> None:
-    for task in GRID:
-        if task not in measured:
-            seconds, frames = population_seconds(config(task, "vase", iterations),
-                                                 list(range(members)))
-            measured[task] = frames / seconds
-            print(f"{task}: K={members} population {measured[task]:,.0f} frames/s", flush=True)
+def grid_estimate(measured: dict[tuple[str, str], float], members: int, iterations: int,
+                  measures: list[str]) -> None:
+    """The paper grid's core-hours at the populations' frames/s of ``measures`` on each task
+    (``measured`` holds what is timed already); measures not timed are costed at the mean of
+    those that are (with the default, VASE alone, every measure as VASE)."""
     total = 0.0
     for task, task_iterations in GRID.items():
         frames = config(task, "vase", 1).env.frames_per_batch * task_iterations
-        hours = MEASURES * SEEDS * frames / measured[task] / 3600
-        total += hours
-        print(f"  {task}: {task_iterations} iterations, {hours:.1f} core-hours")
-    print(f"the paper grid ({SEEDS} seeds x {MEASURES} measures x {len(GRID)} tasks) at the "
-          f"population's speed: {total:.1f} core-hours on this machine")
+        hours = {}
+        for measure in measures:
+            if (task, measure) not in measured:
+                seconds, count = population_seconds(config(task, measure, iterations),
+                                                    list(range(members)))
+                measured[(task, measure)] = count / seconds
+                print(f"{task}, {measure}: K={members} population "
+                      f"{measured[(task, measure)]:,.0f} frames/s", flush=True)
+            hours[measure] = SEEDS * frames / measured[(task, measure)] / 3600
+        task_hours = sum(hours.values()) * MEASURES / len(measures)
+        total += task_hours
+        each = ", ".join(f"{measure} {h:.2f}" for measure, h in hours.items())
+        print(f"  {task}: {task_iterations} iterations, {task_hours:.1f} core-hours "
+              f"(per measure: {each})")
+    costed = ("every measure costed as " + measures[0] if len(measures) == 1
+              else "measures " + ", ".join(measures))
+    print(f"the paper grid ({SEEDS} seeds x {MEASURES} measures x {len(GRID)} tasks; {costed}) "
+          f"at the population's speed: {total:.1f} core-hours on this machine")
 
 
 def main() -> None:
@@ -162,6 +174,9 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["mountain_car", "half_cheetah"],
                         choices=sorted(GRID))
     parser.add_argument("--grid", action="store_true", help="also estimate the paper grid")
+    parser.add_argument("--grid-measures", nargs="+", default=["vase"],
+                        choices=["none", "vase", "nll", "vime", "rnd"],
+                        help="the measures timed for the grid (default: VASE, for all five)")
     parser.add_argument("--overrides", nargs="*", default=[],
                         help="Hydra overrides of every run, e.g. env.frames_per_batch=500")
     args = parser.parse_args()
@@ -178,10 +193,10 @@ def main() -> None:
           f"{args.iterations} iterations per run, {args.rounds} rounds"
           + (f", overrides {' '.join(args.overrides)}" if args.overrides else ""), flush=True)
     started = time.perf_counter()
-    measured = {task: compare(task, args.members, args.iterations, args.rounds)
+    measured = {(task, "vase"): compare(task, args.members, args.iterations, args.rounds)
                 for task in args.tasks}
     if args.grid:
-        grid_estimate(measured, args.members, args.iterations)
+        grid_estimate(measured, args.members, args.iterations, args.grid_measures)
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() \
         else ["?"]
     print(f"done in {time.perf_counter() - started:.0f} s, load average {' '.join(load)}")

@@ -46,6 +46,69 @@ def test_statistics_are_the_pool_s_population_mean_and_std():
     assert int(model.statistics_count) == 300
 
 
+def test_a_growing_pools_statistics_read_only_its_new_rows_and_equal_the_whole_pools():
+    generator = torch.Generator().manual_seed(0)
+    obs = torch.randn(900, 3, generator=generator) * torch.tensor([5.0, 0.1, 1.0]) + 40.0
+    action = torch.randn(900, 2, generator=generator)
+    next_obs = obs + torch.randn(900, 3, generator=generator)
+    model = DynamicsModel.build(3, 2, target="delta")
+    model.update_statistics(obs[:300], action[:300], next_obs[:300])
+    for end in (600, 900):
+        # rows already counted are not read again: garbage there changes nothing
+        seen = obs[:end].clone()
+        seen[: end - 300] = float("nan")
+        model.update_statistics(seen, action[:end], next_obs[:end], new=300)
+    exact = {"observation": obs.double(), "action": action.double(),
+             "delta": (next_obs - obs).double()}
+    for name, values in exact.items():
+        torch.testing.assert_close(getattr(model, f"{name}_loc"),
+                                   values.mean(0).float(), rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(getattr(model, f"{name}_scale"),
+                                   values.std(0, unbiased=False).float(), rtol=1e-6, atol=1e-7)
+    assert int(model.statistics_count) == 900
+    # rows the model has not counted before the new ones: every row is read (and checked)
+    with pytest.raises(ValueError, match="observation contains non-finite values"):
+        model.update_statistics(seen, action[:end], next_obs[:end], new=100)
+    with pytest.raises(ValueError, match=r"new must be an int in \[0, 900\]"):
+        model.update_statistics(obs, action, next_obs, new=901)
+
+
+def test_the_running_moments_travel_with_state_dict_and_an_older_state_reads_every_row():
+    data = _rollout()
+    model = DynamicsModel.build(2, 1)
+    model.update_statistics(data["observation"][:200], data["action"][:200],
+                            data["next", "observation"][:200])
+    state = model.state_dict()
+    resumed, older = DynamicsModel.build(2, 1), DynamicsModel.build(2, 1)
+    resumed.load_state_dict(state)
+    older.load_state_dict({k: v for k, v in state.items() if k != "_extra_state"})
+    poisoned = data["observation"].clone()
+    poisoned[:200] = float("nan")
+    resumed.update_statistics(poisoned, data["action"], data["next", "observation"], new=100)
+    with pytest.raises(ValueError, match="non-finite"):  # no moments: it reads the old rows
+        older.update_statistics(poisoned, data["action"], data["next", "observation"], new=100)
+    model.update_statistics(data["observation"], data["action"], data["next", "observation"],
+                            new=100)
+    assert torch.equal(resumed.observation_scale, model.observation_scale)
+
+
+@pytest.mark.parametrize("pool_size", [500, 5000])
+def test_an_explorations_statistics_are_its_pools_through_a_wrap_around(pool_size):
+    # 5000: the pool grows and each update reads its new batch; 500: 600 and 900 transitions
+    # wrapped the ring buffer and every row is read
+    exploration = _exploration(pool_size=pool_size)
+    for seed in range(3):
+        exploration.update(_rollout(300, seed=seed))
+        pool = exploration.pool.storage[: len(exploration.pool)]
+        model = exploration.bonus.model
+        obs = pool["observation"].double()
+        torch.testing.assert_close(model.observation_loc, obs.mean(0).float(), rtol=1e-6,
+                                   atol=1e-7)
+        torch.testing.assert_close(model.observation_scale,
+                                   obs.std(0, unbiased=False).float(), rtol=1e-6, atol=1e-7)
+        assert int(model.statistics_count) == len(exploration.pool)
+
+
 def test_an_unstandardised_model_sees_raw_data():
     model = DynamicsModel.build(2, 1, standardize=False)
     data = _rollout(20)

@@ -63,7 +63,7 @@ def test_train_bnn_rejects_an_unknown_activation_before_collecting():
 
 def test_benchmark_bnn_prints_its_tables(run_script):
     out = run_script("recipes/benchmark_bnn.py", "--batch", "64", "--min-run-time", "0.02",
-                     "--updates", "20", "--rounds", "1", "--value-draws", "3")
+                     "--updates", "20", "--rounds", "1", "--value-draws", "3", "--pool", "20000")
     assert "looped/batched" in out and "ELBO steps per second" in out
     assert "hand-written" in out and "compiled" in out
     # two forwards; two training iterations, each eager and compiled against autograd; the two
@@ -71,7 +71,8 @@ def test_benchmark_bnn_prints_its_tables(run_script):
     # alone and ten together, three task models by three samplings
     assert len(re.findall(r"\d+\.\d+x", out)) == 23 and "The BNN's sampling" in out
     assert len(re.findall(r"^Ant .* local_shared +\d+ µs +\d+ µs", out, flags=re.MULTILINE)) == 1
-    assert len(re.findall(r"^\S.* local_shared +\d", out, flags=re.MULTILINE)) == 2
+    assert re.search(r"^Ant .* +\d+ ms +[\d.]+ ms$", out, flags=re.MULTILINE)
+    assert len(re.findall(r"^\S.* local_shared +\d+ → ", out, flags=re.MULTILINE)) == 2
 
 
 def test_benchmark_surprise_prints_its_tables(run_script):

@@ -233,10 +233,15 @@ class Exploration(nn.Module):
     def add_to_pool(self, batch: TensorDictBase) -> TensorDictBase | None:
         """The batch's transitions into the pool; once it holds ``pool_min``, the statistics
         refreshed over the whole pool and the iteration's minibatches drawn (``None`` before)."""
-        self.pool.extend(batch.reshape(-1).select(*self.bonus.transition_keys).clone())
+        transitions = batch.reshape(-1).select(*self.bonus.transition_keys).clone()
+        self.pool.extend(transitions)
         if len(self.pool) < self.pool_min:
             return None
-        self.bonus.fit_statistics(self.pool.storage[: len(self.pool)])
+        # until the ring buffer wraps, the pool's slots are its transitions in arrival order
+        # and this batch its last rows: the statistics then read only the batch
+        grew = self.pool.writer.state_dict()["_write_count"] <= self.pool_size
+        self.bonus.fit_statistics(self.pool.storage[: len(self.pool)],
+                                  new=len(transitions) if grew else None)
         # all minibatches in one draw (uniform with replacement, as separate draws would be):
         # a replay-buffer sample call costs ~10x a tensordict split
         return self.pool.sample(self.updates_per_iteration * self.batch_size)

@@ -151,8 +151,9 @@ class IntrinsicRewardTransform(Transform):
         """The entries of a transition that training the bonus's model needs."""
         return (self.observation_key, self.action_key, ("next", self.observation_key))
 
-    def fit_statistics(self, transitions: TensorDictBase) -> None:
-        """Refresh data statistics from a pool of transitions (nothing by default)."""
+    def fit_statistics(self, transitions: TensorDictBase, *, new: int | None = None) -> None:
+        """Refresh data statistics from a pool of transitions (nothing by default); ``new``:
+        the pool grew by its last ``new`` rows since the last call (a cheaper update)."""
 
     # ----------------------------------------------------------------------------------------
     # Specs

@@ -201,14 +201,16 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
                 "transform.make_loss() or loss.set_keys(...)."
             )
 
-    def fit_statistics(self, transitions: TensorDictBase) -> None:
-        """Set the model's standardisation statistics from a pool of transitions."""
+    def fit_statistics(self, transitions: TensorDictBase, *, new: int | None = None) -> None:
+        """Set the model's standardisation statistics from a pool of transitions (with
+        ``new``, a pool that grew by its last ``new`` rows: ``DynamicsModel.update_statistics``
+        reads only those)."""
         model = self._require_model()
         if model.standardize:
             obs, action, next_obs = (
                 transitions.get(key) for key in self.transition_keys
             )
-            model.update_statistics(obs, action, next_obs)
+            model.update_statistics(obs, action, next_obs, new=new)
 
     # ----------------------------------------------------------------------------------------
     # Specs: bind the model to the parent env
