@@ -16,6 +16,7 @@ from recipe_modules import load_recipe, train_killed_in_critic_fit
 from tensordict import TensorDict
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import MLP, ValueOperator
+from tracking_jobs import concurrent_population_resumes
 
 from torchrl_vase import (
     CriticFit,
@@ -414,6 +415,16 @@ def test_a_killed_population_resumes_to_the_uninterrupted_histories(store, monke
     for ours, theirs in zip(resumed["run_ids"], whole["run_ids"], strict=True):
         assert client.get_run(ours).info.status == "FINISHED"
         assert _history(store[0], ours) == _history(store[0], theirs)
+
+
+def test_populations_resumed_at_once_on_a_fresh_store_each_start_their_runs(tmp_path):
+    # resume=true with no checkpoint looks up the members' latest runs before any run exists:
+    # the store must be created under its lock first, or parallel jobs race to build its tables
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run_ids = concurrent_population_resumes(uri, str(tmp_path / "checkpoints"))
+    assert len({run_id for ids in run_ids for run_id in ids}) == 8
+    experiment = MlflowClient(tracking_uri=uri).get_experiment_by_name("populations")
+    assert len(MlflowClient(tracking_uri=uri).search_runs([experiment.experiment_id])) == 8
 
 
 def test_a_population_killed_before_its_first_checkpoint_starts_over_in_its_runs(

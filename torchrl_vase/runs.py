@@ -306,6 +306,11 @@ class PopulationRun:
             raise ValueError("a population resumes with resume=true (its checkpoint is found "
                              "by its config), not from a path.")
         self.members, self.resume = list(members), resume
+        # the stores first, each created under its lock: looking up the members' latest runs
+        # (resume without a checkpoint) would otherwise let MLflow build a new store's tables
+        # while a parallel job builds them too
+        for uri in dict.fromkeys(member["tracking_uri"] for member in self.members):
+            check_tracking_store(uri)
         self.identity = config_identity(dict(config), tuple(identity_ignores))
         self.checkpointer = None if checkpoint_dir is None else Checkpointer(
             check_writable(checkpoint_dir, "checkpoint.dir") / f"population-{self.identity}")
