@@ -384,7 +384,9 @@ def _with_prior(mu, rho, sigma, loss_nll, grad_mean, grad_sigma, prior_std, kl_w
 
 def _weight_data_term(mu, sigma, x, y, noise, layer_sizes, activations, sigma_c, reduction):
     """The N networks ``θ = μ + σ ⊙ ε`` (``noise`` ε ``[N, |Θ|]``) forward, then back by hand:
-    ``(loss_nll, ∂/∂μ, ∂/∂σ)``."""
+    ``(loss_nll, ∂/∂μ, ∂/∂σ)``. Not ``_population_weight_data_term`` of one model: its
+    per-member stacking made a [32] model's step 1.5x slower (measured side by side); the two
+    give the same numbers, bit for bit (tested)."""
     num_samples = noise.shape[0]
     theta = torch.addcmul(mu, sigma, noise)
     output, backward = _sampled_networks(theta, x.expand(num_samples, *x.shape), layer_sizes,
