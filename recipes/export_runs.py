@@ -2,8 +2,12 @@
 
 One row per iteration: ``frames`` (the MLflow step) and every metric the run logged at it (the
 extrinsic return ``Return/mean`` among them), empty where a metric was not logged at that step.
-A run's measure is its ``surprise`` tag (``ppo-`` in front for PPO runs); only FINISHED runs are
-written, and an existing file is overwritten (a rerun of the same seed replaces it).
+A run's measure is its ``surprise`` tag (``ppo-`` in front for PPO runs) unless ``--measure``
+names it (a study's variant: ``trpo_authors`` for ``preset=authors_trpo`` runs); only FINISHED
+runs are written, and an existing file is overwritten (a rerun of the same seed replaces it).
+Beside them, ``<out>/<measure>/runs.csv`` keeps one line per seed: the MLflow run, the commit it
+ran at (its ``git_commit`` tag), its start, end and minutes, and any ``--note`` (the machine and
+its load, say), so every figure drawn from the CSVs can state its provenance.
 
     python recipes/export_runs.py --store sqlite:///mlflow.db --experiment mountain_car \\
         --out docs/results/paper_grid/mountain_car
@@ -13,32 +17,69 @@ from __future__ import annotations
 
 import argparse
 import csv
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
+PROVENANCE = ("seed", "run_id", "git_commit", "start", "end", "minutes", "note")
 
-def export(store: str, experiment: str, out: Path) -> list[Path]:
+
+def _time(milliseconds: int | None) -> str:
+    if not milliseconds:
+        return ""
+    return datetime.fromtimestamp(milliseconds / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _record_provenance(path: Path, line: dict[str, str]) -> None:
+    """Upsert ``line`` by seed into the measure's ``runs.csv`` (rows sorted by seed)."""
+    rows = {}
+    if path.exists():
+        with path.open(newline="") as handle:
+            rows = {row["seed"]: row for row in csv.DictReader(handle)}
+    rows[line["seed"]] = line
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, PROVENANCE)
+        writer.writeheader()
+        writer.writerows(rows[seed] for seed in sorted(rows, key=int))
+
+
+def export(store: str, experiment: str, out: Path, *, measure: str | None = None,
+           seeds: Iterable[int] | None = None, surprise: str | None = None,
+           note: str = "") -> list[Path]:
+    """Write the experiment's finished runs (of ``seeds`` and with the ``surprise`` tag, where
+    given); the paths written."""
     client = MlflowClient(tracking_uri=store)
     found = client.get_experiment_by_name(experiment)
     if found is None:
         raise SystemExit(f"no experiment {experiment!r} in {store}.")
+    wanted = None if seeds is None else {str(seed) for seed in seeds}
     written = []
     for run in client.search_runs([found.experiment_id], max_results=10_000,
-                                  filter_string="attributes.status = 'FINISHED'"):
+                                  filter_string="attributes.status = 'FINISHED'",
+                                  order_by=["attributes.start_time ASC"]):
         tags = run.data.tags
-        measure = ("ppo-" if tags.get("algorithm") == "ppo" else "") + tags["surprise"]
+        if ((wanted is not None and tags["seed"] not in wanted)
+                or (surprise is not None and tags["surprise"] != surprise)):
+            continue
+        name = measure or ("ppo-" if tags.get("algorithm") == "ppo" else "") + tags["surprise"]
         rows: dict[int, dict[str, float]] = {}
         for key in sorted(run.data.metrics):
             for metric in client.get_metric_history(run.info.run_id, key):
                 rows.setdefault(metric.step, {})[key] = metric.value
-        path = out / measure / f"seed{tags['seed']}.csv"
+        path = out / name / f"seed{tags['seed']}.csv"
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w", newline="") as handle:
             writer = csv.DictWriter(handle, ["frames", *sorted(run.data.metrics)])
             writer.writeheader()
             for step in sorted(rows):
                 writer.writerow({"frames": step, **rows[step]})
+        start, end = run.info.start_time, run.info.end_time
+        _record_provenance(path.parent / "runs.csv", {
+            "seed": tags["seed"], "run_id": run.info.run_id,
+            "git_commit": tags.get("git_commit", ""), "start": _time(start), "end": _time(end),
+            "minutes": f"{(end - start) / 60_000:.1f}" if start and end else "", "note": note})
         written.append(path)
     return written
 
@@ -48,8 +89,16 @@ def main() -> None:
     parser.add_argument("--store", required=True, help="the MLflow tracking URI")
     parser.add_argument("--experiment", required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--measure", default=None,
+                        help="the folder's name (default: the run's surprise tag)")
+    parser.add_argument("--seeds", type=int, nargs="*", default=None,
+                        help="only these seeds (default: every finished run)")
+    parser.add_argument("--surprise", default=None,
+                        help="only the runs of this measure (default: every measure)")
+    parser.add_argument("--note", default="", help="a note kept in runs.csv beside each seed")
     args = parser.parse_args()
-    written = export(args.store, args.experiment, args.out)
+    written = export(args.store, args.experiment, args.out, measure=args.measure,
+                     seeds=args.seeds, surprise=args.surprise, note=args.note)
     print(f"{len(written)} runs written under {args.out}")
 
 

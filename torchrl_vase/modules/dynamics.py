@@ -43,7 +43,8 @@ def _merge_moments(moments: dict, count: int, rows: dict[str, Tensor]) -> int:
         if count == 0:
             moments[name] = (mean, m2)
             continue
-        old_mean, old_m2 = moments[name]
+        # moments restored from a checkpoint, or kept through `.to(device)`, may sit elsewhere
+        old_mean, old_m2 = (t.to(block.device) for t in moments[name])
         delta = mean - old_mean
         moments[name] = (old_mean + delta * (added / total),
                          old_m2 + m2 + delta.square() * (count * added / total))
@@ -321,8 +322,9 @@ class DynamicsModel(nn.Module):
         return {name: [t.clone() for t in pair] for name, pair in self._moments.items()}
 
     def set_extra_state(self, state: dict | None) -> None:
+        device = self.observation_loc.device  # a checkpoint's moments may be the CPU's
         self._moments = ({} if not state else
-                         {name: tuple(t.to(torch.float64) for t in pair)
+                         {name: tuple(t.to(device, torch.float64) for t in pair)
                           for name, pair in state.items()})
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:

@@ -1,0 +1,255 @@
+"""The paper's Figure 3 study (issue 26): a slice of the grid tasks × measures × seeds, resumable.
+
+Every cell is one seed of one measure on one task, trained by ``recipes/trpo_vase.py`` at the
+recipe's defaults for the task's full iteration count. A cell whose CSV
+``<out>/<task>/<measure>/seed<k>.csv`` already holds the whole run is skipped; the other cells
+run as jobs (a population of ``--group`` seeds per process, one thread each, ``--workers`` at a
+time) with ``resume=true`` and checkpoints in the scratch folder, so a job killed at any point
+(a signal, the machine going down) continues where its last checkpoint left it when the same
+command runs again. Each finished job is exported at once (``recipes/export_runs.py``: the CSVs
+and ``runs.csv``, the provenance) and, with ``--commit``, committed to the repository that holds
+``--out``. The MLflow store is scratch.
+
+Jobs run in the issue's order when the budget is short: seeds 0–4 of every cell before 5–9, then
+by task (HalfCheetah and CartpoleSwingup, where the paper says VASE wins, first) and measure.
+
+    python recipes/paper_grid.py --dry-run                     # what is done, what would run
+    python recipes/paper_grid.py --tasks half_cheetah --measures vase nll --seeds 0-4 \\
+        --workers 2 --commit
+    python recipes/paper_grid.py --tasks double_pendulum lunar_lander --workers 14 --group 1 \\
+        --scratch /tmp/grid --out /tmp/grid/csv                # a bigger machine's slice
+
+Measures: the five of Figure 3 (``none`` is plain TRPO at the recipe's defaults, the paired
+control of the bonuses) and the secondaries: ``trpo_authors`` (``preset=authors_trpo``, plain
+TRPO as the authors ran it: the paper's "TRPO" curve), ``vase_paper`` (``preset=paper``, the
+paper's text settings) and ``vase_n50`` (VASE with 50 weight samples instead of 10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from export_runs import export  # noqa: E402
+
+TASKS = ("half_cheetah", "cartpole_swingup", "mountain_car", "ant", "double_pendulum",
+         "lunar_lander")
+PRIMARY = ("none", "vase", "nll", "vime", "rnd")
+#: measure -> the recipe's overrides; every measure runs at the recipe's defaults otherwise
+MEASURES = {
+    "none": ("surprise=none",),
+    "vase": ("surprise=vase",),
+    "nll": ("surprise=nll",),
+    "vime": ("surprise=vime",),
+    "rnd": ("surprise=rnd",),
+    "trpo_authors": ("preset=authors_trpo",),
+    "vase_paper": ("preset=paper", "surprise=vase"),
+    "vase_n50": ("surprise=vase", "surprise.num_samples=50"),
+}
+#: measures a population cannot train (``preset=paper`` normalises observations): one seed a job
+SINGLE_ONLY = frozenset({"vase_paper"})
+
+
+@dataclass(frozen=True)
+class Job:
+    """One process: ``seeds`` of ``measure`` on ``task``."""
+
+    task: str
+    measure: str
+    seeds: tuple[int, ...]
+
+    @property
+    def experiment(self) -> str:
+        # the five measures share their task's experiment (compare.py reads it whole); a
+        # secondary has its own, so its runs are not grouped with the measure it varies
+        suffix = "" if self.measure in PRIMARY else f"-{self.measure}"
+        return f"paper_grid-{self.task}{suffix}"
+
+    @property
+    def name(self) -> str:
+        first, last = self.seeds[0], self.seeds[-1]
+        return f"{self.task} {self.measure} seed{first}" + (f"-{last}" if last != first else "")
+
+    def command(self, store: str, checkpoints: Path, python: str,
+                iterations: int | None = None) -> list[str]:
+        seeds = (f"seed={self.seeds[0]}" if len(self.seeds) == 1
+                 else "seeds=[" + ",".join(map(str, self.seeds)) + "]")
+        return [python, str(ROOT / "recipes" / "trpo_vase.py"), f"env={self.task}",
+                *MEASURES[self.measure], seeds, "threads=1", "progress_bar=false",
+                f"mlflow.tracking_uri={store}", f"mlflow.experiment={self.experiment}",
+                f"checkpoint.dir={checkpoints}", "resume=true",
+                *([f"iterations={iterations}"] if iterations else [])]
+
+
+def task_frames(task: str, iterations: int | None = None) -> int:
+    """The frames of a whole run of ``task`` (the recipe's iterations unless ``iterations``)."""
+    env = OmegaConf.load(ROOT / "conf" / "env" / f"{task}.yaml")
+    return int(iterations or env.iterations) * int(env.frames_per_batch)
+
+
+def finished(path: Path, frames: int) -> bool:
+    """``path`` is a whole run's export: its last row is at ``frames``."""
+    if not path.exists():
+        return False
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return bool(rows) and float(rows[-1]["frames"]) >= frames
+
+
+def seed_list(text: str) -> list[int]:
+    """``"0-4"``, ``"0,2,5-9"`` -> the seeds."""
+    seeds = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        seeds.extend(range(int(first), int(last or first) + 1))
+    return seeds
+
+
+def plan(tasks: list[str], measures: list[str], seeds: list[int], group: int,
+         out: Path, iterations: int | None = None) -> tuple[list[Job], list[tuple[str, str, int]]]:
+    """The jobs still to run, in the issue's order, and the cells already done."""
+    done, jobs = [], []
+    blocks = [seeds[i:i + 5] for i in range(0, len(seeds), 5)]  # seeds 0-4 before 5-9
+    for block in blocks:
+        for task in sorted(tasks, key=TASKS.index):
+            frames = task_frames(task, iterations)
+            for measure in measures:
+                todo = []
+                for seed in block:
+                    if finished(out / task / measure / f"seed{seed}.csv", frames):
+                        done.append((task, measure, seed))
+                    else:
+                        todo.append(seed)
+                size = 1 if measure in SINGLE_ONLY else group
+                jobs.extend(Job(task, measure, tuple(todo[i:i + size]))
+                            for i in range(0, len(todo), size))
+    return jobs, done
+
+
+class Launcher:
+    """Runs jobs ``workers`` at a time; exports (and commits) each finished one at once; a
+    SIGTERM or SIGINT is passed to the running jobs (each checkpoints and stops) and no new job
+    starts."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.store = args.store or f"sqlite:///{args.scratch.resolve()}/mlflow.db"
+        self.checkpoints = args.scratch / "checkpoints"
+        self.logs = args.scratch / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.stopping = threading.Event()
+        self.running: set[subprocess.Popen] = set()
+        self.lock = threading.Lock()
+        self.results: list[tuple[Job, str]] = []
+
+    def stop(self, signum: int, _frame) -> None:
+        self.stopping.set()
+        with self.lock:
+            for process in self.running:
+                process.send_signal(signal.SIGTERM)
+        print(f"{signal.Signals(signum).name}: the running jobs checkpoint and stop; "
+              "run the same command again to continue.", flush=True)
+
+    def note(self) -> str:
+        load = " ".join(f"{value:.1f}" for value in os.getloadavg())
+        return f"{platform.node()} ({os.cpu_count()} cores), load average {load}"
+
+    def run(self, job: Job) -> None:
+        if self.stopping.is_set():
+            return
+        log = self.logs / f"{job.name.replace(' ', '-')}.log"
+        started, note = time.time(), self.note()
+        print(f"{time.strftime('%H:%M:%S')} start {job.name} ({note})", flush=True)
+        with log.open("a") as handle, self.lock:
+            process = subprocess.Popen(
+                job.command(self.store, self.checkpoints, self.args.python,
+                            self.args.iterations), stdout=handle,
+                stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+            self.running.add(process)
+        code = process.wait()
+        with self.lock:
+            self.running.discard(process)
+        minutes = (time.time() - started) / 60
+        if code != 0 or self.stopping.is_set():
+            state = "stopped" if self.stopping.is_set() else f"failed (exit {code}; see {log})"
+            print(f"{time.strftime('%H:%M:%S')} {state}: {job.name}", flush=True)
+            self.results.append((job, state))
+            return
+        written = export(self.store, job.experiment, self.args.out / job.task,
+                         measure=job.measure, seeds=job.seeds,
+                         surprise=job.measure if job.measure in PRIMARY else None,
+                         note=f"started on {note}; ended at load average "
+                              + " ".join(f"{v:.1f}" for v in os.getloadavg()))
+        print(f"{time.strftime('%H:%M:%S')} done {job.name} in {minutes:.1f} min: "
+              f"{len(written)} runs exported", flush=True)
+        self.results.append((job, "done"))
+        if self.args.commit and written:
+            self.commit(job, written)
+
+    def commit(self, job: Job, written: list[Path]) -> None:
+        paths = [*map(str, written), str(written[0].parent / "runs.csv")]
+        repo = self.args.out.resolve()
+        with self.lock:  # one git at a time
+            subprocess.run(["git", "add", "--", *paths], cwd=repo, check=True)
+            subprocess.run(["git", "commit", "-q", "-m", f"paper grid: {job.name}", "--", *paths],
+                           cwd=repo, check=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    parser.add_argument("--measures", nargs="+", choices=list(MEASURES), default=list(PRIMARY))
+    parser.add_argument("--seeds", type=seed_list, default=seed_list("0-9"),
+                        help="e.g. 0-4 or 0,2,5-9 (default 0-9)")
+    parser.add_argument("--workers", type=int, default=2, help="jobs at a time (one core each)")
+    parser.add_argument("--group", type=int, default=5,
+                        help="seeds per job (a population); 1: single runs")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "paper_grid")
+    parser.add_argument("--scratch", type=Path, default=ROOT / "studies" / "paper_grid",
+                        help="the MLflow store, checkpoints and logs (outside git)")
+    parser.add_argument("--store", default=None, help="default: <scratch>/mlflow.db")
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--commit", action="store_true",
+                        help="git-commit each finished job's CSVs in --out's repository")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help="shorter runs, for a try of the script (default: the task's)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    args = parser.parse_args(argv)
+    if args.workers < 1 or args.group < 1:
+        parser.error("--workers and --group must be at least 1.")
+    jobs, done = plan(args.tasks, args.measures, args.seeds, args.group, args.out,
+                      args.iterations)
+    print(f"{len(done)} cells done, {sum(len(j.seeds) for j in jobs)} to run in {len(jobs)} jobs",
+          flush=True)
+    for job in jobs:
+        print(f"  {job.name}", flush=True)
+    if args.dry_run or not jobs:
+        return 0
+    launcher = Launcher(args)
+    signal.signal(signal.SIGTERM, launcher.stop)
+    signal.signal(signal.SIGINT, launcher.stop)
+    with ThreadPoolExecutor(args.workers) as pool:
+        list(pool.map(launcher.run, jobs))
+    failed = [job.name for job, state in launcher.results if state.startswith("failed")]
+    print(f"{sum(state == 'done' for _, state in launcher.results)} jobs done, "
+          f"{len(failed)} failed" + (f": {', '.join(failed)}" if failed else ""), flush=True)
+    return 1 if failed or launcher.stopping.is_set() else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
