@@ -203,10 +203,16 @@ class Launcher:
     def commit(self, job: Job, written: list[Path]) -> None:
         paths = [*map(str, written), str(written[0].parent / "runs.csv")]
         repo = self.args.out.resolve()
-        with self.lock:  # one git at a time
-            subprocess.run(["git", "add", "--", *paths], cwd=repo, check=True)
-            subprocess.run(["git", "commit", "-q", "-m", f"paper grid: {job.name}", "--", *paths],
-                           cwd=repo, check=True)
+        with self.lock:  # one git at a time here; a person's git beside it may hold the index
+            for attempt in range(10):
+                added = subprocess.run(["git", "add", "--", *paths], cwd=repo)
+                if added.returncode == 0 and subprocess.run(
+                        ["git", "commit", "-q", "-m", f"paper grid: {job.name}", "--", *paths],
+                        cwd=repo).returncode == 0:
+                    return
+                time.sleep(2 + 3 * attempt)
+        print(f"could not commit {job.name}'s CSVs (they are written; commit them by hand)",
+              flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
