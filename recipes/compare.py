@@ -17,7 +17,8 @@ For one experiment (one env), reads every finished or running run written by
   the median step of the first extrinsic reward, frames/s, seconds per iteration (the median
   iteration) and the seeds; then the exploration diagnostics (coverage, and "is the bonus
   steering the policy?": the advantage/bonus correlation, how many iterations it was ≥ 0.8, its
-  share, the bonus/novelty Spearman ρ, over the iterations before each seed's first reward).
+  share, the bonus/novelty Spearman ρ, the bonus's self-agreement ρ between two fresh
+  evaluations, over the iterations before each seed's first reward).
 
 Only finished runs count: running, killed and failed ones are left out with a note (their shorter
 curves would cut their group's). Runs are grouped by measure and, within a measure, by every setting
@@ -28,11 +29,13 @@ over seeds (rliable's aggregate; one experiment is one task, so its stratified b
 plain one).
 
     python recipes/compare.py --experiment mountain_car [--tracking-uri sqlite:///mlflow.db]
+    python recipes/compare.py --csv docs/results/paper_grid/half_cheetah   # exported runs
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import os
 import textwrap
@@ -51,15 +54,16 @@ from mlflow.tracking import MlflowClient
 STEERING_CORR = 0.8  # issue 12's bar for the advantage/bonus correlation
 MEASURE_ORDER = ["none", "vase", "nll", "vime", "rnd"]
 METRICS = ("return_mean", "success_rate", "fps", "wall_time", "first_reward_step", "coverage",
-           "advantage_bonus_corr", "advantage_bonus_share", "novelty_spearman")
-DIAGNOSTICS = ("advantage_bonus_corr", "advantage_bonus_share", "novelty_spearman")
+           "advantage_bonus_corr", "advantage_bonus_share", "novelty_spearman", "self_agreement")
+DIAGNOSTICS = ("advantage_bonus_corr", "advantage_bonus_share", "novelty_spearman",
+               "self_agreement")
 # the names the recipe logs them under (stores written before the namespaces have the bare ones)
 NAMESPACED = {
     "return_mean": "Return/mean", "success_rate": "Return/success_rate", "fps": "train/fps",
     "wall_time": "train/wall_time", "first_reward_step": "train/first_reward_step",
     "coverage": "train/coverage", "advantage_bonus_corr": "bonus/advantage_corr",
     "advantage_bonus_share": "bonus/advantage_share",
-    "novelty_spearman": "bonus/novelty_spearman",
+    "novelty_spearman": "bonus/novelty_spearman", "self_agreement": "bonus/self_agreement",
 }
 
 
@@ -147,6 +151,37 @@ def load_runs(client: MlflowClient, experiment: str) -> tuple[list[Run], list[st
         raise SystemExit(f"experiment {experiment!r} has no finished runs "
                          f"({len(notes)} unfinished).")
     return runs, notes
+
+
+def load_csv_runs(directory: Path) -> tuple[list[Run], list[str]]:
+    """The runs exported by ``recipes/export_runs.py`` under ``directory``:
+    ``<measure>/seed<k>.csv`` (one row per iteration, ``frames`` then every logged metric;
+    every exported run is a finished one). The folder names the measure (``vase``,
+    ``trpo_authors``, ``vase_weights``); a file's settings are its measure's, so one folder is
+    one group."""
+    if not directory.is_dir():
+        raise SystemExit(f"no folder {directory}.")
+    runs = []
+    for path in sorted(directory.glob("*/seed*.csv")):
+        with path.open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        if not rows:
+            continue
+        columns = rows[0].keys()
+        metrics, steps = {}, {}
+        for name in METRICS:
+            key = next((k for k in (NAMESPACED.get(name, name), *OLDER_NAMES.get(name, ()), name)
+                        if k in columns), None)
+            kept = [(float(row["frames"]), float(row[key])) for row in rows
+                    if key is not None and row[key] != ""]
+            steps[name] = np.array([step for step, _ in kept], dtype=float)
+            metrics[name] = np.array([value for _, value in kept], dtype=float)
+        runs.append(Run(run_id=str(path), surprise=path.parent.name,
+                        seed=int(path.stem.removeprefix("seed")), metrics=metrics,
+                        settings={"algorithm": "trpo"}, steps=steps))
+    if not runs:
+        raise SystemExit(f"no <measure>/seed<k>.csv under {directory}.")
+    return runs, []
 
 
 def latest_per_seed(groups: dict[str, list[Run]]) -> tuple[dict[str, list[Run]], list[str]]:
@@ -326,8 +361,9 @@ def diagnostics_table(groups: dict[str, list[Run]]) -> str:
     lines = [
         "| measure | final coverage (median) | advantage/bonus corr. (median; lowest) "
         f"| iterations with corr. ≥ {STEERING_CORR} "
-        "| bonus share of advantage variance | bonus/novelty Spearman ρ (median; lowest) | seeds |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| bonus share of advantage variance | bonus/novelty Spearman ρ (median; lowest) "
+        "| bonus self-agreement ρ (median; lowest) | seeds |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
     def median_over_seeds(members: list[Run], name: str) -> tuple[float, float]:
@@ -353,9 +389,12 @@ def diagnostics_table(groups: dict[str, list[Run]]) -> str:
             final_coverage = float(np.nanmedian(coverage))
         corr_cell = "–" if math.isnan(corr) else f"{corr:.2f}; {lowest:.2f}"
         novelty_cell = "–" if math.isnan(novelty) else f"{novelty:.2f}; {novelty_lowest:.2f}"
+        agreement, agreement_lowest = median_over_seeds(members, "self_agreement")
+        agreement_cell = ("–" if math.isnan(agreement)
+                          else f"{agreement:.2f}; {agreement_lowest:.2f}")
         lines.append(
             f"| {measure} | {cell(final_coverage, '.3f')} | {corr_cell} | {steering} | "
-            f"{cell(share)} | {novelty_cell} | {len(members)} |"
+            f"{cell(share)} | {novelty_cell} | {agreement_cell} | {len(members)} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -530,11 +569,12 @@ def plot_heatmaps(client: MlflowClient, groups: dict[str, list[Run]], path: Path
     return True
 
 
-def compare(tracking_uri: str, experiment: str, out: Path, last: int = 5,
-            heatmap_seed: int | None = None) -> dict[str, Path]:
-    """Write the figures and the table for one experiment; return what was written."""
-    client = MlflowClient(tracking_uri=tracking_uri)
-    runs, notes = load_runs(client, experiment)
+def compare(tracking_uri: str | None, experiment: str, out: Path, last: int = 5,
+            heatmap_seed: int | None = None, csv_dir: Path | None = None) -> dict[str, Path]:
+    """Write the figures and the table for one experiment (an MLflow experiment, or the CSVs
+    under ``csv_dir``, named ``experiment`` in the figures); return what was written."""
+    client = None if csv_dir is not None else MlflowClient(tracking_uri=tracking_uri)
+    runs, notes = load_csv_runs(csv_dir) if client is None else load_runs(client, experiment)
     groups, duplicates = latest_per_seed(by_measure(runs))
     notes += duplicates
     runs = [r for members in groups.values() for r in members]
@@ -548,14 +588,18 @@ def compare(tracking_uri: str, experiment: str, out: Path, last: int = 5,
         written["delta_sweep"] = out / "delta_sweep.png"
     if plot_coverage(experiment, groups, out / "coverage.png"):
         written["coverage"] = out / "coverage.png"
-    if plot_heatmaps(client, groups, out / "heatmaps.png", heatmap_seed):
+    if client is not None and plot_heatmaps(client, groups, out / "heatmaps.png", heatmap_seed):
         written["heatmaps"] = out / "heatmaps.png"
     return written
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--experiment", required=True, help="MLflow experiment (the env's name)")
+    parser.add_argument("--experiment", default=None,
+                        help="MLflow experiment (the env's name); with --csv, the figures' title")
+    parser.add_argument("--csv", type=Path, default=None,
+                        help="read exported runs (<measure>/seed<k>.csv, recipes/export_runs.py) "
+                             "from this folder instead of an MLflow store")
     parser.add_argument(
         "--tracking-uri",
         default=os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db"),
@@ -566,8 +610,12 @@ def main() -> None:
                         help="the seed whose heatmaps to show (default: the lowest that found the "
                              "reward, per measure)")
     args = parser.parse_args()
-    out = args.out or Path("comparison") / args.experiment
-    written = compare(args.tracking_uri, args.experiment, out, args.last, args.heatmap_seed)
+    if args.experiment is None and args.csv is None:
+        parser.error("give --experiment (an MLflow experiment) or --csv (exported runs).")
+    experiment = args.experiment or args.csv.name
+    out = args.out or Path("comparison") / experiment
+    written = compare(args.tracking_uri, experiment, out, args.last, args.heatmap_seed,
+                      csv_dir=args.csv)
     print(written["table"].read_text())
     for name, path in written.items():
         print(f"{name}: {path}")

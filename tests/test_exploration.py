@@ -182,7 +182,7 @@ def test_algorithm_1_order_bonus_from_the_previous_model_then_pool_statistics_tr
     # no bonus before the model has learnt anything: the reward is left as it is
     assert (first["next", "intrinsic_reward"] == 0).all()
     torch.testing.assert_close(first["next", "reward"], first["next", "extrinsic_reward"])
-    assert np.isnan(metrics["novelty_spearman"])
+    assert np.isnan(metrics["novelty_spearman"]) and np.isnan(metrics["self_agreement"])
     assert int(exploration.model_updates) == 30 and len(exploration.pool) == 300
     assert {"loss_nll", "loss_kl", "elbo"} <= set(metrics)
 
@@ -443,3 +443,39 @@ def test_a_feature_constant_in_the_pool_is_centred_not_blown_up():
     moved[0, 2] = 0.55
     prepared, _, _ = model.prepare(moved, torch.zeros(1, 1), moved)
     assert prepared[0, 2].item() == pytest.approx(0.05)
+
+
+def test_self_agreement_is_the_rank_correlation_of_two_fresh_evaluations_on_one_subsample():
+    from torchrl_vase.diagnostics import spearman
+
+    exploration = _exploration(agreement_queries=120)
+    exploration.step(_rollout(300, seed=0))
+    batch = _rollout(300, seed=1)
+    # the documented draws, computed independently: a subsample, then two evaluations, all
+    # from one generator seeded by the update count
+    generator = torch.Generator().manual_seed(int(exploration.model_updates))
+    index = torch.randperm(300, generator=generator)[:120]
+    obs, action, next_obs = (batch[key][index] for key in
+                             ("observation", "action", ("next", "observation")))
+    first = exploration.bonus.surprise(obs, action, next_obs, generator=generator)
+    second = exploration.bonus.surprise(obs, action, next_obs, generator=generator)
+    assert not torch.equal(first, second)  # fresh draws, not the bonus's seeded ones twice
+    rng = torch.get_rng_state()
+    assert exploration.self_agreement(batch) == pytest.approx(spearman(first, second), abs=1e-12)
+    assert torch.equal(torch.get_rng_state(), rng)  # the training's random numbers untouched
+    metrics = exploration.step(batch)
+    assert -1 < metrics["self_agreement"] < 1
+
+
+def test_self_agreement_rises_with_the_bonus_s_weight_samples_and_is_nan_for_rnd():
+    def agreement(num_samples: int) -> float:
+        exploration = _exploration()
+        exploration.bonus.num_samples = num_samples
+        exploration.step(_rollout(300, seed=0))
+        return exploration.self_agreement(_rollout(300, seed=1))
+
+    assert agreement(1) < agreement(10) < agreement(200) and agreement(200) > 0.9
+    exploration = Exploration(RNDRewardTransform(2, eta=1.0), pool_min=100,
+                              updates_per_iteration=5)
+    exploration.step(_rollout(300, seed=0))
+    assert np.isnan(exploration.step(_rollout(300, seed=1))["self_agreement"])

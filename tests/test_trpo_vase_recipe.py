@@ -107,9 +107,10 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
         assert [m.step for m in history] == [64, 128], key  # stepped by frames
     # the bonus starts once the model has been trained: the novelty diagnostic is NaN (logged,
     # not dropped) in the first iteration; the alignment needs a bonus with a spread
-    history = client.get_metric_history(run.info.run_id, "bonus/novelty_spearman")
-    assert [m.step for m in history] == [64, 128] and np.isnan(history[0].value)
-    assert np.isfinite(history[1].value)
+    for key in ("bonus/novelty_spearman", "bonus/self_agreement"):
+        history = client.get_metric_history(run.info.run_id, key)
+        assert [m.step for m in history] == [64, 128] and np.isnan(history[0].value), key
+        assert np.isfinite(history[1].value), key
     for key in ("bonus/advantage_corr", "bonus/advantage_share"):
         history = client.get_metric_history(run.info.run_id, key)
         assert [m.step for m in history] == [128], key

@@ -58,6 +58,7 @@ EXPLORATION_METRICS = {
     "bonus_mean": "bonus/mean",
     "bonus_std": "bonus/std",
     "novelty_spearman": "bonus/novelty_spearman",
+    "self_agreement": "bonus/self_agreement",
 }
 
 

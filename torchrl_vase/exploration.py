@@ -16,9 +16,10 @@ from torchrl.objectives.common import LossModule
 
 from torchrl_vase._adam import StackedAdam
 from torchrl_vase._device import module_device
-from torchrl_vase.diagnostics import novelty_correlation
+from torchrl_vase.diagnostics import novelty_correlation, spearman
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
+from torchrl_vase.transforms.surprise_reward import SurpriseRewardTransform
 
 __all__ = ["Exploration"]
 
@@ -57,9 +58,13 @@ class Exploration(nn.Module):
        paper's per-step computation). Until the model's first update the bonus is 0 and the reward
        left as it is (the authors add none in the first iteration), unless
        ``bonus_before_training``.
-    2. Diagnostics: the bonus's mean and std, and ``novelty_spearman``, the Spearman correlation
+    2. Diagnostics: the bonus's mean and std, ``novelty_spearman``, the Spearman correlation
        between U and the k-NN novelty of s' among the states of the pool so far
-       (``torchrl_vase.diagnostics.novelty_correlation``).
+       (``torchrl_vase.diagnostics.novelty_correlation``), and ``self_agreement``, the Spearman
+       correlation between two evaluations of a Monte-Carlo bonus (VASE, NLL, VIME: N weight
+       samples each) on the same transitions with fresh draws: how much of the bonus's ranking
+       of transitions is the model's and how much its sampling noise (NaN for RND, whose
+       bonus is deterministic).
     3. ``update``: the transitions go into the pool; once it holds ``pool_min`` of them, the data
        statistics are refreshed over the whole pool (``bonus.fit_statistics``: the dynamics model's
        standardisation, as the authors recompute it each iteration) and the model takes
@@ -95,6 +100,7 @@ class Exploration(nn.Module):
         novelty_k: k of the novelty diagnostic.
         novelty_queries: transitions of a batch the novelty diagnostic looks at.
         novelty_reference: pool states it compares them with.
+        agreement_queries: transitions of a batch the self-agreement diagnostic evaluates twice.
         compile: compile the ELBO's gradient step (``VariationalELBOLoss.gradient_terms``);
             needs a C++ compiler, and pays a one-off compilation (seconds to a minute) at the
             first update. Ignored for other losses.
@@ -131,6 +137,7 @@ class Exploration(nn.Module):
         novelty_k: int = 10,
         novelty_queries: int = 1000,
         novelty_reference: int = 10_000,
+        agreement_queries: int = 500,
         compile: bool = False,
     ) -> None:
         super().__init__()
@@ -171,6 +178,7 @@ class Exploration(nn.Module):
         self.novelty_k = _positive_int("novelty_k", novelty_k)
         self.novelty_queries = _positive_int("novelty_queries", novelty_queries)
         self.novelty_reference = _positive_int("novelty_reference", novelty_reference)
+        self.agreement_queries = _positive_int("agreement_queries", agreement_queries)
         self.compile = bool(compile)
         if self.compile and not any(
             shutil.which(name) for name in (os.environ.get("CXX", "g++"), "c++", "clang++")
@@ -211,6 +219,7 @@ class Exploration(nn.Module):
             "bonus_mean": bonus.mean().item(),
             "bonus_std": bonus.std().item() if bonus.numel() > 1 else math.nan,
             "novelty_spearman": self.novelty(batch) if active else math.nan,
+            "self_agreement": self.self_agreement(batch) if active else math.nan,
         }
         return metrics, self.add_to_pool(batch)
 
@@ -345,6 +354,41 @@ class Exploration(nn.Module):
             num_reference=self.novelty_reference,
             generator=generator,
         )
+
+    def self_agreement(self, batch: TensorDictBase) -> float:
+        """Spearman's ρ between two evaluations of the bonus on the same ``agreement_queries``
+        transitions of ``batch``, each with fresh weight samples (NaN for a bonus without
+        sampling noise, RND's).
+
+        With N samples per evaluation the bonus's ranking of transitions is partly sampling
+        noise; ρ near 1 says the ranking is the model's, near 0 that it is mostly noise. The
+        subsample and both evaluations draw from a generator of their own (seeded by the update
+        count), so the diagnostic does not change the training's random numbers.
+
+        Examples:
+            >>> import torch
+            >>> from torchrl.envs import GymEnv
+            >>> from torchrl_vase import DynamicsModel, VASERewardTransform
+            >>> bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=1e-4)
+            >>> exploration = Exploration(bonus, pool_min=100, updates_per_iteration=20)
+            >>> env = GymEnv("torchrl_vase/SparseMountainCar-v1")
+            >>> _ = exploration.step(env.rollout(200))
+            >>> -1.0 <= exploration.self_agreement(env.rollout(200)) <= 1.0
+            True
+        """
+        if not isinstance(self.bonus, SurpriseRewardTransform):
+            return math.nan
+        flat = batch.reshape(-1)
+        if flat.numel() < 2:
+            return math.nan
+        generator = torch.Generator().manual_seed(int(self.model_updates))
+        index = torch.randperm(flat.numel(), generator=generator)[: self.agreement_queries]
+        queries = flat[index]
+        obs, action, next_obs = (queries.get(key) for key in self.bonus.transition_keys)
+        with torch.no_grad():
+            first, second = (self.bonus.surprise(obs, action, next_obs, generator=generator)
+                             for _ in range(2))
+        return spearman(first, second)
 
     # ----------------------------------------------------------------------------------------
     # State

@@ -286,8 +286,10 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         next_obs = self._read(next_tensordict, self.observation_key, "next observation")
         return self.surprise(obs, action, next_obs)
 
-    def surprise(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> Tensor:
-        """The raw (un-normalised) surprise of each transition, shape ``[*batch]``."""
+    def surprise(self, obs: Tensor, action: Tensor, next_obs: Tensor, *,
+                 generator: torch.Generator | None = None) -> Tensor:
+        """The raw (un-normalised) surprise of each transition, shape ``[*batch]``; the weight
+        samples from ``generator`` if given (else from ``seed``'s, else the global RNG)."""
         model = self._require_model()
         try:
             obs, action, target = model.prepare(obs, action, next_obs)
@@ -296,8 +298,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
                 f"{error} (keys: observation {self.observation_key!r}, action "
                 f"{self.action_key!r})"
             ) from None
-        generator = None
-        if self.seed is not None:
+        if generator is None and self.seed is not None:
             # on the CPU whatever the model's device: a seeded bonus is the same number on a GPU
             generator = torch.Generator().manual_seed(self.seed)
         common = {

@@ -1,0 +1,152 @@
+"""recipes/paper_grid.py (issue 26's launcher), recipes/export_runs.py, and compare.py on CSVs."""
+
+import csv
+import subprocess
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+from recipe_modules import load_recipe
+
+paper_grid = load_recipe("paper_grid")
+export_runs = load_recipe("export_runs")
+compare = load_recipe("compare")
+
+
+def _write_run(path: Path, frames: list[int]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["frames", "Return/mean"])
+        writer.writerows([frame, 0.0] for frame in frames)
+
+
+def test_the_plan_skips_whole_runs_only_and_orders_seeds_0_4_first_then_tasks(tmp_path):
+    whole = paper_grid.task_frames("half_cheetah")
+    assert whole == 600 * 5000
+    _write_run(tmp_path / "half_cheetah" / "vase" / "seed0.csv", [5000, whole])
+    _write_run(tmp_path / "half_cheetah" / "vase" / "seed1.csv", [5000, 10_000])  # cut short
+    jobs, done = paper_grid.plan(["lunar_lander", "half_cheetah"], ["none", "vase", "vase_paper"],
+                                 list(range(7)), group=5, out=tmp_path)
+    assert done == [("half_cheetah", "vase", 0)]
+    assert [(j.task, j.measure, j.seeds) for j in jobs] == [
+        ("half_cheetah", "none", (0, 1, 2, 3, 4)),
+        ("half_cheetah", "vase", (1, 2, 3, 4)),
+        *[("half_cheetah", "vase_paper", (s,)) for s in range(5)],  # no population: one a job
+        ("lunar_lander", "none", (0, 1, 2, 3, 4)),
+        ("lunar_lander", "vase", (0, 1, 2, 3, 4)),
+        *[("lunar_lander", "vase_paper", (s,)) for s in range(5)],
+        ("half_cheetah", "none", (5, 6)),
+        ("half_cheetah", "vase", (5, 6)),
+        *[("half_cheetah", "vase_paper", (s,)) for s in (5, 6)],
+        ("lunar_lander", "none", (5, 6)),
+        ("lunar_lander", "vase", (5, 6)),
+        *[("lunar_lander", "vase_paper", (s,)) for s in (5, 6)],
+    ]
+    population, single = jobs[1], jobs[2]
+    command = population.command("sqlite:///s.db", Path("/c"), "python")
+    assert "seeds=[1,2,3,4]" in command and "surprise=vase" in command
+    assert "mlflow.experiment=paper_grid-half_cheetah" in command and "resume=true" in command
+    command = single.command("sqlite:///s.db", Path("/c"), "python", iterations=3)
+    assert {"seed=0", "preset=paper", "iterations=3"} <= set(command)
+    # a secondary has an experiment of its own: compare.py never pools it with VASE's runs
+    assert "mlflow.experiment=paper_grid-half_cheetah-vase_paper" in command
+    assert paper_grid.seed_list("0,2,5-7") == [0, 2, 5, 6, 7]
+
+
+def _store(tmp_path: Path) -> tuple[str, MlflowClient, str]:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("grid", artifact_location=(tmp_path / "a").as_uri())
+    return uri, client, experiment
+
+
+def _log(client, experiment, surprise: str, seed: int, returns: list[float],
+         finish: bool = True) -> str:
+    run_id = client.create_run(experiment, tags={"surprise": surprise, "seed": str(seed),
+                                                 "git_commit": f"c{seed}"}).info.run_id
+    for i, value in enumerate(returns):
+        step = (i + 1) * 1000
+        client.log_metric(run_id, "Return/mean", value, step=step)
+        client.log_metric(run_id, "train/wall_time", float(i + 1), step=step)
+        if i % 2:  # a metric logged every other iteration: empty cells between
+            client.log_metric(run_id, "eval/return", 10 * value, step=step)
+        if value > 0 and not client.get_metric_history(run_id, "train/first_reward_step"):
+            client.log_metric(run_id, "train/first_reward_step", step, step=step)
+    if finish:
+        client.set_terminated(run_id)
+    return run_id
+
+
+def test_export_writes_the_asked_seeds_of_a_measure_with_their_provenance(tmp_path):
+    uri, client, experiment = _store(tmp_path)
+    _log(client, experiment, "none", 0, [0, 0, 1])
+    _log(client, experiment, "vase", 0, [0, 2, 3])
+    _log(client, experiment, "vase", 1, [1, 1, 1])
+    _log(client, experiment, "vase", 2, [5, 5], finish=False)  # running: never exported
+    mlflow.set_tracking_uri(None)
+    out = tmp_path / "out"
+    written = export_runs.export(uri, "grid", out, surprise="vase", seeds=[0, 2], note="here")
+    assert written == [out / "vase" / "seed0.csv"]
+    with written[0].open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["frames"] for row in rows] == ["1000", "2000", "3000"]
+    assert [float(row["Return/mean"]) for row in rows] == [0, 2, 3]
+    assert [row["eval/return"] for row in rows] == ["", "20.0", ""]
+    with (out / "vase" / "runs.csv").open(newline="") as handle:
+        [provenance] = list(csv.DictReader(handle))
+    assert provenance["seed"] == "0" and provenance["git_commit"] == "c0"
+    assert provenance["note"] == "here" and float(provenance["minutes"]) >= 0
+    # a secondary's runs go under its own name (their surprise tag is the measure they vary)
+    written = export_runs.export(uri, "grid", out, measure="trpo_authors", surprise="none")
+    assert written == [out / "trpo_authors" / "seed0.csv"]
+
+
+def test_compare_reads_the_exported_csvs_as_it_reads_the_store(tmp_path):
+    uri, client, experiment = _store(tmp_path)
+    rng = np.random.default_rng(0)
+    for surprise in ("none", "vase"):
+        for seed in range(4):
+            _log(client, experiment, surprise, seed, list(rng.integers(0, 5, 6).astype(float)))
+    mlflow.set_tracking_uri(None)
+    export_runs.export(uri, "grid", tmp_path / "csv")
+    from_store = compare.compare(uri, "grid", tmp_path / "a", last=2)["table"].read_text()
+    from_csv = compare.compare(None, "grid", tmp_path / "b", last=2,
+                               csv_dir=tmp_path / "csv")["table"].read_text()
+    assert from_csv == from_store
+    rows = [line for line in from_csv.splitlines() if line.startswith("| grid |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["none", "vase"]
+    assert all(row.rstrip(" |").endswith("| 4") for row in rows)  # four seeds each
+
+
+def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_time(
+        tmp_path, capsys):
+    out = tmp_path / "results"
+    out.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=out, check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "start"], cwd=out, check=True)
+    (out / "mine.txt").write_text("a person's work beside the study")
+    args = ["--tasks", "mountain_car", "--measures", "none", "--seeds", "3", "--workers", "1",
+            "--group", "1", "--iterations", "1", "--scratch", str(tmp_path / "scratch"),
+            "--out", str(out), "--commit"]
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        assert paper_grid.main(args) == 0
+    path = out / "mountain_car" / "none" / "seed3.csv"
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["frames"] for row in rows] == ["5000"] and "Return/mean" in rows[0]
+    log = subprocess.run(["git", "log", "--format=%s", "--name-only", "-1"], cwd=out,
+                         capture_output=True, text=True, check=True).stdout
+    assert log.splitlines()[0] == "paper grid: mountain_car none seed3"
+    assert "mountain_car/none/seed3.csv" in log and "mountain_car/none/runs.csv" in log
+    assert "mine.txt" not in log  # only the study's files are committed
+    capsys.readouterr()
+    assert paper_grid.main(args) == 0
+    assert "1 cells done, 0 to run in 0 jobs" in capsys.readouterr().out

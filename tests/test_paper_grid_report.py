@@ -1,0 +1,104 @@
+"""recipes/paper_grid_report.py: the statistics and verdicts against direct computations."""
+
+import csv
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from recipe_modules import load_recipe
+
+report = load_recipe("paper_grid_report")
+
+
+def _seed(seed: int, returns, first_reward: float = np.nan, frames_per_batch: int = 5000):
+    returns = np.asarray(returns, dtype=float)
+    frames = frames_per_batch * np.arange(1, returns.size + 1, dtype=float)
+    return report.Seed(seed, frames, returns, first_reward)
+
+
+def test_final_early_and_whole_run_returns_are_their_means():
+    run = _seed(0, np.arange(40.0))
+    assert run.final == pytest.approx(np.mean(np.arange(30.0, 40.0)))  # the last 10 iterations
+    assert run.early == pytest.approx(np.mean(np.arange(10.0)))  # the first quarter
+    assert run.whole == pytest.approx(19.5)
+    values = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
+    expected = [np.mean(values[max(0, i - 2): i + 1]) for i in range(values.size)]
+    np.testing.assert_allclose(report.running_mean(values, window=3), expected)
+
+
+def test_the_paired_difference_is_the_mean_over_shared_seeds_with_a_bootstrap_interval():
+    rng = np.random.default_rng(3)
+    diffs = rng.normal(2.0, 1.0, size=8)
+    a = [_seed(s, [0.0] * 10 + [d] * 10) for s, d in enumerate(diffs)]
+    b = [_seed(s, [0.0] * 20) for s in range(8)] + [_seed(99, [50.0] * 20)]  # 99 unpaired
+    difference = report.paired_difference(a, b)
+    assert difference.pairs == 8 and difference.mean == pytest.approx(diffs.mean())
+    resampled = diffs[np.random.default_rng(11).integers(0, 8, size=(20_000, 8))].mean(1)
+    assert difference.low == pytest.approx(np.percentile(resampled, 2.5), abs=0.1)
+    assert difference.high == pytest.approx(np.percentile(resampled, 97.5), abs=0.1)
+    assert difference.verdict == "above"
+    assert report.paired_difference(b[:8], a).verdict == "below"
+    assert report.paired_difference(a[:4], b).verdict == "not measured yet"  # 4 < 5 pairs
+
+
+def test_claims_are_reproduced_refuted_inconclusive_or_not_measured_as_their_intervals_say():
+    claim = report.Claim("half_cheetah", "VASE above NLL", above=(("vase", "nll", "final"),))
+    high = [_seed(s, [10.0 + s] * 10) for s in range(6)]
+    low = [_seed(s, [1.0 + 0.5 * s] * 10) for s in range(6)]
+    noisy = [_seed(s, [10.0 + (-1) ** s * 20.0] * 10) for s in range(6)]
+    assert report.judge(claim, {"vase": high, "nll": low})[0] == "reproduced"
+    assert report.judge(claim, {"vase": low, "nll": high})[0] == "not reproduced"
+    assert report.judge(claim, {"vase": noisy, "nll": high})[0] == "inconclusive"
+    verdict, evidence = report.judge(claim, {"vase": high[:3], "nll": low})
+    assert verdict == "not measured yet" and "n = 3" in evidence[0]
+    # the paper's DoublePendulum: VIME ahead early, VASE ahead at the end
+    double = report.Claim("double_pendulum", "", above=(("vime", "vase", "early"),
+                                                         ("vase", "vime", "final")))
+    vime = [_seed(s, [5.0 + s] * 10 + [5.0] * 30) for s in range(5)]
+    vase = [_seed(s, [1.0] * 10 + [9.0 + s] * 30) for s in range(5)]
+    assert report.judge(double, {"vime": vime, "vase": vase})[0] == "reproduced"
+    alike = report.Claim("lunar_lander", "", alike=(("vase", "none"),))
+    assert report.judge(alike, {"vase": noisy, "none": high})[0] == "reproduced"
+    assert report.judge(alike, {"vase": high, "none": low})[0] == "not reproduced"
+
+
+def test_the_first_batch_touch_count_reads_each_run_s_first_reward_frame():
+    runs = {"none": [_seed(0, [0.0] * 5, first_reward=5000.0), _seed(1, [0.0] * 5)],
+            "vase": [_seed(0, [0.0] * 5, first_reward=1200.0),
+                     _seed(1, [0.0] * 5, first_reward=10_000.0)]}
+    assert report.first_batch_touches(runs) == (2, 4)
+
+
+def _export(path: Path, returns, first_reward=None, agreement=None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["frames", "Return/mean", "train/first_reward_step",
+                         "bonus/self_agreement"])
+        for i, value in enumerate(returns):
+            frame = 5000 * (i + 1)
+            met = first_reward is not None and frame >= first_reward
+            writer.writerow([frame, value, first_reward if met else "",
+                             "" if agreement is None or i == 0 else agreement])
+
+
+def test_the_report_writes_its_figures_and_tables_from_exported_runs(tmp_path):
+    grid = tmp_path / "grid"
+    for seed in range(5):
+        _export(grid / "half_cheetah" / "vase" / f"seed{seed}.csv", [0.0] * 5 + [8.0 + seed] * 15,
+                first_reward=25_000, agreement=0.5)
+        _export(grid / "half_cheetah" / "nll" / f"seed{seed}.csv", [0.0] * 20, agreement=0.9)
+    written = report.report(grid, tmp_path / "docs" / "results.md")
+    text = written["report"].read_text()
+    row = next(line for line in text.splitlines()
+               if line.startswith("| HalfCheetah | VASE always performs better than NLL"))
+    assert "+10.0 [+8.8, +11.2] (n = 5)" in row and "**reproduced**" in row
+    assert "| VASE | 5 | 10.0 [" in text and "| 5/5 | 25,000 |" in text
+    assert "| HalfCheetah | NLL | 5 | 0.90 | 0.90 |" in text
+    assert "## Ant\n\nNot run yet." in text
+    assert "](../grid/figure3.png)" in text  # linked from the page to the figures beside the CSVs
+    assert "| HalfCheetah | 600 | – | 5 | 5 | – | – | – | 10 seeds" in text
+    for name in ("figure3", "first_reward", "self_agreement"):
+        image = plt.imread(written[name])
+        assert image.shape[0] > 500 and image.std() > 0.01, name
