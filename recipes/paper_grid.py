@@ -219,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
-    parser.add_argument("--measures", nargs="+", choices=list(MEASURES), default=list(PRIMARY))
+    parser.add_argument("--measures", nargs="+", choices=list(MEASURES),
+                        default=[*PRIMARY, "trpo_authors"],
+                        help="default: the five of Figure 3 and trpo_authors (the paper's TRPO)")
     parser.add_argument("--seeds", type=seed_list, default=seed_list("0-9"),
                         help="e.g. 0-4 or 0,2,5-9 (default 0-9)")
     parser.add_argument("--workers", type=int, default=2, help="jobs at a time (one core each)")
@@ -247,10 +249,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run or not jobs:
         return 0
     launcher = Launcher(args)
-    signal.signal(signal.SIGTERM, launcher.stop)
-    signal.signal(signal.SIGINT, launcher.stop)
-    with ThreadPoolExecutor(args.workers) as pool:
-        list(pool.map(launcher.run, jobs))
+    handlers = {number: signal.signal(number, launcher.stop)
+                for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with ThreadPoolExecutor(args.workers) as pool:
+            list(pool.map(launcher.run, jobs))
+    finally:  # a caller's own handlers back (the launcher may run inside another program)
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
     failed = [job.name for job, state in launcher.results if state.startswith("failed")]
     print(f"{sum(state == 'done' for _, state in launcher.results)} jobs done, "
           f"{len(failed)} failed" + (f": {', '.join(failed)}" if failed else ""), flush=True)

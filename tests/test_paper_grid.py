@@ -1,6 +1,7 @@
 """recipes/paper_grid.py (issue 26's launcher), recipes/export_runs.py, and compare.py on CSVs."""
 
 import csv
+import signal
 import subprocess
 from pathlib import Path
 
@@ -134,10 +135,13 @@ def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_
             "--out", str(out), "--commit"]
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
+    handlers = [signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)]
     with pytest.MonkeyPatch.context() as patch:
         for key, value in env.items():
             patch.setenv(key, value)
         assert paper_grid.main(args) == 0
+    # the launcher passes signals to its jobs while it runs, and gives the caller's back after
+    assert [signal.getsignal(n) for n in (signal.SIGTERM, signal.SIGINT)] == handlers
     path = out / "mountain_car" / "none" / "seed3.csv"
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))

@@ -38,8 +38,7 @@ recipe = load_recipe("trpo_vase")
 def test_four_jobs_set_up_one_fresh_experiment_on_sqlite_at_once(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     check_tracking_store(uri)
-    for attempt in range(3):
-        ids = concurrent_set_up(uri, f"fresh{attempt}")
+    for ids in concurrent_set_up(uri, ["fresh0", "fresh1", "fresh2"]):
         assert len(set(ids)) == 1
         client = MlflowClient(tracking_uri=uri)
         experiment = client.get_experiment(ids[0])

@@ -98,8 +98,8 @@ def test_a_submitit_sweep_into_the_postgres_server_logs_every_step_and_resumes(s
 def test_four_jobs_at_once_into_fresh_experiments_on_the_server_never_collide(server):
     uri, _ = server
     client = MlflowClient(tracking_uri=uri)
-    for attempt in range(3):  # each a fresh experiment: creation and tags race every time
-        ids = concurrent_set_up(uri, f"fresh{attempt}")
+    # each a fresh experiment: creation and tags race every time
+    for ids in concurrent_set_up(uri, ["fresh0", "fresh1", "fresh2"]):
         assert len(set(ids)) == 1
         assert TAGS.items() <= client.get_experiment(ids[0]).tags.items()
         runs = client.search_runs(ids)

@@ -1,17 +1,63 @@
-"""Jobs that set up one MLflow experiment at once, for the tests of concurrent set-up."""
+"""Jobs that set up one MLflow store or experiment at once, for the tests of concurrent set-up.
+
+The jobs are spawned, not forked: this test process imports MLflow, whose pyarrow starts
+jemalloc's background thread, and a fork taken while that thread holds an allocator lock leaves
+the child hanging in its first allocation (seen under load: two of four children never started).
+Each job is one process for the whole test, meeting the others at a barrier before every round,
+so the rounds really run at once (a pool may hand two rounds' tasks to one worker).
+"""
 
 import multiprocessing
 import os
+import traceback
+from collections.abc import Callable, Sequence
 
 from mlflow.tracking import MlflowClient
 
+from torchrl_vase.runs import PopulationRun
 from torchrl_vase.tracking import MLflowTracker, get_or_create_experiment
 
 TAGS = {"mlflow.experimentKind": "custom_model_development", "mlflow.note.content": "a note"}
+TIMEOUT = 300  # seconds a job waits for the others at a barrier before the test fails
 
 
-def _set_up(uri: str, name: str, barrier) -> str:
-    barrier.wait()  # every process creates the experiment and its tags at the same moment
+def _job(work: Callable, rounds: Sequence[tuple], barrier, results, index: int) -> None:
+    try:
+        out = []
+        for args in rounds:
+            barrier.wait()  # every job starts the round at the same moment
+            out.append(work(*args))
+        results[index] = ("ok", out)
+    except BaseException:
+        results[index] = ("error", traceback.format_exc())
+        barrier.abort()  # the others stop waiting
+
+
+def run_together(work: Callable, rounds_per_job: Sequence[Sequence[tuple]]) -> list[list]:
+    """``work(*args)`` for each job's rounds, the jobs' rounds at once; ``[job][round]`` results
+    (a job's error fails the test with its traceback)."""
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        barrier = manager.Barrier(len(rounds_per_job), timeout=TIMEOUT)
+        results = manager.dict()
+        jobs = [context.Process(target=_job, args=(work, rounds, barrier, results, index))
+                for index, rounds in enumerate(rounds_per_job)]
+        for job in jobs:
+            job.start()
+        for job in jobs:
+            job.join(TIMEOUT * (1 + len(rounds_per_job[0])))
+        outcome = [results.get(index) for index in range(len(jobs))]
+        for job in jobs:
+            if job.is_alive():
+                job.kill()
+    errors = [f"job {index} did not finish" if result is None else result[1]
+              for index, result in enumerate(outcome) if result is None or result[0] == "error"]
+    if errors:
+        raise AssertionError("a concurrent job failed:\n" + "\n".join(map(str, errors)))
+    return [o[1] for o in outcome]
+
+
+def _set_up(uri: str, name: str) -> str:
     client = MlflowClient(tracking_uri=uri)
     experiment = get_or_create_experiment(client, name, tags=TAGS)
     tracker = MLflowTracker.create(uri, experiment, run_name=f"pid{os.getpid()}")
@@ -20,33 +66,26 @@ def _set_up(uri: str, name: str, barrier) -> str:
     return experiment.experiment_id
 
 
-def concurrent_set_up(uri: str, name: str, jobs: int = 4) -> list[str]:
-    """``jobs`` forked processes set up one fresh experiment at once; their experiment ids (an
-    error in any of them fails the pool)."""
-    context = multiprocessing.get_context("fork")
-    barrier = context.Manager().Barrier(jobs)
-    with context.Pool(jobs) as pool:
-        return pool.starmap(_set_up, [(uri, name, barrier)] * jobs)
+def concurrent_set_up(uri: str, names: Sequence[str], jobs: int = 4) -> list[list[str]]:
+    """``jobs`` processes set up each fresh experiment of ``names`` at once, one after
+    another; per name, the experiment ids the jobs got."""
+    per_job = run_together(_set_up, [[(uri, name) for name in names]] * jobs)
+    return [list(ids) for ids in zip(*per_job, strict=True)]
 
 
-def _resume_population(uri: str, checkpoints: str, seed: int, barrier) -> list[str]:
-    from torchrl_vase.runs import PopulationRun
-
+def _resume_population(uri: str, checkpoints: str, seed: int) -> list[str]:
     members = [{"tracking_uri": uri, "experiment": "populations", "config": {"seed": s},
                 "run_name": f"seed{s}"}
                for s in (seed, seed + 1)]
-    barrier.wait()  # every job opens the fresh store at the same moment
     with PopulationRun(members, config={"seeds": [seed, seed + 1]}, checkpoint_dir=checkpoints,
                        resume=True) as population:
         return [run.run_id for run in population.runs]
 
 
 def concurrent_population_resumes(uri: str, checkpoints: str, jobs: int = 4) -> list[list[str]]:
-    """``jobs`` forked processes each start a population with ``resume=true`` on one fresh
-    store at once (no checkpoint yet: they look up their members' latest runs first); their
-    members' run ids (an error in any of them fails the pool)."""
-    context = multiprocessing.get_context("fork")
-    barrier = context.Manager().Barrier(jobs)
-    with context.Pool(jobs) as pool:
-        return pool.starmap(_resume_population,
-                            [(uri, checkpoints, 10 * job, barrier) for job in range(jobs)])
+    """``jobs`` processes each start a population with ``resume=true`` on one fresh store at
+    once (no checkpoint yet: they look up their members' latest runs first); their members' run
+    ids."""
+    per_job = run_together(_resume_population, [[(uri, checkpoints, 10 * job)]
+                                                for job in range(jobs)])
+    return [rounds[0] for rounds in per_job]
