@@ -140,14 +140,34 @@ def plan(tasks: list[str], measures: list[str], seeds: list[int], group: int,
     return jobs, done
 
 
+def export_job(store: str, job: Job, out: Path, note: str = "") -> list[Path]:
+    """The job's finished runs in ``store`` as CSVs under ``out/<task>/<measure>/``."""
+    return export(store, job.experiment, out / job.task, measure=job.measure, seeds=job.seeds,
+                  surprise=job.measure if job.measure in PRIMARY else None, note=note)
+
+
+def recover(store: str, jobs: list[Job], out: Path) -> list[Path]:
+    """Export the runs a store finished that were never exported (a launcher stopped between a
+    job's end and its export), so they are not trained again; the files written."""
+    if store.startswith("sqlite:///") and not Path(store.removeprefix("sqlite:///")).exists():
+        return []
+    written = []
+    for job in jobs:
+        try:
+            written += export_job(store, job, out, note="exported on a later launch")
+        except SystemExit:  # no experiment yet
+            continue
+    return written
+
+
 class Launcher:
     """Runs jobs ``workers`` at a time; exports (and commits) each finished one at once; a
     SIGTERM or SIGINT is passed to the running jobs (each checkpoints and stops) and no new job
     starts."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, store: str) -> None:
         self.args = args
-        self.store = args.store or f"sqlite:///{args.scratch.resolve()}/mlflow.db"
+        self.store = store
         self.checkpoints = args.scratch / "checkpoints"
         self.logs = args.scratch / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -189,29 +209,33 @@ class Launcher:
             print(f"{time.strftime('%H:%M:%S')} {state}: {job.name}", flush=True)
             self.results.append((job, state))
             return
-        written = export(self.store, job.experiment, self.args.out / job.task,
-                         measure=job.measure, seeds=job.seeds,
-                         surprise=job.measure if job.measure in PRIMARY else None,
-                         note=f"started on {note}; ended at load average "
-                              + " ".join(f"{v:.1f}" for v in os.getloadavg()))
+        try:
+            written = export_job(self.store, job, self.args.out,
+                                 note=f"started on {note}; ended at load average "
+                                      + " ".join(f"{v:.1f}" for v in os.getloadavg()))
+        except Exception as error:  # the runs are safe in the store: say so, go on
+            print(f"{time.strftime('%H:%M:%S')} trained but not exported: {job.name} ({error}); "
+                  "the next launch exports it from the store", flush=True)
+            self.results.append((job, f"failed (export: {error})"))
+            return
         print(f"{time.strftime('%H:%M:%S')} done {job.name} in {minutes:.1f} min: "
               f"{len(written)} runs exported", flush=True)
         self.results.append((job, "done"))
         if self.args.commit and written:
-            self.commit(job, written)
+            self.commit(written, f"paper grid: {job.name}")
 
-    def commit(self, job: Job, written: list[Path]) -> None:
-        paths = [*map(str, written), str(written[0].parent / "runs.csv")]
+    def commit(self, written: list[Path], message: str) -> None:
+        paths = sorted({*map(str, written), *(str(p.parent / "runs.csv") for p in written)})
         repo = self.args.out.resolve()
         with self.lock:  # one git at a time here; a person's git beside it may hold the index
             for attempt in range(10):
                 added = subprocess.run(["git", "add", "--", *paths], cwd=repo)
                 if added.returncode == 0 and subprocess.run(
-                        ["git", "commit", "-q", "-m", f"paper grid: {job.name}", "--", *paths],
+                        ["git", "commit", "-q", "-m", message, "--", *paths],
                         cwd=repo).returncode == 0:
                     return
                 time.sleep(2 + 3 * attempt)
-        print(f"could not commit {job.name}'s CSVs (they are written; commit them by hand)",
+        print(f"could not commit {', '.join(paths)} (they are written; commit them by hand)",
               flush=True)
 
 
@@ -240,15 +264,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.workers < 1 or args.group < 1:
         parser.error("--workers and --group must be at least 1.")
+    jobs, _ = plan(args.tasks, args.measures, args.seeds, args.group, args.out, args.iterations)
+    store = args.store or f"sqlite:///{args.scratch.resolve()}/mlflow.db"
+    launcher = None if args.dry_run else Launcher(args, store)
+    recovered = [] if launcher is None else recover(store, jobs, args.out)
+    if recovered:
+        print(f"exported {len(recovered)} runs the store had finished before", flush=True)
+        if args.commit:
+            launcher.commit(recovered, "paper grid: runs finished before, exported")
     jobs, done = plan(args.tasks, args.measures, args.seeds, args.group, args.out,
                       args.iterations)
     print(f"{len(done)} cells done, {sum(len(j.seeds) for j in jobs)} to run in {len(jobs)} jobs",
           flush=True)
     for job in jobs:
         print(f"  {job.name}", flush=True)
-    if args.dry_run or not jobs:
+    if launcher is None or not jobs:
         return 0
-    launcher = Launcher(args)
     handlers = {number: signal.signal(number, launcher.stop)
                 for number in (signal.SIGTERM, signal.SIGINT)}
     try:

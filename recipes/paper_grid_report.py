@@ -57,6 +57,8 @@ MEASURES = ("none", "vase", "nll", "vime", "rnd", "trpo_authors")
 PAPER_MEASURES = ("none", "vase", "nll", "vime")
 LABELS = {"none": "TRPO (none)", "vase": "VASE", "nll": "NLL", "vime": "VIME", "rnd": "RND",
           "trpo_authors": "TRPO, authors' settings"}
+SHORT = {"none": "none", "vase": "VASE", "nll": "NLL", "vime": "VIME", "rnd": "RND",
+         "trpo_authors": "TRPO (authors')"}
 COLOURS = {"none": "tab:gray", "vase": "tab:red", "nll": "tab:green", "vime": "tab:blue",
            "rnd": "tab:purple", "trpo_authors": "black"}
 FINAL, MIN_PAIRS, RESAMPLES = 10, 5, 10_000
@@ -148,6 +150,12 @@ class Difference:
             return f"n = {self.pairs}"
         return f"{self.mean:+.1f} [{self.low:+.1f}, {self.high:+.1f}] (n = {self.pairs})"
 
+    def short(self) -> str:
+        """``+1.2 [+0.3, +2.0] (5)``: the claims table's cell."""
+        if self.pairs < 2:
+            return f"({self.pairs} seeds)"
+        return f"{self.mean:+.1f} [{self.low:+.1f}, {self.high:+.1f}] ({self.pairs})"
+
 
 def paired_difference(a: list[Seed], b: list[Seed], statistic: str = "final",
                       seed: int = 0) -> Difference:
@@ -199,12 +207,13 @@ def judge(claim: Claim, runs: dict[str, list[Seed]]) -> tuple[str, list[str]]:
     evidence, verdicts = [], []
     for a, b, statistic in claim.above:
         diff = paired_difference(runs.get(a, []), runs.get(b, []), statistic)
-        evidence.append(f"{LABELS[a]} − {LABELS[b]} ({statistic}): {diff}")
+        when = "" if statistic == "final" else f", {statistic}"
+        evidence.append(f"{SHORT[a]} − {SHORT[b]}{when}: {diff.short()}")
         verdicts.append({"above": "yes", "below": "no", "no difference shown": "?",
                          "not measured yet": "-"}[diff.verdict])
     for a, b in claim.alike:
         diff = paired_difference(runs.get(a, []), runs.get(b, []))
-        evidence.append(f"{LABELS[a]} − {LABELS[b]} (final): {diff}")
+        evidence.append(f"{SHORT[a]} − {SHORT[b]}: {diff.short()}")
         verdicts.append({"above": "no", "below": "no", "no difference shown": "yes",
                          "not measured yet": "-"}[diff.verdict])
     if "-" in verdicts:
@@ -336,20 +345,19 @@ def provenance(grid: Path) -> tuple[list[str], list[str]]:
 
 
 def budget(runs: dict[str, list[Seed]], measures: tuple[str, ...]) -> str:
-    parts = []
-    for measure in measures:
-        seeds = runs.get(measure, [])
-        if seeds:
-            iterations = min(len(s.returns) for s in seeds)
-            parts.append(f"{LABELS[measure]} {len(seeds)}")
-    if not parts:
+    """``"5–10 seeds × 50 iterations"``: the seeds of the claim's measures and their length."""
+    counts = [len(runs.get(m, [])) for m in measures]
+    lengths = [len(s.returns) for m in measures for s in runs.get(m, [])]
+    if not lengths:
         return "–"
-    return "seeds: " + ", ".join(parts) + f"; {iterations} iterations × 5,000 frames"
+    low, high = min(counts), max(counts)
+    seeds = f"{low}" if low == high else f"{low}–{high}"
+    return f"{seeds} seeds × {min(lengths)} iterations"
 
 
 def claims_table(data: dict) -> str:
-    lines = ["| task | the paper says | we measured (paired difference of final returns, mean "
-             "[95 % CI], n seeds) | verdict | budget |", "|---|---|---|---|---|"]
+    lines = ["| task | the paper says | we measured: paired difference of final returns, "
+             "mean [95 % CI] (seeds) | verdict | budget |", "|---|---|---|---|---|"]
     for claim in CLAIMS:
         runs = data.get(claim.task, {})
         verdict, evidence = judge(claim, runs)

@@ -154,3 +154,13 @@ def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_
     capsys.readouterr()
     assert paper_grid.main(args) == 0
     assert "1 cells done, 0 to run in 0 jobs" in capsys.readouterr().out
+    # a launcher stopped between a job's end and its export: the next one exports the finished
+    # run from the store instead of training it again
+    path.unlink()
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        assert paper_grid.main(args) == 0
+    out_text = capsys.readouterr().out
+    assert "exported 1 runs the store had finished before" in out_text
+    assert "1 cells done, 0 to run in 0 jobs" in out_text and path.exists()

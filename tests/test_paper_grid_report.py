@@ -51,7 +51,7 @@ def test_claims_are_reproduced_refuted_inconclusive_or_not_measured_as_their_int
     assert report.judge(claim, {"vase": low, "nll": high})[0] == "not reproduced"
     assert report.judge(claim, {"vase": noisy, "nll": high})[0] == "inconclusive"
     verdict, evidence = report.judge(claim, {"vase": high[:3], "nll": low})
-    assert verdict == "not measured yet" and "n = 3" in evidence[0]
+    assert verdict == "not measured yet" and "(3)" in evidence[0]
     # the paper's DoublePendulum: VIME ahead early, VASE ahead at the end
     double = report.Claim("double_pendulum", "", above=(("vime", "vase", "early"),
                                                          ("vase", "vime", "final")))
@@ -93,7 +93,8 @@ def test_the_report_writes_its_figures_and_tables_from_exported_runs(tmp_path):
     text = written["report"].read_text()
     row = next(line for line in text.splitlines()
                if line.startswith("| HalfCheetah | VASE always performs better than NLL"))
-    assert "+10.0 [+8.8, +11.2] (n = 5)" in row and "**reproduced**" in row
+    assert "VASE − NLL: +10.0 [+8.8, +11.2] (5)" in row and "**reproduced**" in row
+    assert row.endswith("| 5 seeds × 20 iterations |")
     assert "| VASE | 5 | 10.0 [" in text and "| 5/5 | 25,000 |" in text
     assert "| HalfCheetah | NLL | 5 | 0.90 | 0.90 |" in text
     assert "## Ant\n\nNot run yet." in text
