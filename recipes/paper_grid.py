@@ -82,6 +82,8 @@ class Job:
     @property
     def name(self) -> str:
         first, last = self.seeds[0], self.seeds[-1]
+        if self.seeds != tuple(range(first, last + 1)):  # not a range: every seed
+            return f"{self.task} {self.measure} seeds{','.join(map(str, self.seeds))}"
         return f"{self.task} {self.measure} seed{first}" + (f"-{last}" if last != first else "")
 
     def command(self, store: str, checkpoints: Path, python: str,

@@ -55,6 +55,8 @@ def test_the_plan_skips_whole_runs_only_and_orders_seeds_0_4_first_then_tasks(tm
     # a secondary has an experiment of its own: compare.py never pools it with VASE's runs
     assert "mlflow.experiment=paper_grid-half_cheetah-vase_paper" in command
     assert paper_grid.seed_list("0,2,5-7") == [0, 2, 5, 6, 7]
+    assert population.name == "half_cheetah vase seed1-4"
+    assert paper_grid.Job("ant", "nll", (0, 2, 3)).name == "ant nll seeds0,2,3"
 
 
 def _store(tmp_path: Path) -> tuple[str, MlflowClient, str]:
