@@ -44,6 +44,7 @@ from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import trpo_vase_config as schema  # noqa: E402
 from export_runs import export  # noqa: E402
 
 TASKS = ("half_cheetah", "cartpole_swingup", "mountain_car", "ant", "double_pendulum",
@@ -162,14 +163,29 @@ def recover(store: str, jobs: list[Job], out: Path) -> list[Path]:
     return written
 
 
+def member_bytes(task: str, measure: str) -> int:
+    """The recipe's estimate of one member's memory at the end of its run (its replay pool and
+    the rest), as ``trpo_vase_config`` checks a population against the machine's."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(str(ROOT / "conf"), version_base=None):
+        cfg = compose("trpo_vase", overrides=[f"env={task}", *MEASURES[measure]])
+    return schema.population_pool_bytes(cfg) + schema.MEMBER_OVERHEAD
+
+
 class Launcher:
-    """Runs jobs ``workers`` at a time; exports (and commits) each finished one at once; a
-    SIGTERM or SIGINT is passed to the running jobs (each checkpoints and stops) and no new job
-    starts."""
+    """Runs jobs ``workers`` at a time, and only as many as the machine's memory holds at the
+    end of their runs (an Ant member's pool is ~3 GiB: two populations of five would not fit
+    on 24 GiB); exports (and commits) each finished job at once; a SIGTERM or SIGINT is passed
+    to the running jobs (each checkpoints and stops) and no new job starts."""
 
     def __init__(self, args: argparse.Namespace, store: str) -> None:
         self.args = args
         self.store = store
+        self.memory = threading.Condition()
+        self.memory_free = 0.8 * schema.available_memory()
+        self.memory_held = 0  # by the running jobs
+        self.needs: dict[tuple[str, str], int] = {}
         self.checkpoints = args.scratch / "checkpoints"
         self.logs = args.scratch / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -180,6 +196,8 @@ class Launcher:
 
     def stop(self, signum: int, _frame) -> None:
         self.stopping.set()
+        with self.memory:  # the jobs waiting for memory give up
+            self.memory.notify_all()
         with self.lock:
             for process in self.running:
                 process.send_signal(signal.SIGTERM)
@@ -190,7 +208,26 @@ class Launcher:
         load = " ".join(f"{value:.1f}" for value in os.getloadavg())
         return f"{platform.node()} ({os.cpu_count()} cores), load average {load}"
 
+    def estimate(self, jobs: list[Job]) -> None:
+        """Each job's memory (in the main thread: Hydra's compose is not thread-safe)."""
+        for job in jobs:
+            if (job.task, job.measure) not in self.needs:
+                self.needs[job.task, job.measure] = member_bytes(job.task, job.measure)
+
     def run(self, job: Job) -> None:
+        need = len(job.seeds) * self.needs.get((job.task, job.measure), 0)
+        with self.memory:  # a job bigger than the budget runs alone (the recipe judges it)
+            self.memory.wait_for(lambda: self.memory_held == 0 or self.stopping.is_set()
+                                 or self.memory_held + need <= self.memory_free)
+            self.memory_held += need
+        try:
+            self._run(job)
+        finally:
+            with self.memory:
+                self.memory_held -= need
+                self.memory.notify_all()
+
+    def _run(self, job: Job) -> None:
         if self.stopping.is_set():
             return
         log = self.logs / f"{job.name.replace(' ', '-')}.log"
@@ -282,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {job.name}", flush=True)
     if launcher is None or not jobs:
         return 0
+    launcher.estimate(jobs)
     handlers = {number: signal.signal(number, launcher.stop)
                 for number in (signal.SIGTERM, signal.SIGINT)}
     try:
