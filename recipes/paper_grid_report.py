@@ -340,8 +340,11 @@ def provenance(grid: Path) -> tuple[list[str], list[str]]:
         with path.open(newline="") as handle:
             for row in csv.DictReader(handle):
                 commits.add(row["git_commit"][:7])
-                notes.add(row["note"].split(";")[0].removeprefix("started on "))
-    return sorted(commits), sorted(n.split(" (")[0] for n in notes)
+                # "started on vm (2 cores), load average ...; ended ..." -> "vm (2 cores)"
+                machine = row["note"].removeprefix("started on ").split(", load")[0]
+                if machine and not machine.startswith("exported"):
+                    notes.add(machine)
+    return sorted(commits), sorted(notes)
 
 
 def budget(runs: dict[str, list[Seed]], measures: tuple[str, ...]) -> str:
@@ -473,7 +476,8 @@ def report(grid: Path, page: Path, figures: Path | None = None) -> dict[str, Pat
     page.parent.mkdir(parents=True, exist_ok=True)
     link = Path(os.path.relpath(figures, page.parent)).as_posix()
     commits, machines = provenance(grid)
-    caption = f"commits {', '.join(commits)}" if commits else "commits in PROVENANCE.txt"
+    caption = ("commits " + ", ".join(commits) + " and PROVENANCE.txt's" if commits
+               else "commits in PROVENANCE.txt")
     written = {"figure3": figures / "figure3.png", "first_reward": figures / "first_reward.png",
                "report": page}
     plot_returns(data, written["figure3"], caption)
@@ -509,12 +513,13 @@ def report(grid: Path, page: Path, figures: Path | None = None) -> dict[str, Pat
                  "Finished seeds per task and measure (the study's bar: 10 seeds of none, VASE, "
                  "NLL, VIME and RND on MountainCar, CartpoleSwingup and HalfCheetah, 5 on the "
                  "others):\n", status_table(data),
-                 f"\nRuns at commits {', '.join(commits) or '–'}; machines: "
-                 f"{', '.join(machines) or '–'} (per seed: `runs.csv` beside the CSVs; "
-                 "`PROVENANCE.txt` says what ran where and beside what).\n",
-                 "```\npython recipes/paper_grid.py --workers 2 --commit   # resumes; "
-                 "--tasks/--measures/--seeds take a slice\npython recipes/paper_grid_report.py"
-                 "                 # this page and its figures\n```\n"]
+                 f"\nRuns exported with their provenance (`runs.csv` beside the CSVs: run, "
+                 f"commit, start, end, machine, load): commits {', '.join(commits) or '–'}, "
+                 f"machines {', '.join(machines) or '–'}; the earlier cells' commits and "
+                 "machines, and what ran beside them, are in `PROVENANCE.txt`.\n",
+                 "```\n# runs (or resumes) what is still to run; --tasks, --measures, "
+                 "--seeds take a slice\npython recipes/paper_grid.py --workers 2 --commit\n"
+                 "# this page and its figures\npython recipes/paper_grid_report.py\n```\n"]
     page.write_text("\n".join(sections))
     return written
 
