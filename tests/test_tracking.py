@@ -212,15 +212,28 @@ def _serve(database: Path, artifacts: Path, port: int) -> subprocess.Popen:
         try:
             if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).ok:
                 return server
-        except requests.exceptions.ConnectionError:
-            time.sleep(0.5)
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout):
+            time.sleep(0.5)  # not listening yet, or too busy starting to answer in 1 s
     server.kill()
     raise AssertionError("the MLflow server did not start")
 
 
 def _stop(server: subprocess.Popen) -> None:
-    os.killpg(server.pid, signal.SIGTERM)  # the server and its workers
+    """The server and its workers stopped, all of them: a worker that outlives the server keeps
+    the port (and answers a restarted server's health check in its place)."""
+    try:
+        os.killpg(server.pid, signal.SIGTERM)
+    except ProcessLookupError:  # stopped already
+        return
     server.wait(timeout=60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(server.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.killpg(server.pid, signal.SIGKILL)
 
 
 def test_a_server_that_restarts_mid_run_costs_the_run_nothing(tmp_path):
