@@ -35,6 +35,7 @@ import argparse
 import csv
 import math
 import os
+import textwrap
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,16 +231,24 @@ def judge(claim: Claim, runs: dict[str, list[Seed]]) -> tuple[str, list[str]]:
 # ------------------------------------------------------------------------------------------------
 def _panels(title: str):
     figure, axes = plt.subplots(2, 3, figsize=(15, 8.5), constrained_layout=True)
-    figure.suptitle(title)
+    figure.suptitle(textwrap.fill(title, 140))  # the commits' list can be long
     return figure, dict(zip(TASKS, axes.ravel(), strict=True))
 
 
 def running_mean(values: np.ndarray, window: int = FINAL) -> np.ndarray:
-    """The trailing mean over ``window`` iterations (fewer at the start)."""
-    sums = np.cumsum(np.nan_to_num(values))
-    counts = np.minimum(np.arange(1, values.size + 1), window)
-    shifted = np.concatenate([np.zeros(window), sums])[: values.size]
-    return (sums - shifted) / counts
+    """The trailing mean over ``window`` iterations (fewer at the start) of the finite values:
+    an iteration in which no episode ended (LunarLander's 1,000-step episodes in 500-step
+    paths) has no return and counts for nothing, as in the final return; NaN where a window
+    has none."""
+    finite = np.isfinite(values)
+    sums = np.cumsum(np.where(finite, values, 0.0))
+    counts = np.cumsum(finite)
+
+    def trailing(totals: np.ndarray) -> np.ndarray:
+        return totals - np.concatenate([np.zeros(window), totals])[: totals.size]
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return trailing(sums) / trailing(counts)
 
 
 def plot_returns(data: dict, path: Path, caption: str) -> None:

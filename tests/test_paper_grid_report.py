@@ -25,6 +25,10 @@ def test_final_early_and_whole_run_returns_are_their_means():
     values = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
     expected = [np.mean(values[max(0, i - 2): i + 1]) for i in range(values.size)]
     np.testing.assert_allclose(report.running_mean(values, window=3), expected)
+    # an iteration without a finished episode has no return: left out, not counted as 0
+    gappy = np.array([2.0, np.nan, 4.0, np.nan, np.nan, np.nan])
+    np.testing.assert_allclose(report.running_mean(gappy, window=3),
+                               [2.0, 2.0, 3.0, 4.0, 4.0, np.nan])
 
 
 def test_the_paired_difference_is_the_mean_over_shared_seeds_with_a_bootstrap_interval():
