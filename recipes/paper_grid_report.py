@@ -35,6 +35,7 @@ import argparse
 import csv
 import math
 import os
+import sys
 import textwrap
 import warnings
 from dataclasses import dataclass, field
@@ -46,8 +47,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import scipy.stats
+from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare import iqm_interval  # noqa: E402  (rliable's IQM and its bootstrap CI)
+
 TASKS = ("mountain_car", "cartpole_swingup", "double_pendulum", "half_cheetah", "ant",
          "lunar_lander")
 TITLES = {"mountain_car": "MountainCar", "cartpole_swingup": "CartpoleSwingup",
@@ -112,19 +117,6 @@ def load(grid: Path) -> dict[str, dict[str, list[Seed]]]:
                     first_reward=float(first[0]) if first.size else math.nan,
                     agreement=_column(rows, "bonus/self_agreement")))
     return found
-
-
-def iqm_interval(values: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
-    """The interquartile mean and its 95 % percentile-bootstrap CI over seeds (rliable's)."""
-    values = values[np.isfinite(values)]
-    if values.size < 2:
-        return (float(values[0]) if values.size else math.nan), math.nan, math.nan
-    def iqm(v, axis=-1):
-        return scipy.stats.trim_mean(v, 0.25, axis=axis)
-    result = scipy.stats.bootstrap((values,), iqm, n_resamples=RESAMPLES, method="percentile",
-                                   rng=np.random.default_rng(seed), vectorized=True)
-    interval = result.confidence_interval
-    return float(iqm(values)), float(interval.low), float(interval.high)
 
 
 @dataclass
@@ -392,7 +384,7 @@ def task_table(task: str, runs: dict[str, list[Seed]]) -> str:
         if not seeds:
             continue
         finals = np.array([s.final for s in seeds])
-        point, low, high = iqm_interval(finals)
+        point, low, high = iqm_interval(finals, resamples=RESAMPLES)
         met = [s.first_reward for s in seeds if np.isfinite(s.first_reward)]
         q1, median, q3 = np.percentile(finals, [25, 50, 75])
         lines.append(
@@ -440,8 +432,6 @@ def agreement_table(data: dict) -> str:
 #: seeds of each measure the issue's bar asks for
 BAR = {"mountain_car": 10, "cartpole_swingup": 10, "half_cheetah": 10, "double_pendulum": 5,
        "ant": 5, "lunar_lander": 5}
-ITERATIONS = {"mountain_car": 50, "cartpole_swingup": 400, "double_pendulum": 400,
-              "half_cheetah": 600, "ant": 600, "lunar_lander": 100}
 
 HEADER = """# Results: the paper's Figure 3, at today's defaults
 
@@ -469,7 +459,8 @@ def status_table(data: dict) -> str:
              "|---|---:|" + "---:|" * len(MEASURES) + "---:|"]
     for task in TASKS:
         counts = [len(data.get(task, {}).get(m, [])) for m in MEASURES]
-        lines.append(f"| {TITLES[task]} | {ITERATIONS[task]} | "
+        iterations = OmegaConf.load(ROOT / "conf" / "env" / f"{task}.yaml").iterations
+        lines.append(f"| {TITLES[task]} | {iterations} | "
                      + " | ".join(str(c) if c else "–" for c in counts)
                      + f" | {BAR[task]} seeds of the first five |")
     return "\n".join(lines) + "\n"
