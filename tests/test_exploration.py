@@ -340,16 +340,18 @@ def test_rnd_exploration_learns_familiar_states():
     torch.manual_seed(0)
     bonus = RNDRewardTransform(2, normalize_reward=False)
     exploration = Exploration(bonus, bonus.make_loss(update_fraction=1.0), pool_min=100,
-                              updates_per_iteration=200, batch_size=10)
+                              updates_per_iteration=50, batch_size=10)
     data = _rollout(300)
     exploration.step(data.clone())
     first = data.clone()
     exploration.add_bonus(first)
-    for _ in range(3):
+    for _ in range(2):
         exploration.update(data.clone())
     again = data.clone()
     exploration.add_bonus(again)
-    assert again["next", "intrinsic_reward"].mean() < 0.5 * first["next", "intrinsic_reward"].mean()
+    # two more rounds of 50 predictor steps on these states leave about 4 % of their bonus
+    # (seeds 0-2: 0.041-0.043); a predictor that does not train leaves all of it
+    assert again["next", "intrinsic_reward"].mean() < 0.2 * first["next", "intrinsic_reward"].mean()
     other = VASERewardTransform(DynamicsModel.build(2, 1))
     with pytest.raises(TypeError, match="RNDLoss"):
         bonus.check_loss(other.make_loss())

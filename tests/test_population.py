@@ -16,7 +16,6 @@ from recipe_modules import load_recipe, train_killed_in_critic_fit
 from tensordict import TensorDict
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import MLP, ValueOperator
-from tracking_jobs import concurrent_population_resumes
 
 from torchrl_vase import (
     CriticFit,
@@ -417,12 +416,14 @@ def test_a_killed_population_resumes_to_the_uninterrupted_histories(store, monke
         assert _history(store[0], ours) == _history(store[0], theirs)
 
 
-def test_populations_resumed_at_once_on_a_fresh_store_each_start_their_runs(tmp_path):
+def test_populations_resumed_at_once_on_a_fresh_store_each_start_their_runs(
+        sqlite_races_outcome):
     # resume=true with no checkpoint looks up the members' latest runs before any run exists:
     # the store must be created under its lock first, or parallel jobs race to build its tables
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    run_ids = concurrent_population_resumes(uri, str(tmp_path / "checkpoints"))
-    assert len({run_id for ids in run_ids for run_id in ids}) == 8
+    # (tests/conftest.py: four spawned jobs start their populations of two at once)
+    uri = sqlite_races_outcome.population_uri
+    run_ids = sqlite_races_outcome.population_run_ids
+    assert len(run_ids) == 4 and len({run_id for ids in run_ids for run_id in ids}) == 8
     experiment = MlflowClient(tracking_uri=uri).get_experiment_by_name("populations")
     assert len(MlflowClient(tracking_uri=uri).search_runs([experiment.experiment_id])) == 8
 

@@ -21,7 +21,7 @@ from mlflow.protos.databricks_pb2 import (
 )
 from mlflow.tracking import MlflowClient
 from recipe_modules import load_recipe
-from tracking_jobs import TAGS, concurrent_set_up
+from tracking_jobs import TAGS
 
 from torchrl_vase.tracking import (
     MLflowTracker,
@@ -35,17 +35,17 @@ from torchrl_vase.tracking import (
 
 ROOT = Path(__file__).resolve().parents[1]
 recipe = load_recipe("trpo_vase")
-def test_four_jobs_set_up_one_fresh_experiment_on_sqlite_at_once(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    check_tracking_store(uri)
-    for ids in concurrent_set_up(uri, ["fresh0", "fresh1", "fresh2"]):
-        assert len(set(ids)) == 1
-        client = MlflowClient(tracking_uri=uri)
+def test_four_jobs_set_up_one_fresh_experiment_on_sqlite_at_once(sqlite_races_outcome):
+    races = sqlite_races_outcome  # tests/conftest.py: four spawned jobs, each round at once
+    assert len(races.set_up_ids) == 3
+    for ids in races.set_up_ids:
+        assert len(ids) == 4 and len(set(ids)) == 1
+        client = MlflowClient(tracking_uri=races.set_up_uri)
         experiment = client.get_experiment(ids[0])
         assert {key: experiment.tags[key] for key in TAGS} == TAGS
         assert len(client.search_runs(ids)) == 4
         # the artifacts of a SQLite store's experiment live beside the database
-        assert experiment.artifact_location == (tmp_path / "mlruns").as_uri()
+        assert experiment.artifact_location == (races.root / "mlruns").as_uri()
 
 
 def test_a_tag_a_sibling_set_first_is_tolerated_and_a_real_refusal_is_not(tmp_path):

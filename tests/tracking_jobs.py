@@ -4,7 +4,9 @@ The jobs are spawned, not forked: this test process imports MLflow, whose pyarro
 jemalloc's background thread, and a fork taken while that thread holds an allocator lock leaves
 the child hanging in its first allocation (seen under load: two of four children never started).
 Each job is one process for the whole test, meeting the others at a barrier before every round,
-so the rounds really run at once (a pool may hand two rounds' tasks to one worker).
+so the rounds really run at once (a pool may hand two rounds' tasks to one worker). A spawned job
+pays the imports of torch, torchrl and MLflow (about 6 s of CPU each), so the SQLite tests share
+one set of jobs (``sqlite_races``), whose rounds are those of both.
 """
 
 import multiprocessing
@@ -82,10 +84,20 @@ def _resume_population(uri: str, checkpoints: str, seed: int) -> list[str]:
         return [run.run_id for run in population.runs]
 
 
-def concurrent_population_resumes(uri: str, checkpoints: str, jobs: int = 4) -> list[list[str]]:
-    """``jobs`` processes each start a population with ``resume=true`` on one fresh store at
-    once (no checkpoint yet: they look up their members' latest runs first); their members' run
-    ids."""
-    per_job = run_together(_resume_population, [[(uri, checkpoints, 10 * job)]
-                                                for job in range(jobs)])
-    return [rounds[0] for rounds in per_job]
+def _round(work: str, *args):
+    return {"set_up": _set_up, "resume_population": _resume_population}[work](*args)
+
+
+def sqlite_races(set_up_uri: str, names: Sequence[str], population_uri: str, checkpoints: str,
+                 jobs: int = 4) -> tuple[list[list[str]], list[list[str]]]:
+    """The two SQLite races in one set of ``jobs`` processes: first each fresh experiment of
+    ``names`` set up at once on ``set_up_uri`` (as ``concurrent_set_up``), then a population
+    started by each job with ``resume=true`` at once on the fresh store ``population_uri`` (no
+    checkpoint yet: they look up their members' latest runs before any run or table exists).
+    Per name, the experiment ids the jobs got; per job, its members' run ids."""
+    per_job = run_together(_round, [
+        [("set_up", set_up_uri, name) for name in names]
+        + [("resume_population", population_uri, checkpoints, 10 * job)]
+        for job in range(jobs)])
+    set_ups = [list(ids) for ids in zip(*(rounds[:-1] for rounds in per_job), strict=True)]
+    return set_ups, [rounds[-1] for rounds in per_job]
