@@ -67,6 +67,22 @@ def test_claims_are_reproduced_refuted_inconclusive_or_not_measured_as_their_int
     assert report.judge(alike, {"vase": high, "none": low})[0] == "not reproduced"
 
 
+def test_a_claim_about_no_surprise_is_judged_against_both_trpo_curves():
+    for claim in report.CLAIMS:
+        pairs = [(a, b) for a, b, _ in claim.above] + list(claim.alike)
+        assert {a for a, b in pairs if b == "none"} == {a for a, b in pairs if b == "trpo_authors"}
+    [lunar] = [claim for claim in report.CLAIMS if claim.alike]
+    control = [_seed(s, [100.0 + (-1) ** s * 5.0] * 10) for s in range(5)]
+    bonus = [_seed(s, [100.0 + (-1) ** (s + 1) * 5.0] * 10) for s in range(5)]
+    below = [_seed(s, [40.0 + s] * 10) for s in range(5)]
+    runs = {"vase": bonus, "nll": bonus, "vime": bonus, "none": control}
+    assert report.judge(lunar, {**runs, "trpo_authors": control})[0] == "reproduced"
+    # alike the control but far above the paper's TRPO curve: not "alike no surprise"
+    verdict, evidence = report.judge(lunar, {**runs, "trpo_authors": below})
+    assert verdict == "not reproduced" and len(evidence) == 6
+    assert report.judge(lunar, runs)[0] == "not measured yet"  # the authors' TRPO not run
+
+
 def test_the_first_batch_touch_count_reads_each_run_s_first_reward_frame():
     runs = {"none": [_seed(0, [0.0] * 5, first_reward=5000.0), _seed(1, [0.0] * 5)],
             "vase": [_seed(0, [0.0] * 5, first_reward=1200.0),
