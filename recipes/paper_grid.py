@@ -36,7 +36,6 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,8 +175,11 @@ def member_bytes(task: str, measure: str) -> int:
 class Launcher:
     """Runs jobs ``workers`` at a time, and only as many as the machine's memory holds at the
     end of their runs (an Ant member's pool is ~3 GiB: two populations of five would not fit
-    on 24 GiB); exports (and commits) each finished job at once; a SIGTERM or SIGINT is passed
-    to the running jobs (each checkpoints and stops) and no new job starts."""
+    on 24 GiB); a free worker takes the first job, in the plan's order, that fits beside the
+    running ones, so a job waiting for memory does not keep smaller ones behind it waiting (a
+    job bigger than the whole budget runs alone); exports (and commits) each finished job at
+    once; a SIGTERM or SIGINT is passed to the running jobs (each checkpoints and stops) and no
+    new job starts."""
 
     def __init__(self, args: argparse.Namespace, store: str) -> None:
         self.args = args
@@ -214,18 +216,44 @@ class Launcher:
             if (job.task, job.measure) not in self.needs:
                 self.needs[job.task, job.measure] = member_bytes(job.task, job.measure)
 
-    def run(self, job: Job) -> None:
-        need = len(job.seeds) * self.needs.get((job.task, job.measure), 0)
-        with self.memory:  # a job bigger than the budget runs alone (the recipe judges it)
-            self.memory.wait_for(lambda: self.memory_held == 0 or self.stopping.is_set()
-                                 or self.memory_held + need <= self.memory_free)
-            self.memory_held += need
-        try:
-            self._run(job)
-        finally:
-            with self.memory:
-                self.memory_held -= need
-                self.memory.notify_all()
+    def need(self, job: Job) -> int:
+        return len(job.seeds) * self.needs.get((job.task, job.measure), 0)
+
+    def take(self, pending: list[Job]) -> Job | None:
+        """Remove and return the first job of ``pending`` that fits in memory beside the running
+        ones (any job, when none runs: one bigger than the budget runs alone, and the recipe
+        judges it); wait while none fits; ``None`` when none is left or the launcher stops."""
+        with self.memory:
+            while pending and not self.stopping.is_set():
+                for job in pending:
+                    need = self.need(job)
+                    if self.memory_held == 0 or self.memory_held + need <= self.memory_free:
+                        pending.remove(job)
+                        self.memory_held += need
+                        return job
+                self.memory.wait()
+            return None
+
+    def serve(self, pending: list[Job]) -> None:
+        """One worker: jobs from ``pending`` until none is left."""
+        while (job := self.take(pending)) is not None:
+            try:
+                self._run(job)
+            finally:
+                with self.memory:
+                    self.memory_held -= self.need(job)
+                    self.memory.notify_all()
+
+    def run(self, jobs: list[Job]) -> None:
+        """Every job of ``jobs``, ``--workers`` at a time."""
+        pending = list(jobs)
+        workers = [threading.Thread(target=self.serve, args=(pending,), daemon=True)
+                   for _ in range(min(self.args.workers, len(jobs)))]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            while worker.is_alive():  # join with a timeout: the main thread still takes signals
+                worker.join(0.5)
 
     def _run(self, job: Job) -> None:
         if self.stopping.is_set():
@@ -323,8 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {number: signal.signal(number, launcher.stop)
                 for number in (signal.SIGTERM, signal.SIGINT)}
     try:
-        with ThreadPoolExecutor(args.workers) as pool:
-            list(pool.map(launcher.run, jobs))
+        launcher.run(jobs)
     finally:  # a caller's own handlers back (the launcher may run inside another program)
         for number, handler in handlers.items():
             signal.signal(number, handler)

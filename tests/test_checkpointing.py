@@ -3,6 +3,7 @@
 import os
 import random
 import signal
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from torchrl_vase.checkpointing import (
     config_identity,
     load_checkpoint,
     rng_state,
+    saveable_prefix,
     set_rng_state,
 )
 
@@ -100,3 +102,34 @@ def test_the_first_signal_asks_to_stop_the_second_interrupts():
         with pytest.raises(KeyboardInterrupt, match="second SIGINT"):
             os.kill(os.getpid(), signal.SIGINT)
     assert signal.getsignal(signal.SIGTERM) is previous
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.bfloat16])
+def test_a_saveable_prefix_is_its_rows_in_the_file_and_shares_memory_where_it_can(tmp_path,
+                                                                                  dtype):
+    pool = (torch.arange(4000) % 7).reshape(1000, 4).to(dtype)
+    prefix = saveable_prefix(pool, 10)
+    assert torch.equal(prefix, pool[:10])
+    shared = dtype is not torch.bfloat16  # numpy has no bfloat16: cloned
+    assert (prefix.data_ptr() == pool.data_ptr()) == shared
+    Checkpointer(tmp_path).save({"rows": prefix})
+    # the 10 rows and the file's frame, far below the 1,000 rows torch.save writes of pool[:10]
+    assert (tmp_path / "last.pt").stat().st_size < 2_000
+    loaded = load_checkpoint(tmp_path / "last.pt")["rows"]
+    assert loaded.dtype == dtype and torch.equal(loaded, pool[:10])
+    strided = pool[:, :2]  # not contiguous: cloned, still only its rows
+    assert torch.equal(saveable_prefix(strided, 5), pool[:5, :2])
+    assert saveable_prefix(strided, 5).data_ptr() != pool.data_ptr()
+
+
+def test_a_loaded_checkpoint_s_tensors_are_private_memory_maps_of_the_file(tmp_path):
+    Checkpointer(tmp_path).save({"weights": torch.ones(1000)})
+    loaded = load_checkpoint(tmp_path / "last.pt")["weights"]
+    maps = Path("/proc/self/maps")
+    if maps.exists():  # Linux: the file is mapped, not read into a second copy in memory
+        assert str(tmp_path / "last.pt") in maps.read_text()
+    loaded += 1  # writes stay in memory (copy-on-write), never reach the file
+    assert torch.equal(load_checkpoint(tmp_path / "last.pt")["weights"], torch.ones(1000))
+    Checkpointer(tmp_path).save({"weights": torch.zeros(1000)})  # replaced while mapped
+    assert torch.equal(loaded, torch.full((1000,), 2.0))
+    assert torch.equal(load_checkpoint(tmp_path / "last.pt")["weights"], torch.zeros(1000))

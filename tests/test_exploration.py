@@ -241,7 +241,12 @@ def test_the_pool_s_state_is_its_filled_part_and_survives_a_wrap_around():
     assert saved["cursor"] == 400 and saved["write_count"] == 900
     small = _exploration(pool_size=500)
     small.update(_rollout(300, seed=0))
-    assert len(small.state_dict()["_extra_state"]["pool"]["transitions"]["observation"]) == 300
+    rows = small.state_dict()["_extra_state"]["pool"]["transitions"]["observation"]
+    assert len(rows) == 300
+    # the filled rows themselves, not a copy (a pool of gigabytes is not doubled at a
+    # checkpoint), and a file of them alone
+    assert rows.data_ptr() == small.pool.storage[:300]["observation"].data_ptr()
+    assert rows.untyped_storage().nbytes() == rows.numel() * rows.element_size()
     path = Path(tempfile.mkdtemp()) / "state.pt"
     torch.save(state, path)
     resumed = _exploration(pool_size=500)

@@ -176,34 +176,41 @@ def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_
     assert "1 cells done, 0 to run in 0 jobs" in out_text and path.exists()
 
 
-def test_jobs_run_together_only_as_far_as_the_memory_holds(tmp_path, monkeypatch):
+def test_jobs_run_together_only_as_far_as_the_memory_holds_and_small_ones_fill_the_gaps(
+        tmp_path, monkeypatch):
     args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=3)
     launcher = paper_grid.Launcher(args, "sqlite:///unused.db")
     launcher.memory_free = 10.0
-    jobs = [paper_grid.Job("ant", "vase", (0, 1)), paper_grid.Job("ant", "vase", (2, 3)),
-            paper_grid.Job("mountain_car", "vase", (0,)), paper_grid.Job("ant", "vase", (4,))]
+    ant01, ant23 = paper_grid.Job("ant", "vase", (0, 1)), paper_grid.Job("ant", "vase", (2, 3))
+    car, ant4 = paper_grid.Job("mountain_car", "vase", (0,)), paper_grid.Job("ant", "vase", (4,))
     launcher.needs = {("ant", "vase"): 4.0, ("mountain_car", "vase"): 1.0}
-    running, peak, lock = [], [], paper_grid.threading.Lock()
+    running, peak, started, lock = [], [], [], paper_grid.threading.Lock()
 
     def fake_run(job):
         with lock:
             running.append(job)
-            peak.append(sum(len(j.seeds) * launcher.needs[j.task, j.measure] for j in running))
+            started.append(job)
+            peak.append(sum(launcher.need(j) for j in running))
         paper_grid.time.sleep(0.2)
         with lock:
             running.remove(job)
 
     monkeypatch.setattr(launcher, "_run", fake_run)
-    with paper_grid.ThreadPoolExecutor(3) as pool:
-        list(pool.map(launcher.run, jobs))
-    # two Ant pairs (8 each) never together; a small job beside one; nothing held after
-    assert max(peak) <= 10.0 and len(peak) == 4 and launcher.memory_held == 0
+    launcher.run([ant01, ant23, car, ant4])
+    # two Ant pairs (8 each) never together; the small job starts beside the first at once,
+    # ahead of the second pair that waits for memory; the plan's order otherwise; nothing held
+    assert started == [ant01, car, ant23, ant4]
+    assert max(peak) <= 10.0 and launcher.memory_held == 0
     # a job bigger than the whole budget still runs, alone
     launcher.needs[("ant", "vase")] = 40.0
     peak.clear()
-    with paper_grid.ThreadPoolExecutor(3) as pool:
-        list(pool.map(launcher.run, jobs[:2]))
+    launcher.run([ant01, ant23])
     assert peak == [80.0, 80.0]
+    # a stopped launcher starts nothing more
+    launcher.stopping.set()
+    started.clear()
+    launcher.run([car])
+    assert started == []
 
 
 def test_the_recipe_s_memory_estimate_grows_with_the_task_s_pool():

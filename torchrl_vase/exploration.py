@@ -16,6 +16,7 @@ from torchrl.objectives.common import LossModule
 
 from torchrl_vase._adam import StackedAdam
 from torchrl_vase._device import module_device
+from torchrl_vase.checkpointing import saveable_prefix
 from torchrl_vase.diagnostics import novelty_correlation, spearman
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
@@ -395,14 +396,19 @@ class Exploration(nn.Module):
     # ----------------------------------------------------------------------------------------
     def get_extra_state(self) -> dict:
         """The optimiser and the pool's *filled* part (not its preallocated capacity), as plain
-        tensors and numbers (``torch.load(..., weights_only=True)`` reads them back). The slice
-        is copied: ``torch.save`` of a view writes the whole storage behind it."""
+        tensors and numbers (``torch.load(..., weights_only=True)`` reads them back). The filled
+        rows share the pool's memory (``checkpointing.saveable_prefix``: no second copy of a
+        pool of gigabytes at each checkpoint), so save the state before the pool changes."""
         filled = len(self.pool)
         writer = self.pool.writer.state_dict()
+        transitions = None
+        if filled:
+            transitions = self.pool.storage[:filled].apply(
+                lambda rows: saveable_prefix(rows, filled)).to_dict()
         return {
             "optimizer": self.optimizer.state_dict(),
             "pool": {
-                "transitions": self.pool.storage[:filled].clone().to_dict() if filled else None,
+                "transitions": transitions,
                 "cursor": int(writer["_cursor"]),
                 "write_count": int(writer["_write_count"]),
             },
