@@ -264,6 +264,7 @@ def train(cfg: DictConfig) -> dict:
             progress_keys=PROGRESS, name=f"{cfg.env.name}/{cfg.surprise.name} seed {cfg.seed}")
         if run.state is not None:
             loop.load_state_dict(run.state)
+            run.state = None  # restored: its file's map (a pool of GiB) is not held all run
             if cfg.collection == "continuous":
                 print("resume: collection=continuous restarts the episodes in progress (the "
                       "envs' state is not saved); with collection=rllab resume is exact.")

@@ -87,6 +87,7 @@ def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path,
             name=f"{cfg.env.name}/{cfg.surprise.name} seeds {seeds}")
         if population.state is not None:
             loop.load_state_dict(population.state)
+            population.state = None  # restored: its file's map (a pool of GiB) is not held all run
         print(f"population {population_name(cfg)}: MLflow runs "
               f"{[run.run_id for run in population.runs]} in experiment '{experiment}'")
         result = loop.run()
