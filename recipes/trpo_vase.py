@@ -262,12 +262,9 @@ def train(cfg: DictConfig) -> dict:
             stop_when=(lambda: first_reward.step is not None) if cfg.stop_at_first_reward
             else None, device=cfg.device, threads=cfg.threads, progress=cfg.progress_bar,
             progress_keys=PROGRESS, name=f"{cfg.env.name}/{cfg.surprise.name} seed {cfg.seed}")
-        if run.state is not None:
-            loop.load_state_dict(run.state)
-            run.state = None  # restored: its file's map (a pool of GiB) is not held all run
-            if cfg.collection == "continuous":
-                print("resume: collection=continuous restarts the episodes in progress (the "
-                      "envs' state is not saved); with collection=rllab resume is exact.")
+        if run.restore(loop) and cfg.collection == "continuous":
+            print("resume: collection=continuous restarts the episodes in progress (the "
+                  "envs' state is not saved); with collection=rllab resume is exact.")
         # the observation standardisation is fixed (fitted before training, or restored)
         policy = acting_policy(actor, collector)
         print(f"MLflow run {run.run_id} ({run.run_name}) in experiment '{experiment}' at "

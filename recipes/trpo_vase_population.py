@@ -85,9 +85,7 @@ def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path,
             eval_every=cfg.eval.every, reseed_collector=cfg.collection == "rllab",
             threads=cfg.threads, progress=cfg.progress_bar, progress_keys=progress_keys,
             name=f"{cfg.env.name}/{cfg.surprise.name} seeds {seeds}")
-        if population.state is not None:
-            loop.load_state_dict(population.state)
-            population.state = None  # restored: its file's map (a pool of GiB) is not held all run
+        population.restore(loop)
         print(f"population {population_name(cfg)}: MLflow runs "
               f"{[run.run_id for run in population.runs]} in experiment '{experiment}'")
         result = loop.run()

@@ -62,7 +62,17 @@ def test_resume_true_continues_the_latest_run_of_the_same_identity(uri, tmp_path
         with pytest.raises(RunLocked, match=f"run {first.run_id} is being continued"), \
                 _run(uri, tmp_path, config, experiment="resume", resume=True):
             pass
+        restored = []
+
+        class Loop:
+            def load_state_dict(self, state):
+                restored.append(state["iterations_done"])
+
+        # restore loads the checkpoint found into the loop once, then lets it go
+        assert again.restore(Loop()) and restored == [3] and again.state is None
+        assert not again.restore(Loop()) and restored == [3]
     assert other.run_id != first.run_id
+    assert not other.restore(Loop())  # a new run: nothing to restore
 
 
 @pytest.mark.parametrize(("stopped_by", "error", "status"), [

@@ -6,8 +6,7 @@ MLflow run, its lock, its checkpoint and its end status, in one context manager.
     with TrainingRun(uri, "mountain_car", config=config, run_name="vase-seed0",
                      checkpoint_dir="checkpoints/mountain_car", resume=True) as run:
         loop = OnPolicyLoop(..., logger=run.tracker, checkpoint=run.save)
-        if run.state is not None:
-            loop.load_state_dict(run.state)
+        run.restore(loop)  # the checkpoint found, if any
         run.stopped_by = loop.run().stopped_by
 
 On entry the experiment is found or created (concurrency-safe), ``resume`` is resolved (``True``:
@@ -91,7 +90,23 @@ def _check_artifact_store(location: str) -> None:
         check_writable(location, "the MLflow artifact store")
 
 
-class TrainingRun:
+class _Restores:
+    """``restore``, for the runs whose ``state`` is the checkpoint found on entry."""
+
+    state: dict | None
+
+    def restore(self, loop) -> bool:
+        """Load the checkpoint found on entry into ``loop`` (its ``load_state_dict``), then let
+        it go: the checkpoint is memory-mapped, and a replay pool of GiB would stay mapped (and
+        a replaced file on disk) for the whole run. ``False`` when there was none."""
+        if self.state is None:
+            return False
+        loop.load_state_dict(self.state)
+        self.state = None
+        return True
+
+
+class TrainingRun(_Restores):
     """One training run: its MLflow run, lock, checkpoint and end status (see the module).
 
     Args:
@@ -277,7 +292,7 @@ def _latest_run_id(client: MlflowClient, experiment_id: str, identity: str) -> s
     return runs[0].info.run_id if runs else None
 
 
-class PopulationRun:
+class PopulationRun(_Restores):
     """A population's runs: one MLflow run per member (a ``TrainingRun`` each, tagged with the
     population) and one checkpoint for them all, ``<checkpoint_dir>/population-<identity>/``.
 
