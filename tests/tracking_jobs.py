@@ -84,8 +84,8 @@ def _resume_population(uri: str, checkpoints: str, seed: int) -> list[str]:
         return [run.run_id for run in population.runs]
 
 
-def _round(work: str, *args):
-    return {"set_up": _set_up, "resume_population": _resume_population}[work](*args)
+def _round(work: Callable, *args):
+    return work(*args)
 
 
 def sqlite_races(set_up_uri: str, names: Sequence[str], population_uri: str, checkpoints: str,
@@ -96,8 +96,8 @@ def sqlite_races(set_up_uri: str, names: Sequence[str], population_uri: str, che
     checkpoint yet: they look up their members' latest runs before any run or table exists).
     Per name, the experiment ids the jobs got; per job, its members' run ids."""
     per_job = run_together(_round, [
-        [("set_up", set_up_uri, name) for name in names]
-        + [("resume_population", population_uri, checkpoints, 10 * job)]
+        [(_set_up, set_up_uri, name) for name in names]
+        + [(_resume_population, population_uri, checkpoints, 10 * job)]
         for job in range(jobs)])
     set_ups = [list(ids) for ids in zip(*(rounds[:-1] for rounds in per_job), strict=True)]
     return set_ups, [rounds[-1] for rounds in per_job]

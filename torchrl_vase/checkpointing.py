@@ -41,6 +41,7 @@ __all__ = [
     "config_identity",
     "load_checkpoint",
     "rng_state",
+    "saveable_prefix",
     "set_rng_state",
 ]
 

@@ -98,7 +98,10 @@ class _Restores:
     def restore(self, loop) -> bool:
         """Load the checkpoint found on entry into ``loop`` (its ``load_state_dict``), then let
         it go: the checkpoint is memory-mapped, and a replay pool of GiB would stay mapped (and
-        a replaced file on disk) for the whole run. ``False`` when there was none."""
+        a replaced file on disk) for the whole run. ``False`` when there was none.
+
+        Example: ``run.restore(loop)`` between building the loop and ``loop.run()``, as in this
+        module's example (and ``docs/guides/training_loop.md``, which runs it)."""
         if self.state is None:
             return False
         loop.load_state_dict(self.state)
