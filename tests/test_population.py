@@ -416,18 +416,6 @@ def test_a_killed_population_resumes_to_the_uninterrupted_histories(store, monke
         assert _history(store[0], ours) == _history(store[0], theirs)
 
 
-def test_populations_resumed_at_once_on_a_fresh_store_each_start_their_runs(
-        sqlite_races_outcome):
-    # resume=true with no checkpoint looks up the members' latest runs before any run exists:
-    # the store must be created under its lock first, or parallel jobs race to build its tables
-    # (tests/conftest.py: four spawned jobs start their populations of two at once)
-    uri = sqlite_races_outcome.population_uri
-    run_ids = sqlite_races_outcome.population_run_ids
-    assert len(run_ids) == 4 and len({run_id for ids in run_ids for run_id in ids}) == 8
-    experiment = MlflowClient(tracking_uri=uri).get_experiment_by_name("populations")
-    assert len(MlflowClient(tracking_uri=uri).search_runs([experiment.experiment_id])) == 8
-
-
 def test_a_population_killed_before_its_first_checkpoint_starts_over_in_its_runs(
         store, monkeypatch):
     overrides = ("seeds=[1,3]", "iterations=2", "checkpoint.every=1", "mlflow.experiment=early")

@@ -1,11 +1,15 @@
 """torchrl_vase.tracking: concurrent set-up, one owner per run, retries, and the recipe through
 them (a second concurrent resume, a store that goes away, a store that comes back)."""
 
+import contextlib
+import logging
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -35,19 +39,6 @@ from torchrl_vase.tracking import (
 
 ROOT = Path(__file__).resolve().parents[1]
 recipe = load_recipe("trpo_vase")
-def test_four_jobs_set_up_one_fresh_experiment_on_sqlite_at_once(sqlite_races_outcome):
-    races = sqlite_races_outcome  # tests/conftest.py: four spawned jobs, each round at once
-    assert len(races.set_up_ids) == 3
-    for ids in races.set_up_ids:
-        assert len(ids) == 4 and len(set(ids)) == 1
-        client = MlflowClient(tracking_uri=races.set_up_uri)
-        experiment = client.get_experiment(ids[0])
-        assert {key: experiment.tags[key] for key in TAGS} == TAGS
-        assert len(client.search_runs(ids)) == 4
-        # the artifacts of a SQLite store's experiment live beside the database
-        assert experiment.artifact_location == (races.root / "mlruns").as_uri()
-
-
 def test_a_tag_a_sibling_set_first_is_tolerated_and_a_real_refusal_is_not(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
@@ -75,7 +66,7 @@ def test_a_tag_a_sibling_set_first_is_tolerated_and_a_real_refusal_is_not(tmp_pa
         get_or_create_experiment(client, "e")
 
 
-def test_retrying_waits_out_transient_failures_only():
+def test_retrying_waits_out_transient_failures_only(caplog):
     waits, calls = [], []
 
     def flaky():
@@ -84,8 +75,19 @@ def test_retrying_waits_out_transient_failures_only():
             raise requests.exceptions.ConnectionError("refused")
         return "ok"
 
-    assert retrying(flaky, what="x", minutes=1, sleep=waits.append) == "ok"
+    with caplog.at_level(logging.WARNING, logger="torchrl_vase.tracking"):
+        assert retrying(flaky, what="logging metrics", minutes=1, sleep=waits.append) == "ok"
     assert waits == [1.0, 2.0, 4.0]  # doubling back-off
+    # the outage's start and end said once each, not once per attempt
+    assert [r.getMessage() for r in caplog.records] == [
+        "logging metrics: the tracking store is unreachable (ConnectionError: refused); "
+        "retrying for up to 1 min",
+        "logging metrics: the tracking store answered again after 3 failed attempts (0 s)"]
+    caplog.clear()
+    calls.clear()
+    with caplog.at_level(logging.WARNING, logger="torchrl_vase.tracking"):
+        assert retrying(lambda: "ok", what="x", minutes=1, sleep=waits.append) == "ok"
+    assert not caplog.records  # a call that goes through at once says nothing
     refused = MlflowException("no such run", error_code=RESOURCE_DOES_NOT_EXIST)
 
     def refuse():
@@ -236,10 +238,69 @@ def _stop(server: subprocess.Popen) -> None:
     os.killpg(server.pid, signal.SIGKILL)
 
 
-def test_a_server_that_restarts_mid_run_costs_the_run_nothing(tmp_path):
-    port = _free_port()
-    uri = f"http://127.0.0.1:{port}"
-    server = _serve(tmp_path / "server.db", tmp_path / "artifacts", port)
+class Outage:
+    """A TCP relay in front of a server that can go away: ``cut()`` closes its port and every
+    connection through it (new connections are refused, open ones reset: what a client sees of
+    a server that stops), ``restore()`` opens the port again. The server behind it keeps
+    running, so a test of a client that waits out a restart does not pay for starting MLflow's
+    server twice."""
+
+    def __init__(self, server_port: int) -> None:
+        self.server = ("127.0.0.1", server_port)
+        self.port = _free_port()
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        self.restore()
+
+    def restore(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", self.port))  # SO_REUSEADDR
+        self._listener.settimeout(0.1)
+        threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        with self._lock:
+            self._listener.close()
+            for end in self._sockets:
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+                end.close()
+            self._sockets.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while listener.fileno() != -1:
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:  # closed by cut()
+                return
+            client.settimeout(None)
+            upstream = socket.create_connection(self.server)
+            with self._lock:
+                if listener.fileno() == -1:  # cut() came between accept and here
+                    client.close()
+                    upstream.close()
+                    return
+                self._sockets |= {client, upstream}
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(1 << 16):
+                sink.sendall(data)
+        except OSError:  # reset, or closed by cut()
+            pass
+        with contextlib.suppress(OSError):  # one side gone: so is the other
+            sink.shutdown(socket.SHUT_RDWR)
+
+
+def test_a_server_that_goes_away_mid_run_costs_the_run_nothing(tmp_path):
+    server_port = _free_port()
+    server = _serve(tmp_path / "server.db", tmp_path / "artifacts", server_port)
+    outage = Outage(server_port)
+    uri = f"http://127.0.0.1:{outage.port}"
     command = [
         sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "surprise=none",
         "iterations=8", "num_envs=2", "env.frames_per_batch=64", "trpo.critic_minibatch=32",
@@ -250,20 +311,29 @@ def test_a_server_that_restarts_mid_run_costs_the_run_nothing(tmp_path):
     environment = {**os.environ, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
     job = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, text=True,
                            stderr=subprocess.STDOUT, env=environment)
+    seen = []
     try:
         for line in job.stdout:  # wait until training has started
+            seen.append(line)
             if line.startswith("MLflow run"):
                 break
         run_id = line.split()[2]
         client = MlflowClient(tracking_uri=uri)
         while len(_steps(uri, run_id)) < 3:
             time.sleep(0.2)
-        _stop(server)
-        time.sleep(4)  # the retries wait 1, 2, 4 s: at least two of them fail
-        assert job.poll() is None  # still waiting for the store
-        server = _serve(tmp_path / "server.db", tmp_path / "artifacts", port)
-        output = job.communicate(timeout=300)[0]
+        outage.cut()
+        for line in job.stdout:  # the run says it waits for the store, and waits
+            seen.append(line)
+            if "the tracking store is unreachable" in line:
+                break
+        time.sleep(1.5)  # long enough for the first retry (1 s) to fail too
+        assert job.poll() is None, "".join(seen)[-3000:]
+        outage.restore()
+        output = "".join(seen) + job.communicate(timeout=300)[0]
         assert job.returncode == 0, output[-3000:]
+        assert output.count("the tracking store is unreachable") == 1, output[-3000:]
+        assert re.search(r"the tracking store answered again after [2-9] failed attempts",
+                         output), output[-3000:]
         # piped, not a terminal: one progress line per iteration (8 / 8), no bar
         assert "mountain_car/none seed 0: iteration 8/8 (100%), return" in output
         assert output.count("mountain_car/none seed 0: iteration ") == 8 and "\r" not in output

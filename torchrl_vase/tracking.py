@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import socket
 import time
@@ -61,6 +62,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 
 class TrackingUnavailable(RuntimeError):
@@ -95,12 +97,16 @@ def retrying(call: Callable[[], T], *, what: str, minutes: float, first_wait: fl
              max_wait: float = 10.0, sleep: Callable[[float], None] = time.sleep) -> T:
     """``call()``, retried after transient failures with waits doubling from ``first_wait`` up to
     ``max_wait`` seconds, for at most ``minutes``; then ``TrackingUnavailable`` naming ``what``.
-    Anything else ``call`` raises goes up at once."""
-    deadline = time.monotonic() + 60.0 * minutes
-    wait = first_wait
+    Anything else ``call`` raises goes up at once.
+
+    The first failure of an outage and its end are logged as warnings (``torchrl_vase.tracking``),
+    one each, so a run that waits for its store says so instead of looking hung."""
+    started = time.monotonic()
+    deadline = started + 60.0 * minutes
+    wait, failures = first_wait, 0
     while True:
         try:
-            return call()
+            result = call()
         except Exception as error:
             if not is_transient(error):
                 raise
@@ -110,8 +116,17 @@ def retrying(call: Callable[[], T], *, what: str, minutes: float, first_wait: fl
                     f"{what}: the tracking store stayed unreachable for {minutes:g} min "
                     f"({_describe(error)})"
                 ) from error
+            if not failures:
+                _log.warning("%s: the tracking store is unreachable (%s); retrying for up to "
+                             "%g min", what, _describe(error), minutes)
+            failures += 1
             sleep(min(wait, remaining))
             wait = min(2 * wait, max_wait)
+        else:
+            if failures:
+                _log.warning("%s: the tracking store answered again after %d failed attempts "
+                             "(%.0f s)", what, failures, time.monotonic() - started)
+            return result
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,0 +1,50 @@
+"""Jobs racing on one SQLite store (tests/tracking_jobs.py): the set-up of fresh experiments
+and populations resumed on a store that does not exist yet. One set of four spawned jobs serves
+both tests (each job pays its imports)."""
+
+from types import SimpleNamespace
+
+import pytest
+from mlflow.tracking import MlflowClient
+from tracking_jobs import TAGS, sqlite_races
+
+from torchrl_vase.tracking import check_tracking_store
+
+FRESH_EXPERIMENTS = ("fresh0", "fresh1", "fresh2")
+
+
+@pytest.fixture(scope="module")
+def races(tmp_path_factory) -> SimpleNamespace:
+    """Four spawned jobs: three fresh experiments set up at once on a created store, each
+    round at once, then four populations of two resumed at once on a store that does not exist
+    yet."""
+    root = tmp_path_factory.mktemp("sqlite_races")
+    set_up_uri = f"sqlite:///{root / 'set_up.db'}"
+    check_tracking_store(set_up_uri)
+    population_uri = f"sqlite:///{root / 'populations.db'}"
+    set_up_ids, population_run_ids = sqlite_races(set_up_uri, FRESH_EXPERIMENTS, population_uri,
+                                                  str(root / "checkpoints"))
+    return SimpleNamespace(root=root, set_up_uri=set_up_uri, set_up_ids=set_up_ids,
+                           population_uri=population_uri, population_run_ids=population_run_ids)
+
+
+def test_four_jobs_set_up_one_fresh_experiment_on_sqlite_at_once(races):
+    assert len(races.set_up_ids) == len(FRESH_EXPERIMENTS)
+    for ids in races.set_up_ids:
+        assert len(ids) == 4 and len(set(ids)) == 1
+        client = MlflowClient(tracking_uri=races.set_up_uri)
+        experiment = client.get_experiment(ids[0])
+        assert {key: experiment.tags[key] for key in TAGS} == TAGS
+        assert len(client.search_runs(ids)) == 4
+        # the artifacts of a SQLite store's experiment live beside the database
+        assert experiment.artifact_location == (races.root / "mlruns").as_uri()
+
+
+def test_populations_resumed_at_once_on_a_fresh_store_each_start_their_runs(races):
+    # resume=true with no checkpoint looks up the members' latest runs before any run exists:
+    # the store must be created under its lock first, or parallel jobs race to build its tables
+    run_ids = races.population_run_ids
+    assert len(run_ids) == 4 and len({run_id for ids in run_ids for run_id in ids}) == 8
+    client = MlflowClient(tracking_uri=races.population_uri)
+    experiment = client.get_experiment_by_name("populations")
+    assert len(client.search_runs([experiment.experiment_id])) == 8
