@@ -16,6 +16,7 @@ from torchrl_vase import (
     vime_information_gain,
     vime_information_gain_exact,
 )
+from torchrl_vase.surprise import _sums_over_sample_pairs
 
 OBS, ACT, N = 3, 2, 7
 SIGMA_C = 0.8
@@ -123,8 +124,15 @@ def _inverse_hessians_from_the_spec(model):
     return sigma**2, 1 / h_rho
 
 
-def test_vime_matches_per_transition_autograd_gradients():
-    model = _model(num_cells=(8, 8))
+@pytest.mark.parametrize(
+    ("num_cells", "summed_over_pairs"),
+    [((8, 8), [False, False, False]), ((24, 24), [False, True, False])],
+)
+def test_vime_matches_per_transition_autograd_gradients(num_cells, summed_over_pairs):
+    model = _model(num_cells=num_cells)
+    # (24, 24) takes both of vime_information_gain's forms: sample pairs for the 24 × 24 layer
+    layer_shapes = [w.shape[-2:] for w, _ in model.unflatten(model.mu)]
+    assert [_sums_over_sample_pairs(*shape, N) for shape in layer_shapes] == summed_over_pairs
     obs, action, next_obs = _transitions((9,))
     step = 0.01
     got = vime_information_gain(

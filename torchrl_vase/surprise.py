@@ -18,6 +18,7 @@ draw reproducible.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -186,24 +187,71 @@ def _sample_pairs(num_samples: int, like: Tensor) -> tuple[Tensor, Tensor, Tenso
     return first, second, weight
 
 
-_LayerKernels = tuple[Tensor, tuple[Tensor, Tensor, Tensor]]
+def _sums_over_sample_pairs(out_features: int, in_features: int, num_samples: int) -> bool:
+    """Whether a layer's weight terms are cheaper as matrix products over sample pairs.
+
+    The pairs cost ~N(N+1)/2 · (out + in) element-wise products per transition (and a matrix
+    product), the outer products ~N · out · in, memory-bound: pairs pay once
+    ``out · in / (out + in) ≥ N + 1`` (measured on a CPU: 6–13× faster for Ant's 64 × 133 and
+    64 × 64 layers, 2–5× slower for layers with 2–8 units on a side).
+    """
+    return out_features * in_features >= (num_samples + 1) * (out_features + in_features)
 
 
-def _pair_kernels(
+class _LayerCurvature(NamedTuple):
+    """A layer's noise and inverse curvatures (``σ²`` for μ, ``sigmoid(ρ)² / H_ρ`` for ρ, the
+    chain rule's ``dσ/dρ = sigmoid(ρ)`` folded in), and for a layer summed over sample pairs,
+    its ``K_nm`` ``[P, out, in]`` (see ``_information_gain_terms``)."""
+
+    noise: tuple[Tensor, Tensor]
+    mu: tuple[Tensor, Tensor]
+    rho: tuple[Tensor, Tensor]
+    pair_kernel: Tensor | None
+
+
+def _layer_curvatures(
     model: BayesianMLP, noise: Tensor, pairs: tuple[Tensor, Tensor, Tensor]
-) -> list[_LayerKernels]:
-    """Per layer, the weights' ``K_nm = w_nm (σ² + sigmoid(ρ)² ε_n ε_m / H_ρ)``, ``[P, out, in]``,
-    and the bias's ``σ²``, ``sigmoid(ρ)² / H_ρ`` and ``ε`` (see ``_information_gain_terms``)."""
+) -> list[_LayerCurvature]:
     first, second, weight = pairs
     sigma_sq = model.unflatten(model.posterior_std().square())
     rho_scale = model.unflatten(torch.sigmoid(model.rho).square() * _inverse_rho_hessian(model.rho))
-    kernels = []
-    for (eps_w, eps_b), (s2_w, s2_b), (r_w, r_b) in zip(
-        model.unflatten(noise), sigma_sq, rho_scale, strict=True
-    ):
-        k_w = s2_w + r_w * eps_w[first] * eps_w[second]
-        kernels.append((k_w * weight[:, None, None], (s2_b, r_b, eps_b)))
-    return kernels
+    layers = []
+    for layer_noise, mu, rho in zip(model.unflatten(noise), sigma_sq, rho_scale, strict=True):
+        kernel = None
+        if _sums_over_sample_pairs(*mu[0].shape, noise.shape[0]):
+            eps = layer_noise[0]
+            kernel = (mu[0] + rho[0] * eps[first] * eps[second]) * weight[:, None, None]
+        layers.append(_LayerCurvature(layer_noise, mu, rho, kernel))
+    return layers
+
+
+def _weight_terms_from_outer_products(
+    delta: Tensor, h_in: Tensor, layer: _LayerCurvature
+) -> Tensor:
+    """``Σ σ² g_μ² + g_ρ² / H_ρ`` over a layer's weights, ``[T]``, from every
+    per-(sample, transition) gradient ``δ_n ⊗ h_n`` as an ``[N, T, out, in]`` tensor."""
+    outer = delta.unsqueeze(-1) * h_in.unsqueeze(-2)
+    g_mu = outer.mean(0)
+    g_rho = (outer * layer.noise[0].unsqueeze(1)).mean(0)
+    weighted = g_mu.square() * layer.mu[0] + g_rho.square() * layer.rho[0]
+    return weighted.sum((-2, -1))
+
+
+def _weight_terms_from_sample_pairs(
+    delta: Tensor, h_in: Tensor, layer: _LayerCurvature, pairs: tuple[Tensor, Tensor, Tensor],
+    shared_input: Tensor | None,
+) -> Tensor:
+    """The same sum as ``Σ_{n≤m} (δ_n ⊙ δ_m)ᵀ K_nm (h_n ⊙ h_m)``, ``[T]``: one batched matrix
+    product (one plain product where every sample sees the same ``shared_input``, layer 1)."""
+    first, second, _ = pairs
+    if shared_input is not None:
+        errors_by_pair = delta.transpose(0, 1)
+        errors_by_pair = errors_by_pair[:, first] * errors_by_pair[:, second]  # [T, P, out]
+        weighted = errors_by_pair.flatten(1) @ layer.pair_kernel.flatten(0, 1)
+        return (weighted * shared_input.square()).sum(-1)
+    errors_by_pair = delta[first] * delta[second]
+    inputs_by_pair = h_in[first] * h_in[second]
+    return (torch.bmm(errors_by_pair, layer.pair_kernel) * inputs_by_pair).sum((0, 2))
 
 
 def _information_gain_terms(
@@ -212,7 +260,7 @@ def _information_gain_terms(
     y: Tensor,
     noise: Tensor,
     sigma_c: float,
-    kernels: list[_LayerKernels],
+    layers: list[_LayerCurvature],
     pairs: tuple[Tensor, Tensor, Tensor],
 ) -> Tensor:
     """``Σ_i g_i² / H_i`` for each transition of ``x [T, in]``, ``y [T, out]``: shape ``[T]``.
@@ -227,13 +275,12 @@ def _information_gain_terms(
         ``σ² g_μ² + g_ρ² / H_ρ = Σ_{n,m} (δ_n ⊙ δ_m)ᵀ K_nm (h_n ⊙ h_m)``,
         ``K_nm = (σ² + sigmoid(ρ)² ε_n ε_m / H_ρ) / N²``,
 
-    one batched matrix product over the pairs n ≤ m (``_pair_kernels``), where forming each
-    transition's gradient would write and read an ``[N, T, out, in]`` tensor of outer products:
-    ~N/2 times the multiplications, but in a matrix product instead of memory-bound
-    element-wise passes (6–9× faster for N = 10 on a CPU, ``recipes/benchmark_surprise.py``).
+    a batched matrix product over the pairs n ≤ m, where forming each transition's gradient
+    writes and reads an ``[N, T, out, in]`` tensor: ~N/2 times the multiplications, but in a
+    matrix product instead of memory-bound element-wise passes. Each layer takes the cheaper
+    form (``_sums_over_sample_pairs``; ``recipes/benchmark_surprise.py`` times both).
     """
     num_samples = noise.shape[0]
-    first, second, _ = pairs
     weights = [
         (w.contiguous(), b.contiguous())
         for w, b in model.unflatten(model.parameters_from_noise(noise))
@@ -254,21 +301,15 @@ def _information_gain_terms(
     errors = torch.autograd.grad(total, pre_activations)
 
     terms = x.new_zeros(x.shape[0])
-    for i, (h_in, delta, (k_w, (s2_b, r_b, eps_b))) in enumerate(
-        zip(inputs, errors, kernels, strict=True)
-    ):
-        if i == 0:  # every weight sample sees the same input x: one [T, P·out] @ [P·out, in]
-            errors_by_pair = delta.transpose(0, 1)
-            errors_by_pair = errors_by_pair[:, first] * errors_by_pair[:, second]
-            weighted = errors_by_pair.flatten(1) @ k_w.flatten(0, 1)
-            terms += (weighted * x.square()).sum(-1)
+    for i, (h_in, delta, layer) in enumerate(zip(inputs, errors, layers, strict=True)):
+        if layer.pair_kernel is None:
+            terms += _weight_terms_from_outer_products(delta, h_in, layer)
         else:
-            errors_by_pair = delta[first] * delta[second]
-            inputs_by_pair = h_in[first] * h_in[second]
-            terms += (torch.bmm(errors_by_pair, k_w) * inputs_by_pair).sum((0, 2))
+            shared_input = x if i == 0 else None
+            terms += _weight_terms_from_sample_pairs(delta, h_in, layer, pairs, shared_input)
         g_mu_b = delta.mean(0)
-        g_rho_b = delta.mul(eps_b.unsqueeze(1)).mean(0)
-        terms += g_mu_b.square() @ s2_b + g_rho_b.square() @ r_b
+        g_rho_b = delta.mul(layer.noise[1].unsqueeze(1)).mean(0)
+        terms += g_mu_b.square() @ layer.mu[1] + g_rho_b.square() @ layer.rho[1]
     return terms
 
 
@@ -310,10 +351,11 @@ def vime_information_gain(
     reward normalisation divides the factor out.
 
     All per-transition gradients' weighted norms come from one batched backward pass over the
-    N × B (sample, transition) pairs and matrix products over pairs of weight samples (processed
-    ``chunk_size`` transitions at a time to bound memory), not a Python loop over transitions.
-    Runs with gradients enabled internally, so it also works under ``torch.no_grad()`` (inside a
-    collector); the model's parameters and their ``.grad`` are untouched.
+    N × B (sample, transition) pairs and, for large layers, matrix products over pairs of weight
+    samples (``chunk_size`` transitions at a time to bound memory), not a Python loop over
+    transitions. Runs with gradients enabled internally, so it also works under
+    ``torch.no_grad()`` (inside a collector); the model's parameters and their ``.grad`` are
+    untouched.
 
     Examples:
         >>> import torch
@@ -327,11 +369,11 @@ def vime_information_gain(
     noise = model.sample_noise(num_samples, generator=generator)
     pairs = _sample_pairs(num_samples, x)
     with torch.no_grad():
-        kernels = _pair_kernels(model, noise, pairs)
+        layers = _layer_curvatures(model, noise, pairs)
     with torch.enable_grad():
         gain = torch.cat(
             [
-                _information_gain_terms(model, x_chunk, y_chunk, noise, sigma_c, kernels, pairs)
+                _information_gain_terms(model, x_chunk, y_chunk, noise, sigma_c, layers, pairs)
                 .detach()
                 for x_chunk, y_chunk in zip(x.split(chunk_size), y.split(chunk_size), strict=True)
             ]
