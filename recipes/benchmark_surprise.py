@@ -70,8 +70,9 @@ def vime_outer_products(model, obs, action, next_obs, *, num_samples=10, sigma_c
         terms = x.new_zeros(x.shape[0])
         for layer, (h_in, delta) in enumerate(zip(inputs, errors, strict=True)):
             (eps_w, eps_b), (s2_w, s2_b), (sig_w, sig_b), (ih_w, ih_b) = (f[layer] for f in flat)
+            g_mu_w = torch.bmm(delta.permute(1, 2, 0).contiguous(),
+                               h_in.transpose(0, 1).contiguous()) / num_samples
             outer = delta.unsqueeze(-1) * h_in.unsqueeze(-2)  # [N, T, out, in]
-            g_mu_w = outer.mean(0)
             g_rho_w = (outer * eps_w.unsqueeze(1)).mean(0) * sig_w
             g_rho_b = torch.einsum("nto,no->to", delta, eps_b) * (sig_b / num_samples)
             terms += (g_mu_w.square() * s2_w).sum((-2, -1))
