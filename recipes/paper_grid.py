@@ -8,7 +8,8 @@ time) with ``resume=true`` and checkpoints in the scratch folder, so a job kille
 (a signal, the machine going down) continues where its last checkpoint left it when the same
 command runs again. Each finished job is exported at once (``recipes/export_runs.py``: the CSVs
 and ``runs.csv``, the provenance) and, with ``--commit``, committed to the repository that holds
-``--out``. The MLflow store is scratch.
+``--out``; then a population's checkpoint (its replay pools: GiB on a locomotion task) is removed
+unless ``--keep-checkpoints``. The MLflow store is scratch.
 
 Jobs run in the issue's order when the budget is short: seeds 0–4 of every cell before 5–9, then
 by task (HalfCheetah and CartpoleSwingup, where the paper says VASE wins, first) and measure.
@@ -31,6 +32,7 @@ import argparse
 import csv
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -162,6 +164,19 @@ def recover(store: str, jobs: list[Job], out: Path) -> list[Path]:
     return written
 
 
+def job_checkpoint(job: Job, command: list[str]) -> Path | None:
+    """The checkpoint directory of a population job run by ``command`` (the recipe's own
+    answer, from the config the recipe composes); ``None`` for a single seed's job."""
+    if len(job.seeds) == 1:
+        return None
+    from hydra import compose, initialize_config_dir
+    from trpo_vase_population import checkpoint_directory
+
+    with initialize_config_dir(str(ROOT / "conf"), version_base=None):
+        cfg = compose("trpo_vase", overrides=command[2:])
+    return checkpoint_directory(schema.typed_config(cfg))
+
+
 def member_bytes(task: str, measure: str) -> int:
     """The recipe's estimate of one member's memory at the end of its run (its replay pool and
     the rest), as ``trpo_vase_config`` checks a population against the machine's."""
@@ -188,6 +203,7 @@ class Launcher:
         self.memory_free = 0.8 * schema.available_memory()
         self.memory_held = 0  # by the running jobs
         self.needs: dict[tuple[str, str], int] = {}
+        self.checkpoint_dirs: dict[Job, Path | None] = {}
         self.checkpoints = args.scratch / "checkpoints"
         self.logs = args.scratch / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -211,10 +227,16 @@ class Launcher:
         return f"{platform.node()} ({os.cpu_count()} cores), load average {load}"
 
     def estimate(self, jobs: list[Job]) -> None:
-        """Each job's memory (in the main thread: Hydra's compose is not thread-safe)."""
+        """Each job's memory and checkpoint directory (in the main thread: Hydra's compose is
+        not thread-safe)."""
         for job in jobs:
             if (job.task, job.measure) not in self.needs:
                 self.needs[job.task, job.measure] = member_bytes(job.task, job.measure)
+            if not self.args.keep_checkpoints:
+                self.checkpoint_dirs[job] = job_checkpoint(job, self.command(job))
+
+    def command(self, job: Job) -> list[str]:
+        return job.command(self.store, self.checkpoints, self.args.python, self.args.iterations)
 
     def need(self, job: Job) -> int:
         return len(job.seeds) * self.needs.get((job.task, job.measure), 0)
@@ -262,10 +284,9 @@ class Launcher:
         started, note = time.time(), self.note()
         print(f"{time.strftime('%H:%M:%S')} start {job.name} ({note})", flush=True)
         with log.open("a") as handle, self.lock:
-            process = subprocess.Popen(
-                job.command(self.store, self.checkpoints, self.args.python,
-                            self.args.iterations), stdout=handle,
-                stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+            process = subprocess.Popen(self.command(job), stdout=handle,
+                                       stderr=subprocess.STDOUT, cwd=ROOT,
+                                       start_new_session=True)
             self.running.add(process)
         code = process.wait()
         with self.lock:
@@ -290,6 +311,19 @@ class Launcher:
         self.results.append((job, "done"))
         if self.args.commit and written:
             self.commit(written, f"paper grid: {job.name}")
+        self.remove_checkpoint(job)
+
+    def remove_checkpoint(self, job: Job) -> None:
+        """A finished, exported job's checkpoint: its replay pools (GiB for a locomotion task)
+        are of no more use once the runs are in the store and the CSVs; unless
+        ``--keep-checkpoints``."""
+        directory = self.checkpoint_dirs.get(job)
+        if directory is None or not directory.is_dir():
+            return
+        size = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
+        shutil.rmtree(directory, ignore_errors=True)
+        print(f"{time.strftime('%H:%M:%S')} removed the checkpoint of {job.name} "
+              f"({size / 2**30:.1f} GiB, {directory})", flush=True)
 
     def commit(self, written: list[Path], message: str) -> None:
         paths = sorted({*map(str, written), *(str(p.parent / "runs.csv") for p in written)})
@@ -327,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="git-commit each finished job's CSVs in --out's repository")
     parser.add_argument("--iterations", type=int, default=None,
                         help="shorter runs, for a try of the script (default: the task's)")
+    parser.add_argument("--keep-checkpoints", action="store_true",
+                        help="keep a finished job's checkpoint (default: removed once its runs "
+                             "are exported; a population's holds its replay pools)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     args = parser.parse_args(argv)
     if args.workers < 1 or args.group < 1:

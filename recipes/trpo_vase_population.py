@@ -34,6 +34,23 @@ def member_config(cfg: DictConfig, seed: int) -> DictConfig:
     return member
 
 
+def checkpoint_root(cfg: DictConfig) -> Path | None:
+    """Where a population's checkpoint directory goes: ``<checkpoint.dir>/<experiment>``."""
+    if not cfg.checkpoint.every:
+        return None
+    return Path(cfg.checkpoint.dir) / (cfg.mlflow.experiment or cfg.env.name)
+
+
+def checkpoint_directory(cfg: DictConfig) -> Path | None:
+    """The checkpoint directory of the population of ``cfg`` (a typed config with ``seeds``):
+    the one ``resume=true`` continues; ``None`` without checkpoints."""
+    root = checkpoint_root(cfg)
+    if root is None:
+        return None
+    return PopulationRun.directory(root, OmegaConf.to_container(cfg, resolve=True),
+                                   schema.identity_ignores(cfg))
+
+
 def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path,
                      progress_keys: dict) -> dict:
     """Run (or resume) the population of ``cfg.seeds``; each member's run id and metrics."""
@@ -67,8 +84,7 @@ def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path,
          for member in members],
         config=OmegaConf.to_container(cfg, resolve=True),
         identity_ignores=schema.identity_ignores(cfg),
-        checkpoint_dir=Path(cfg.checkpoint.dir) / experiment if cfg.checkpoint.every else None,
-        resume=cfg.resume)
+        checkpoint_dir=checkpoint_root(cfg), resume=cfg.resume)
     watchers = [[episode_metrics, state["first_reward"]] for state in states]
     policies = [state["actor"] for state in states]  # no observation standardisation
     with population:

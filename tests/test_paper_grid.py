@@ -134,14 +134,15 @@ def test_compare_reads_the_exported_csvs_as_it_reads_the_store(tmp_path):
 
 def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_time(
         tmp_path, capsys):
+    # one job: a population of seeds 3 and 4
     out = tmp_path / "results"
     out.mkdir()
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], cwd=out, check=True)
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "start"], cwd=out, check=True)
     (out / "mine.txt").write_text("a person's work beside the study")
-    args = ["--tasks", "mountain_car", "--measures", "none", "--seeds", "3", "--workers", "1",
-            "--group", "1", "--iterations", "1", "--scratch", str(tmp_path / "scratch"),
+    args = ["--tasks", "mountain_car", "--measures", "none", "--seeds", "3-4", "--workers", "1",
+            "--group", "2", "--iterations", "1", "--scratch", str(tmp_path / "scratch"),
             "--out", str(out), "--commit"]
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
@@ -150,6 +151,11 @@ def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_
         for key, value in env.items():
             patch.setenv(key, value)
         assert paper_grid.main(args) == 0
+    # the population's checkpoint went once its runs were exported (it held them until then)
+    removed = capsys.readouterr().out
+    assert "removed the checkpoint of mountain_car none seed3-4" in removed
+    checkpoints = tmp_path / "scratch" / "checkpoints" / "paper_grid-mountain_car"
+    assert checkpoints.is_dir() and not list(checkpoints.glob("population-*"))
     # the launcher passes signals to its jobs while it runs, and gives the caller's back after
     assert [signal.getsignal(n) for n in (signal.SIGTERM, signal.SIGINT)] == handlers
     path = out / "mountain_car" / "none" / "seed3.csv"
@@ -158,12 +164,13 @@ def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_
     assert [row["frames"] for row in rows] == ["5000"] and "Return/mean" in rows[0]
     log = subprocess.run(["git", "log", "--format=%s", "--name-only", "-1"], cwd=out,
                          capture_output=True, text=True, check=True).stdout
-    assert log.splitlines()[0] == "paper grid: mountain_car none seed3"
-    assert "mountain_car/none/seed3.csv" in log and "mountain_car/none/runs.csv" in log
+    assert log.splitlines()[0] == "paper grid: mountain_car none seed3-4"
+    assert "mountain_car/none/seed3.csv" in log and "mountain_car/none/seed4.csv" in log
+    assert "mountain_car/none/runs.csv" in log
     assert "mine.txt" not in log  # only the study's files are committed
     capsys.readouterr()
     assert paper_grid.main(args) == 0
-    assert "1 cells done, 0 to run in 0 jobs" in capsys.readouterr().out
+    assert "2 cells done, 0 to run in 0 jobs" in capsys.readouterr().out
     # a launcher stopped between a job's end and its export: the next one exports the finished
     # run from the store instead of training it again
     path.unlink()
@@ -173,7 +180,7 @@ def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_
         assert paper_grid.main(args) == 0
     out_text = capsys.readouterr().out
     assert "exported 1 runs the store had finished before" in out_text
-    assert "1 cells done, 0 to run in 0 jobs" in out_text and path.exists()
+    assert "2 cells done, 0 to run in 0 jobs" in out_text and path.exists()
 
 
 def test_jobs_run_together_only_as_far_as_the_memory_holds_and_small_ones_fill_the_gaps(

@@ -331,11 +331,20 @@ class PopulationRun(_Restores):
             check_tracking_store(uri)
         self.identity = config_identity(dict(config), tuple(identity_ignores))
         self.checkpointer = None if checkpoint_dir is None else Checkpointer(
-            check_writable(checkpoint_dir, "checkpoint.dir") / f"population-{self.identity}")
+            self.directory(check_writable(checkpoint_dir, "checkpoint.dir"), config,
+                           identity_ignores))
         self.runs: list[TrainingRun] = []
         self.state: dict | None = None
         self.stopped_by: str | None = None
         self._lock: RunLock | None = None
+
+    @staticmethod
+    def directory(checkpoint_dir: str | os.PathLike, config: Mapping,
+                  identity_ignores: Iterable[str] = ()) -> Path:
+        """The checkpoint directory of the population of ``config`` under ``checkpoint_dir``
+        (what ``resume=True`` continues; a launcher removes it once the runs are exported)."""
+        identity = config_identity(dict(config), tuple(identity_ignores))
+        return Path(checkpoint_dir) / f"population-{identity}"
 
     def __enter__(self) -> PopulationRun:
         run_ids = [None] * len(self.members)
