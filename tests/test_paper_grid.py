@@ -3,6 +3,7 @@
 import csv
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import mlflow
@@ -224,3 +225,24 @@ def test_the_recipe_s_memory_estimate_grows_with_the_task_s_pool():
     ant, car = (paper_grid.member_bytes(task, "vase") for task in ("ant", "mountain_car"))
     assert ant > 2**31 > 2**28 > car  # Ant's 3 M transitions of 258 floats; MountainCar's few
     assert paper_grid.member_bytes("ant", "none") < car  # plain TRPO keeps no pool
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_finished_population_s_checkpoint_goes_unless_kept(
+        tmp_path, keep):
+    args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=1, keep_checkpoints=keep,
+                                         python=sys.executable, iterations=1)
+    launcher = paper_grid.Launcher(args, "sqlite:///unused.db")
+    population = paper_grid.Job("mountain_car", "vase", (3, 4))
+    single = paper_grid.Job("mountain_car", "vase", (5,))
+    launcher.estimate([population, single])
+    # where the recipe puts the population's checkpoint: <checkpoint.dir>/<experiment>/...
+    directory = paper_grid.job_checkpoint(population, launcher.command(population))
+    assert directory.parent == tmp_path / "checkpoints" / "paper_grid-mountain_car"
+    assert directory.name.startswith("population-")
+    assert paper_grid.job_checkpoint(single, launcher.command(single)) is None
+    directory.mkdir(parents=True)
+    (directory / "last.pt").write_bytes(b"pools")
+    launcher.remove_checkpoint(population)
+    launcher.remove_checkpoint(single)
+    assert directory.exists() == keep
