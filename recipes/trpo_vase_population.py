@@ -17,6 +17,7 @@ import torch
 import trpo_vase_config as schema
 from omegaconf import DictConfig, OmegaConf
 
+from torchrl_vase.checkpointing import config_identity
 from torchrl_vase.population import (
     MemberParts,
     MemberStreams,
@@ -47,8 +48,9 @@ def checkpoint_directory(cfg: DictConfig) -> Path | None:
     root = checkpoint_root(cfg)
     if root is None:
         return None
-    return PopulationRun.directory(root, OmegaConf.to_container(cfg, resolve=True),
-                                   schema.identity_ignores(cfg))
+    identity = config_identity(OmegaConf.to_container(cfg, resolve=True),
+                               schema.identity_ignores(cfg))
+    return PopulationRun.directory(root, identity)
 
 
 def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path,

@@ -331,19 +331,22 @@ class PopulationRun(_Restores):
             check_tracking_store(uri)
         self.identity = config_identity(dict(config), tuple(identity_ignores))
         self.checkpointer = None if checkpoint_dir is None else Checkpointer(
-            self.directory(check_writable(checkpoint_dir, "checkpoint.dir"), config,
-                           identity_ignores))
+            self.directory(check_writable(checkpoint_dir, "checkpoint.dir"), self.identity))
         self.runs: list[TrainingRun] = []
         self.state: dict | None = None
         self.stopped_by: str | None = None
         self._lock: RunLock | None = None
 
     @staticmethod
-    def directory(checkpoint_dir: str | os.PathLike, config: Mapping,
-                  identity_ignores: Iterable[str] = ()) -> Path:
-        """The checkpoint directory of the population of ``config`` under ``checkpoint_dir``
-        (what ``resume=True`` continues; a launcher removes it once the runs are exported)."""
-        identity = config_identity(dict(config), tuple(identity_ignores))
+    def directory(checkpoint_dir: str | os.PathLike, identity: str) -> Path:
+        """The checkpoint directory under ``checkpoint_dir`` of the population whose config has
+        ``identity`` (``config_identity``): what ``resume=True`` continues.
+
+        Examples:
+            >>> from torchrl_vase.checkpointing import config_identity
+            >>> PopulationRun.directory("checkpoints", config_identity({"seeds": [0, 1]})).parent
+            PosixPath('checkpoints')
+        """
         return Path(checkpoint_dir) / f"population-{identity}"
 
     def __enter__(self) -> PopulationRun:

@@ -199,13 +199,14 @@ def _sums_over_sample_pairs(out_features: int, in_features: int, num_samples: in
 
 
 class _LayerCurvature(NamedTuple):
-    """A layer's noise and inverse curvatures (``σ²`` for μ, ``sigmoid(ρ)² / H_ρ`` for ρ, the
-    chain rule's ``dσ/dρ = sigmoid(ρ)`` folded in), and for a layer summed over sample pairs,
-    its ``K_nm`` ``[P, out, in]`` (see ``_information_gain_terms``)."""
+    """A layer's noise ε and ``σ²`` (weight, bias), and for a layer summed over sample pairs,
+    its ``K_nm`` ``[P, out, in]`` (see ``_information_gain_terms``).
+
+    ``σ²`` is μ's inverse curvature ``1 / H_μ``; ρ's, with the chain rule's
+    ``dσ/dρ = sigmoid(ρ)`` folded in, is ``sigmoid(ρ)² / H_ρ = softplus(ρ)² / 2 = σ² / 2``."""
 
     noise: tuple[Tensor, Tensor]
-    mu: tuple[Tensor, Tensor]
-    rho: tuple[Tensor, Tensor]
+    sigma_sq: tuple[Tensor, Tensor]
     pair_kernel: Tensor | None
 
 
@@ -213,15 +214,14 @@ def _layer_curvatures(
     model: BayesianMLP, noise: Tensor, pairs: tuple[Tensor, Tensor, Tensor]
 ) -> list[_LayerCurvature]:
     first, second, weight = pairs
-    sigma_sq = model.unflatten(model.posterior_std().square())
-    rho_scale = model.unflatten(torch.sigmoid(model.rho).square() * _inverse_rho_hessian(model.rho))
     layers = []
-    for layer_noise, mu, rho in zip(model.unflatten(noise), sigma_sq, rho_scale, strict=True):
+    for layer_noise, sigma_sq in zip(model.unflatten(noise),
+                                     model.unflatten(model.posterior_std().square()), strict=True):
         kernel = None
-        if _sums_over_sample_pairs(*mu[0].shape, noise.shape[0]):
+        if _sums_over_sample_pairs(*sigma_sq[0].shape, noise.shape[0]):
             eps = layer_noise[0]
-            kernel = (mu[0] + rho[0] * eps[first] * eps[second]) * weight[:, None, None]
-        layers.append(_LayerCurvature(layer_noise, mu, rho, kernel))
+            kernel = sigma_sq[0] * (1 + eps[first] * eps[second] / 2) * weight[:, None, None]
+        layers.append(_LayerCurvature(layer_noise, sigma_sq, kernel))
     return layers
 
 
@@ -233,8 +233,7 @@ def _weight_terms_from_outer_products(
     outer = delta.unsqueeze(-1) * h_in.unsqueeze(-2)
     g_mu = outer.mean(0)
     g_rho = (outer * layer.noise[0].unsqueeze(1)).mean(0)
-    weighted = g_mu.square() * layer.mu[0] + g_rho.square() * layer.rho[0]
-    return weighted.sum((-2, -1))
+    return ((g_mu.square() + g_rho.square() / 2) * layer.sigma_sq[0]).sum((-2, -1))
 
 
 def _weight_terms_from_sample_pairs(
@@ -273,7 +272,7 @@ def _information_gain_terms(
     a layer's weights contribute
 
         ``σ² g_μ² + g_ρ² / H_ρ = Σ_{n,m} (δ_n ⊙ δ_m)ᵀ K_nm (h_n ⊙ h_m)``,
-        ``K_nm = (σ² + sigmoid(ρ)² ε_n ε_m / H_ρ) / N²``,
+        ``K_nm = σ² (1 + ε_n ε_m / 2) / N²``  (``sigmoid(ρ)² / H_ρ = σ² / 2``),
 
     a batched matrix product over the pairs n ≤ m, where forming each transition's gradient
     writes and reads an ``[N, T, out, in]`` tensor: ~N/2 times the multiplications, but in a
@@ -309,7 +308,7 @@ def _information_gain_terms(
             terms += _weight_terms_from_sample_pairs(delta, h_in, layer, pairs, shared_input)
         g_mu_b = delta.mean(0)
         g_rho_b = delta.mul(layer.noise[1].unsqueeze(1)).mean(0)
-        terms += g_mu_b.square() @ layer.mu[1] + g_rho_b.square() @ layer.rho[1]
+        terms += (g_mu_b.square() + g_rho_b.square() / 2) @ layer.sigma_sq[1]
     return terms
 
 
