@@ -9,7 +9,8 @@ time) with ``resume=true`` and checkpoints in the scratch folder, so a job kille
 command runs again. Each finished job is exported at once (``recipes/export_runs.py``: the CSVs
 and ``runs.csv``, the provenance) and, with ``--commit``, committed to the repository that holds
 ``--out``; then a population's checkpoint (its replay pools: GiB on a locomotion task) is removed
-unless ``--keep-checkpoints``. The MLflow store is scratch.
+unless ``--keep-checkpoints``. Jobs run together only as far as the machine's memory and the
+scratch folder's disk hold them at their end. The MLflow store is scratch.
 
 Jobs run in the issue's order when the budget is short: seeds 0–4 of every cell before 5–9, then
 by task (HalfCheetah and CartpoleSwingup, where the paper says VASE wins, first) and measure.
@@ -177,34 +178,62 @@ def job_checkpoint(job: Job, command: list[str]) -> Path | None:
     return checkpoint_directory(schema.typed_config(cfg))
 
 
-def member_bytes(task: str, measure: str) -> int:
-    """The recipe's estimate of one member's memory at the end of its run (its replay pool and
-    the rest), as ``trpo_vase_config`` checks a population against the machine's."""
+#: a member's checkpoint besides its pool (networks, optimisers, the model's state): ~5 MB
+#: measured on Ant's, rounded up
+CHECKPOINT_OVERHEAD = 16 * 2**20
+
+
+def member_estimates(task: str, measure: str) -> tuple[int, int]:
+    """One member's memory at the end of its run (its replay pool and the rest, as
+    ``trpo_vase_config`` checks a population against the machine's) and its checkpoint's bytes on
+    disk then (the pool saved as it is held, and the rest)."""
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(str(ROOT / "conf"), version_base=None):
         cfg = compose("trpo_vase", overrides=[f"env={task}", *MEASURES[measure]])
-    return schema.population_pool_bytes(cfg) + schema.MEMBER_OVERHEAD
+    pool = schema.population_pool_bytes(cfg)
+    return pool + schema.MEMBER_OVERHEAD, pool + CHECKPOINT_OVERHEAD
+
+
+def directory_bytes(directory: Path | None) -> int:
+    """The bytes of the files directly in ``directory`` (0 when there is none)."""
+    if directory is None or not directory.is_dir():
+        return 0
+    return sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
 
 
 class Launcher:
-    """Runs jobs ``workers`` at a time, and only as many as the machine's memory holds at the
-    end of their runs (an Ant member's pool is ~3 GiB: two populations of five would not fit
-    on 24 GiB); a free worker takes the first job, in the plan's order, that fits beside the
-    running ones, so a job waiting for memory does not keep smaller ones behind it waiting (a
-    job bigger than the whole budget runs alone); exports (and commits) each finished job at
-    once; a SIGTERM or SIGINT is passed to the running jobs (each checkpoints and stops) and no
-    new job starts."""
+    """Runs jobs ``workers`` at a time, and only as many as the machine's memory and disk hold at
+    the end of their runs (an Ant member's pool is ~3 GiB in memory and in its checkpoint: two
+    populations of five would not fit on 24 GiB); a free worker takes the first job, in the
+    plan's order, that fits beside the running ones, so a job waiting for memory or disk does not
+    keep smaller ones behind it waiting (a job bigger than the whole memory budget runs alone,
+    and the recipe judges it; one whose checkpoint the disk cannot hold even alone is refused
+    before it trains); exports (and commits) each finished job at once; a SIGTERM or SIGINT is
+    passed to the running jobs (each checkpoints and stops) and no new job starts.
+
+    The disk is judged as it is when a job would start: free space now, less what the running
+    jobs' checkpoints will still take (each is saved whole beside the last one before that is
+    replaced, so a job's checkpoint can take twice its final size; what it already holds on disk
+    is counted as used). A job held back by the disk alone is looked at again every
+    ``disk_poll`` seconds (other programs free space too)."""
+
+    #: bytes kept free on the checkpoints' disk beside the jobs' checkpoints (logs, the store)
+    DISK_MARGIN = 2 * 2**30
 
     def __init__(self, args: argparse.Namespace, store: str) -> None:
         self.args = args
         self.store = store
-        self.memory = threading.Condition()
+        self.room = threading.Condition()  # guards the running jobs and what they hold
         self.memory_free = 0.8 * schema.available_memory()
         self.memory_held = 0  # by the running jobs
         self.needs: dict[tuple[str, str], int] = {}
+        self.disk_needs: dict[tuple[str, str], int] = {}
         self.checkpoint_dirs: dict[Job, Path | None] = {}
         self.checkpoints = args.scratch / "checkpoints"
+        self.checkpoints.mkdir(parents=True, exist_ok=True)
+        self.disk_poll = 30.0
+        self.active: list[Job] = []  # the running jobs
         self.logs = args.scratch / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.stopping = threading.Event()
@@ -214,8 +243,8 @@ class Launcher:
 
     def stop(self, signum: int, _frame) -> None:
         self.stopping.set()
-        with self.memory:  # the jobs waiting for memory give up
-            self.memory.notify_all()
+        with self.room:  # the jobs waiting for memory or disk give up
+            self.room.notify_all()
         with self.lock:
             for process in self.running:
                 process.send_signal(signal.SIGTERM)
@@ -227,13 +256,13 @@ class Launcher:
         return f"{platform.node()} ({os.cpu_count()} cores), load average {load}"
 
     def estimate(self, jobs: list[Job]) -> None:
-        """Each job's memory and checkpoint directory (in the main thread: Hydra's compose is
-        not thread-safe)."""
+        """Each job's memory, disk and checkpoint directory (in the main thread: Hydra's compose
+        is not thread-safe)."""
         for job in jobs:
             if (job.task, job.measure) not in self.needs:
-                self.needs[job.task, job.measure] = member_bytes(job.task, job.measure)
-            if not self.args.keep_checkpoints:
-                self.checkpoint_dirs[job] = job_checkpoint(job, self.command(job))
+                self.needs[job.task, job.measure], self.disk_needs[job.task, job.measure] = (
+                    member_estimates(job.task, job.measure))
+            self.checkpoint_dirs[job] = job_checkpoint(job, self.command(job))
 
     def command(self, job: Job) -> list[str]:
         return job.command(self.store, self.checkpoints, self.args.python, self.args.iterations)
@@ -241,20 +270,52 @@ class Launcher:
     def need(self, job: Job) -> int:
         return len(job.seeds) * self.needs.get((job.task, job.measure), 0)
 
+    def disk_to_come(self, job: Job) -> int:
+        """What ``job``'s checkpoint may still add to the disk: twice its final size (the new
+        one is written whole before the last one goes) less what it holds there now (a single
+        seed's directory is the recipe's to name: counted as empty)."""
+        final = len(job.seeds) * self.disk_needs.get((job.task, job.measure), 0)
+        return max(0, 2 * final - directory_bytes(self.checkpoint_dirs.get(job)))
+
+    def free_disk(self) -> int:
+        return shutil.disk_usage(self.checkpoints).free
+
+    def _fits_disk(self, job: Job) -> bool:
+        room = self.free_disk() - self.DISK_MARGIN
+        return sum(map(self.disk_to_come, self.active)) + self.disk_to_come(job) <= room
+
     def take(self, pending: list[Job]) -> Job | None:
-        """Remove and return the first job of ``pending`` that fits in memory beside the running
-        ones (any job, when none runs: one bigger than the budget runs alone, and the recipe
-        judges it); wait while none fits; ``None`` when none is left or the launcher stops."""
-        with self.memory:
+        """Remove and return the first job of ``pending`` that fits in memory and on disk beside
+        the running ones (in memory any job, when none runs: one bigger than the budget runs
+        alone, and the recipe judges it); refuse a job whose checkpoint the disk cannot hold
+        even alone; wait while none fits; ``None`` when none is left or the launcher stops."""
+        with self.room:
             while pending and not self.stopping.is_set():
-                for job in pending:
+                disk_bound = False
+                for job in list(pending):
                     need = self.need(job)
-                    if self.memory_held == 0 or self.memory_held + need <= self.memory_free:
+                    if not (self.memory_held == 0 or self.memory_held + need <= self.memory_free):
+                        continue
+                    if self._fits_disk(job):
                         pending.remove(job)
                         self.memory_held += need
+                        self.active.append(job)
                         return job
-                self.memory.wait()
+                    if not self.active:
+                        pending.remove(job)
+                        self._refuse_for_disk(job)
+                        continue
+                    disk_bound = True
+                self.room.wait(self.disk_poll if disk_bound else None)
             return None
+
+    def _refuse_for_disk(self, job: Job) -> None:
+        need = self.disk_to_come(job) + self.DISK_MARGIN
+        state = (f"failed (its checkpoint needs about {need / 2**30:.1f} GiB free on "
+                 f"{self.checkpoints}'s disk, {self.free_disk() / 2**30:.1f} GiB are: free "
+                 "space there, or run fewer seeds a job with --group)")
+        print(f"{time.strftime('%H:%M:%S')} {state}: {job.name}", flush=True)
+        self.results.append((job, state))
 
     def serve(self, pending: list[Job]) -> None:
         """One worker: jobs from ``pending`` until none is left."""
@@ -262,9 +323,10 @@ class Launcher:
             try:
                 self._run(job)
             finally:
-                with self.memory:
+                with self.room:
                     self.memory_held -= self.need(job)
-                    self.memory.notify_all()
+                    self.active.remove(job)
+                    self.room.notify_all()
 
     def run(self, jobs: list[Job]) -> None:
         """Every job of ``jobs``, ``--workers`` at a time."""
@@ -318,9 +380,9 @@ class Launcher:
         are of no more use once the runs are in the store and the CSVs; unless
         ``--keep-checkpoints``."""
         directory = self.checkpoint_dirs.get(job)
-        if directory is None or not directory.is_dir():
+        if self.args.keep_checkpoints or directory is None or not directory.is_dir():
             return
-        size = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
+        size = directory_bytes(directory)
         shutil.rmtree(directory, ignore_errors=True)
         print(f"{time.strftime('%H:%M:%S')} removed the checkpoint of {job.name} "
               f"({size / 2**30:.1f} GiB, {directory})", flush=True)

@@ -189,6 +189,7 @@ def test_jobs_run_together_only_as_far_as_the_memory_holds_and_small_ones_fill_t
     args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=3)
     launcher = paper_grid.Launcher(args, "sqlite:///unused.db")
     launcher.memory_free = 10.0
+    monkeypatch.setattr(launcher, "free_disk", lambda: 2**40)  # the disk holds them all
     ant01, ant23 = paper_grid.Job("ant", "vase", (0, 1)), paper_grid.Job("ant", "vase", (2, 3))
     car, ant4 = paper_grid.Job("mountain_car", "vase", (0,)), paper_grid.Job("ant", "vase", (4,))
     launcher.needs = {("ant", "vase"): 4.0, ("mountain_car", "vase"): 1.0}
@@ -221,10 +222,64 @@ def test_jobs_run_together_only_as_far_as_the_memory_holds_and_small_ones_fill_t
     assert started == []
 
 
-def test_the_recipe_s_memory_estimate_grows_with_the_task_s_pool():
-    ant, car = (paper_grid.member_bytes(task, "vase") for task in ("ant", "mountain_car"))
+def test_jobs_start_only_as_far_as_the_disk_holds_their_checkpoints(tmp_path, monkeypatch):
+    args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=3)
+    launcher = paper_grid.Launcher(args, "sqlite:///unused.db")
+    launcher.DISK_MARGIN, launcher.disk_poll = 0, 0.02
+    free = [20]
+    monkeypatch.setattr(launcher, "free_disk", lambda: free[0])
+    ant01, ant23 = paper_grid.Job("ant", "vase", (0, 1)), paper_grid.Job("ant", "vase", (2, 3))
+    car, ant4 = paper_grid.Job("mountain_car", "vase", (0,)), paper_grid.Job("ant", "vase", (4,))
+    launcher.disk_needs = {("ant", "vase"): 4, ("mountain_car", "vase"): 1}
+    # a checkpoint is written whole beside the last one: twice its final size, less what a
+    # resumed job's directory already holds
+    assert launcher.disk_to_come(ant01) == 16 and launcher.disk_to_come(car) == 2
+    directory = tmp_path / "checkpoints" / "population-23"
+    directory.mkdir()
+    (directory / "last.pt").write_bytes(b"012345")
+    launcher.checkpoint_dirs[ant23] = directory
+    assert launcher.disk_to_come(ant23) == 10
+    running, peak, started, lock = [], [], [], paper_grid.threading.Lock()
+    seconds = [0.2]  # a job's run
+
+    def fake_run(job):
+        with lock:
+            running.append(job)
+            started.append(job)
+            peak.append(sum(launcher.disk_to_come(j) for j in running))
+        paper_grid.threading.Event().wait(seconds[0])
+        with lock:
+            running.remove(job)
+
+    monkeypatch.setattr(launcher, "_run", fake_run)
+    launcher.run([ant01, ant23, car, ant4])
+    # ant01 (16) and the car (2) together; ant23 (10) and ant4 (8) wait for ant01's room
+    assert started[:2] == [ant01, car] and set(started[2:]) == {ant23, ant4}
+    assert max(peak) <= 20 and launcher.active == []
+    # a job the disk cannot hold even alone is refused before it trains; the others run
+    launcher.disk_needs[("ant", "vase")] = 40
+    started.clear()
+    launcher.run([ant01, car])
+    assert started == [car]
+    [(job, state)] = [result for result in launcher.results if result[1].startswith("failed")]
+    assert job == ant01 and "checkpoint needs about" in state and "--group" in state
+    # a job held back by the disk starts when space is freed, with no job ending
+    launcher.disk_needs[("ant", "vase")] = 4
+    free[0], started[:] = 17, []
+    paper_grid.threading.Timer(0.3, lambda: free.__setitem__(0, 40)).start()
+    seconds[0] = 1.0
+    launcher.run([car, ant01])
+    assert started == [car, ant01]
+    assert peak[-1] == 18  # ant01 began while the car still ran: the freed space, not its end
+
+
+def test_the_recipe_s_estimates_grow_with_the_task_s_pool():
+    (ant, ant_disk), (car, car_disk) = (paper_grid.member_estimates(task, "vase")
+                                        for task in ("ant", "mountain_car"))
     assert ant > 2**31 > 2**28 > car  # Ant's 3 M transitions of 258 floats; MountainCar's few
-    assert paper_grid.member_bytes("ant", "none") < car  # plain TRPO keeps no pool
+    assert ant_disk > 2**31 > car_disk and ant - ant_disk == car - car_disk  # the same pools
+    none, none_disk = paper_grid.member_estimates("ant", "none")  # plain TRPO keeps no pool
+    assert none < car and none_disk == paper_grid.CHECKPOINT_OVERHEAD
 
 
 @pytest.mark.parametrize("keep", [False, True])
