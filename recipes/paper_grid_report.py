@@ -60,13 +60,19 @@ TITLES = {"mountain_car": "MountainCar", "cartpole_swingup": "CartpoleSwingup",
           "lunar_lander": "LunarLanderContinuous"}
 #: the paper's four curves, then ours
 MEASURES = ("none", "vase", "nll", "vime", "rnd", "trpo_authors")
+#: VASE's secondaries: the paper's text settings (``preset=paper``), 50 weight samples; each is
+#: reported beside the primary measures and paired with VASE, never judged in a claim
+SECONDARIES = ("vase_paper", "vase_n50")
 PAPER_MEASURES = ("none", "vase", "nll", "vime")
 LABELS = {"none": "TRPO (none)", "vase": "VASE", "nll": "NLL", "vime": "VIME", "rnd": "RND",
-          "trpo_authors": "TRPO, authors' settings"}
+          "trpo_authors": "TRPO, authors' settings",
+          "vase_paper": "VASE, paper's text settings", "vase_n50": "VASE, N = 50"}
 SHORT = {"none": "none", "vase": "VASE", "nll": "NLL", "vime": "VIME", "rnd": "RND",
-         "trpo_authors": "TRPO (authors')"}
+         "trpo_authors": "TRPO (authors')", "vase_paper": "VASE (paper's text)",
+         "vase_n50": "VASE (N = 50)"}
 COLOURS = {"none": "tab:gray", "vase": "tab:red", "nll": "tab:green", "vime": "tab:blue",
-           "rnd": "tab:purple", "trpo_authors": "black"}
+           "rnd": "tab:purple", "trpo_authors": "black", "vase_paper": "tab:orange",
+           "vase_n50": "tab:brown"}
 FINAL, MIN_PAIRS, RESAMPLES = 10, 5, 10_000
 
 
@@ -99,10 +105,11 @@ def _column(rows: list[dict], name: str) -> np.ndarray:
 
 
 def load(grid: Path) -> dict[str, dict[str, list[Seed]]]:
-    """``task -> measure -> seeds`` from the exported CSVs (the measures of ``MEASURES``)."""
+    """``task -> measure -> seeds`` from the exported CSVs (the measures of ``MEASURES`` and
+    ``SECONDARIES``)."""
     found: dict[str, dict[str, list[Seed]]] = {}
     for task in TASKS:
-        for measure in MEASURES:
+        for measure in (*MEASURES, *SECONDARIES):
             for path in sorted((grid / task / measure).glob("seed*.csv"),
                                key=lambda p: int(p.stem.removeprefix("seed"))):
                 with path.open(newline="") as handle:
@@ -383,7 +390,7 @@ def _number(value: float, digits: int = 1) -> str:
 def task_table(task: str, runs: dict[str, list[Seed]]) -> str:
     lines = ["| measure | seeds | final return: IQM [95 % CI] | median | IQR | met the reward "
              "| first reward (median frame) |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for measure in MEASURES:
+    for measure in (*MEASURES, *SECONDARIES):
         seeds = runs.get(measure)
         if not seeds:
             continue
@@ -402,7 +409,7 @@ def pairs_table(task: str, runs: dict[str, list[Seed]]) -> str:
     lines = ["| difference | final return: mean [95 % CI] (n seeds) | | mean return over the "
              "whole run (area under the curve) | |", "|---|---:|---|---:|---|"]
     for a, b in (("vase", "nll"), ("vase", "none"), ("vase", "vime"), ("vime", "none"),
-                 ("rnd", "vase")):
+                 ("rnd", "vase"), *((secondary, "vase") for secondary in SECONDARIES)):
         if runs.get(a) and runs.get(b):
             final = paired_difference(runs[a], runs[b])
             whole = paired_difference(runs[a], runs[b], "whole")
@@ -469,6 +476,11 @@ def status_table(data: dict) -> str:
         lines.append(f"| {TITLES[task]} | {iterations} | "
                      + " | ".join(str(c) if c else "–" for c in counts)
                      + f" | {BAR[task]} seeds of the first five |")
+    secondaries = [f"{LABELS[m]}: " + ", ".join(
+        f"{TITLES[task]} {len(data[task][m])}" for task in TASKS if data.get(task, {}).get(m))
+        for m in SECONDARIES if any(data.get(task, {}).get(m) for task in TASKS)]
+    if secondaries:
+        lines.append("\nSecondaries (seeds): " + "; ".join(secondaries) + ".")
     return "\n".join(lines) + "\n"
 
 

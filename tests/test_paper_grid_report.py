@@ -109,6 +109,9 @@ def test_the_report_writes_its_figures_and_tables_from_exported_runs(tmp_path):
         _export(grid / "half_cheetah" / "vase" / f"seed{seed}.csv", [0.0] * 5 + [8.0 + seed] * 15,
                 first_reward=25_000, agreement=0.5)
         _export(grid / "half_cheetah" / "nll" / f"seed{seed}.csv", [0.0] * 20, agreement=0.9)
+    for seed in (0, 1, 3):  # a secondary: VASE at the paper's text settings, three of five seeds
+        _export(grid / "half_cheetah" / "vase_paper" / f"seed{seed}.csv",
+                [0.0] * 10 + [2.0 * seed] * 10)
     written = report.report(grid, tmp_path / "docs" / "results.md")
     text = written["report"].read_text()
     row = next(line for line in text.splitlines()
@@ -120,6 +123,13 @@ def test_the_report_writes_its_figures_and_tables_from_exported_runs(tmp_path):
     assert "## Ant\n\nNot run yet." in text
     assert "](../grid/figure3.png)" in text  # linked from the page to the figures beside the CSVs
     assert "| HalfCheetah | 600 | – | 5 | 5 | – | – | – | 10 seeds" in text
+    # the secondary: its own row, paired with VASE on the seeds both ran (0, 1, 3: the finals
+    # 0, 2, 6 against 8, 9, 11, so −8, −7, −5), in no claim, counted under the status table
+    assert "| VASE, paper's text settings | 3 | " in text
+    assert "| VASE, paper's text settings − VASE | -6.7 [" in text and "(n = 3)" in text
+    claims = text[text.index("## The paper's claims"):text.index("## Figure 3")]
+    assert "VASE − NLL" in claims and "paper's text" not in claims
+    assert "Secondaries (seeds): VASE, paper's text settings: HalfCheetah 3." in text
     for name in ("figure3", "first_reward", "self_agreement"):
         image = plt.imread(written[name])
         assert image.shape[0] > 500 and image.std() > 0.01, name
