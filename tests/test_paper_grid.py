@@ -301,3 +301,18 @@ def test_a_finished_population_s_checkpoint_goes_unless_kept(
     launcher.remove_checkpoint(population)
     launcher.remove_checkpoint(single)
     assert directory.exists() == keep
+
+
+def test_a_measure_a_population_cannot_train_runs_one_seed_a_job():
+    """Every measure whose settings a population refuses (``POPULATION_ONLY``: ``preset=paper``
+    normalises observations) is planned as single runs."""
+    from hydra import compose, initialize_config_dir
+
+    refused = set()
+    with initialize_config_dir(str(paper_grid.ROOT / "conf"), version_base=None):
+        for measure, overrides in paper_grid.MEASURES.items():
+            cfg = compose("trpo_vase", overrides=["env=half_cheetah", *overrides])
+            if any(paper_grid.OmegaConf.select(cfg, key) != only
+                   for key, only in paper_grid.schema.POPULATION_ONLY.items()):
+                refused.add(measure)
+    assert refused == paper_grid.SINGLE_ONLY == {"vase_paper", "vase_paper_n50"}

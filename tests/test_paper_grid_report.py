@@ -112,6 +112,9 @@ def test_the_report_writes_its_figures_and_tables_from_exported_runs(tmp_path):
     for seed in (0, 1, 3):  # a secondary: VASE at the paper's text settings, three of five seeds
         _export(grid / "half_cheetah" / "vase_paper" / f"seed{seed}.csv",
                 [0.0] * 10 + [2.0 * seed] * 10)
+    for seed in (0, 1):  # and one paired with that secondary, not with VASE
+        _export(grid / "half_cheetah" / "vase_paper_n50" / f"seed{seed}.csv",
+                [0.0] * 10 + [5.0] * 10)
     written = report.report(grid, tmp_path / "docs" / "results.md")
     text = written["report"].read_text()
     row = next(line for line in text.splitlines()
@@ -129,7 +132,10 @@ def test_the_report_writes_its_figures_and_tables_from_exported_runs(tmp_path):
     assert "| VASE, paper's text settings − VASE | -6.7 [" in text and "(n = 3)" in text
     claims = text[text.index("## The paper's claims"):text.index("## Figure 3")]
     assert "VASE − NLL" in claims and "paper's text" not in claims
-    assert "Secondaries (seeds): VASE, paper's text settings: HalfCheetah 3." in text
+    assert ("| VASE, paper's text settings, N = 50 − VASE, paper's text settings | +4.0 [+3.0, "
+            "+5.0] (n = 2) | not measured yet |") in text
+    assert ("Secondaries (seeds): VASE, paper's text settings: HalfCheetah 3; VASE, paper's "
+            "text settings, N = 50: HalfCheetah 2.") in text
     for name in ("figure3", "first_reward", "self_agreement"):
         image = plt.imread(written[name])
         assert image.shape[0] > 500 and image.std() > 0.01, name
