@@ -64,14 +64,15 @@ MEASURES = ("none", "vase", "nll", "vime", "rnd", "trpo_authors")
 #: (``preset=paper``), 50 weight samples, both; reported beside the primary measures, never
 #: judged in a claim
 SECONDARIES = {"vase_paper": "vase", "vase_n50": "vase", "vase_paper_n50": "vase_paper"}
+#: every measure the report reads, in its tables' order
+REPORTED = (*MEASURES, *SECONDARIES)
 PAPER_MEASURES = ("none", "vase", "nll", "vime")
 LABELS = {"none": "TRPO (none)", "vase": "VASE", "nll": "NLL", "vime": "VIME", "rnd": "RND",
           "trpo_authors": "TRPO, authors' settings",
           "vase_paper": "VASE, paper's text settings", "vase_n50": "VASE, N = 50",
           "vase_paper_n50": "VASE, paper's text settings, N = 50"}
 SHORT = {"none": "none", "vase": "VASE", "nll": "NLL", "vime": "VIME", "rnd": "RND",
-         "trpo_authors": "TRPO (authors')", "vase_paper": "VASE (paper's text)",
-         "vase_n50": "VASE (N = 50)", "vase_paper_n50": "VASE (paper's text, N = 50)"}
+         "trpo_authors": "TRPO (authors')"}  # the claims' measures
 COLOURS = {"none": "tab:gray", "vase": "tab:red", "nll": "tab:green", "vime": "tab:blue",
            "rnd": "tab:purple", "trpo_authors": "black", "vase_paper": "tab:orange",
            "vase_n50": "tab:brown", "vase_paper_n50": "tab:olive"}
@@ -107,11 +108,10 @@ def _column(rows: list[dict], name: str) -> np.ndarray:
 
 
 def load(grid: Path) -> dict[str, dict[str, list[Seed]]]:
-    """``task -> measure -> seeds`` from the exported CSVs (the measures of ``MEASURES`` and
-    ``SECONDARIES``)."""
+    """``task -> measure -> seeds`` from the exported CSVs (the measures of ``REPORTED``)."""
     found: dict[str, dict[str, list[Seed]]] = {}
     for task in TASKS:
-        for measure in (*MEASURES, *SECONDARIES):
+        for measure in REPORTED:
             for path in sorted((grid / task / measure).glob("seed*.csv"),
                                key=lambda p: int(p.stem.removeprefix("seed"))):
                 with path.open(newline="") as handle:
@@ -392,7 +392,7 @@ def _number(value: float, digits: int = 1) -> str:
 def task_table(task: str, runs: dict[str, list[Seed]]) -> str:
     lines = ["| measure | seeds | final return: IQM [95 % CI] | median | IQR | met the reward "
              "| first reward (median frame) |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for measure in (*MEASURES, *SECONDARIES):
+    for measure in REPORTED:
         seeds = runs.get(measure)
         if not seeds:
             continue
