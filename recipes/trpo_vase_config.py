@@ -29,6 +29,7 @@ from torchrl_vase._validation import check_layer_widths
 from torchrl_vase.envs import VECTORIZATIONS, check_continuous_control
 from torchrl_vase.evaluation import check_video
 from torchrl_vase.modules import INITIALIZATIONS, SAMPLINGS
+from torchrl_vase.objectives.elbo_steps import BACKENDS
 from torchrl_vase.population.streams import check_seeds
 from torchrl_vase.runs import flatten, ignored
 
@@ -72,7 +73,7 @@ class ModelTraining:
 @dataclass
 class ELBOTraining(ModelTraining):
     kl_weight: float = 0.2
-    compile: bool = False
+    backend: str = "auto"
 
 
 @dataclass
@@ -223,6 +224,8 @@ CHOICES = {
     "trpo.init": INITIALIZATIONS, "trpo.critic_activation": ACTIVATIONS,
     "env.bnn.activation": ACTIVATIONS,
 }
+# keys that only exist in some config groups (BNN surprises): checked where present
+OPTIONAL_CHOICES = {"surprise.elbo.backend": BACKENDS}
 # hidden-layer widths: lists of positive ints ([] is no hidden layer)
 LAYER_WIDTHS = ("env.policy_cells", "env.critic_cells", "env.bnn.num_cells", "surprise.num_cells")
 AT_MOST_ONE = ("trpo.gamma", "trpo.gae_lambda", "advantage.intrinsic_gamma",
@@ -280,6 +283,10 @@ def typed_config(cfg: DictConfig) -> DictConfig:
     for key, choices in CHOICES.items():
         value = OmegaConf.select(typed, key)
         if value not in choices:
+            raise ValueError(f"{key} must be one of {sorted(choices)}, got {value!r}.")
+    for key, choices in OPTIONAL_CHOICES.items():
+        value = OmegaConf.select(typed, key, default=None)
+        if value is not None and value not in choices:
             raise ValueError(f"{key} must be one of {sorted(choices)}, got {value!r}.")
     _check_relations(typed)
     return typed

@@ -392,17 +392,18 @@ def test_adam_step_is_torch_adam(fused, dtype):
     assert ours.state_dict()["state"][0]["step"] == 200
 
 
-def test_the_fast_elbo_steps_are_the_autograd_steps(monkeypatch):
-    exploration = _exploration(updates_per_iteration=20)
+@pytest.mark.parametrize("backend", ["numba", "eager"])
+def test_the_fast_elbo_steps_are_the_autograd_steps(monkeypatch, backend):
+    exploration = _exploration(updates_per_iteration=20, backend=backend)
+    assert exploration.steps_backend == backend
     exploration.update(_rollout(300, seed=0))  # trains once: pool and statistics in place
     twin = copy.deepcopy(exploration)
     sample = exploration.pool.sample(20 * 10)
     network, twin_network = exploration.loss.model.network, twin.loss.model.network
-    noise = network.sample_noise(20 * 10).view(20, 10, -1)
-    # the fast path with this noise ...
-    draws = iter(noise)
-    monkeypatch.setattr(network, "sample_noise",
-                        lambda num_samples=None, generator=None: next(draws))
+    noise = exploration.loss.step_noise(10, steps=20)
+    # the fast path with this noise (all 20 steps' in one draw) ...
+    monkeypatch.setattr(exploration.loss, "step_noise",
+                        lambda rows, steps=None, generator=None: noise[:steps])
     fast = exploration._elbo_steps(sample)
     # ... and autograd with torch's Adam, minibatch by minibatch, on the same noise
     draws = iter(noise)
@@ -415,17 +416,17 @@ def test_the_fast_elbo_steps_are_the_autograd_steps(monkeypatch):
         assert fast[key] == pytest.approx(slow[key], rel=1e-4), key
 
 
-def test_compile_without_a_cpp_compiler_fails_at_construction(monkeypatch):
+def test_inductor_without_a_cpp_compiler_fails_at_construction(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler"):
-        _exploration(compile=True)
+        _exploration(backend="inductor")
 
 
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                     reason="torch.compile on the CPU needs a C++ compiler")
-def test_the_compiled_elbo_steps_train_as_the_eager_ones():
-    eager = _exploration(updates_per_iteration=20)
-    compiled = _exploration(updates_per_iteration=20, compile=True)
+def test_the_inductor_elbo_steps_train_as_the_eager_ones():
+    eager = _exploration(updates_per_iteration=20, backend="eager")
+    compiled = _exploration(updates_per_iteration=20, backend="inductor")
     for seed in (0, 1):  # the model's first update compiles, the second reuses it
         rollout = _rollout(300, seed=seed)
         torch.manual_seed(seed)

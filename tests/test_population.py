@@ -186,39 +186,53 @@ def test_fit_critic_with_a_generator_free_stream_matches_a_seeded_global_stream(
 
 
 def _explorations(members: int, dtype: torch.dtype = torch.float64, sampling: str = "weights",
-                  activation: type[torch.nn.Module] = torch.nn.ReLU):
+                  activation: type[torch.nn.Module] = torch.nn.ReLU, backend: str = "auto"):
     out = []
     for k in range(members):
         torch.manual_seed(k)
         model = DynamicsModel.build(2, 1, [32], activation, sigma_c=0.5, sampling=sampling)
         bonus = VASERewardTransform(model, eta=0.1).to(dtype)
         out.append(Exploration(bonus, bonus.make_loss(kl_weight=0.2), pool_min=20,
-                               updates_per_iteration=60, batch_size=5))
+                               updates_per_iteration=60, batch_size=5, backend=backend))
     return out
 
 
-@pytest.mark.parametrize(("dtype", "sampling", "activation"), [
-    (torch.float64, "weights", torch.nn.ReLU), (torch.float32, "weights", torch.nn.ReLU),
-    (torch.float32, "local_shared", torch.nn.ReLU), (torch.float32, "local", torch.nn.Tanh),
-    (torch.float32, "weights", torch.nn.Tanh)])
+def _noise_stream(noise: torch.Tensor, dim: int = 0):
+    """``noise(n)``: the next n steps of ``noise`` along ``dim``, as a random stream gives them."""
+    taken = 0
+
+    def draw(steps: int) -> torch.Tensor:
+        nonlocal taken
+        taken += steps
+        return noise.narrow(dim, taken - steps, steps)
+
+    return draw
+
+
+@pytest.mark.parametrize(("dtype", "sampling", "activation", "backend"), [
+    (torch.float64, "weights", torch.nn.ReLU, "numba"),
+    (torch.float32, "weights", torch.nn.ReLU, "eager"),
+    (torch.float32, "local_shared", torch.nn.ReLU, "numba"),
+    (torch.float32, "local_shared", torch.nn.ReLU, "eager"),
+    (torch.float32, "local", torch.nn.Tanh, "numba"),
+    (torch.float32, "weights", torch.nn.Tanh, "eager")])
 def test_each_members_elbo_steps_are_its_single_steps_bit_for_bit_and_independent(
-        dtype, sampling, activation):
-    explorations = _explorations(3, dtype, sampling, activation)
+        dtype, sampling, activation, backend):
+    explorations = _explorations(3, dtype, sampling, activation, backend)
+    assert {e.steps_backend for e in explorations} == {backend}
     singles, changed = copy.deepcopy(explorations), copy.deepcopy(explorations)
     steps, size = 60, 5
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(3, steps * size, 3, dtype=dtype, generator=generator)
     y = torch.randn(3, steps * size, 2, dtype=dtype, generator=generator)
-    noise = [[e.loss.step_noise(size) for _ in range(steps)] for e in explorations]
+    noise = torch.stack([e.loss.step_noise(size, steps=steps) for e in explorations])
 
     def stacked_noise():
-        draws = iter(zip(*noise, strict=True))
-        return lambda: torch.stack(next(draws))
+        return _noise_stream(noise, dim=1)
 
     out = Exploration.elbo_steps(x, y, stacked_noise(), explorations)
     for k, single in enumerate(singles):
-        draws = iter(noise[k])
-        expected = Exploration.elbo_steps(x[k], y[k], lambda d=draws: next(d), [single])[0]
+        expected = Exploration.elbo_steps(x[k], y[k], _noise_stream(noise[k]), [single])[0]
         assert out[k] == expected, k
         ours, theirs = explorations[k].loss.model.network, single.loss.model.network
         assert torch.equal(ours.mu, theirs.mu) and torch.equal(ours.rho, theirs.rho), k

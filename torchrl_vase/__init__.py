@@ -19,6 +19,8 @@ from torchrl_vase.modules import (
     initialize_,
 )
 from torchrl_vase.objectives import (
+    BACKENDS,
+    CompiledELBOSteps,
     ExplorationGAE,
     TRPOLoss,
     VariationalELBOLoss,
@@ -75,8 +77,10 @@ def __getattr__(name: str):
 __version__ = "0.1.0"
 
 __all__ = [
+    "BACKENDS",
     "SAMPLINGS",
     "BayesianMLP",
+    "CompiledELBOSteps",
     "CriticFit",
     "DynamicsModel",
     "Exploration",

@@ -27,13 +27,18 @@ def check_non_negative(name: str, value: float) -> float:
     return value
 
 
+def check_positive_int(name: str, value: int) -> int:
+    """Validate a count (a positive ``int``, not a bool) and return it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}.")
+    return value
+
+
 def check_num_samples(num_samples: int) -> int:
     """Validate a number of weight samples (a positive ``int``) and return it."""
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int):
-        raise TypeError(f"num_samples must be an int, got {type(num_samples).__name__}.")
-    if num_samples < 1:
-        raise ValueError(f"num_samples must be >= 1, got {num_samples}.")
-    return num_samples
+    return check_positive_int("num_samples", num_samples)
 
 
 #: σ_c's range: the surprise ‖s' − f(s, a)‖² / (2σ_c²) of standardised predictions overflows

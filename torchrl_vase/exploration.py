@@ -6,7 +6,6 @@ import math
 import os
 import shutil
 from collections.abc import Callable
-from functools import partial
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -14,11 +13,16 @@ from torch import Tensor, nn
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.objectives.common import LossModule
 
-from torchrl_vase._adam import StackedAdam
 from torchrl_vase._device import module_device
 from torchrl_vase.checkpointing import saveable_prefix
 from torchrl_vase.diagnostics import novelty_correlation, spearman
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
+from torchrl_vase.objectives.elbo_steps import (
+    BACKENDS,
+    CompiledELBOSteps,
+    compiled_steps_unavailable,
+    eager_elbo_steps,
+)
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 from torchrl_vase.transforms.surprise_reward import SurpriseRewardTransform
 
@@ -71,9 +75,9 @@ class Exploration(nn.Module):
        standardisation, as the authors recompute it each iteration) and the model takes
        ``updates_per_iteration`` optimiser steps on minibatches of ``batch_size`` drawn uniformly
        from the pool (the authors: 500 of 10). For the ELBO these steps use its hand-written
-       gradients (``VariationalELBOLoss.elbo_gradients``, equal to autograd's), several times
-       faster than autograd at minibatches of 10; ``compile=True`` runs them through
-       ``torch.compile`` (faster still, after a compilation at the first update).
+       gradients (``VariationalELBOLoss.elbo_gradients``, equal to autograd's), all of an
+       iteration's steps in one compiled call (``CompiledELBOSteps``, ``backend``): 3-7x the
+       eager steps' speed at minibatches of 10, where dispatch, not arithmetic, is the cost.
 
     The policy update comes after ``step`` and uses the batch's reward, extrinsic and intrinsic
     reward keys (see ``ExplorationGAE``).
@@ -102,9 +106,14 @@ class Exploration(nn.Module):
         novelty_queries: transitions of a batch the novelty diagnostic looks at.
         novelty_reference: pool states it compares them with.
         agreement_queries: transitions of a batch the self-agreement diagnostic evaluates twice.
-        compile: compile the ELBO's gradient step (``VariationalELBOLoss.gradient_terms``);
-            needs a C++ compiler, and pays a one-off compilation (seconds to a minute) at the
-            first update. Ignored for other losses.
+        backend: how the ELBO's steps run (ignored for other losses): ``"auto"`` (default)
+            the compiled kernel (``"numba"``) where it applies — a float32/float64 model on the
+            CPU, plain Adam, ReLU or tanh layers — else ``"eager"``; ``"numba"`` that kernel or
+            a ``ValueError`` saying why it cannot run; ``"eager"`` one torch call a step (the
+            reference, any device and optimiser); ``"inductor"`` each step's gradients
+            through ``torch.compile`` (needs a C++ compiler; compiles at the first update).
+            The kernel compiles once per machine (cached on disk, seconds); its steps agree
+            with the eager ones to float rounding, not bit for bit.
 
     Examples:
         >>> import torch
@@ -139,7 +148,7 @@ class Exploration(nn.Module):
         novelty_queries: int = 1000,
         novelty_reference: int = 10_000,
         agreement_queries: int = 500,
-        compile: bool = False,
+        backend: str = "auto",
     ) -> None:
         super().__init__()
         if not isinstance(bonus, IntrinsicRewardTransform):
@@ -180,17 +189,34 @@ class Exploration(nn.Module):
         self.novelty_queries = _positive_int("novelty_queries", novelty_queries)
         self.novelty_reference = _positive_int("novelty_reference", novelty_reference)
         self.agreement_queries = _positive_int("agreement_queries", agreement_queries)
-        self.compile = bool(compile)
-        if self.compile and not any(
-            shutil.which(name) for name in (os.environ.get("CXX", "g++"), "c++", "clang++")
-        ):
-            raise RuntimeError(
-                "compile=True needs a C++ compiler for torch.compile (g++, c++ or clang++ on "
-                "PATH, or $CXX); install one or leave compile off."
-            )
+        self.backend = backend
+        #: How ``train`` runs the ELBO's steps: ``"numba"`` (one compiled call), ``"eager"``,
+        #: ``"inductor"``, or ``None`` (another loss: autograd steps).
+        self.steps_backend = self._steps_backend(backend)
         #: Optimiser steps taken so far.
         self.register_buffer("model_updates", torch.zeros((), dtype=torch.long,
                                                           device=module_device(bonus)))
+
+    def _steps_backend(self, backend: str) -> str | None:
+        """``backend`` resolved for this loss and optimiser; a clear error where it cannot run."""
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
+        if not self.uses_elbo_gradients():
+            return None
+        unavailable = compiled_steps_unavailable(self.loss, self.optimizer)
+        if backend == "numba" and unavailable:
+            raise ValueError(f"backend='numba' cannot train this model: {unavailable}. Use "
+                             "backend='auto' (the eager steps where the kernel cannot run).")
+        if backend == "inductor" and not any(
+            shutil.which(name) for name in (os.environ.get("CXX", "g++"), "c++", "clang++")
+        ):
+            raise RuntimeError(
+                "backend='inductor' needs a C++ compiler for torch.compile (g++, c++ or clang++ "
+                "on PATH, or $CXX); install one or use backend='auto'."
+            )
+        if backend == "auto":
+            return "eager" if unavailable else "numba"
+        return backend
 
     # ----------------------------------------------------------------------------------------
     # Algorithm 1
@@ -296,42 +322,40 @@ class Exploration(nn.Module):
 
     def _elbo_steps(self, sample: TensorDictBase) -> dict[str, float]:
         x, y = self.loss.model_inputs(sample)
-        return self.elbo_steps(x, y, lambda: self.loss.step_noise(self.batch_size), [self])[0]
+        return self.elbo_steps(
+            x, y, lambda steps: self.loss.step_noise(self.batch_size, steps=steps), [self])[0]
 
     @staticmethod
-    def elbo_steps(x: Tensor, y: Tensor, noise: Callable[[], Tensor],
+    def elbo_steps(x: Tensor, y: Tensor, noise: Callable[[int], Tensor],
                    members: list[Exploration]) -> list[dict[str, float]]:
-        """The ELBO's steps with its hand-written gradients (several times faster than autograd
-        at minibatch 10), for one model or for a population's models together.
+        """The ELBO's steps with its hand-written gradients, for one model or for a
+        population's models together, in one compiled call where ``steps_backend`` is
+        ``"numba"`` (``CompiledELBOSteps``), else one torch call a step
+        (``eager_elbo_steps``).
 
         One model (``members=[self]``): ``x``, ``y`` ``[steps·B, ·]`` as ``model_inputs`` gives
-        them, ``noise()`` the step's (``VariationalELBOLoss.step_noise``). K models of one
-        architecture and settings: ``x``, ``y`` ``[K, steps·B, ·]``, ``noise()`` the K
-        members' stacked; their μ and ρ are stacked for the gradients
-        (``VariationalELBOLoss.population_gradient_terms``: the K·N sampled networks, or the
-        K models' local draws, as one batch) and Adam steps each member's own tensors and state
-        (``StackedAdam``), so each member's numbers are those of its own steps. The noise is
-        drawn at each step (one draw for all steps is no faster — the sampler is the cost — and
-        allocates 144 MB per iteration for the locomotion model)."""
+        them, ``noise(n)`` the next ``n`` steps' draws ``[n, *step_noise(B).shape]``
+        (``VariationalELBOLoss.step_noise(B, steps=n)``). K models of one architecture and
+        settings: ``x``, ``y`` ``[K, steps·B, ·]``, ``noise(n)`` the K members' stacked, each
+        from the member's own stream; each member's numbers are those of its own steps, as its
+        single run takes them (tested)."""
         first = members[0]
         loss, steps, size = first.loss, first.updates_per_iteration, first.batch_size
-        networks = [member.loss.model.network for member in members]
         population = x.dim() == 3
-        stacked = StackedAdam([m.optimizer for m in members], [[n.mu, n.rho] for n in networks],
-                              stack=population)
-        mu, rho = stacked.parameters
-        step = (loss.population_gradient_terms if population
-                else partial(loss.gradient_terms_of, compile=first.compile))
-        x = x.view(*x.shape[:-2], steps, size, x.shape[-1]).movedim(-3, 0)
-        y = y.view(*y.shape[:-2], steps, size, y.shape[-1]).movedim(-3, 0)
-        # loss_nll, kl, entropy per step; member-major, so that each member's mean over the
-        # steps sums its own contiguous block, as a single model's does
-        terms = x.new_empty(*mu.shape[:-1], steps, 3)
-        for i in range(steps):
-            terms[..., i, :], mu.grad, rho.grad = step(mu, rho, x[i], y[i], noise())
-            stacked.step()
-        stacked.clear_gradients()
-        means = [member.mean(0).tolist() for member in terms.reshape(-1, steps, 3)]
+        if not population:
+            x, y = x[None], y[None]
+            single_noise = noise
+            noise = lambda n: single_noise(n)[None]  # noqa: E731
+        x = x.view(x.shape[0], steps, size, x.shape[-1])
+        y = y.view(y.shape[0], steps, size, y.shape[-1])
+        networks = [member.loss.model.network for member in members]
+        optimizers = [member.optimizer for member in members]
+        if first.steps_backend == "numba":
+            terms = CompiledELBOSteps(loss)(networks, optimizers, x, y, noise)
+        else:
+            terms = eager_elbo_steps(loss, networks, optimizers, x, y, noise, stack=population,
+                                     compile=first.steps_backend == "inductor")
+        means = terms.mean(1).tolist()
         return [{"loss_nll": nll, "loss_kl": loss.kl_weight * kl,
                  "elbo": -(nll + loss.kl_weight * kl), "kl": kl, "entropy": entropy}
                 for nll, kl, entropy in means]

@@ -253,10 +253,12 @@ class BayesianMLP(nn.Module):
         shape = self.mu.shape
         if num_samples is not None:
             shape = (check_num_samples(num_samples), *shape)
-        return self._standard_normal(shape, generator)
+        return self.standard_normal(shape, generator)
 
-    def _standard_normal(self, shape: tuple[int, ...], generator: torch.Generator | None
-                         ) -> Tensor:
+    def standard_normal(self, shape: tuple[int, ...], generator: torch.Generator | None = None
+                        ) -> Tensor:
+        """Standard normal draws of the model's dtype, made where ``generator`` lives and
+        moved to the model's device (a CPU generator gives a model on a GPU the CPU's numbers)."""
         device = self.mu.device if generator is None else generator.device
         noise = torch.randn(shape, device=device, dtype=self.mu.dtype, generator=generator)
         return noise.to(self.mu.device)
@@ -309,7 +311,7 @@ class BayesianMLP(nn.Module):
         ``[N, 1, Σ layer widths]`` with ``sampling="local_shared"`` (one draw for all rows)."""
         width = sum(n_out for _, n_out in self.layer_sizes)
         rows = 1 if self.sampling == "local_shared" else rows
-        return self._standard_normal((check_num_samples(num_samples), rows, width), generator)
+        return self.standard_normal((check_num_samples(num_samples), rows, width), generator)
 
     def outputs_from_noise(self, rows: Tensor, noise: Tensor) -> Tensor:
         """Local reparameterisation: per layer ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ``, with

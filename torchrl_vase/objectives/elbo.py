@@ -15,7 +15,7 @@ from tensordict.utils import NestedKey
 from torch import Tensor, nn
 from torchrl.objectives.common import LossModule
 
-from torchrl_vase._validation import check_non_negative, check_num_samples
+from torchrl_vase._validation import check_non_negative, check_num_samples, check_positive_int
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
 from torchrl_vase.modules.dynamics import DynamicsModel
 
@@ -303,14 +303,24 @@ class VariationalELBOLoss(LossModule):
             sigma_c=float(self.model.sigma_c), kl_weight=self.kl_weight, reduction=self.reduction,
             local=network.local_reparameterization)
 
-    def step_noise(self, rows: int, *, generator: torch.Generator | None = None) -> Tensor:
+    def step_noise_shape(self, rows: int) -> tuple[int, ...]:
+        """The shape of one step's noise on ``rows`` transitions (``step_noise``)."""
+        network = self.model.network
+        if not network.local_reparameterization:
+            return (self.num_samples, network.num_parameters)
+        width = sum(n_out for _, n_out in network.layer_sizes)
+        return (self.num_samples, 1 if network.sampling == "local_shared" else rows, width)
+
+    def step_noise(self, rows: int, *, steps: int | None = None,
+                   generator: torch.Generator | None = None) -> Tensor:
         """The standard normal noise of one ``gradient_terms`` step on ``rows`` transitions:
         the N weight samples' ``[N, |Θ|]``, or with the model's local ``sampling`` the
-        pre-activations' ``[N, rows, Σ layer widths]`` (``[N, 1, Σ layer widths]`` shared)."""
-        network = self.model.network
-        if network.local_reparameterization:
-            return network.sample_output_noise(self.num_samples, rows, generator=generator)
-        return network.sample_noise(self.num_samples, generator=generator)
+        pre-activations' ``[N, rows, Σ layer widths]`` (``[N, 1, Σ layer widths]`` shared);
+        with ``steps``, that many steps' in one draw, ``[steps, ...]``."""
+        shape = self.step_noise_shape(rows)
+        if steps is not None:
+            shape = (check_positive_int("steps", steps), *shape)
+        return self.model.network.standard_normal(shape, generator)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         x, y = self.model_inputs(tensordict)

@@ -24,13 +24,14 @@ class PopulationStep:
     """The members' ``OnPolicyStep``s on their batches: what a single run computes, member by
     member, with every random draw from the member's stream (``MemberStreams``).
 
-    The ELBO's 500 minibatch steps run for all members at once (``Exploration.elbo_steps`` over
-    stacked models: the K·N sampled networks as one batch of networks, bit for bit each member's
-    own steps; Adam on each member's own tensors and state, in one fused call); everything else
+    The ELBO's 500 minibatch steps run for all members in one call (``Exploration.elbo_steps``:
+    the compiled kernel steps each member's model in turn, or the eager path runs the K·N
+    sampled networks as one batch; each member's numbers are its own steps', bit for bit);
+    everything else
     runs member by member under the member's stream: the bonus, the pool, the diagnostics, the
     advantage (one call per member on the whole batch), TRPO's step and the critic fit, and
-    whatever has no batched form (RND's and VIME's training, PPO's epochs, a compiled ELBO
-    step). So member k's whole metric history is, value for value, the single
+    whatever has no batched form (RND's and VIME's training, PPO's epochs, an ELBO
+    step through torch.compile). So member k's whole metric history is, value for value, the single
     run's with seed ``streams.seeds[k]`` (tested).
 
     TRPO's step and the critic fit also exist for all members at once (``population_trpo_step``,
@@ -57,7 +58,9 @@ class PopulationStep:
             raise ValueError(f"{len(steps)} steps for {len(streams)} members.")
         self.steps, self.streams = list(steps), streams
         explorations = [step.exploration for step in self.steps]
-        self.batched_model = all(e is not None and e.uses_elbo_gradients() and not e.compile
+        self.batched_model = all(e is not None and e.uses_elbo_gradients()
+                                 and e.steps_backend in ("numba", "eager")
+                                 and e.steps_backend == explorations[0].steps_backend
                                  for e in explorations)
         self.batched_policy = batch_policy_update and all(
             isinstance(step.policy_update, TRPOUpdate) for step in self.steps)
@@ -115,8 +118,8 @@ class PopulationStep:
         y = torch.stack([y for _, y in inputs])
         rows = explorations[0].batch_size
 
-        def noise() -> torch.Tensor:  # each member's step draw, from its stream
-            return torch.stack([e.loss.step_noise(rows, generator=g) for e, g in
+        def noise(steps: int) -> torch.Tensor:  # each member's draws, from its stream
+            return torch.stack([e.loss.step_noise(rows, steps=steps, generator=g) for e, g in
                                 zip(explorations, self.streams.generators, strict=True)])
 
         trained = Exploration.elbo_steps(x, y, noise, explorations)

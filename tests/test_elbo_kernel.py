@@ -1,0 +1,203 @@
+"""The compiled ELBO steps (``CompiledELBOSteps``, ``objectives/elbo_kernel.py``) against the
+eager reference (``eager_elbo_steps``): the same steps on the same minibatches and noise."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numba
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from torchrl_vase import DynamicsModel, Exploration, VariationalELBOLoss, VASERewardTransform
+from torchrl_vase.objectives import elbo_kernel
+from torchrl_vase.objectives.elbo_steps import (
+    CompiledELBOSteps,
+    compiled_steps_unavailable,
+    eager_elbo_steps,
+)
+
+SAMPLINGS = ("weights", "local", "local_shared")
+
+
+def _loss(sampling: str, activation: type[nn.Module], cells: list[int], dtype: torch.dtype,
+          *, seed: int = 0, kl_weight: float = 0.2) -> VariationalELBOLoss:
+    torch.manual_seed(seed)
+    model = DynamicsModel.build(3, 2, cells, activation, sigma_c=0.5, sampling=sampling,
+                                standardize=False).to(dtype)
+    with torch.no_grad():
+        # σ off the prior's: at σ = σ_m the KL's ∂/∂σ is 0 up to rounding, and Adam would turn
+        # two roundings of 0 into steps of ±lr
+        model.network.rho.add_(torch.linspace(-0.6, -0.2, model.network.rho.numel(),
+                                              dtype=dtype))
+    return VariationalELBOLoss(model, num_samples=4, kl_weight=kl_weight)
+
+
+def _data(steps: int, dtype: torch.dtype, *, rows: int = 6, seed: int = 1):
+    """Minibatches of a smooth map, ``[1, steps, rows, ·]``."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(1, steps, rows, 5, dtype=dtype, generator=generator)
+    weight = torch.randn(5, 3, dtype=dtype, generator=generator) / math.sqrt(5)
+    return x, torch.tanh(x @ weight)
+
+
+def _noise_stream(noise: torch.Tensor):
+    taken = 0
+
+    def draw(steps: int) -> torch.Tensor:
+        nonlocal taken
+        taken += steps
+        return noise[:, taken - steps:taken]
+
+    return draw
+
+
+def _both(loss: VariationalELBOLoss, steps: int, x, y, noise):
+    """The compiled and the eager steps from the same start: (terms, network, optimizer) each."""
+    out = []
+    for path in ("compiled", "eager"):
+        twin = copy.deepcopy(loss)
+        network = twin.model.network
+        optimizer = torch.optim.Adam(network.parameters(), lr=1e-3, fused=True)
+        if path == "compiled":
+            terms = CompiledELBOSteps(twin)([network], [optimizer], x, y, _noise_stream(noise))
+        else:
+            terms = eager_elbo_steps(twin, [network], [optimizer], x, y, _noise_stream(noise),
+                                     stack=False)
+        out.append((terms, network, optimizer))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("cells", [[8], [8, 6]])
+@pytest.mark.parametrize("activation", [nn.ReLU, nn.Tanh])
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_one_compiled_step_is_the_eager_step(sampling, activation, cells, dtype):
+    loss = _loss(sampling, activation, cells, dtype)
+    x, y = _data(1, dtype)
+    noise = loss.step_noise(6, steps=1)[None]
+    (terms, network, optimizer), (ref_terms, ref_network, ref_optimizer) = _both(
+        loss, 1, x, y, noise)
+    tolerance = ({"rtol": 1e-10, "atol": 1e-12} if dtype == torch.float64
+                 else {"rtol": 2e-5, "atol": 1e-7})
+    torch.testing.assert_close(terms, ref_terms, **tolerance)
+    for ours, theirs in ((network.mu, ref_network.mu), (network.rho, ref_network.rho)):
+        assert ours.dtype == dtype
+        assert not torch.equal(ours, loss.model.network.mu)  # it stepped
+        torch.testing.assert_close(ours, theirs, **tolerance)
+        state, ref_state = optimizer.state[ours], ref_optimizer.state[theirs]
+        assert float(state["step"]) == float(ref_state["step"]) == 1
+        for key in ("exp_avg", "exp_avg_sq"):
+            scale = ref_state[key].abs().max()
+            torch.testing.assert_close(state[key] / scale, ref_state[key] / scale, **tolerance)
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_500_compiled_steps_track_500_eager_steps(sampling):
+    """tanh in float32 (a ReLU's kink turns a rounding into a different gradient when a
+    pre-activation sits at 0, so two ReLU trajectories part by more than rounding: float64)."""
+    for activation, dtype, bound in ((nn.Tanh, torch.float32, 1e-4),
+                                     (nn.ReLU, torch.float64, 1e-9)):
+        loss = _loss(sampling, activation, [8, 6], dtype)
+        x, y = _data(500, dtype)
+        noise = loss.step_noise(6, steps=500)[None]
+        (terms, network, _), (ref_terms, ref_network, _) = _both(loss, 500, x, y, noise)
+        for ours, theirs in ((network.mu, ref_network.mu), (network.rho, ref_network.rho)):
+            error = ((ours - theirs).abs().max() / theirs.abs().max()).item()
+            assert error <= bound, (activation, error)
+        assert (network.mu - loss.model.network.mu).abs().max() > 0.1  # it went somewhere
+        torch.testing.assert_close(terms[0, -1], ref_terms[0, -1], rtol=1e-3, atol=0)
+
+
+def test_the_elbo_falls_as_fast_on_both_paths():
+    loss = _loss("local_shared", nn.ReLU, [16, 16], torch.float32, kl_weight=1e-3)
+    x, y = _data(500, torch.float32, rows=10)
+    noise = loss.step_noise(10, steps=500)[None]
+    (terms, *_), (ref_terms, *_) = _both(loss, 500, x, y, noise)
+    first, last = ref_terms[0, :25, 0].mean(), ref_terms[0, -25:, 0].mean()
+    assert last < 0.7 * first  # the model learns the map
+    assert terms[0, -25:, 0].mean().item() == pytest.approx(last.item(), rel=0.02)
+
+
+def test_weight_sampling_draws_its_noise_in_blocks():
+    """Weight sampling's N × |Θ| a step is drawn a block of steps at a time (a stream asked for
+    every step at once would allocate 144 MB an iteration for the locomotion model)."""
+    loss = _loss("weights", nn.ReLU, [64, 64], torch.float64)
+    per_step = math.prod(loss.step_noise_shape(6))
+    asked = []
+    x, y = _data(500, torch.float64)
+    noise = loss.step_noise(6, steps=500)[None]
+    stream = _noise_stream(noise)
+    network = loss.model.network
+    optimizer = torch.optim.Adam(network.parameters(), lr=1e-3)
+    CompiledELBOSteps(loss)([network], [optimizer], x, y,
+                            lambda n: asked.append(n) or stream(n))
+    assert sum(asked) == 500 and len(asked) > 1
+    assert max(asked) * per_step <= 2**22
+
+
+def test_the_vector_math_is_accurate_to_a_few_ulp():
+    @numba.njit
+    def evaluate(x, t, positive, exp, log1p, log, tanh, work):
+        for i in range(x.shape[0]):
+            exp[i] = elbo_kernel.exp_non_positive(-abs(x[i]), elbo_kernel.POW2)
+            log1p[i] = elbo_kernel.log1p_unit(t[i], elbo_kernel.POW2)
+            tanh[i] = elbo_kernel.fast_tanh(x[i], elbo_kernel.POW2)
+        elbo_kernel.log_parts(positive, work[0], work[1])
+        for i in range(x.shape[0]):
+            log[i] = elbo_kernel.log_from_parts(work[0, i], work[1, i])
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(50_000) * 8).astype(np.float32)
+    t = rng.random(50_000).astype(np.float32) ** 4
+    positive = np.exp(rng.standard_normal(50_000) * 10).astype(np.float32)
+    outs = [np.empty_like(x) for _ in range(4)]
+    evaluate(x, t, positive, *outs, np.empty((2, x.size), np.float32))
+    exp, log1p, log, tanh = (out.astype(np.float64) for out in outs)
+    ulp = float(np.finfo(np.float32).eps)
+    wide = x.astype(np.float64)
+
+    def relative(ours, exact):
+        return np.max(np.abs(ours - exact) / np.abs(exact)) / ulp
+
+    assert relative(exp, np.exp(np.maximum(-np.abs(wide), -87.3))) < 3
+    assert relative(log1p, np.log1p(t.astype(np.float64))) < 4
+    exact_log = np.log(positive.astype(np.float64))
+    assert np.max(np.abs(log - exact_log) / np.maximum(np.abs(exact_log), 1)) / ulp < 3
+    assert relative(tanh[wide != 0], np.tanh(wide[wide != 0])) < 4
+    nan = np.full(1, np.nan, np.float32)
+    evaluate(nan, nan, nan, *(np.empty(1, np.float32) for _ in range(4)),
+             np.empty((2, 1), np.float32))  # a diverged model reads the table in bounds
+
+
+def test_where_the_kernel_cannot_run_it_says_why():
+    loss = _loss("weights", nn.ReLU, [8], torch.float32)
+    network = loss.model.network
+    assert compiled_steps_unavailable(loss, torch.optim.Adam(network.parameters())) is None
+    sgd = torch.optim.SGD(network.parameters(), lr=0.1)
+    assert "Adam" in compiled_steps_unavailable(loss, sgd)
+    decayed = torch.optim.Adam(network.parameters(), weight_decay=0.1)
+    assert "weight decay" in compiled_steps_unavailable(loss, decayed)
+    monte_carlo = VariationalELBOLoss(loss.model, kl_estimator="monte_carlo")
+    assert "analytic" in compiled_steps_unavailable(monte_carlo,
+                                                    torch.optim.Adam(network.parameters()))
+    half = VariationalELBOLoss(copy.deepcopy(loss.model).to(torch.bfloat16))
+    assert "float32 and float64" in compiled_steps_unavailable(
+        half, torch.optim.Adam(half.model.network.parameters()))
+
+
+def test_an_exploration_picks_the_kernel_or_refuses_it_at_construction():
+    bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=0.1)
+    assert Exploration(bonus).steps_backend == "numba"  # auto
+    assert Exploration(bonus, backend="eager").steps_backend == "eager"
+    loss = bonus.make_loss()
+    sgd = torch.optim.SGD(loss.parameters(), lr=0.1)
+    assert Exploration(bonus, loss, optimizer=sgd).steps_backend == "eager"  # auto falls back
+    with pytest.raises(ValueError, match=r"backend='numba' cannot train this model: it "
+                                         r"implements plain torch\.optim\.Adam"):
+        Exploration(bonus, loss, optimizer=sgd, backend="numba")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        Exploration(bonus, backend="fast")
