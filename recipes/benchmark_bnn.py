@@ -9,14 +9,17 @@ Prints, for hidden [32] (classic tasks, 4-dim obs + 1-dim action like CartpoleSw
 * ELBO optimisation steps per second (forward, backward, Adam) for minibatches of 10 and 256;
 * one iteration of the model's training as ``Exploration`` does it (500 minibatches of 10 drawn from
   a pool), with autograd and ``torch.optim.Adam`` (not fused) per minibatch (the way the recipe
-  trained it before) against the ELBO's hand-written gradients and fused Adam update, eager and
-  compiled
-  (``Exploration(..., compile=True)``, compiled before the timing), timed in turns;
+  trained it before) against the ELBO's hand-written gradients and fused Adam update, eager, each
+  step through ``torch.compile`` (``backend="inductor"``, compiled before the timing) and all
+  steps in one numba call (``backend="numba"``, the default), timed in turns;
 * weight sampling against the local samplings (``sampling="local"``, per row, and
   ``"local_shared"``, the authors' layer): the training iteration (hand-written gradients), the
-  bonus of a batch, and the two values they estimate (the difference in standard errors).
+  bonus of a batch, and the two values they estimate (the difference in standard errors);
+* one ELBO step of the recipe's models on MountainCar, HalfCheetah and Ant, per sampling: eager,
+  compiled (one model; ten at once, per model) and the compiled step's GFLOP/s beside a 1024²
+  matrix product's (``--steps-only`` prints this table alone).
 
-    python recipes/benchmark_bnn.py [--threads 2]
+    python recipes/benchmark_bnn.py [--threads 2] [--steps-only]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import functools
 import statistics
 import time
 
+import numpy as np
 import torch
 from tensordict import TensorDict
 from torch import nn
@@ -34,11 +38,13 @@ from torch import nn
 from torchrl_vase import (
     SAMPLINGS,
     BayesianMLP,
+    CompiledELBOSteps,
     DynamicsModel,
     Exploration,
     VariationalELBOLoss,
     VASERewardTransform,
 )
+from torchrl_vase.objectives import eager_elbo_steps
 
 CONFIGS = {
     "[32] ReLU, obs 4 + act 1": (4, 1, [32], nn.ReLU),
@@ -80,11 +86,16 @@ def main() -> None:
                         help="transitions in the pool of the statistics' timing")
     parser.add_argument("--value-draws", type=int, default=200,
                         help="draws of the values compared under local reparameterisation")
+    parser.add_argument("--steps-only", action="store_true",
+                        help="only the table of one ELBO step (eager, compiled, GFLOP/s)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     n = args.num_samples
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
+    if args.steps_only:
+        elbo_steps_table(args)
+        return
 
     print(f"Forward with N = {n} weight samples")
     print(f"{'model':<32} {'batch':>6} {'batched ms':>11} {'looped ms':>10} {'looped/batched':>15}")
@@ -128,8 +139,8 @@ def main() -> None:
 
     print(f"\nOne iteration of the model's training: {args.updates} minibatches of 10 from a pool "
           f"(median of {args.rounds} turns)")
-    print(f"{'model':<32} {'autograd':>9} {'hand-written':>13} {'compiled':>9} "
-          f"{'speed-ups':>14}")
+    print(f"{'model':<32} {'autograd':>9} {'hand-written':>13} {'inductor':>9} "
+          f"{'numba':>8} {'speed-ups over autograd':>25}")
     for name, (obs_dim, act_dim, cells, act_cls) in CONFIGS.items():
         torch.manual_seed(0)
         bonus = VASERewardTransform(DynamicsModel.build(obs_dim, act_dim, cells, act_cls))
@@ -143,25 +154,30 @@ def main() -> None:
         before.optimizer = torch.optim.Adam(
             [p for p in before.loss.parameters() if p.requires_grad], lr=1e-3
         )
-        compiled = copy.deepcopy(exploration)
-        compiled.compile = True
-        compiled._elbo_steps(sample)  # compiles
+        eager = copy.deepcopy(exploration)
+        eager.steps_backend = "eager"
+        inductor = copy.deepcopy(exploration)
+        inductor.steps_backend = "inductor"
+        inductor._elbo_steps(sample)  # compiles
+        exploration._elbo_steps(sample)  # the kernel compiles or loads from numba's cache
         paths = {"autograd": functools.partial(before._loss_steps, sample),
-                 "hand-written": functools.partial(exploration._elbo_steps, sample),
-                 "compiled": functools.partial(compiled._elbo_steps, sample)}
+                 "hand-written": functools.partial(eager._elbo_steps, sample),
+                 "inductor": functools.partial(inductor._elbo_steps, sample),
+                 "numba": functools.partial(exploration._elbo_steps, sample)}
         times = {path: [] for path in paths}
         for _ in range(args.rounds):
             for path, run in paths.items():
                 start = time.perf_counter()
                 run()
                 times[path].append(time.perf_counter() - start)
-        slow, fast, fastest = (statistics.median(times[path]) for path in paths)
-        print(f"{name:<32} {slow * 1e3:>6.0f} ms {fast * 1e3:>10.0f} ms {fastest * 1e3:>6.0f} ms "
-              f"{slow / fast:>6.2f}x {slow / fastest:>6.2f}x")
+        slow, fast, inductor_ms, kernel = (statistics.median(times[path]) for path in paths)
+        print(f"{name:<32} {slow * 1e3:>6.0f} ms {fast * 1e3:>10.0f} ms "
+              f"{inductor_ms * 1e3:>6.0f} ms {kernel * 1e3:>5.0f} ms "
+              f"{slow / fast:>7.1f}x {slow / inductor_ms:>7.1f}x {slow / kernel:>7.1f}x")
 
     samplings(args)
-    population_steps(args)
     pool_statistics(args)
+    elbo_steps_table(args)
 
 
 def pool_statistics(args) -> None:
@@ -193,39 +209,96 @@ TASK_MODELS = {
 }
 
 
-def population_steps(args) -> None:
-    """One ELBO step (hand-written gradients, minibatch 10) of one model and of ten models at
-    once (``population_gradient_terms``, a population's), per sampling; the noise drawn inside
-    the timing, as training draws it."""
-    members = 10
-    print(f"\nOne ELBO step, one model against {members} at once (N = {args.num_samples}, "
-          f"minibatch 10, the recipe's models)")
-    print(f"{'model':<38} {'sampling':<13} {'one model':>10} {f'{members} models':>10} "
-          f"{'ten alone / together':>21}")
+def elbo_steps_table(args) -> None:
+    """One ELBO step (minibatch 10, N samples, gradients and Adam) of the recipe's models, per
+    sampling: the eager path (``eager_elbo_steps``, a few dozen torch calls a step), the
+    compiled kernel (``CompiledELBOSteps``, an iteration's steps in one call) for one model and
+    for ten at once (a population's), each timed on whole iterations of ``--updates`` steps
+    with their noise drawn as training draws it; and the kernel's arithmetic rate (its matrix
+    products' FLOPs a second) beside a large matrix product's on the same threads."""
+    members, steps = 10, args.updates
+    print(f"\nOne ELBO step (N = {args.num_samples}, minibatch 10, gradients and Adam), timed "
+          f"on iterations of {steps} steps (median of {args.rounds} turns)")
+    print(f"{'model':<38} {'sampling':<13} {'eager':>8} {'compiled':>9} {'speed-up':>9} "
+          f"{f'{members} at once, a model':>22} {'GFLOP/s':>8}")
     for name, (obs_dim, act_dim, cells) in TASK_MODELS.items():
         for sampling in SAMPLINGS:
             losses = [VariationalELBOLoss(DynamicsModel.build(obs_dim, act_dim, cells,
                                                               sampling=sampling),
                                           num_samples=args.num_samples, kl_weight=0.2)
                       for _ in range(members)]
-            single, together = _step_seconds(losses, obs_dim, act_dim, args.min_run_time)
-            print(f"{name:<38} {sampling:<13} {single * 1e6:>7.0f} µs {together * 1e6:>7.0f} µs "
-                  f"{members * single / together:>20.2f}x")
+            x = torch.randn(members, steps, 10, obs_dim + act_dim)
+            y = torch.randn(members, steps, 10, obs_dim)
+            paths = {
+                "eager": _steps_call(losses[:1], x[:1], y[:1], compiled=False),
+                "compiled": _steps_call(losses[:1], x[:1], y[:1], compiled=True),
+                "together": _steps_call(losses, x, y, compiled=True),
+            }
+            for run in paths.values():
+                run()  # compiles (or loads the kernel from numba's cache)
+            times = {path: [] for path in paths}
+            for _ in range(args.rounds):
+                for path, run in paths.items():
+                    start = time.perf_counter()
+                    run()
+                    times[path].append(time.perf_counter() - start)
+            eager, compiled, together = (statistics.median(times[path]) / steps
+                                         for path in paths)
+            together /= members
+            flops = step_flops(losses[0].model.network.layer_sizes, args.num_samples, 10,
+                               sampling)
+            print(f"{name:<38} {sampling:<13} {eager * 1e6:>5.0f} µs {compiled * 1e6:>6.0f} µs "
+                  f"{eager / compiled:>8.1f}x {together * 1e6:>19.0f} µs "
+                  f"{flops / compiled / 1e9:>8.1f}")
+    size = 1024
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    big = seconds(lambda: torch.mm(a, b), args.min_run_time)
+    a_np, b_np = a.numpy(), b.numpy()
+    big_np = seconds(lambda: np.dot(a_np, b_np), args.min_run_time)
+    print(f"A {size}x{size} matrix product on the same threads: torch {2 * size**3 / big / 1e9:.0f}"
+          f" GFLOP/s, numpy (the kernel's BLAS) {2 * size**3 / big_np / 1e9:.0f} GFLOP/s")
 
 
-def _step_seconds(losses: list[VariationalELBOLoss], obs_dim: int, act_dim: int,
-                  min_run_time: float) -> tuple[float, float]:
-    """Seconds of one model's step and of all the models' step together."""
-    members = len(losses)
-    x, y = torch.randn(members, 10, obs_dim + act_dim), torch.randn(members, 10, obs_dim)
-    mu = torch.stack([loss.model.network.mu.detach() for loss in losses])
-    rho = torch.stack([loss.model.network.rho.detach() for loss in losses])
-    one = losses[0]
-    single = seconds(lambda: one.gradient_terms_of(mu[0], rho[0], x[0], y[0], one.step_noise(10)),
-                     min_run_time)
-    together = seconds(lambda: one.population_gradient_terms(
-        mu, rho, x, y, torch.stack([loss.step_noise(10) for loss in losses])), min_run_time)
-    return single, together
+def step_flops(layer_sizes: list[tuple[int, int]], num_samples: int, rows: int,
+               sampling: str) -> float:
+    """The matrix products' FLOPs of one ELBO step (forward and backward; the elementwise work
+    uncounted). Local sampling: the means' and variances' products, the first layer's once per
+    row (its input is every draw's), the others' on the N·B rows; weight sampling: N networks
+    on B rows."""
+    total = 0
+    for i, (n_in, n_out) in enumerate(layer_sizes):
+        product = 2 * n_in * n_out
+        if sampling == "weights":
+            total += num_samples * rows * product * (3 if i else 2)
+        else:
+            layer_rows = rows if i == 0 else num_samples * rows
+            total += 2 * layer_rows * product * (3 if i else 2)
+    return float(total)
+
+
+def _steps_call(losses: list[VariationalELBOLoss], x: torch.Tensor, y: torch.Tensor, *,
+                compiled: bool):
+    """A call running one iteration of the models' ELBO steps, from a fresh copy of their
+    parameters and optimisers each time (the noise drawn inside, as training draws it)."""
+    networks = [loss.model.network for loss in losses]
+    start = [copy.deepcopy(network.state_dict()) for network in networks]
+
+    def run() -> None:
+        optimizers = []
+        for network, state in zip(networks, start, strict=True):
+            network.load_state_dict(state)
+            optimizers.append(torch.optim.Adam(network.parameters(), lr=1e-3, fused=True))
+
+        def noise(n: int) -> torch.Tensor:
+            return torch.stack([loss.step_noise(10, steps=n) for loss in losses])
+
+        if compiled:
+            CompiledELBOSteps(losses[0])(networks, optimizers, x, y, noise)
+        else:
+            eager_elbo_steps(losses[0], networks, optimizers, x, y, noise,
+                             stack=len(losses) > 1)
+
+    return run
 
 
 def samplings(args) -> None:

@@ -16,6 +16,8 @@ measures x 6 tasks at the authors' iterations, as core-hours, every measure cost
     python recipes/benchmark_population.py --grid                   # also the six tasks' estimate
     python recipes/benchmark_population.py --grid --grid-measures none vase nll vime rnd
     python recipes/benchmark_population.py --overrides num_envs=2 env.frames_per_batch=500
+    python recipes/benchmark_population.py --vs-trpo --iterations 8 --rounds 3 \
+        --tasks mountain_car half_cheetah ant                    # VASE over TRPO, single runs
 """
 
 from __future__ import annotations
@@ -84,16 +86,39 @@ def seeded_build(cfg, seed: int, spaces, **kwargs):
     return member, trpo_vase.build(member, *spaces, **kwargs)
 
 
-def single_seconds(cfg, seed: int) -> tuple[float, int]:
-    """One single run: the seconds of its iterations 1.. and their frames."""
+def single_fps(cfg, seed: int) -> list[float]:
+    """One single run: the frames per second of each of its iterations."""
     spaces = schema.check_env(cfg)
     member, (collector, step, state) = seeded_build(cfg, seed, spaces)
     recorder = Recorder()
     OnPolicyLoop(collector, step, iterations=cfg.iterations, seed=seed, state=state,
                  logger=recorder, reseed_collector=member.collection == "rllab", threads=1,
                  progress=False).run()
+    return recorder.fps
+
+
+def single_seconds(cfg, seed: int) -> tuple[float, int]:
+    """One single run: the seconds of its iterations 1.. and their frames."""
+    fps = single_fps(cfg, seed)
     frames = cfg.env.frames_per_batch
-    return sum(frames / fps for fps in recorder.fps[1:]), frames * (len(recorder.fps) - 1)
+    return sum(frames / f for f in fps[1:]), frames * (len(fps) - 1)
+
+
+def vase_over_trpo(task: str, iterations: int, rounds: int) -> None:
+    """A single VASE run's iteration time over plain TRPO's (``surprise=none``), seed 0, the two
+    runs alternating ``rounds`` times: the median frames/s of iterations 2.. of each run (from
+    iteration 1 on an iteration adds the bonus; 2.. leaves the first of those out too)."""
+    vase, plain = config(task, "vase", iterations), config(task, "none", iterations)
+    ratios = []
+    for _ in range(rounds):
+        plain_fps = statistics.median(single_fps(plain, 0)[2:])
+        vase_fps = statistics.median(single_fps(vase, 0)[2:])
+        ratios.append(plain_fps / vase_fps)
+        print(f"  {task}: plain TRPO {plain_fps:,.0f} frames/s, VASE {vase_fps:,.0f} frames/s: "
+              f"a VASE iteration {ratios[-1]:.2f}x plain TRPO's", flush=True)
+    print(f"{task}: a single VASE iteration {statistics.median(ratios):.2f}x plain TRPO's "
+          f"(median of {rounds} interleaved rounds; each {', '.join(f'{r:.2f}x' for r in ratios)})",
+          flush=True)
 
 
 def population_seconds(cfg, seeds: list[int]) -> tuple[float, int]:
@@ -177,12 +202,16 @@ def main() -> None:
     parser.add_argument("--grid-measures", nargs="+", default=["vase"],
                         choices=["none", "vase", "nll", "vime", "rnd"],
                         help="the measures timed for the grid (default: VASE, for all five)")
+    parser.add_argument("--vs-trpo", action="store_true",
+                        help="only a single VASE run's iteration time over plain TRPO's, per "
+                        "task, interleaved (--iterations 8: the median of iterations 2-7)")
     parser.add_argument("--overrides", nargs="*", default=[],
                         help="Hydra overrides of every run, e.g. env.frames_per_batch=500")
     args = parser.parse_args()
     OVERRIDES[:] = args.overrides
-    if args.iterations < 2:
-        parser.error("--iterations must be >= 2 (the first is not timed).")
+    if args.iterations < (3 if args.vs_trpo else 2):
+        parser.error("--iterations must be >= 2 (the first is not timed; with --vs-trpo >= 3, "
+                     "the first two are not).")
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     torch.set_num_threads(1)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
@@ -193,6 +222,12 @@ def main() -> None:
           f"{args.iterations} iterations per run, {args.rounds} rounds"
           + (f", overrides {' '.join(args.overrides)}" if args.overrides else ""), flush=True)
     started = time.perf_counter()
+    if args.vs_trpo:
+        for task in args.tasks:
+            vase_over_trpo(task, args.iterations, args.rounds)
+        load = Path("/proc/loadavg").read_text().split()[:3]
+        print(f"done in {time.perf_counter() - started:.0f} s, load average {' '.join(load)}")
+        return
     measured = {(task, "vase"): compare(task, args.members, args.iterations, args.rounds)
                 for task in args.tasks}
     if args.grid:

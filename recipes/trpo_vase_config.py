@@ -257,6 +257,10 @@ def typed_config(cfg: DictConfig) -> DictConfig:
     typed = _merge(Main, OmegaConf.masked_copy(
         resolved, [key for key in resolved if key not in GROUPS]), "")
     env = _merge(Env, resolved.env, "env.")
+    if OmegaConf.select(resolved, "surprise.elbo.compile", default=None) is not None:
+        raise ValueError("surprise.elbo.compile is gone: surprise.elbo.backend=inductor compiles "
+                         "each step with torch.compile; the default, auto, runs an iteration's "
+                         "steps in one compiled call (docs/guides/recipe.md).")
     surprise = _merge(_choice(resolved.surprise, "name", SURPRISES, "surprise"),
                       resolved.surprise, "surprise.")
     advantage = _merge(_choice(resolved.advantage, "structure", ADVANTAGES, "advantage"),

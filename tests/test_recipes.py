@@ -65,12 +65,14 @@ def test_benchmark_bnn_prints_its_tables(run_script):
     out = run_script("recipes/benchmark_bnn.py", "--batch", "64", "--min-run-time", "0.02",
                      "--updates", "20", "--rounds", "1", "--value-draws", "3", "--pool", "20000")
     assert "looped/batched" in out and "ELBO steps per second" in out
-    assert "hand-written" in out and "compiled" in out
-    # two forwards; two training iterations, each eager and compiled against autograd; the two
-    # local samplings against weight sampling: training and bonus for each model; one ELBO step
-    # alone and ten together, three task models by three samplings
-    assert len(re.findall(r"\d+\.\d+x", out)) == 23 and "The BNN's sampling" in out
-    assert len(re.findall(r"^Ant .* local_shared +\d+ µs +\d+ µs", out, flags=re.MULTILINE)) == 1
+    assert "hand-written" in out and "inductor" in out and "numba" in out
+    # two forwards; two training iterations, each eager, inductor and numba against autograd; the
+    # two local samplings against weight sampling: training and bonus for each model; one ELBO
+    # step eager against compiled, three task models by three samplings
+    assert len(re.findall(r"\d+\.\d+x", out)) == 25 and "The BNN's sampling" in out
+    assert len(re.findall(r"^Ant .* local_shared +\d+ µs +\d+ µs +[\d.]+x +\d+ µs +[\d.]+$", out,
+                          flags=re.MULTILINE)) == 1
+    assert re.search(r"matrix product on the same threads: torch \d+ GFLOP/s", out)
     assert re.search(r"^Ant .* +\d+ ms +[\d.]+ ms$", out, flags=re.MULTILINE)
     assert len(re.findall(r"^\S.* local_shared +\d+ → ", out, flags=re.MULTILINE)) == 2
 

@@ -568,26 +568,49 @@ def test_video_of_an_env_without_rendering_fails_before_any_run_exists(store):
     assert _all_runs(store[0]) == before
 
 
-@pytest.mark.parametrize(("overrides", "identity"), [
-    (["surprise.sampling=weights"], "9e17d44f21c0"),
-    (["env=half_cheetah", "surprise=nll", "seed=3", "surprise.sampling=weights"],
-     "62428298c3ef"),
-    (["preset=authors_trpo"], "3366375a9e7b"),
-])
+@pytest.mark.parametrize(("overrides", "identity"), [(["preset=authors_trpo"], "3366375a9e7b")])
 def test_the_run_identity_of_configs_from_before_ppo_is_unchanged(overrides, identity):
-    # the identities the recipe gave these configs at 0b17d37, before `algorithm`, `ppo` and
-    # `surprise.sampling` existed (weight sampling was the BNN's only way then): resume=true
-    # still finds those runs
+    # the identities the recipe gave these configs at 0b17d37, before `algorithm` and `ppo`
+    # existed: resume=true still finds those runs (plain TRPO: no BNN, whose numbers changed)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = schema.typed_config(compose("trpo_vase", overrides=overrides))
     config = OmegaConf.to_container(cfg, resolve=True)
-    assert config_identity(config, schema.identity_ignores(cfg)) == identity
-    for change in ({"algorithm": "ppo"}, {"surprise": {"sampling": "local_shared"}}):
-        if change.get("surprise") and cfg.surprise.name == "none":
-            continue
-        changed = schema.typed_config(OmegaConf.merge(cfg, change))
-        assert config_identity(OmegaConf.to_container(changed, resolve=True),
-                               schema.identity_ignores(changed)) != identity, change
+    ours = config_identity(config, schema.identity_ignores(cfg))
+    assert ours == identity
+    changed = schema.typed_config(OmegaConf.merge(cfg, {"algorithm": "ppo"}))
+    assert config_identity(OmegaConf.to_container(changed, resolve=True),
+                           schema.identity_ignores(changed)) != ours
+
+
+@pytest.mark.parametrize(("overrides", "before"), [
+    (["surprise.sampling=weights"], "9e17d44f21c0"),
+    (["env=half_cheetah", "surprise=nll", "seed=3", "surprise.sampling=weights"],
+     "62428298c3ef"),
+])
+def test_bnn_runs_changed_identity_with_the_compiled_elbo_steps(overrides, before):
+    # every BNN run's numbers changed with surprise.elbo.backend (the noise drawn an iteration at
+    # a time, the kernel's rounding): its identity changed with them, by that key alone, so
+    # resume=true starts a new run and resume=<old checkpoint> names the key
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = schema.typed_config(compose("trpo_vase", overrides=overrides))
+    assert cfg.surprise.elbo.backend == "auto"
+    config = OmegaConf.to_container(cfg, resolve=True)
+    ignores = schema.identity_ignores(cfg)
+    assert config_identity(config, ignores) != before
+    del config["surprise"]["elbo"]["backend"]
+    config["surprise"]["elbo"]["compile"] = False  # the key the configs had before
+    assert config_identity(config, ignores) == before
+    eager = schema.typed_config(OmegaConf.merge(cfg, {"surprise": {"elbo": {"backend": "eager"}}}))
+    assert config_identity(OmegaConf.to_container(eager, resolve=True), ignores) != before
+
+
+def test_an_unknown_elbo_backend_or_the_old_compile_key_fails_before_any_run():
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        with pytest.raises(ValueError, match=r"surprise.elbo.backend must be one of"):
+            schema.typed_config(compose("trpo_vase", overrides=["surprise.elbo.backend=fast"]))
+        with pytest.raises(ValueError, match=r"surprise.elbo.compile is gone: "
+                                             r"surprise.elbo.backend=inductor"):
+            schema.typed_config(compose("trpo_vase", overrides=["+surprise.elbo.compile=true"]))
 
 
 def test_ppo_runs_through_the_same_loop_and_resumes_exactly(store, monkeypatch):

@@ -309,10 +309,20 @@ def _local_data_term(mu, variance, x, y, xi, sizes, relu, grad_mean, grad_var, c
     Per layer ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ``, ``ξ`` ``[N, B or 1, Σ widths]``; the
     first layer's input ``x`` ``[B, in]`` is every draw's, so its mean and std are computed once
     per row and its gradients summed over the draws (``elbo._population_local_data_term``)."""
+    output, inputs, squares, stds = _local_forward(mu, variance, x, xi, sizes, relu, consts)
+    loss, grad_z = _nll_gradient(output, y, xi.shape[0], x.shape[0], consts)
+    _local_backward(mu, variance, xi, sizes, relu, grad_z, inputs, squares, stds, grad_mean,
+                    grad_var, consts)
+    return loss
+
+
+@numba.njit(**_JIT)
+def _local_forward(mu, variance, x, xi, sizes, relu, consts):
+    """The forward pass: the output ``[N·B, out]`` and each layer's input, its square and its
+    pre-activations' std (the first layer's per row of ``x``, the others' per row and draw)."""
     num_samples, batch = xi.shape[0], x.shape[0]
     shared = xi.shape[1] == 1
     layers = sizes.shape[0]
-    two = consts[TWO]
     h = x.copy()  # C-contiguous, as every later layer's input
     inputs = [h]
     squares = [h]
@@ -351,7 +361,22 @@ def _local_data_term(mu, variance, x, y, xi, sizes, relu, grad_mean, grad_var, c
         if i < layers - 1:
             _activate(z, relu, consts)
         h = z
-    loss, grad_z = _nll_gradient(h, y, num_samples, batch, consts)
+    return h, inputs, squares, stds
+
+
+@numba.njit(**_JIT)
+def _local_backward(mu, variance, xi, sizes, relu, grad_z, inputs, squares, stds, grad_mean,
+                    grad_var, consts):
+    """The backward pass from ``grad_z``, ∂loss/∂output: ``∂z/∂M = h``, ``∂z/∂S = h² ξ /
+    (2 std)``, ``∂z/∂h = M + h S ξ / std``, layer by layer, into the gradient buffers."""
+    num_samples, batch = xi.shape[0], inputs[0].shape[0]
+    shared = xi.shape[1] == 1
+    layers = sizes.shape[0]
+    two = consts[TWO]
+    offset, width_offset = 0, 0
+    for i in range(layers):
+        offset += (sizes[i, 0] + 1) * sizes[i, 1]
+        width_offset += sizes[i, 1]
     for i in range(layers - 1, -1, -1):
         n_in, n_out = sizes[i, 0], sizes[i, 1]
         weights = n_out * n_in
@@ -397,7 +422,6 @@ def _local_data_term(mu, variance, x, y, xi, sizes, relu, grad_mean, grad_var, c
                     g[j] += two * hr[j] * v[j]
             _backward_hidden(grad_h, h_in, relu, consts)
             grad_z = grad_h
-    return loss
 
 
 @numba.njit(**_JIT)

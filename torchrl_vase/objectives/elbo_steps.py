@@ -8,17 +8,16 @@ from its pool (the authors: 500 of 10) and a population trains its members' mode
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from functools import partial
 
 import numpy as np
 import torch
-from threadpoolctl import ThreadpoolController
 from torch import Tensor, nn
 
 from torchrl_vase._adam import StackedAdam, supports_adam_steps
-from torchrl_vase.objectives import elbo_kernel
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
 
 __all__ = ["BACKENDS", "CompiledELBOSteps", "compiled_steps_unavailable", "eager_elbo_steps",
@@ -31,7 +30,6 @@ BACKENDS = ("auto", "numba", "eager", "inductor")
 # floats of noise drawn at once per model: local sampling draws 500 steps' in one call; weight
 # sampling (N × |Θ| a step, 144 MB an iteration for the locomotion model) in blocks
 _NOISE_BLOCK_FLOATS = 2**22
-_BLAS = ThreadpoolController()
 
 
 def steps_per_draw(loss: VariationalELBOLoss, rows: int, steps: int) -> int:
@@ -96,6 +94,7 @@ class CompiledELBOSteps:
     """
 
     def __init__(self, loss: VariationalELBOLoss) -> None:
+        elbo_kernel = _kernel()
         network = loss.model.network
         self.loss = loss
         self.kernel = (elbo_kernel.local_steps if network.local_reparameterization
@@ -117,7 +116,7 @@ class CompiledELBOSteps:
             [s[1]["exp_avg"] for s in states], [s[1]["exp_avg_sq"] for s in states])]
         group = optimizers[0].param_groups[0]
         network, model = networks[0], self.loss.model
-        consts = elbo_kernel.make_consts(
+        consts = _kernel().make_consts(
             arrays[0].dtype, kl_weight=self.loss.kl_weight, prior_std=float(network.prior_std),
             sigma_c=float(model.sigma_c),
             per_row=1.0 if self.loss.reduction == "sum" else 1.0 / rows,
@@ -127,7 +126,7 @@ class CompiledELBOSteps:
         terms = np.empty((members, steps, 3), dtype=arrays[0].dtype)
         block = steps_per_draw(self.loss, rows, steps)
         # the products are small: BLAS threads would only contend with the caller's
-        with _BLAS.limit(limits=torch.get_num_threads(), user_api="blas"):
+        with _blas_threads().limit(limits=torch.get_num_threads(), user_api="blas"):
             for start in range(0, steps, block):
                 stop = min(steps, start + block)
                 draws = noise(stop - start).numpy()
@@ -187,6 +186,24 @@ def eager_elbo_steps(loss: VariationalELBOLoss, networks: Sequence[nn.Module],
             stacked.step()
     stacked.clear_gradients()
     return terms
+
+
+@functools.cache
+def _kernel():
+    """``elbo_kernel``, imported at the first compiled steps: numba and the kernel's cache load
+    (about a second) only in processes that train a model with it."""
+    from torchrl_vase.objectives import elbo_kernel
+
+    return elbo_kernel
+
+
+@functools.cache
+def _blas_threads():
+    """The BLAS libraries loaded (SciPy's, which numba's ``np.dot`` calls), to cap their threads."""
+    import scipy.linalg.cython_blas  # noqa: F401  (loaded before the controller looks)
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def _adam_state(optimizer: torch.optim.Adam, param: Tensor) -> dict:
