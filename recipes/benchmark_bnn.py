@@ -164,13 +164,7 @@ def main() -> None:
                  "hand-written": functools.partial(eager._elbo_steps, sample),
                  "inductor": functools.partial(inductor._elbo_steps, sample),
                  "numba": functools.partial(exploration._elbo_steps, sample)}
-        times = {path: [] for path in paths}
-        for _ in range(args.rounds):
-            for path, run in paths.items():
-                start = time.perf_counter()
-                run()
-                times[path].append(time.perf_counter() - start)
-        slow, fast, inductor_ms, kernel = (statistics.median(times[path]) for path in paths)
+        slow, fast, inductor_ms, kernel = in_turns(paths, args.rounds).values()
         print(f"{name:<32} {slow * 1e3:>6.0f} ms {fast * 1e3:>10.0f} ms "
               f"{inductor_ms * 1e3:>6.0f} ms {kernel * 1e3:>5.0f} ms "
               f"{slow / fast:>7.1f}x {slow / inductor_ms:>7.1f}x {slow / kernel:>7.1f}x")
@@ -178,6 +172,18 @@ def main() -> None:
     samplings(args)
     pool_statistics(args)
     elbo_steps_table(args)
+
+
+def in_turns(paths: dict, rounds: int) -> dict[str, float]:
+    """The median seconds of each call in ``paths``, the calls taking turns ``rounds`` times (so
+    a change in the machine's load falls on all of them)."""
+    times = {path: [] for path in paths}
+    for _ in range(rounds):
+        for path, run in paths.items():
+            start = time.perf_counter()
+            run()
+            times[path].append(time.perf_counter() - start)
+    return {path: statistics.median(seconds) for path, seconds in times.items()}
 
 
 def pool_statistics(args) -> None:
@@ -236,14 +242,7 @@ def elbo_steps_table(args) -> None:
             }
             for run in paths.values():
                 run()  # compiles (or loads the kernel from numba's cache)
-            times = {path: [] for path in paths}
-            for _ in range(args.rounds):
-                for path, run in paths.items():
-                    start = time.perf_counter()
-                    run()
-                    times[path].append(time.perf_counter() - start)
-            eager, compiled, together = (statistics.median(times[path]) / steps
-                                         for path in paths)
+            eager, compiled, together = (t / steps for t in in_turns(paths, args.rounds).values())
             together /= members
             flops = step_flops(losses[0].model.network.layer_sizes, args.num_samples, 10,
                                sampling)
