@@ -17,9 +17,11 @@ Prints, for hidden [32] (classic tasks, 4-dim obs + 1-dim action like CartpoleSw
   bonus of a batch, and the two values they estimate (the difference in standard errors);
 * one ELBO step of the recipe's models on MountainCar, HalfCheetah and Ant, per sampling: eager,
   compiled (one model; ten at once, per model) and the compiled step's GFLOP/s beside a 1024²
-  matrix product's (``--steps-only`` prints this table alone).
+  matrix product's (``--steps-only`` prints this table alone);
+* with ``--inductor-steps K`` only: the other candidate for the compiled call, K steps traced into
+  one ``torch.compile`` graph with inductor's C++ wrapper (its compile time, a step's time).
 
-    python recipes/benchmark_bnn.py [--threads 2] [--steps-only]
+    python recipes/benchmark_bnn.py [--threads 2] [--steps-only | --inductor-steps 10]
 """
 
 from __future__ import annotations
@@ -86,6 +88,9 @@ def main() -> None:
                         help="transitions in the pool of the statistics' timing")
     parser.add_argument("--value-draws", type=int, default=200,
                         help="draws of the values compared under local reparameterisation")
+    parser.add_argument("--inductor-steps", type=int, default=0, metavar="K",
+                        help="only: K ELBO steps traced into one torch.compile graph (inductor, "
+                        "cpp_wrapper) on the HalfCheetah model, its compile time and a step's")
     parser.add_argument("--steps-only", action="store_true",
                         help="only the table of one ELBO step (eager, compiled, GFLOP/s)")
     args = parser.parse_args()
@@ -95,6 +100,9 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
     if args.steps_only:
         elbo_steps_table(args)
+        return
+    if args.inductor_steps:
+        inductor_multistep(args.inductor_steps, args.updates)
         return
 
     print(f"Forward with N = {n} weight samples")
@@ -256,6 +264,60 @@ def elbo_steps_table(args) -> None:
     big_np = seconds(lambda: np.dot(a_np, b_np), args.min_run_time)
     print(f"A {size}x{size} matrix product on the same threads: torch {2 * size**3 / big / 1e9:.0f}"
           f" GFLOP/s, numpy (the kernel's BLAS) {2 * size**3 / big_np / 1e9:.0f} GFLOP/s")
+
+
+def inductor_multistep(steps: int, total: int) -> None:
+    """The candidate the compiled call was measured against: ``steps`` ELBO steps (the pure
+    gradient function ``elbo._elbo_gradients`` and Adam's update in torch ops) traced into one
+    ``torch.compile(fullgraph=True)`` graph with inductor's C++ wrapper, on the HalfCheetah
+    model with the authors' layer: its compilation time and a step's time over ``total``."""
+    import torch._inductor.config as inductor_config
+
+    from torchrl_vase.objectives.elbo import _elbo_gradients
+
+    inductor_config.cpp_wrapper = True
+    loss = VariationalELBOLoss(DynamicsModel.build(20, 6, [64, 64], sampling="local_shared"),
+                               kl_weight=0.2)
+    network = loss.model.network
+    settings = {"layer_sizes": tuple(network.layer_sizes),
+                "activations": tuple(network.activations), "prior_std": 0.5,
+                "sigma_c": float(loss.model.sigma_c), "kl_weight": 0.2, "reduction": "sum",
+                "local": True}
+
+    def adam(param, grad, m, v, t):
+        m = m + 0.1 * (grad - m)
+        v = 0.999 * v + 0.001 * grad * grad
+        step = 1e-3 / (1 - 0.9**t)
+        return param - step * m / (v.sqrt() / (1 - 0.999**t).sqrt() + 1e-8), m, v
+
+    def run(mu, rho, m_mu, v_mu, m_rho, v_rho, t, x, y, noise):
+        for i in range(steps):
+            _, grad_mu, grad_rho = _elbo_gradients(mu, rho, x[i], y[i], noise[i], **settings)
+            t = t + 1
+            mu, m_mu, v_mu = adam(mu, grad_mu, m_mu, v_mu, t)
+            rho, m_rho, v_rho = adam(rho, grad_rho, m_rho, v_rho, t)
+        return mu, rho, m_mu, v_mu, m_rho, v_rho, t
+
+    compiled = torch.compile(run, fullgraph=True, dynamic=False)
+    zeros = torch.zeros_like(network.mu)
+    arguments = (network.mu.detach(), network.rho.detach(), zeros, zeros, zeros, zeros,
+                 torch.tensor(0.0), torch.randn(steps, 10, 26), torch.randn(steps, 10, 20),
+                 loss.step_noise(10, steps=steps))
+    start = time.perf_counter()
+    with torch.no_grad():
+        compiled(*arguments)
+        compile_seconds = time.perf_counter() - start
+        calls = max(1, total // steps)
+        seconds = statistics.median(
+            _timed(lambda: compiled(*arguments)) for _ in range(calls))
+    print(f"{steps} ELBO steps in one inductor graph (cpp_wrapper), HalfCheetah local_shared: "
+          f"compiled in {compile_seconds:.0f} s, {seconds / steps * 1e6:.0f} µs a step")
+
+
+def _timed(call) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
 
 
 def step_flops(layer_sizes: list[tuple[int, int]], num_samples: int, rows: int,
