@@ -24,6 +24,21 @@ def supports_adam_steps(optimizer: torch.optim.Optimizer) -> bool:
     )
 
 
+def adam_state(optimizer: torch.optim.Adam, param: torch.Tensor) -> dict:
+    """``optimizer``'s state of ``param``, created as ``torch.optim.Adam`` creates it at its
+    first step (a float32 step count, on the parameter's device when fused; zero moments)."""
+    state = optimizer.state[param]
+    if not state:
+        state["step"] = (
+            torch.zeros((), dtype=torch.float32, device=param.device)
+            if optimizer.param_groups[0]["fused"]
+            else torch.tensor(0.0, dtype=torch.float32)
+        )
+        state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+        state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+    return state
+
+
 @torch.no_grad()
 def adam_step(optimizer: torch.optim.Adam) -> None:
     """One step of ``torch.optim.Adam`` on the gradients in ``.grad``, with the optimizer's own
@@ -40,18 +55,7 @@ def adam_step(optimizer: torch.optim.Adam) -> None:
     lr, eps = group["lr"], group["eps"]
     fused = bool(group["fused"])
     params = [param for param in group["params"] if param.grad is not None]
-    states = []
-    for param in params:
-        state = optimizer.state[param]
-        if not state:  # as torch.optim.Adam initialises it
-            state["step"] = (
-                torch.zeros((), dtype=torch.float32, device=param.device)
-                if fused
-                else torch.tensor(0.0, dtype=torch.float32)
-            )
-            state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-            state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-        states.append(state)
+    states = [adam_state(optimizer, param) for param in params]
     if fused:
         steps = [state["step"] for state in states]
         torch._foreach_add_(steps, 1)

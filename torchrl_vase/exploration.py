@@ -189,7 +189,6 @@ class Exploration(nn.Module):
         self.novelty_queries = _positive_int("novelty_queries", novelty_queries)
         self.novelty_reference = _positive_int("novelty_reference", novelty_reference)
         self.agreement_queries = _positive_int("agreement_queries", agreement_queries)
-        self.backend = backend
         #: How ``train`` runs the ELBO's steps: ``"numba"`` (one compiled call), ``"eager"``,
         #: ``"inductor"``, or ``None`` (another loss: autograd steps).
         self.steps_backend = self._steps_backend(backend)

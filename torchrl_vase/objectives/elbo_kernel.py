@@ -91,28 +91,20 @@ def _log_poly(f, e):
 
 
 @numba.njit(**_INLINE)
-def log_one_to_two(u):
-    """``log(u)`` for float32 ``u`` in [1, 2]."""
-    high = u > _SQRT_HALF * _TWO
-    f = (u * _HALF if high else u) - _ONE
-    return _log_poly(f, _ONE if high else _F(0.0))
-
-
-@numba.njit(**_INLINE)
-def log1p_unit(t, pow2):
-    """``log(1 + t)`` for float32 ``t`` in [0, 1], to full relative precision for small
-    ``t`` (``log(u) · t / (u − 1)`` with ``u = 1 + t`` rounded)."""
-    u = _ONE + t
-    d = u - _ONE
-    return t if d == 0 else log_one_to_two(u) * (t / d)
-
-
-@numba.njit(**_INLINE)
 def log_from_parts(mantissa, exponent):
-    """``log(m · 2ᵉ)`` from ``log_parts``' mantissa m in [1, 2) and exponent e."""
+    """``log(m · 2ᵉ)`` from a mantissa m in [1, 2] (``log_parts``') and an exponent e."""
     low = mantissa < _SQRT_HALF * _TWO
     f = (mantissa if low else mantissa * _HALF) - _ONE
     return _log_poly(f, exponent if low else exponent + _ONE)
+
+
+@numba.njit(**_INLINE)
+def log1p_unit(t):
+    """``log(1 + t)`` for float32 ``t`` in [0, 1], to full relative precision for small
+    ``t`` (``log(u) · t / (u − 1)`` with ``u = 1 + t`` rounded, in [1, 2]: its own mantissa)."""
+    u = _ONE + t
+    d = u - _ONE
+    return t if d == 0 else log_from_parts(u, _F(0.0)) * (t / d)
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -197,7 +189,7 @@ def _posterior(mu, rho, sigma, variance, dsigma, consts, work):
         for i in range(size):
             r = rho[i]
             t = exp_non_positive(-abs(r), POW2)  # softplus(ρ) = max(ρ, 0) + log1p(e^−|ρ|)
-            s = (r if r > zero else zero) + log1p_unit(t, POW2)
+            s = (r if r > zero else zero) + log1p_unit(t)
             sigma[i] = s
             variance[i] = s * s
             dsigma[i] = (one if r >= zero else t) / (one + t)

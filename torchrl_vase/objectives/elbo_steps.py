@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from torchrl_vase._adam import StackedAdam, supports_adam_steps
+from torchrl_vase._adam import StackedAdam, adam_state, supports_adam_steps
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
 
 __all__ = ["BACKENDS", "CompiledELBOSteps", "compiled_steps_unavailable", "eager_elbo_steps",
@@ -107,7 +107,7 @@ class CompiledELBOSteps:
                  x: Tensor, y: Tensor, noise: Callable[[int], Tensor]) -> Tensor:
         members, steps, rows = x.shape[:3]
         params = [(network.mu, network.rho) for network in networks]
-        states = [[_adam_state(optimizer, p) for p in pair]
+        states = [[adam_state(optimizer, p) for p in pair]
                   for optimizer, pair in zip(optimizers, params, strict=True)]
         step0 = np.array([int(pair[0]["step"]) for pair in states], dtype=np.int64)
         arrays = [np.stack([tensor.detach().numpy() for tensor in column]) for column in (
@@ -204,15 +204,3 @@ def _blas_threads():
     from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()
-
-
-def _adam_state(optimizer: torch.optim.Adam, param: Tensor) -> dict:
-    """``optimizer``'s state of ``param``, created as ``torch.optim.Adam`` creates it."""
-    state = optimizer.state[param]
-    if not state:
-        fused = bool(optimizer.param_groups[0]["fused"])
-        state["step"] = (torch.zeros((), dtype=torch.float32, device=param.device) if fused
-                         else torch.tensor(0.0, dtype=torch.float32))
-        state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-        state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-    return state
