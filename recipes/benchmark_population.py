@@ -72,6 +72,7 @@ def config(task: str, surprise: str, iterations: int):
         cfg = compose("trpo_vase", overrides=[
             f"env={task}", f"surprise={surprise}", f"iterations={iterations}", "threads=1",
             "eval.every=0", "checkpoint.every=0", "progress_bar=false",
+            "collection=rllab",  # a population collects in lanes: single runs alike
             # plain TRPO has no surprise settings
             *(o for o in OVERRIDES if surprise != "none" or not o.startswith("surprise."))])
     return schema.typed_config(cfg)

@@ -6,7 +6,8 @@ A run's measure is its ``surprise`` tag (``ppo-`` in front for PPO runs) unless 
 names it (a study's variant: ``trpo_authors`` for ``preset=authors_trpo`` runs); only FINISHED
 runs are written, and an existing file is overwritten (a rerun of the same seed replaces it).
 Beside them, ``<out>/<measure>/runs.csv`` keeps one line per seed: the MLflow run, the commit it
-ran at (its ``git_commit`` tag), its start, end and minutes, and any ``--note`` (the machine and
+ran at (its ``git_commit`` tag), its start, end and minutes, its name (the overrides that made
+it), its config's identity, its population (or "single run"), and any ``--note`` (the machine and
 its load, say), so every figure drawn from the CSVs can state its provenance.
 
     python recipes/export_runs.py --store sqlite:///mlflow.db --experiment mountain_car \\
@@ -23,7 +24,8 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-PROVENANCE = ("seed", "run_id", "git_commit", "start", "end", "minutes", "note")
+PROVENANCE = ("seed", "run_id", "git_commit", "start", "end", "minutes", "run_name",
+              "run_identity", "population", "note")
 
 
 def _time(milliseconds: int | None) -> str:
@@ -79,7 +81,11 @@ def export(store: str, experiment: str, out: Path, *, measure: str | None = None
         _record_provenance(path.parent / "runs.csv", {
             "seed": tags["seed"], "run_id": run.info.run_id,
             "git_commit": tags.get("git_commit", ""), "start": _time(start), "end": _time(end),
-            "minutes": f"{(end - start) / 60_000:.1f}" if start and end else "", "note": note})
+            "minutes": f"{(end - start) / 60_000:.1f}" if start and end else "",
+            # the config: the run's name holds the overrides that made it, its identity the
+            # whole config's hash (config.yaml in the run's artifacts)
+            "run_name": run.info.run_name or "", "run_identity": tags.get("run_identity", ""),
+            "population": tags.get("population", "single run"), "note": note})
         written.append(path)
     return written
 

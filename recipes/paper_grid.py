@@ -1,32 +1,36 @@
-"""The paper's Figure 3 study (issue 26): a slice of the grid tasks × measures × seeds, resumable.
+"""The paper's Figure 3 study as its authors ran it (issue 38): tasks × measures × seeds, resumable.
 
 Every cell is one seed of one measure on one task, trained by ``recipes/trpo_vase.py`` at the
-recipe's defaults for the task's full iteration count. A cell whose CSV
-``<out>/<task>/<measure>/seed<k>.csv`` already holds the whole run is skipped; the other cells
-run as jobs (a population of ``--group`` seeds per process, one thread each, ``--workers`` at a
-time) with ``resume=true`` and checkpoints in the scratch folder, so a job killed at any point
-(a signal, the machine going down) continues where its last checkpoint left it when the same
-command runs again. Each finished job is exported at once (``recipes/export_runs.py``: the CSVs
-and ``runs.csv``, the provenance) and, with ``--commit``, committed to the repository that holds
-``--out``; then a population's checkpoint (its replay pools: GiB on a locomotion task) is removed
-unless ``--keep-checkpoints``. Jobs run together only as far as the machine's memory and the
-scratch folder's disk hold them at their end. The MLflow store is scratch.
+recipe's defaults (the authors' code: docs/concepts.md) for the task's full iteration count. A
+cell whose CSV ``<out>/<task>/<measure>/seed<k>.csv`` already holds the whole run is skipped;
+the other cells run as jobs (one seed a process, one thread each, ``--workers`` at a time) with
+``resume=true`` and checkpoints in the scratch folder, so a job killed at any point (a signal,
+the machine going down) continues where its last checkpoint left it when the same command runs
+again. Each finished job is exported at once (``recipes/export_runs.py``: the CSVs and
+``runs.csv``, the provenance) and, with ``--commit``, committed to the repository that holds
+``--out``; then its checkpoint (a population's holds its replay pools: GiB on a locomotion task)
+is removed unless ``--keep-checkpoints``. Jobs run together only as far as the machine's memory
+and the scratch folder's disk hold them at their end. The MLflow store is scratch.
 
-Jobs run in the issue's order when the budget is short: seeds 0–4 of every cell before 5–9, then
-by task (HalfCheetah and CartpoleSwingup, where the paper says VASE wins, first) and measure.
+Jobs run in the issue's order: seeds 0–9 before 10–19; within them VASE and the authors' TRPO
+first (HalfCheetah, CartpoleSwingup and Ant, where the paper says VASE wins, before the other
+tasks), then the point robot's steps to the first reward, then NLL, VIME and the control, then
+VASE at the paper's text settings.
 
     python recipes/paper_grid.py --dry-run                     # what is done, what would run
-    python recipes/paper_grid.py --tasks half_cheetah --measures vase nll --seeds 0-4 \\
+    python recipes/paper_grid.py --tasks half_cheetah --measures vase trpo_authors --seeds 0-9 \\
         --workers 2 --commit
-    python recipes/paper_grid.py --tasks double_pendulum lunar_lander --workers 14 --group 1 \\
+    python recipes/paper_grid.py --tasks double_pendulum lunar_lander --workers 14 \\
         --scratch /tmp/grid --out /tmp/grid/csv                # a bigger machine's slice
 
-Measures: the five of Figure 3 (``none`` is plain TRPO at the recipe's defaults, the paired
-control of the bonuses) and the secondaries: ``trpo_authors`` (``preset=authors_trpo``, plain
-TRPO as the authors ran it: the paper's "TRPO" curve), ``vase_paper`` (``preset=paper``, the
-paper's text settings), ``vase_n50`` (VASE with 50 weight samples instead of 10) and
-``vase_paper_n50`` (both: where VASE's self-agreement stays low, at the paper's text settings on
-HalfCheetah, whether more samples help).
+Measures: ``vase``, ``nll``, ``vime`` (the same model and settings, only the measure differs),
+``none`` (the control: the bonuses' own TRPO without a bonus), ``trpo_authors``
+(``preset=authors_trpo``, plain TRPO as the authors ran it: the paper's "TRPO" curve),
+``vase_paper`` (``preset=paper``, the paper's text settings) and ``rnd``. On ``point_robot`` each
+run stops at its first extrinsic reward (``stop_at_first_reward=true``) within 500 iterations
+(2.5 M steps, beyond the paper's 2,059,459 for plain TRPO). ``--overrides`` adds Hydra overrides
+to every job (``preset=former_defaults`` reruns the earlier study's settings; populations,
+``--group`` > 1, need ``collection=rllab``).
 """
 
 from __future__ import annotations
@@ -51,8 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trpo_vase_config as schema  # noqa: E402
 from export_runs import export  # noqa: E402
 
-TASKS = ("half_cheetah", "cartpole_swingup", "mountain_car", "ant", "double_pendulum",
-         "lunar_lander")
+TASKS = ("half_cheetah", "cartpole_swingup", "ant", "mountain_car", "double_pendulum",
+         "lunar_lander", "point_robot")
 PRIMARY = ("none", "vase", "nll", "vime", "rnd")
 #: measure -> the recipe's overrides; every measure runs at the recipe's defaults otherwise
 MEASURES = {
@@ -63,11 +67,22 @@ MEASURES = {
     "rnd": ("surprise=rnd",),
     "trpo_authors": ("preset=authors_trpo",),
     "vase_paper": ("preset=paper", "surprise=vase"),
-    "vase_n50": ("surprise=vase", "surprise.num_samples=50"),
-    "vase_paper_n50": ("preset=paper", "surprise=vase", "surprise.num_samples=50"),
 }
+#: the issue's order within a block of seeds: (measures, tasks) in turn
+ORDER = (
+    (("vase", "trpo_authors"), TASKS[:6]),
+    (("vase", "none"), ("point_robot",)),
+    (("nll", "vime", "none"), TASKS[:6]),
+    (("vase_paper",), ("half_cheetah", "cartpole_swingup", "ant")),
+    (("nll", "vime"), ("point_robot",)),
+    (("rnd",), TASKS[:6]),  # only when asked for (--measures)
+)
+#: a task's own overrides: the point robot's runs stop at the first reward, within 2.5 M steps
+TASK_OVERRIDES = {"point_robot": ("stop_at_first_reward=true", "iterations=500")}
 #: measures a population cannot train (``preset=paper`` normalises observations): one seed a job
-SINGLE_ONLY = frozenset({"vase_paper", "vase_paper_n50"})
+SINGLE_ONLY = frozenset({"vase_paper"})
+#: the measures of the study (issue 38)
+STUDY = ("vase", "trpo_authors", "nll", "vime", "none", "vase_paper")
 
 
 @dataclass(frozen=True)
@@ -83,7 +98,7 @@ class Job:
         # the five measures share their task's experiment (compare.py reads it whole); a
         # secondary has its own, so its runs are not grouped with the measure it varies
         suffix = "" if self.measure in PRIMARY else f"-{self.measure}"
-        return f"paper_grid-{self.task}{suffix}"
+        return f"figure3-{self.task}{suffix}"
 
     @property
     def name(self) -> str:
@@ -93,29 +108,38 @@ class Job:
         return f"{self.task} {self.measure} seed{first}" + (f"-{last}" if last != first else "")
 
     def command(self, store: str, checkpoints: Path, python: str,
-                iterations: int | None = None) -> list[str]:
+                iterations: int | None = None, overrides: tuple[str, ...] = ()) -> list[str]:
         seeds = (f"seed={self.seeds[0]}" if len(self.seeds) == 1
                  else "seeds=[" + ",".join(map(str, self.seeds)) + "]")
+        task = [o for o in TASK_OVERRIDES.get(self.task, ())
+                if not (iterations and o.startswith("iterations="))]
         return [python, str(ROOT / "recipes" / "trpo_vase.py"), f"env={self.task}",
-                *MEASURES[self.measure], seeds, "threads=1", "progress_bar=false",
+                *MEASURES[self.measure], seeds, *task, "threads=1", "progress_bar=false",
                 f"mlflow.tracking_uri={store}", f"mlflow.experiment={self.experiment}",
                 f"checkpoint.dir={checkpoints}", "resume=true",
-                *([f"iterations={iterations}"] if iterations else [])]
+                *([f"iterations={iterations}"] if iterations else []), *overrides]
 
 
 def task_frames(task: str, iterations: int | None = None) -> int:
-    """The frames of a whole run of ``task`` (the recipe's iterations unless ``iterations``)."""
+    """The frames of a whole run of ``task`` (the study's iterations unless ``iterations``)."""
     env = OmegaConf.load(ROOT / "conf" / "env" / f"{task}.yaml")
-    return int(iterations or env.iterations) * int(env.frames_per_batch)
+    study = [int(o.split("=")[1]) for o in TASK_OVERRIDES.get(task, ())
+             if o.startswith("iterations=")]
+    return int(iterations or (study[0] if study else env.iterations)) * int(env.frames_per_batch)
 
 
 def finished(path: Path, frames: int) -> bool:
-    """``path`` is a whole run's export: its last row is at ``frames``."""
+    """``path`` is a whole run's export: its last row is at ``frames`` (rllab's whole paths
+    make a batch at least the budget), or it stopped at its first reward (the point robot)."""
     if not path.exists():
         return False
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
-    return bool(rows) and float(rows[-1]["frames"]) >= frames
+    if not rows:
+        return False
+    stopped = path.parent.parent.name in TASK_OVERRIDES and rows[-1].get(
+        "train/first_reward_step", "") != ""
+    return stopped or float(rows[-1]["frames"]) >= frames
 
 
 def seed_list(text: str) -> list[int]:
@@ -131,20 +155,22 @@ def plan(tasks: list[str], measures: list[str], seeds: list[int], group: int,
          out: Path, iterations: int | None = None) -> tuple[list[Job], list[tuple[str, str, int]]]:
     """The jobs still to run, in the issue's order, and the cells already done."""
     done, jobs = [], []
-    blocks = [seeds[i:i + 5] for i in range(0, len(seeds), 5)]  # seeds 0-4 before 5-9
+    blocks = [seeds[i:i + 10] for i in range(0, len(seeds), 10)]  # seeds 0-9 before 10-19
+    cells = list(dict.fromkeys(  # each cell once, where the order first names it
+        (task, measure) for tier_measures, tier_tasks in ORDER for task in tier_tasks
+        for measure in tier_measures if task in tasks and measure in measures))
     for block in blocks:
-        for task in sorted(tasks, key=TASKS.index):
+        for task, measure in cells:
             frames = task_frames(task, iterations)
-            for measure in measures:
-                todo = []
-                for seed in block:
-                    if finished(out / task / measure / f"seed{seed}.csv", frames):
-                        done.append((task, measure, seed))
-                    else:
-                        todo.append(seed)
-                size = 1 if measure in SINGLE_ONLY else group
-                jobs.extend(Job(task, measure, tuple(todo[i:i + size]))
-                            for i in range(0, len(todo), size))
+            todo = []
+            for seed in block:
+                if finished(out / task / measure / f"seed{seed}.csv", frames):
+                    done.append((task, measure, seed))
+                else:
+                    todo.append(seed)
+            size = 1 if measure in SINGLE_ONLY else group
+            jobs.extend(Job(task, measure, tuple(todo[i:i + size]))
+                        for i in range(0, len(todo), size))
     return jobs, done
 
 
@@ -268,7 +294,8 @@ class Launcher:
             self.checkpoint_dirs[job] = job_checkpoint(job, self.command(job))
 
     def command(self, job: Job) -> list[str]:
-        return job.command(self.store, self.checkpoints, self.args.python, self.args.iterations)
+        return job.command(self.store, self.checkpoints, self.args.python, self.args.iterations,
+                           tuple(getattr(self.args, "overrides", ())))
 
     def need(self, job: Job) -> int:
         return len(job.seeds) * self.needs.get((job.task, job.measure), 0)
@@ -375,7 +402,7 @@ class Launcher:
               f"{len(written)} runs exported", flush=True)
         self.results.append((job, "done"))
         if self.args.commit and written:
-            self.commit(written, f"paper grid: {job.name}")
+            self.commit(written, f"figure 3: {job.name}")
         self.remove_checkpoint(job)
 
     def remove_checkpoint(self, job: Job) -> None:
@@ -409,16 +436,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
-    parser.add_argument("--measures", nargs="+", choices=list(MEASURES),
-                        default=[*PRIMARY, "trpo_authors"],
-                        help="default: the five of Figure 3 and trpo_authors (the paper's TRPO)")
-    parser.add_argument("--seeds", type=seed_list, default=seed_list("0-9"),
-                        help="e.g. 0-4 or 0,2,5-9 (default 0-9)")
+    parser.add_argument("--measures", nargs="+", choices=list(MEASURES), default=list(STUDY),
+                        help="default: " + " ".join(STUDY))
+    parser.add_argument("--seeds", type=seed_list, default=seed_list("0-19"),
+                        help="e.g. 0-4 or 0,2,5-9 (default 0-19, the paper's)")
     parser.add_argument("--workers", type=int, default=2, help="jobs at a time (one core each)")
-    parser.add_argument("--group", type=int, default=5,
-                        help="seeds per job (a population); 1: single runs")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "paper_grid")
-    parser.add_argument("--scratch", type=Path, default=ROOT / "studies" / "paper_grid",
+    parser.add_argument("--group", type=int, default=1,
+                        help="seeds per job (a population; needs --overrides collection=rllab)")
+    parser.add_argument("--overrides", nargs="*", default=[],
+                        help="Hydra overrides of every job, e.g. preset=former_defaults")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "figure3")
+    parser.add_argument("--scratch", type=Path, default=ROOT / "studies" / "figure3",
                         help="the MLflow store, checkpoints and logs (outside git)")
     parser.add_argument("--store", default=None, help="default: <scratch>/mlflow.db")
     parser.add_argument("--python", default=sys.executable)
@@ -440,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     if recovered:
         print(f"exported {len(recovered)} runs the store had finished before", flush=True)
         if args.commit:
-            launcher.commit(recovered, "paper grid: runs finished before, exported")
+            launcher.commit(recovered, "figure 3: runs finished before, exported")
     jobs, done = plan(args.tasks, args.measures, args.seeds, args.group, args.out,
                       args.iterations)
     print(f"{len(done)} cells done, {sum(len(j.seeds) for j in jobs)} to run in {len(jobs)} jobs",

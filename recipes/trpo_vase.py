@@ -83,11 +83,12 @@ PROGRESS = {"return": "Return/mean", "success": "Return/success_rate", "frames/s
 def make_collector(cfg: DictConfig, actor):
     """The lean vector-env collector (default) or torchrl's ``Collector`` over the transformed
     batched env; both endless, on the CPU, with a copy of a policy trained on another device."""
-    rllab = cfg.collection == "rllab"  # every iteration starts fresh paths
+    rllab = cfg.collection == "rllab"  # every iteration starts fresh paths, in lanes
     if cfg.collector == "lean":
         collector = VectorEnvCollector(
             cfg.env.id, actor, num_envs=cfg.num_envs, frames_per_batch=cfg.env.frames_per_batch,
-            reset_at_each_iter=rllab, seed=cfg.seed, make_kwargs=schema.make_kwargs(cfg))
+            reset_at_each_iter=rllab, paths=cfg.collection == "paths",
+            whole_paths=cfg.whole_paths, seed=cfg.seed, make_kwargs=schema.make_kwargs(cfg))
         if cfg.env.normalize_observations:
             collector.fit_observation_normalization(cfg.obs_norm_steps)
         return collector
@@ -174,7 +175,8 @@ def make_advantage(cfg: DictConfig, loss, obs_dim: int) -> ValueOperator | None:
     loss.make_value_estimator(ExplorationGAE(
         structure, gamma=cfg.trpo.gamma, lmbda=cfg.trpo.gae_lambda,
         value_network=loss.critic_network, value_target=a.value_target,
-        center_bonus=a.center_bonus, terminal_path_ends=cfg.collection == "rllab", **kwargs,
+        center_bonus=a.center_bonus, terminal_path_ends=cfg.collection != "continuous",
+        **kwargs,
     ).to(cfg.device))
     return intrinsic_critic
 
@@ -257,14 +259,14 @@ def train(cfg: DictConfig) -> dict:
             logger=run.tracker, checkpoint=run.save if cfg.checkpoint.every else None,
             checkpoint_every=cfg.checkpoint.every or 1, watchers=[episode_metrics, first_reward],
             evaluate=lambda iteration: evaluation_metrics(cfg, policy, iteration),
-            eval_every=cfg.eval.every, reseed_collector=cfg.collection == "rllab",
+            eval_every=cfg.eval.every, reseed_collector=cfg.collection != "continuous",
             # the paper's exploration experiment counts the steps to the first reward
             stop_when=(lambda: first_reward.step is not None) if cfg.stop_at_first_reward
             else None, device=cfg.device, threads=cfg.threads, progress=cfg.progress_bar,
             progress_keys=PROGRESS, name=f"{cfg.env.name}/{cfg.surprise.name} seed {cfg.seed}")
         if run.restore(loop) and cfg.collection == "continuous":
             print("resume: collection=continuous restarts the episodes in progress (the "
-                  "envs' state is not saved); with collection=rllab resume is exact.")
+                  "envs' state is not saved); with collection=paths or rllab resume is exact.")
         # the observation standardisation is fixed (fitted before training, or restored)
         policy = acting_policy(actor, collector)
         print(f"MLflow run {run.run_id} ({run.run_name}) in experiment '{experiment}' at "

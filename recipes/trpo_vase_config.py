@@ -190,6 +190,7 @@ class Main:
     algorithm: str = "trpo"
     ppo: PPO = field(default_factory=PPO)
     seeds: Any = None  # a list of seeds: one process trains them all (a population)
+    whole_paths: bool = True
 
 
 SURPRISES = {"none": NoSurprise, "vase": BNNSurprise, "nll": BNNSurprise, "vime": BNNSurprise,
@@ -220,7 +221,7 @@ ACTIVATIONS = ("relu", "tanh")
 # keys with a fixed set of values
 CHOICES = {
     "algorithm": ("trpo", "ppo"), "collector": ("lean", "torchrl"),
-    "collection": ("continuous", "rllab"), "vectorization": VECTORIZATIONS,
+    "collection": ("paths", "rllab", "continuous"), "vectorization": VECTORIZATIONS,
     "trpo.init": INITIALIZATIONS, "trpo.critic_activation": ACTIVATIONS,
     "env.bnn.activation": ACTIVATIONS,
 }
@@ -309,7 +310,15 @@ def _check_relations(cfg: DictConfig) -> None:
             f"env.frames_per_batch ({cfg.env.frames_per_batch}) is smaller than num_envs "
             f"({cfg.num_envs}): every env must step at least once per batch."
         )
-    if cfg.collector == "lean" and cfg.env.frames_per_batch % cfg.num_envs:
+    if cfg.collection == "paths" and cfg.collector != "lean":
+        raise ValueError(
+            "collection=paths (rllab's whole paths) needs collector=lean; torchrl's Collector "
+            "steps its envs in lanes: with collector=torchrl use collection=rllab or continuous.")
+    if not cfg.whole_paths and cfg.collection != "paths":
+        raise ValueError(f"whole_paths=false cuts the last of rllab's paths: it needs "
+                         f"collection=paths, not {cfg.collection}.")
+    if (cfg.collector == "lean" and cfg.collection != "paths"
+            and cfg.env.frames_per_batch % cfg.num_envs):
         raise ValueError(
             f"env.frames_per_batch ({cfg.env.frames_per_batch}) must be a multiple of num_envs "
             f"({cfg.num_envs}) with collector=lean: every env takes the same number of steps."
@@ -344,6 +353,12 @@ def _check_population(cfg: DictConfig) -> None:
     if cfg.seed != 0 and cfg.seed not in seeds:
         raise ValueError(f"seed={cfg.seed} with seeds={list(seeds)}: a population's seeds are "
                          "its members'; leave seed out.")
+    if cfg.collection == "paths":
+        raise ValueError(
+            "collection=paths (the default: rllab's whole paths, a batch of any length) with "
+            "seeds: a population's members collect in lanes of one length; add "
+            "collection=rllab (10 lanes of 500 fresh steps, the former default), or train the "
+            "seeds as single runs (seed=<k>, or recipes/paper_grid.py --group 1).")
     for key, only in POPULATION_ONLY.items():
         if OmegaConf.select(cfg, key) != only:
             raise ValueError(f"{key}={OmegaConf.select(cfg, key)} with seeds: a population "
@@ -420,7 +435,8 @@ PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations",
 
 
 # keys added after runs existed: at these values a config keeps the identity it had before
-LATER_KEYS = {"algorithm": "trpo", "surprise.sampling": "weights", "seeds": None}
+LATER_KEYS = {"algorithm": "trpo", "surprise.sampling": "weights", "seeds": None,
+              "whole_paths": True}
 
 
 def identity_ignores(cfg: DictConfig) -> tuple[str, ...]:

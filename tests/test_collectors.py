@@ -169,3 +169,97 @@ def test_it_is_a_torchrl_collector_with_its_length_hooks_next_and_weight_updates
     for mine, theirs in zip(collector.policy.parameters(), actor.parameters(), strict=True):
         torch.testing.assert_close(mine, theirs)
     collector.shutdown()
+
+
+# ------------------------------------------------------------------------------------------------
+# rllab's batches of whole paths (paths=True)
+# ------------------------------------------------------------------------------------------------
+LANDER = "torchrl_vase/LunarLanderContinuous-v1"  # paths of varied length: it lands or crashes
+
+
+def _rllab_batch(actor, env_id: str, lanes: int, seed: int, budget: int, whole_paths: bool,
+                 max_path_length: int | None = None):
+    """rllab's rule, computed independently: each copy runs its paths one after another (copy i
+    seeded ``seed + i``, then reset at every path's start), the paths ordered by when they start
+    (copies together: in copy order), kept while fewer than ``budget`` steps are (``sample_paths``
+    of one worker), the last cut to the budget unless whole (``truncate_paths``). The policy
+    acts with its mean (a std of e^-100), so a path is a function of its copy's env alone."""
+    network = actor.module[0].module
+    runs = []  # (start, copy, observations)
+    for copy in range(lanes):
+        kwargs = {} if max_path_length is None else {"max_episode_steps": max_path_length}
+        env = gymnasium.make(env_id, **kwargs)
+        env.reset(seed=seed + copy)
+        clock = 0
+        while clock < 4 * budget:  # more paths than any batch can take
+            observation, _ = env.reset()
+            observations, done = [], False
+            while not done:
+                loc, _ = network(torch.as_tensor(observation, dtype=torch.float32))
+                observations.append(observation)
+                low, high = env.action_space.low, env.action_space.high
+                action = np.clip(low + (loc.detach().numpy() + 1) * (high - low) / 2, low, high)
+                observation, _, terminated, truncated, _ = env.step(action)
+                done = terminated or truncated
+            runs.append((clock, copy, np.array(observations, dtype=np.float32)))
+            clock += len(observations)
+        env.close()
+    paths, count = [], 0
+    for _, _, observations in sorted(runs, key=lambda run: run[:2]):
+        if count >= budget:
+            break
+        paths.append(observations)
+        count += len(observations)
+    if not whole_paths:
+        paths[-1] = paths[-1][:len(paths[-1]) - (count - budget)]
+    return paths
+
+
+def _mean_actor(obs_dim: int, action_dim: int) -> ProbabilisticActor:
+    """A policy whose actions are its mean, to the last bit (a std of e^-100)."""
+    torch.manual_seed(0)
+    actor = torchrl_vase.gaussian_policy(obs_dim, action_dim, [16])
+    with torch.no_grad():
+        for name, parameter in actor.named_parameters():
+            if name.endswith("state_independent_scale"):
+                parameter.fill_(-100.0)
+    return actor
+
+
+@pytest.mark.parametrize("whole_paths", [True, False])
+def test_paths_are_rllabs_batch_whole_paths_in_the_order_they_start(whole_paths):
+    actor = _mean_actor(8, 2)
+    collector = VectorEnvCollector(LANDER, actor, num_envs=3, frames_per_batch=700, seed=4,
+                                   paths=True, whole_paths=whole_paths)
+    batch = collector.rollout()
+    expected = _rllab_batch(actor, LANDER, 3, 4, 700, whole_paths)
+    lengths = [len(path) for path in expected]
+    assert len(set(lengths)) > 2  # paths of many lengths: the order matters
+    assert batch.shape == (1, sum(lengths))
+    assert (batch.numel() > 700) if whole_paths else (batch.numel() == 700)
+    torch.testing.assert_close(batch["observation"][0], torch.as_tensor(np.concatenate(expected)))
+    done = batch["next", "done"][0, :, 0]
+    ends = np.cumsum(lengths) - 1
+    expected_done = torch.zeros_like(done)
+    expected_done[ends[:-1]] = True
+    expected_done[ends[-1]] = whole_paths  # a cut path did not end
+    assert torch.equal(done, expected_done)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    assert (batch["next", "step_count"][0, starts, 0] == 1).all()  # each from its reset
+
+
+def test_paths_are_whole_up_to_the_envs_time_limit_beyond_the_copies_share():
+    # LunarLander's paths may run 1,000 steps (its time limit, the authors' max_path_length):
+    # 10 copies of a 5,000-step batch must not cut them at 500, as lanes of 500 steps do. The
+    # point robot given that limit never ends a path early: five whole paths of 1,000
+    assert VectorEnvCollector(LANDER, _actor(8, 2), num_envs=2, frames_per_batch=10,
+                              paths=True).env.max_episode_steps == 1000
+    collector = VectorEnvCollector(POINT_ROBOT, _actor(), num_envs=10, frames_per_batch=5000,
+                                   seed=0, paths=True, make_kwargs={"max_episode_steps": 1000})
+    batch = collector.rollout()
+    done = batch["next", "done"][0, :, 0]
+    assert batch.shape == (1, 5000) and done.nonzero().flatten().tolist() == [
+        999, 1999, 2999, 3999, 4999]
+    assert batch["next", "truncated"][0, :, 0].equal(done)  # the time limit ends them
+    step_count = batch["next", "step_count"][0, :, 0]
+    assert step_count.equal(torch.arange(5000) % 1000 + 1)

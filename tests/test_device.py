@@ -116,7 +116,7 @@ def test_a_run_trains_on_the_device_checkpoints_and_resumes(tmp_path, monkeypatc
         "env=point_robot", f"surprise={surprise}", "advantage=dual", f"device={device}",
         "iterations=2", "num_envs=2", "env.frames_per_batch=64", "env.pool_size=1000",
         "env.pool_min=50", "progress_bar=false", "checkpoint.every=1",
-        "trpo.critic_minibatch=32", "eval.every=1", "eval.episodes=2",
+        "trpo.critic_minibatch=32", "eval.every=1", "eval.episodes=2", "collection=rllab",
     ]
     overrides.append("surprise.elbo.updates_per_iteration=3")  # VASE's and RND's (500 by default)
     seen = []

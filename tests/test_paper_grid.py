@@ -26,40 +26,56 @@ def _write_run(path: Path, frames: list[int]) -> None:
         writer.writerows([frame, 0.0] for frame in frames)
 
 
-def test_the_plan_skips_whole_runs_only_and_orders_seeds_0_4_first_then_tasks(tmp_path):
+def test_the_plan_skips_whole_runs_only_and_follows_the_issues_order(tmp_path):
     whole = paper_grid.task_frames("half_cheetah")
     assert whole == 600 * 5000
-    _write_run(tmp_path / "half_cheetah" / "vase" / "seed0.csv", [5000, whole])
+    assert paper_grid.task_frames("point_robot") == 500 * 5000  # 2.5 M steps to find it
+    _write_run(tmp_path / "half_cheetah" / "vase" / "seed0.csv", [5000, whole + 412])  # whole
     _write_run(tmp_path / "half_cheetah" / "vase" / "seed1.csv", [5000, 10_000])  # cut short
-    jobs, done = paper_grid.plan(["lunar_lander", "half_cheetah"], ["none", "vase", "vase_paper"],
-                                 list(range(7)), group=5, out=tmp_path)
-    assert done == [("half_cheetah", "vase", 0)]
-    assert [(j.task, j.measure, j.seeds) for j in jobs] == [
-        ("half_cheetah", "none", (0, 1, 2, 3, 4)),
-        ("half_cheetah", "vase", (1, 2, 3, 4)),
-        *[("half_cheetah", "vase_paper", (s,)) for s in range(5)],  # no population: one a job
-        ("lunar_lander", "none", (0, 1, 2, 3, 4)),
-        ("lunar_lander", "vase", (0, 1, 2, 3, 4)),
-        *[("lunar_lander", "vase_paper", (s,)) for s in range(5)],
-        ("half_cheetah", "none", (5, 6)),
-        ("half_cheetah", "vase", (5, 6)),
-        *[("half_cheetah", "vase_paper", (s,)) for s in (5, 6)],
-        ("lunar_lander", "none", (5, 6)),
-        ("lunar_lander", "vase", (5, 6)),
-        *[("lunar_lander", "vase_paper", (s,)) for s in (5, 6)],
+    found = tmp_path / "point_robot" / "none" / "seed0.csv"  # stopped at its first reward
+    found.parent.mkdir(parents=True)
+    found.write_text("frames,Return/mean,train/first_reward_step\n5000,0.0,\n10000,0.0,9001\n")
+    _write_run(tmp_path / "point_robot" / "none" / "seed1.csv", [5000, 10_000])  # killed
+    jobs, done = paper_grid.plan(["lunar_lander", "half_cheetah", "point_robot"],
+                                 ["none", "vase", "vase_paper", "trpo_authors"],
+                                 list(range(12)), group=1, out=tmp_path)
+    assert done == [("half_cheetah", "vase", 0), ("point_robot", "none", 0)]
+    cells = list(dict.fromkeys((j.task, j.measure, j.seeds[0] < 10) for j in jobs))
+    assert cells == [
+        # seeds 0-9: VASE and the authors' TRPO (HalfCheetah first), the point robot, the
+        # control, VASE at the text's settings (not on LunarLander); then seeds 10-11 alike
+        *[(task, measure, True) for task in ("half_cheetah", "lunar_lander")
+          for measure in ("vase", "trpo_authors")],
+        ("point_robot", "vase", True), ("point_robot", "none", True),
+        ("half_cheetah", "none", True), ("lunar_lander", "none", True),
+        ("half_cheetah", "vase_paper", True),
+        *[(task, measure, False) for task in ("half_cheetah", "lunar_lander")
+          for measure in ("vase", "trpo_authors")],
+        ("point_robot", "vase", False), ("point_robot", "none", False),
+        ("half_cheetah", "none", False), ("lunar_lander", "none", False),
+        ("half_cheetah", "vase_paper", False),
     ]
-    population, single = jobs[1], jobs[2]
-    command = population.command("sqlite:///s.db", Path("/c"), "python")
-    assert "seeds=[1,2,3,4]" in command and "surprise=vase" in command
-    assert "mlflow.experiment=paper_grid-half_cheetah" in command and "resume=true" in command
-    command = single.command("sqlite:///s.db", Path("/c"), "python", iterations=3)
+    assert [j.seeds for j in jobs[:3]] == [(1,), (2,), (3,)]  # seed 0 done, one seed a job
+    assert len(jobs) == 12 * 9 - 2
+    command = jobs[0].command("sqlite:///s.db", Path("/c"), "python")
+    assert {"env=half_cheetah", "surprise=vase", "seed=1", "resume=true",
+            "mlflow.experiment=figure3-half_cheetah"} <= set(command)
+    robot = next(j for j in jobs if j.task == "point_robot")
+    command = robot.command("sqlite:///s.db", Path("/c"), "python", overrides=("a.b=1",))
+    assert {"stop_at_first_reward=true", "iterations=500"} <= set(command)
+    assert command[-1] == "a.b=1"
+    paper = next(j for j in jobs if j.measure == "vase_paper")
+    command = paper.command("sqlite:///s.db", Path("/c"), "python", iterations=3)
     assert {"seed=0", "preset=paper", "iterations=3"} <= set(command)
     # a secondary has an experiment of its own: compare.py never pools it with VASE's runs
-    assert "mlflow.experiment=paper_grid-half_cheetah-vase_paper" in command
+    assert "mlflow.experiment=figure3-half_cheetah-vase_paper" in command
+    population = paper_grid.plan(["half_cheetah"], ["none"], list(range(4)), group=2,
+                                 out=tmp_path)[0][0]
+    assert population.name == "half_cheetah none seed0-1"
+    command = population.command("sqlite:///s.db", Path("/c"), "python")
+    assert "seeds=[0,1]" in command
     assert paper_grid.seed_list("0,2,5-7") == [0, 2, 5, 6, 7]
-    assert population.name == "half_cheetah vase seed1-4"
     assert paper_grid.Job("ant", "nll", (0, 2, 3)).name == "ant nll seeds0,2,3"
-
 
 def _store(tmp_path: Path) -> tuple[str, MlflowClient, str]:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -144,7 +160,7 @@ def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_
     (out / "mine.txt").write_text("a person's work beside the study")
     args = ["--tasks", "mountain_car", "--measures", "none", "--seeds", "3-4", "--workers", "1",
             "--group", "2", "--iterations", "1", "--scratch", str(tmp_path / "scratch"),
-            "--out", str(out), "--commit"]
+            "--out", str(out), "--commit", "--overrides", "collection=rllab"]
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
     handlers = [signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)]
@@ -155,7 +171,7 @@ def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_
     # the population's checkpoint went once its runs were exported (it held them until then)
     removed = capsys.readouterr().out
     assert "removed the checkpoint of mountain_car none seed3-4" in removed
-    checkpoints = tmp_path / "scratch" / "checkpoints" / "paper_grid-mountain_car"
+    checkpoints = tmp_path / "scratch" / "checkpoints" / "figure3-mountain_car"
     assert checkpoints.is_dir() and not list(checkpoints.glob("population-*"))
     # the launcher passes signals to its jobs while it runs, and gives the caller's back after
     assert [signal.getsignal(n) for n in (signal.SIGTERM, signal.SIGINT)] == handlers
@@ -165,7 +181,7 @@ def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_
     assert [row["frames"] for row in rows] == ["5000"] and "Return/mean" in rows[0]
     log = subprocess.run(["git", "log", "--format=%s", "--name-only", "-1"], cwd=out,
                          capture_output=True, text=True, check=True).stdout
-    assert log.splitlines()[0] == "paper grid: mountain_car none seed3-4"
+    assert log.splitlines()[0] == "figure 3: mountain_car none seed3-4"
     assert "mountain_car/none/seed3.csv" in log and "mountain_car/none/seed4.csv" in log
     assert "mountain_car/none/runs.csv" in log
     assert "mine.txt" not in log  # only the study's files are committed
@@ -286,6 +302,7 @@ def test_the_recipe_s_estimates_grow_with_the_task_s_pool():
 def test_a_finished_population_s_checkpoint_goes_unless_kept(
         tmp_path, keep):
     args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=1, keep_checkpoints=keep,
+                                         overrides=["collection=rllab"],
                                          python=sys.executable, iterations=1)
     launcher = paper_grid.Launcher(args, "sqlite:///unused.db")
     population = paper_grid.Job("mountain_car", "vase", (3, 4))
@@ -293,7 +310,7 @@ def test_a_finished_population_s_checkpoint_goes_unless_kept(
     launcher.estimate([population, single])
     # where the recipe puts the population's checkpoint: <checkpoint.dir>/<experiment>/...
     directory = paper_grid.job_checkpoint(population, launcher.command(population))
-    assert directory.parent == tmp_path / "checkpoints" / "paper_grid-mountain_car"
+    assert directory.parent == tmp_path / "checkpoints" / "figure3-mountain_car"
     assert directory.name.startswith("population-")
     assert paper_grid.job_checkpoint(single, launcher.command(single)) is None
     directory.mkdir(parents=True)
@@ -315,4 +332,4 @@ def test_a_measure_a_population_cannot_train_runs_one_seed_a_job():
             if any(paper_grid.OmegaConf.select(cfg, key) != only
                    for key, only in paper_grid.schema.POPULATION_ONLY.items()):
                 refused.add(measure)
-    assert refused == paper_grid.SINGLE_ONLY == {"vase_paper", "vase_paper_n50"}
+    assert refused == paper_grid.SINGLE_ONLY == {"vase_paper"}

@@ -357,7 +357,8 @@ def _config(store, *overrides):
     tiny = [f"mlflow.tracking_uri={uri}", f"checkpoint.dir={root / 'checkpoints'}",
             "iterations=3", "num_envs=2", "env.frames_per_batch=64", "env.pool_size=1000",
             "env.pool_min=50", "progress_bar=false", "checkpoint.every=0", "eval.every=0",
-            "trpo.critic_minibatch=32", "surprise.elbo.updates_per_iteration=4", "threads=1"]
+            "trpo.critic_minibatch=32", "surprise.elbo.updates_per_iteration=4", "threads=1",
+            "collection=rllab"]  # a population collects in lanes
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         return compose("trpo_vase", overrides=[*tiny, *overrides])
 
@@ -452,6 +453,7 @@ def test_a_population_killed_before_its_first_checkpoint_starts_over_in_its_runs
     ("seeds=[0,-2]", "non-negative"),
     ("seeds=[1,2] seed=5", "seed=5 with seeds"),
     ("seeds=[1,2] collector=torchrl", "collector=torchrl with seeds"),
+    ("seeds=[1,2] collection=paths", r"collection=paths .* add collection=rllab"),
     ("seeds=[1,2] env.normalize_observations=true", "normalize_observations"),
 ])
 def test_bad_population_settings_fail_before_any_run_exists(store, override, message):

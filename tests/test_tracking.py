@@ -142,7 +142,7 @@ def _config(tmp_path, *overrides):
         f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
         f"checkpoint.dir={tmp_path / 'checkpoints'}", "iterations=2", "num_envs=2",
         "env.frames_per_batch=64", "surprise=none", "progress_bar=false", "checkpoint.every=1",
-        "trpo.critic_minibatch=32", "eval.every=0",
+        "trpo.critic_minibatch=32", "eval.every=0", "collection=rllab",  # 2 lanes of 32 steps
     ]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         return compose("trpo_vase", overrides=[*tiny, *overrides])
@@ -304,7 +304,7 @@ def test_a_server_that_goes_away_mid_run_costs_the_run_nothing(tmp_path):
     command = [
         sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "surprise=none",
         "iterations=8", "num_envs=2", "env.frames_per_batch=64", "trpo.critic_minibatch=32",
-        "checkpoint.every=1", "eval.every=0", f"mlflow.tracking_uri={uri}",
+        "collection=rllab", "checkpoint.every=1", "eval.every=0", f"mlflow.tracking_uri={uri}",
         f"checkpoint.dir={tmp_path / 'checkpoints'}", "mlflow.retry_minutes=2",
     ]
     # MLflow's own per-request retries off: the recipe's retries must carry the run

@@ -59,6 +59,9 @@ def _config(store, *overrides):
         "progress_bar=false",
         "checkpoint.every=0",
         "trpo.critic_minibatch=32",
+        # lanes of 32 steps: the machinery's tests count 64 frames a batch (rllab's whole paths,
+        # the default, run to the env's 500-step limit: test_paths_* and test_collectors.py)
+        "collection=rllab",
     ]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("trpo_vase", overrides=[*tiny, *overrides])
@@ -136,14 +139,20 @@ def _history(uri: str, run_id: str) -> dict[str, list[tuple[int, float]]]:
     }
 
 
-def test_kill_and_resume_ends_with_the_uninterrupted_runs_metric_values(store, monkeypatch):
-    overrides = ("env=mountain_car", "surprise=vase", "seed=21", "iterations=5",
-                 "checkpoint.every=2")
+@pytest.mark.parametrize(("seed", "collection"), [
+    (21, ("collection=rllab",)),
+    # rllab's whole paths (the default), of 32 steps here: two a batch
+    (22, ("collection=paths", "+env.make_kwargs.max_episode_steps=32")),
+])
+def test_kill_and_resume_ends_with_the_uninterrupted_runs_metric_values(store, monkeypatch,
+                                                                         seed, collection):
+    overrides = ("env=mountain_car", "surprise=vase", f"seed={seed}", "iterations=5",
+                 "checkpoint.every=2", *collection)
     uninterrupted = recipe.train(_config(store, *overrides, "mlflow.experiment=uninterrupted"))
     train_killed_in_critic_fit(4, _config(store, *overrides), monkeypatch)
     client = MlflowClient(tracking_uri=store[0])
     [killed] = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id],
-                                  filter_string="tags.seed = '21'")
+                                  filter_string=f"tags.seed = '{seed}'")
     assert killed.info.status == "KILLED"
     # metrics go out with checkpoints: iterations 0-1 are logged, 2 was computed and lost
     frames = client.get_metric_history(killed.info.run_id, "train/frames")
@@ -179,8 +188,9 @@ def test_a_parallel_sweep_with_checkpoints_gives_two_runs_that_each_resume_thems
         command = [
             sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "-m", "hydra/launcher=joblib",
             "surprise.delta=0.01,0", f"iterations={iterations}", "num_envs=2",
-            "env.frames_per_batch=64", "env.pool_min=50", "surprise.elbo.updates_per_iteration=3",
-            "trpo.critic_minibatch=32", "progress_bar=false", "checkpoint.every=1",
+            "env.frames_per_batch=64", "collection=rllab", "env.pool_min=50",
+            "surprise.elbo.updates_per_iteration=3", "trpo.critic_minibatch=32",
+            "progress_bar=false", "checkpoint.every=1",
             f"resume={str(resume).lower()}", f"mlflow.tracking_uri={uri}",
             f"checkpoint.dir={tmp_path / 'checkpoints'}", f"hydra.sweep.dir={tmp_path / 'mr'}",
         ]
@@ -194,8 +204,8 @@ def test_a_parallel_sweep_with_checkpoints_gives_two_runs_that_each_resume_thems
     # a run's name carries the overrides that change a setting, not where it logs or resumes
     assert sorted(r.info.run_name for r in runs) == [
         f"vase-extrinsic-seed0 surprise.delta={delta} iterations=1 num_envs=2 "
-        "env.frames_per_batch=64 env.pool_min=50 surprise.elbo.updates_per_iteration=3 "
-        "trpo.critic_minibatch=32" for delta in ("0", "0.01")]
+        "env.frames_per_batch=64 collection=rllab env.pool_min=50 "
+        "surprise.elbo.updates_per_iteration=3 trpo.critic_minibatch=32" for delta in ("0", "0.01")]
     # one tag for the sweep: its directory's name (by default its launch time)
     assert {r.data.tags["sweep"] for r in runs} == {"mr"}
     sweep(2, resume=True)  # each job finds its own run by its config's identity, and extends it
@@ -216,8 +226,9 @@ def test_sigterm_ends_the_run_killed_with_a_checkpoint_and_resume_finishes_it(tm
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     command = [
         sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "surprise=none",
-        "iterations=1000", "num_envs=2", "env.frames_per_batch=64", "trpo.critic_minibatch=32",
-        "progress_bar=false", "checkpoint.every=1000", f"mlflow.tracking_uri={uri}",
+        "iterations=1000", "num_envs=2", "env.frames_per_batch=64", "collection=rllab",
+        "trpo.critic_minibatch=32", "progress_bar=false", "checkpoint.every=1000",
+        f"mlflow.tracking_uri={uri}",
         f"checkpoint.dir={tmp_path / 'checkpoints'}",
     ]
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, text=True,
@@ -463,6 +474,58 @@ def test_authors_preset_sets_their_settings():
     assert cfg.advantage.structure == "extrinsic" and cfg.advantage.center_bonus is False
     assert cfg.surprise.sigma_c == 0.5 and cfg.surprise.delta == 0.0
     assert cfg.surprise.init_mean == "normal"
+    assert (cfg.trpo.init, cfg.trpo.cg_damping, cfg.trpo.backtracks) == ("glorot", 1e-5, 15)
+    assert cfg.collection == "paths" and cfg.whole_paths is True
+
+
+@pytest.mark.parametrize("surprise", ["vase", "nll", "vime", "rnd", "none"])
+@pytest.mark.parametrize("env", ["mountain_car", "ant", "lunar_lander"])
+def test_the_defaults_are_the_authors_code(env, surprise):
+    # preset=authors states the authors' settings explicitly: the defaults compose to the same
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        default = compose("trpo_vase", overrides=[f"env={env}", f"surprise={surprise}"])
+        authors = compose("trpo_vase", overrides=[f"env={env}", f"surprise={surprise}",
+                                                  "preset=authors"])
+    assert OmegaConf.to_container(default, resolve=True) == OmegaConf.to_container(
+        authors, resolve=True)
+
+
+# identities the recipe gave these configs at 8f1884c, when its defaults were the ones
+# preset=former_defaults now sets (a population's too)
+FORMER_IDENTITIES = [
+    (["env=mountain_car", "surprise=vase", "seed=0"], "d9cf02b8dd3e"),
+    (["env=half_cheetah", "surprise=none", "seed=3"], "1e43e87b5278"),
+    (["env=ant", "surprise=nll", "seed=7"], "76c4363045c5"),
+    (["env=cartpole_swingup", "surprise=vime", "seed=1"], "b09cae240b4a"),
+    (["env=lunar_lander", "surprise=rnd", "seed=2"], "7bee4f89525e"),
+    (["env=mountain_car", "surprise=vase", "seeds=[0,1]"], "fee48e40532f"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "identity"), FORMER_IDENTITIES)
+def test_the_former_defaults_preset_gives_the_earlier_runs_identity(overrides, identity):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        former = schema.typed_config(compose("trpo_vase",
+                                             overrides=["preset=former_defaults", *overrides]))
+        default = schema.typed_config(compose("trpo_vase", overrides=[
+            *overrides, *(["collection=rllab"] if "seeds" in overrides[-1] else [])]))
+    ours = config_identity(OmegaConf.to_container(former, resolve=True),
+                           schema.identity_ignores(former))
+    assert ours == identity
+    assert config_identity(OmegaConf.to_container(default, resolve=True),
+                           schema.identity_ignores(default)) != identity
+
+
+def test_paths_and_their_limits_fail_before_any_run():
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        for overrides, message in [
+            (["seeds=[0,1]"], r"collection=paths .* with seeds: .* add collection=rllab"),
+            (["collector=torchrl"], r"collection=paths .* needs collector=lean"),
+            (["collection=rllab", "whole_paths=false"], r"whole_paths=false .* collection=paths"),
+            (["collection=lanes"], r"collection must be one of \['continuous', 'paths', 'rllab'\]"),
+        ]:
+            with pytest.raises(ValueError, match=message):
+                schema.typed_config(compose("trpo_vase", overrides=overrides))
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -568,10 +631,15 @@ def test_video_of_an_env_without_rendering_fails_before_any_run_exists(store):
     assert _all_runs(store[0]) == before
 
 
-@pytest.mark.parametrize(("overrides", "identity"), [(["preset=authors_trpo"], "3366375a9e7b")])
+@pytest.mark.parametrize(("overrides", "identity"), [
+    # preset=authors_trpo before the authors' code became the defaults: their TRPO in lanes,
+    # the bonus centred (a key of the advantage group, though plain TRPO has no bonus)
+    (["preset=authors_trpo", "collection=rllab", "advantage.center_bonus=true"], "3366375a9e7b"),
+])
 def test_the_run_identity_of_configs_from_before_ppo_is_unchanged(overrides, identity):
-    # the identities the recipe gave these configs at 0b17d37, before `algorithm` and `ppo`
-    # existed: resume=true still finds those runs (plain TRPO: no BNN, whose numbers changed)
+    # the identities the recipe gave these configs at 0b17d37, before `algorithm`, `ppo` and
+    # `whole_paths` existed: resume=true still finds those runs (plain TRPO: no BNN, whose
+    # numbers changed)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = schema.typed_config(compose("trpo_vase", overrides=overrides))
     config = OmegaConf.to_container(cfg, resolve=True)
@@ -583,9 +651,9 @@ def test_the_run_identity_of_configs_from_before_ppo_is_unchanged(overrides, ide
 
 
 @pytest.mark.parametrize(("overrides", "before"), [
-    (["surprise.sampling=weights"], "9e17d44f21c0"),
-    (["env=half_cheetah", "surprise=nll", "seed=3", "surprise.sampling=weights"],
-     "62428298c3ef"),
+    (["preset=former_defaults", "surprise.sampling=weights"], "9e17d44f21c0"),
+    (["preset=former_defaults", "env=half_cheetah", "surprise=nll", "seed=3",
+      "surprise.sampling=weights"], "62428298c3ef"),
 ])
 def test_bnn_runs_changed_identity_with_the_compiled_elbo_steps(overrides, before):
     # every BNN run's numbers changed with surprise.elbo.backend (the noise drawn an iteration at

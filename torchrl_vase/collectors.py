@@ -32,6 +32,65 @@ from torchrl_vase.envs.batched import LeanVectorEnv, unit_to_bounds
 
 __all__ = ["VectorEnvCollector"]
 
+_STEP_KEYS = ("observation", "action", "next_observation", "reward", "terminated", "truncated",
+              "step_count", "episode_reward")
+
+
+class _PathLedger:
+    """Which copy ran which path, from which step, for how long: the paths numbered in the
+    order they start (copies that start together in copy order), as rllab's one worker runs
+    them one after another; the batch is the first of them until they hold ``budget`` steps."""
+
+    def __init__(self, lanes: int, budget: int, whole_paths: bool) -> None:
+        self.budget, self.whole_paths = budget, whole_paths
+        self.lane = list(range(lanes))  # path -> its copy
+        self.start = [0] * lanes  # path -> the step (of the copies' common clock) it began at
+        self.length = [0] * lanes
+        self.ended = [False] * lanes
+        self.running = list(range(lanes))  # copy -> its path
+        self.whole = 0  # paths 0 .. whole-1 have ended, and hold ...
+        self.whole_steps = 0  # ... this many steps
+
+    def step(self, done: np.ndarray, clock: int) -> None:
+        """Every copy took a step (the clock now reads ``clock``); the ``done`` ones' paths
+        ended, and they begin new ones."""
+        for path in self.running:
+            self.length[path] += 1
+        for lane in np.flatnonzero(done).tolist():
+            self.ended[self.running[lane]] = True
+            self.running[lane] = len(self.lane)
+            self.lane.append(lane)
+            self.start.append(clock)
+            self.length.append(0)
+            self.ended.append(False)
+        while (self.whole_steps < self.budget and self.whole < len(self.lane)
+               and self.ended[self.whole]):
+            self.whole_steps += self.length[self.whole]
+            self.whole += 1
+
+    def complete(self) -> bool:
+        """The batch's paths are collected: whole ones until they hold the budget or, without
+        ``whole_paths``, the budget's first steps of the paths in order."""
+        if self.whole_steps >= self.budget:
+            return True
+        return not self.whole_paths and self.whole < len(self.lane) and (
+            self.whole_steps + self.length[self.whole] >= self.budget)
+
+    def batch_indices(self) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's (step, copy) indices into the recorded ``[steps, copies]`` arrays,
+        path after path."""
+        steps, lanes, total = [], [], 0
+        for path in range(len(self.lane)):
+            if total >= self.budget:
+                break
+            length = self.length[path]
+            if not self.whole_paths:
+                length = min(length, self.budget - total)
+            steps.append(np.arange(self.start[path], self.start[path] + length))
+            lanes.append(np.full(length, self.lane[path]))
+            total += length
+        return np.concatenate(steps), np.concatenate(lanes)
+
 
 def _gaussian_network(policy) -> tuple[nn.Module, str, str]:
     """The ``observation → (loc, scale)`` network of a ``ProbabilisticActor`` with a normal
@@ -59,7 +118,8 @@ def _gaussian_network(policy) -> tuple[nn.Module, str, str]:
 
 
 class VectorEnvCollector(BaseCollector):
-    """Batches of ``[num_envs, frames_per_batch // num_envs]`` transitions from a vector env.
+    """Batches of ``[num_envs, frames_per_batch // num_envs]`` transitions from a vector env, or
+    with ``paths=True`` rllab's batches of whole paths, ``[1, L]``.
 
     A torchrl collector (a ``BaseCollector``): it iterates, ``next()``, ``set_seed``,
     ``state_dict``, ``update_policy_weights_``, ``shutdown`` and the pre/post-collect hooks work
@@ -75,6 +135,20 @@ class VectorEnvCollector(BaseCollector):
     bounds and clipped (torchrl's ``ActionScaling`` and ``ClipTransform``, rllab's
     ``NormalizedEnv``). Observations are cast to float32 and, with ``observation_loc`` and
     ``observation_scale``, standardised (``ObservationNorm``'s ``standard_normal``).
+
+    With ``paths=True`` the batch is what rllab's sampler collects (``sample_paths`` with one
+    worker): fresh paths, each from a reset up to its end (termination or the env's time limit,
+    the authors' ``max_path_length``), taken in the order they start until they hold
+    ``frames_per_batch`` steps; with ``whole_paths=True`` (rllab's default and the authors'
+    scripts') the last path is kept whole, so ``L`` is ``frames_per_batch`` to
+    ``frames_per_batch + max_path_length - 1``; with ``whole_paths=False`` it is cut there
+    (rllab's ``truncate_paths``: ``L == frames_per_batch``, the cut step not marked done). The
+    ``num_envs`` copies run paths side by side and the batch keeps the paths rllab's one worker
+    would have run first (a path that starts once the paths before it hold the batch is not
+    needed and is dropped), so every path but a cut last one is whole, whatever its length:
+    a LunarLander batch holds about five paths of up to 1,000 steps. Paths are laid end to end
+    along the time dim, as rllab concatenates them, and every path's end but a cut one is
+    ``done``.
 
     Each batch holds ``observation``, ``action``, ``loc``, ``scale``, ``action_log_prob`` (the
     policy's own distribution, computed once for the batch) and under ``"next"``:
@@ -92,7 +166,11 @@ class VectorEnvCollector(BaseCollector):
         num_envs: copies stepped together.
         frames_per_batch: transitions per batch, a multiple of ``num_envs``.
         total_frames: stop after this many (``-1``: never).
-        reset_at_each_iter: start fresh episodes at every batch (rllab's batches).
+        reset_at_each_iter: start fresh episodes at every batch (each copy's last one cut at
+            ``frames_per_batch // num_envs`` steps).
+        paths: rllab's batches of paths (above); fresh paths at every batch.
+        whole_paths: with ``paths``, keep the last path whole (rllab's ``whole_paths=True``,
+            the authors'); ``False`` cuts it at ``frames_per_batch``.
         seed: seeds the envs (copy ``i`` with ``seed + i``); ``set_seed`` reseeds.
         observation_loc: subtracted from every observation (with ``observation_scale``).
         observation_scale: divides it.
@@ -120,6 +198,8 @@ class VectorEnvCollector(BaseCollector):
         frames_per_batch: int,
         total_frames: int = -1,
         reset_at_each_iter: bool = False,
+        paths: bool = False,
+        whole_paths: bool = True,
         seed: int | None = None,
         observation_loc: Tensor | None = None,
         observation_scale: Tensor | None = None,
@@ -128,11 +208,12 @@ class VectorEnvCollector(BaseCollector):
         for name, value in (("num_envs", num_envs), ("frames_per_batch", frames_per_batch)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}.")
-        if frames_per_batch % num_envs:
+        if frames_per_batch % num_envs and not paths:
             raise ValueError(
                 f"frames_per_batch ({frames_per_batch}) must be a multiple of num_envs "
                 f"({num_envs}): every env takes the same number of steps."
             )
+        self.paths, self.whole_paths = bool(paths), bool(whole_paths)
         self._learner = policy
         if module_device(policy).type != "cpu":
             # the envs step on the CPU: act with a CPU copy of a policy trained elsewhere (a
@@ -146,10 +227,10 @@ class VectorEnvCollector(BaseCollector):
         observation_space = self.env.single_observation_space
         check_continuous_control(env_id, observation_space, space)
         self.num_envs = num_envs
-        self.steps = frames_per_batch // num_envs
+        self.steps = max(1, frames_per_batch // num_envs)
         self.frames_per_batch = frames_per_batch
         self.total_frames = total_frames
-        self.reset_at_each_iter = bool(reset_at_each_iter)
+        self.reset_at_each_iter = bool(reset_at_each_iter) or self.paths
         self.observation_dim = int(observation_space.shape[0])
         self.action_dim = int(space.shape[0])
         self._low, self._high = space.low, space.high
@@ -256,7 +337,9 @@ class VectorEnvCollector(BaseCollector):
 
     @torch.no_grad()
     def rollout(self) -> TensorDict:
-        """One batch, ``[num_envs, frames_per_batch // num_envs]``."""
+        """One batch, ``[num_envs, frames_per_batch // num_envs]`` (``[1, L]`` with ``paths``)."""
+        if self.paths:
+            return self._rollout_paths()
         if self.reset_at_each_iter:
             self._observation = self._reset_all(None)
         envs, steps = self.num_envs, self.steps
@@ -313,6 +396,64 @@ class VectorEnvCollector(BaseCollector):
         )
         batch.set(self.log_prob_key, self._log_prob(batch))
         self._frames += self.frames_per_batch
+        return batch
+
+    @torch.no_grad()
+    def _rollout_paths(self) -> TensorDict:
+        """rllab's batch: the first paths, in the order they start, until they hold the batch."""
+        self._observation = self._reset_all(None)
+        lanes, budget = self.num_envs, self.frames_per_batch
+        paths = _PathLedger(lanes, budget, self.whole_paths)
+        seen: dict[str, list] = {key: [] for key in _STEP_KEYS}
+        observation = self._prepare(self._observation)
+        t = 0
+        while not paths.complete():
+            if t % self.steps == 0:
+                noise = self._rollout_noise(self.steps)
+            loc, scale = self._network(observation)
+            action = loc + scale * noise[t % self.steps]
+            next_raw, reward, term, trunc, _ = self.env.step(
+                unit_to_bounds(action.numpy(), self._low, self._high))
+            self._step_count += 1
+            self._episode_reward += reward.astype(np.float32)
+            for key, value in zip(_STEP_KEYS, (
+                    observation, action, self._prepare(next_raw), np.asarray(reward, np.float32),
+                    term, trunc, self._step_count.copy(), self._episode_reward.copy()),
+                    strict=True):
+                seen[key].append(value)
+            done = term | trunc
+            t += 1
+            paths.step(done, t)
+            if done.any():
+                reset_raw, _ = self.env.reset(options={"reset_mask": done})
+                next_raw = np.where(done[:, None], reset_raw, next_raw)
+                self._step_count[done] = 0
+                self._episode_reward[done] = 0.0
+            self._observation, observation = next_raw, self._prepare(next_raw)
+        steps, lane = paths.batch_indices()
+        taken = {key: torch.as_tensor(np.stack([np.asarray(v) for v in values])[steps, lane])
+                 for key, values in seen.items()}
+        length = len(steps)
+        column = {key: taken[key].reshape(1, length, -1) for key in taken}
+        terminated, truncated = column["terminated"].bool(), column["truncated"].bool()
+        batch = TensorDict(
+            {
+                self.observation_key: column["observation"].float(),
+                "action": column["action"].float(),
+                "next": {
+                    self.observation_key: column["next_observation"].float(),
+                    "reward": column["reward"].float(),
+                    "done": terminated | truncated,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                    "step_count": column["step_count"].long(),
+                    "episode_reward": column["episode_reward"].float(),
+                },
+            },
+            batch_size=(1, length),
+        )
+        batch.set(self.log_prob_key, self._log_prob(batch))
+        self._frames += length
         return batch
 
     # what a population's collector (``PopulationCollector``) does its own way

@@ -78,9 +78,9 @@ class ExplorationGAE(ValueEstimatorBase):
       at episode ends.
 
     Every structure also writes ``bonus_advantage``: the bonus's own advantage, the discounted sum
-    (γλ) of the batch-centred bonus term as it enters the advantage (``η·U``, or
-    ``intrinsic_coef · U / σ`` for ``"dual"``) with no critic: the reference for
-    ``torchrl_vase.diagnostics.advantage_alignment``.
+    (γλ) of the bonus term as it enters the advantage (``η·U``, batch-centred with
+    ``center_bonus``; ``intrinsic_coef · U / σ`` less its mean for ``"dual"``) with no critic:
+    the reference for ``torchrl_vase.diagnostics.advantage_alignment``.
 
     Centring and scaling of the advantage are left to the loss (``TRPOLoss`` standardises it per
     batch; PPO's ``normalize_advantage``).
@@ -343,10 +343,11 @@ class ExplorationGAE(ValueEstimatorBase):
         stream_done = done
         if self.structure == "dual" and not self.episodic_intrinsic:
             stream_done = self._endless(done, time_dim)  # the bonus's own advantage runs on too
-        centred = bonus_term - bonus_term.mean()
+        if self.structure == "dual":  # its intrinsic critic takes U's mean
+            bonus_term = bonus_term - bonus_term.mean()
         tensordict.set(
             keys.bonus_advantage,
-            discounted_sum(centred, stream_done, self.gamma * self.lmbda, time_dim=time_dim),
+            discounted_sum(bonus_term, stream_done, self.gamma * self.lmbda, time_dim=time_dim),
         )
         return tensordict
 
