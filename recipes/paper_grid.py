@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import platform
+import shlex
 import shutil
 import signal
 import subprocess
@@ -108,12 +110,13 @@ class Job:
         return f"{self.task} {self.measure} seed{first}" + (f"-{last}" if last != first else "")
 
     def command(self, store: str, checkpoints: Path, python: str,
-                iterations: int | None = None, overrides: tuple[str, ...] = ()) -> list[str]:
+                iterations: int | None = None, overrides: tuple[str, ...] = (),
+                code: Path = ROOT) -> list[str]:
         seeds = (f"seed={self.seeds[0]}" if len(self.seeds) == 1
                  else "seeds=[" + ",".join(map(str, self.seeds)) + "]")
         task = [o for o in TASK_OVERRIDES.get(self.task, ())
                 if not (iterations and o.startswith("iterations="))]
-        return [python, str(ROOT / "recipes" / "trpo_vase.py"), f"env={self.task}",
+        return [python, str(code / "recipes" / "trpo_vase.py"), f"env={self.task}",
                 *MEASURES[self.measure], seeds, *task, "threads=1", "progress_bar=false",
                 f"mlflow.tracking_uri={store}", f"mlflow.experiment={self.experiment}",
                 f"checkpoint.dir={checkpoints}", "resume=true",
@@ -295,7 +298,18 @@ class Launcher:
 
     def command(self, job: Job) -> list[str]:
         return job.command(self.store, self.checkpoints, self.args.python, self.args.iterations,
-                           tuple(getattr(self.args, "overrides", ())))
+                           tuple(getattr(self.args, "overrides", ())), self.code)
+
+    @property
+    def code(self) -> Path:
+        """The checkout whose recipe and library the jobs run (``--code``): a study pinned to
+        one commit runs from a checkout of it while this one moves on."""
+        return Path(getattr(self.args, "code", None) or ROOT).resolve()
+
+    def environment(self) -> dict[str, str]:
+        """The jobs' environment: ``--code``'s library first on the path."""
+        path = os.pathsep.join(filter(None, [str(self.code), os.environ.get("PYTHONPATH")]))
+        return {**os.environ, "PYTHONPATH": path}
 
     def need(self, job: Job) -> int:
         return len(job.seeds) * self.needs.get((job.task, job.measure), 0)
@@ -369,20 +383,27 @@ class Launcher:
             while worker.is_alive():  # join with a timeout: the main thread still takes signals
                 worker.join(0.5)
 
+    def log_path(self, job: Job) -> Path:
+        return self.logs / f"{job.name.replace(' ', '-')}.log"
+
     def _run(self, job: Job) -> None:
         if self.stopping.is_set():
             return
-        log = self.logs / f"{job.name.replace(' ', '-')}.log"
         started, note = time.time(), self.note()
         print(f"{time.strftime('%H:%M:%S')} start {job.name} ({note})", flush=True)
-        with log.open("a") as handle, self.lock:
+        with self.log_path(job).open("a") as handle, self.lock:
             process = subprocess.Popen(self.command(job), stdout=handle,
-                                       stderr=subprocess.STDOUT, cwd=ROOT,
-                                       start_new_session=True)
+                                       stderr=subprocess.STDOUT, cwd=self.code,
+                                       env=self.environment(), start_new_session=True)
             self.running.add(process)
         code = process.wait()
         with self.lock:
             self.running.discard(process)
+        self.finish(job, code, started, note)
+
+    def finish(self, job: Job, code: int, started: float, note: str) -> None:
+        """A job ended with ``code``: export (and commit) its runs, or say why not."""
+        log = self.log_path(job)
         minutes = (time.time() - started) / 60
         if code != 0 or self.stopping.is_set():
             state = "stopped" if self.stopping.is_set() else f"failed (exit {code}; see {log})"
@@ -405,17 +426,34 @@ class Launcher:
             self.commit(written, f"figure 3: {job.name}")
         self.remove_checkpoint(job)
 
-    def remove_checkpoint(self, job: Job) -> None:
-        """A finished, exported job's checkpoint: its replay pools (GiB for a locomotion task)
-        are of no more use once the runs are in the store and the CSVs; unless
-        ``--keep-checkpoints``."""
+    def run_checkpoints(self, job: Job) -> list[Path]:
+        """A finished, exported job's checkpoint directories: its population's, or each seed's
+        single run's (``<checkpoint.dir>/<experiment>/<run id>/``, the run id from the
+        ``runs.csv`` the export wrote)."""
         directory = self.checkpoint_dirs.get(job)
-        if self.args.keep_checkpoints or directory is None or not directory.is_dir():
+        if directory is not None:
+            return [directory]
+        provenance = self.args.out / job.task / job.measure / "runs.csv"
+        if not provenance.exists():
+            return []
+        with provenance.open(newline="") as handle:
+            run_ids = {row["seed"]: row["run_id"] for row in csv.DictReader(handle)}
+        return [self.checkpoints / job.experiment / run_ids[str(seed)] for seed in job.seeds
+                if str(seed) in run_ids]
+
+    def remove_checkpoint(self, job: Job) -> None:
+        """A finished, exported job's checkpoints: their replay pools (GiB for a locomotion
+        task) are of no more use once the runs are in the store and the CSVs; unless
+        ``--keep-checkpoints``."""
+        if self.args.keep_checkpoints:
             return
-        size = directory_bytes(directory)
-        shutil.rmtree(directory, ignore_errors=True)
-        print(f"{time.strftime('%H:%M:%S')} removed the checkpoint of {job.name} "
-              f"({size / 2**30:.1f} GiB, {directory})", flush=True)
+        for directory in self.run_checkpoints(job):
+            if not directory.is_dir():
+                continue
+            size = directory_bytes(directory)
+            shutil.rmtree(directory, ignore_errors=True)
+            print(f"{time.strftime('%H:%M:%S')} removed the checkpoint of {job.name} "
+                  f"({size / 2**30:.1f} GiB, {directory})", flush=True)
 
     def commit(self, written: list[Path], message: str) -> None:
         paths = sorted({*map(str, written), *(str(p.parent / "runs.csv") for p in written)})
@@ -430,6 +468,67 @@ class Launcher:
                 time.sleep(2 + 3 * attempt)
         print(f"could not commit {', '.join(paths)} (they are written; commit them by hand)",
               flush=True)
+
+
+class SubmititLauncher(Launcher):
+    """The jobs handed to a cluster engine through submitit: SLURM (``--launcher slurm``, one
+    job a cell, its memory from the recipe's estimate) or submitit's local executor
+    (``--launcher submitit_local``, processes on this machine: a try of the same path). The
+    plan, the skip of finished cells, ``resume=true`` and the export (and commit) of each
+    finished job as it ends are the pool's; the engine decides what runs when. The MLflow store
+    and ``--scratch`` must be reachable from the nodes (a shared file system, or a tracking
+    server as ``--store``). A SIGTERM or SIGINT cancels the submitted jobs (SLURM signals a
+    cancelled job's processes: the recipe checkpoints and stops; the same command continues
+    them)."""
+
+    def __init__(self, args: argparse.Namespace, store: str) -> None:
+        super().__init__(args, store)
+        import submitit
+
+        cluster = "slurm" if args.launcher == "slurm" else "local"
+        self.executor = submitit.AutoExecutor(folder=args.scratch / "submitit", cluster=cluster)
+        self.submitted: list = []
+
+    def stop(self, signum: int, _frame) -> None:
+        self.stopping.set()
+        for _, future, _ in self.submitted:
+            future.cancel(check=False)
+        print(f"{signal.Signals(signum).name}: the submitted jobs are cancelled (each "
+              "checkpoints and stops); run the same command again to continue.", flush=True)
+
+    def run(self, jobs: list[Job]) -> None:
+        from submitit.helpers import CommandFunction
+
+        for job in jobs:
+            gib = max(1, math.ceil(self.need(job) / 2**30) + 1)
+            self.executor.update_parameters(
+                name=job.name.replace(" ", "-"), timeout_min=self.args.timeout_min,
+                cpus_per_task=1, mem_gb=gib,
+                **({"slurm_partition": self.args.partition} if self.args.partition else {}))
+            note = self.note()
+            # submitit's own CommandFunction (a worker unpickles it without this script), the
+            # output appended to the job's log as the pool's
+            logged = ["bash", "-c", f"exec {shlex.join(self.command(job))} "
+                                    f">> {shlex.quote(str(self.log_path(job)))} 2>&1"]
+            future = self.executor.submit(CommandFunction(logged, cwd=str(self.code),
+                                                          env=self.environment()))
+            print(f"{time.strftime('%H:%M:%S')} submitted {job.name} as job {future.job_id}",
+                  flush=True)
+            self.submitted.append((job, future, (time.time(), note)))
+        waiting = list(self.submitted)
+        while waiting and not self.stopping.is_set():
+            for entry in [e for e in waiting if e[1].done()]:
+                waiting.remove(entry)
+                job, future, (started, note) = entry
+                try:
+                    future.result()
+                    code = 0
+                except Exception as error:  # the recipe's exit code, a node lost, a timeout
+                    print(f"{time.strftime('%H:%M:%S')} {job.name}: "
+                          f"{str(error).strip().splitlines()[-1][:300]}", flush=True)
+                    code = 1
+                self.finish(job, code, started, note)
+            time.sleep(self.args.poll)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -450,6 +549,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the MLflow store, checkpoints and logs (outside git)")
     parser.add_argument("--store", default=None, help="default: <scratch>/mlflow.db")
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--code", type=Path, default=None,
+                        help="the checkout whose recipe and library the jobs run (default: this "
+                             "one): a study pinned to one commit keeps its code while this moves")
     parser.add_argument("--commit", action="store_true",
                         help="git-commit each finished job's CSVs in --out's repository")
     parser.add_argument("--iterations", type=int, default=None,
@@ -457,13 +559,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-checkpoints", action="store_true",
                         help="keep a finished job's checkpoint (default: removed once its runs "
                              "are exported; a population's holds its replay pools)")
+    parser.add_argument("--launcher", choices=("pool", "slurm", "submitit_local"), default="pool",
+                        help="pool: --workers processes here; slurm: a SLURM job a cell through "
+                             "submitit; submitit_local: submitit's local executor")
+    parser.add_argument("--partition", default=None, help="--launcher slurm: the partition")
+    parser.add_argument("--timeout-min", type=int, default=24 * 60,
+                        help="--launcher slurm/submitit_local: a job's time limit in minutes")
+    parser.add_argument("--poll", type=float, default=10.0,
+                        help="seconds between looks at the submitted jobs")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     args = parser.parse_args(argv)
     if args.workers < 1 or args.group < 1:
         parser.error("--workers and --group must be at least 1.")
     jobs, _ = plan(args.tasks, args.measures, args.seeds, args.group, args.out, args.iterations)
     store = args.store or f"sqlite:///{args.scratch.resolve()}/mlflow.db"
-    launcher = None if args.dry_run else Launcher(args, store)
+    kind = Launcher if args.launcher == "pool" else SubmititLauncher
+    launcher = None if args.dry_run else kind(args, store)
     recovered = [] if launcher is None else recover(store, jobs, args.out)
     if recovered:
         print(f"exported {len(recovered)} runs the store had finished before", flush=True)

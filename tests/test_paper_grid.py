@@ -299,10 +299,10 @@ def test_the_recipe_s_estimates_grow_with_the_task_s_pool():
 
 
 @pytest.mark.parametrize("keep", [False, True])
-def test_a_finished_population_s_checkpoint_goes_unless_kept(
+def test_a_finished_job_s_checkpoints_go_unless_kept(
         tmp_path, keep):
     args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=1, keep_checkpoints=keep,
-                                         overrides=["collection=rllab"],
+                                         overrides=["collection=rllab"], out=tmp_path / "out",
                                          python=sys.executable, iterations=1)
     launcher = paper_grid.Launcher(args, "sqlite:///unused.db")
     population = paper_grid.Job("mountain_car", "vase", (3, 4))
@@ -315,9 +315,16 @@ def test_a_finished_population_s_checkpoint_goes_unless_kept(
     assert paper_grid.job_checkpoint(single, launcher.command(single)) is None
     directory.mkdir(parents=True)
     (directory / "last.pt").write_bytes(b"pools")
+    # a single run's: under its run id, which the export wrote into runs.csv
+    provenance = tmp_path / "out" / "mountain_car" / "vase" / "runs.csv"
+    provenance.parent.mkdir(parents=True)
+    provenance.write_text("seed,run_id\n5,abc123\n")
+    run = tmp_path / "checkpoints" / "figure3-mountain_car" / "abc123"
+    run.mkdir()
+    (run / "last.pt").write_bytes(b"pool")
     launcher.remove_checkpoint(population)
     launcher.remove_checkpoint(single)
-    assert directory.exists() == keep
+    assert directory.exists() == keep and run.exists() == keep
 
 
 def test_a_measure_a_population_cannot_train_runs_one_seed_a_job():
@@ -333,3 +340,24 @@ def test_a_measure_a_population_cannot_train_runs_one_seed_a_job():
                    for key, only in paper_grid.schema.POPULATION_ONLY.items()):
                 refused.add(measure)
     assert refused == paper_grid.SINGLE_ONLY == {"vase_paper"}
+
+
+def test_the_submitit_launcher_runs_cells_through_the_local_executor_and_skips_them_after(
+        tmp_path, capsys):
+    out = tmp_path / "results"
+    args = ["--tasks", "mountain_car", "--measures", "none", "--seeds", "3-4", "--iterations",
+            "1", "--scratch", str(tmp_path / "scratch"), "--out", str(out), "--launcher",
+            "submitit_local", "--poll", "0.5", "--overrides", "eval.every=0"]
+    assert paper_grid.main(args) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("submitted mountain_car none seed") == 2
+    assert "2 jobs done, 0 failed" in printed
+    with (out / "mountain_car" / "none" / "runs.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["seed"] for row in rows] == ["3", "4"]  # each exported once
+    assert {row["population"] for row in rows} == {"single run"}
+    for seed in (3, 4):
+        with (out / "mountain_car" / "none" / f"seed{seed}.csv").open(newline="") as handle:
+            assert [row["frames"] for row in csv.DictReader(handle)] == ["5000"]
+    assert paper_grid.main(args) == 0
+    assert "2 cells done, 0 to run in 0 jobs" in capsys.readouterr().out

@@ -139,3 +139,70 @@ def test_the_report_writes_its_figures_and_tables_from_exported_runs(tmp_path):
     for name in ("figure3", "first_reward", "self_agreement"):
         image = plt.imread(written[name])
         assert image.shape[0] > 500 and image.std() > 0.01, name
+
+
+# ------------------------------------------------------------------------------------------------
+# The study at the authors' configuration (issue 38): claims in three windows, unpaired
+# ------------------------------------------------------------------------------------------------
+def _write_seed(path: Path, returns, first_reward: float | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["frames", "Return/mean", "train/first_reward_step"])
+        for i, value in enumerate(returns):
+            found = "" if first_reward is None or (i + 1) * 5000 < first_reward else first_reward
+            writer.writerow([(i + 1) * 5000, value, found])
+
+
+def _study(root: Path, task: str, levels: dict[str, tuple[float, float]], seeds: int = 8,
+           iterations: int = 60) -> None:
+    """Seeds of each measure: ``(early, late)`` levels (the switch at 85 % of the run), noise."""
+    rng = np.random.default_rng(len(task))
+    for measure, (early, late) in levels.items():
+        for seed in range(seeds):
+            switch = int(0.85 * iterations)
+            curve = np.r_[np.full(switch, early), np.full(iterations - switch, late)]
+            _write_seed(root / task / measure / f"seed{seed}.csv",
+                        curve + rng.normal(0, 0.2, iterations))
+
+
+def test_the_studys_claims_follow_the_three_windows(tmp_path):
+    # HalfCheetah: VASE above every rival in every window; Ant: VASE above at the end only
+    # (below over the whole run); LunarLander: every measure alike
+    _study(tmp_path, "half_cheetah", {"vase": (5, 9), "nll": (1, 1), "vime": (1, 2),
+                                      "trpo_authors": (0, 0), "none": (0, 1)})
+    _study(tmp_path, "ant", {"vase": (0, 9), "nll": (4, 4), "vime": (4, 4),
+                             "trpo_authors": (4, 4), "none": (4, 4)})
+    _study(tmp_path, "lunar_lander", {m: (-100, 50) for m in
+                                      ("vase", "nll", "vime", "trpo_authors", "none")})
+    data = report.load(tmp_path)
+    quotes = {quote: key for key, quote in report.QUOTES.items()}
+    claims = {(quotes[quote], task): (final, per_window)
+              for quote, task, per_window, final, _ in report.study_claims(data, resamples=2000)}
+    assert claims["good", "half_cheetah"][0] == "reproduced"
+    final, per_window = claims["good", "ant"]
+    assert final == "inconclusive"
+    assert [per_window[w][0] for w in report.WINDOWS] == ["reproduced", "reproduced",
+                                                          "not reproduced"]
+    assert claims["nll", "half_cheetah"][0] == "reproduced"
+    assert claims["lunar_lander", "lunar_lander"][0] == "reproduced"
+    assert claims["good", "cartpole_swingup"][0] == "not measured yet"
+    page = report.study_claims_table(data, resamples=2000)
+    assert "| **inconclusive** |" in page and "margin ±" in page
+
+
+def test_the_point_robot_claim_counts_runs_that_never_found_it(tmp_path):
+    for seed in range(6):
+        _write_seed(tmp_path / "point_robot" / "vase" / f"seed{seed}.csv", [0.0] * 5,
+                    first_reward=20_000 + 1000 * seed)
+        # plain TRPO: two of six find it late, four run the whole budget without it
+        steps = 500 if seed >= 2 else 400
+        _write_seed(tmp_path / "point_robot" / "none" / f"seed{seed}.csv", [0.0] * steps,
+                    first_reward=None if seed >= 2 else 1_900_000)
+    runs = report.load_point_robot(tmp_path)
+    assert np.isinf(report.first_reward_steps(runs["none"])).sum() == 4
+    assert report.kaplan_meier_median(report.first_reward_steps(runs["vase"])) == 22_500
+    measured, result, seeds = report.point_robot_row(runs)
+    assert result == "reproduced" and seeds == "none 6, VASE 6"
+    assert "(none): found by 2 of 6" in measured and "median beyond the budget" in measured
+    assert "P(VASE finds it sooner than none) 1.00" in measured
