@@ -191,7 +191,9 @@ def _rllab_batch(actor, env_id: str, lanes: int, seed: int, budget: int, whole_p
         env = gymnasium.make(env_id, **kwargs)
         env.reset(seed=seed + copy)
         clock = 0
-        while clock < 4 * budget:  # more paths than any batch can take
+        # a path of the batch starts before its copy has taken `budget` steps: the paths
+        # before it, its copy's among them, hold fewer
+        while clock < budget:
             observation, _ = env.reset()
             observations, done = [], False
             while not done:

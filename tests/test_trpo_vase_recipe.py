@@ -479,7 +479,7 @@ def test_authors_preset_sets_their_settings():
 
 
 @pytest.mark.parametrize("surprise", ["vase", "nll", "vime", "rnd", "none"])
-@pytest.mark.parametrize("env", ["mountain_car", "ant", "lunar_lander"])
+@pytest.mark.parametrize("env", ["mountain_car", "ant"])
 def test_the_defaults_are_the_authors_code(env, surprise):
     # preset=authors states the authors' settings explicitly: the defaults compose to the same
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
