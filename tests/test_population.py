@@ -446,6 +446,22 @@ def test_a_population_killed_before_its_first_checkpoint_starts_over_in_its_runs
         assert sorted(m.step for m in frames) == [64, 128]  # each step once
 
 
+def test_a_population_resumed_from_elsewhere_than_its_checkpoint_is_refused(store, tmp_path):
+    # resume=true with a checkpoint.dir that does not hold the population's checkpoint (the disk
+    # filled up, a move): its runs logged steps, so starting over would log them twice
+    overrides = ("seeds=[5,6]", "iterations=1", "checkpoint.every=1", "mlflow.experiment=moved")
+    first = recipe.train(_config(store, *overrides))
+    client = MlflowClient(tracking_uri=store[0])
+    before = {run_id: _history(store[0], run_id) for run_id in first["run_ids"]}
+    elsewhere = tmp_path / "elsewhere"
+    with pytest.raises(FileNotFoundError, match=r"population has logged metrics, .* \(up to step "
+                                                r"64\).* not at .*elsewhere.* resume=false"):
+        recipe.train(_config(store, *overrides, "resume=true", f"checkpoint.dir={elsewhere}"))
+    assert {run_id: _history(store[0], run_id) for run_id in first["run_ids"]} == before
+    experiment = client.get_experiment_by_name("moved").experiment_id
+    assert len(client.search_runs([experiment])) == 2  # and no new ones
+
+
 @pytest.mark.parametrize(("override", "message"), [
     ("seeds=[]", "non-empty"),
     ("seeds=[1,2,1]", "more than once"),

@@ -172,6 +172,30 @@ def test_kill_and_resume_ends_with_the_uninterrupted_runs_metric_values(store, m
     assert len(pool["transitions"]["observation"]) == 320
 
 
+def test_resume_with_the_checkpoint_elsewhere_is_refused_and_logs_nothing(store, tmp_path):
+    # resume=true finds the run by its config (checkpoint.* is not part of it); without its
+    # checkpoint it would start over inside the same MLflow run and log every step twice
+    overrides = ("surprise=none", "seed=8", "iterations=2", "checkpoint.every=1",
+                 "mlflow.experiment=moved")
+    first = recipe.train(_config(store, *overrides))
+    before = _history(store[0], first["run_id"])
+    assert [step for step, _ in before["train/frames"]] == [64, 128]
+    elsewhere = tmp_path / "elsewhere"
+    with pytest.raises(FileNotFoundError, match=rf"run has logged metrics, {first['run_id']} "
+                                                r"\(up to step 128\).* not at .*elsewhere"):
+        recipe.train(_config(store, *overrides, "resume=true", "iterations=3",
+                             f"checkpoint.dir={elsewhere}"))
+    assert _history(store[0], first["run_id"]) == before
+    client = MlflowClient(tracking_uri=store[0])
+    assert len(client.search_runs([client.get_experiment_by_name("moved").experiment_id])) == 1
+    # pointed at its checkpoint, the same run continues
+    path = Path(store[1]) / "checkpoints" / "moved" / first["run_id"] / "last.pt"
+    resumed = recipe.train(_config(store, *overrides, f"resume={path}", "iterations=3"))
+    assert resumed["run_id"] == first["run_id"]
+    assert [m.step for m in client.get_metric_history(first["run_id"], "train/frames")] == [
+        64, 128, 192]
+
+
 def test_resume_refuses_a_checkpoint_of_another_config(store):
     cfg = _config(store, "surprise=none", "seed=4", "iterations=1", "checkpoint.every=1")
     result = recipe.train(cfg)

@@ -10,8 +10,9 @@ MLflow run, its lock, its checkpoint and its end status, in one context manager.
         run.stopped_by = loop.run().stopped_by
 
 On entry the experiment is found or created (concurrency-safe), ``resume`` is resolved (``True``:
-the latest run of the experiment with this config's identity; a path: that checkpoint, if it is of
-this config and its run is in this store), the run's lock is taken (a second process continuing it
+the latest run of the experiment with this config's identity, refused if it logged metrics but its
+checkpoint is not under ``checkpoint_dir``, since starting over would log its steps twice; a
+path: that checkpoint, if it is of this config and its run is in this store), the run's lock is taken (a second process continuing it
 is refused before it logs anything), the MLflow run created with its tags in one request or
 continued, and params and ``config.yaml`` logged if the run has none. ``save`` writes the
 checkpoint atomically and the networks alone as ``weights.pt`` (an MLflow artifact, for
@@ -247,7 +248,14 @@ class TrainingRun(_Restores):
                 return None, None, None
             lock = self._lock()
             checkpointer = Checkpointer(self.root / self.run_id)
-            return self.run_id, checkpointer.load() if checkpointer.exists() else None, lock
+            if checkpointer.exists():
+                return self.run_id, checkpointer.load(), lock
+            try:  # no checkpoint: continue only a run that logged nothing (killed before)
+                refuse_without_checkpoint(client, [self.run_id], checkpointer.path, "run")
+            except BaseException:
+                lock.release()
+                raise
+            return self.run_id, None, lock
         return self._resume_from_path(client, Path(str(self.resume)))
 
     def _resume_from_path(self, client: MlflowClient, path: Path):
@@ -286,6 +294,29 @@ def _latest_run(member: Mapping) -> str | None:
         return None
     identity = config_identity(dict(member["config"]), tuple(member.get("identity_ignores", ())))
     return _latest_run_id(client, experiment.experiment_id, identity)
+
+
+def refuse_without_checkpoint(client: MlflowClient, run_ids: Iterable[str | None], path: Path,
+                              what: str) -> None:
+    """``resume=true`` found runs but no checkpoint at ``path``: continuing them from iteration 0
+    would log every step again, so if any of them logged a metric, refuse (``FileNotFoundError``)
+    naming where the checkpoint was looked for and the two ways on; a run that logged nothing
+    (killed before its first checkpoint) may start over in place."""
+    logged = {}
+    for run_id in filter(None, run_ids):
+        metrics = client.get_run(run_id).data.metrics
+        if metrics:
+            key = "train/frames" if "train/frames" in metrics else sorted(metrics)[0]
+            steps = [m.step for m in client.get_metric_history(run_id, key)]
+            logged[run_id] = max(steps, default=0)
+    if not logged:
+        return
+    runs = ", ".join(f"{run_id} (up to step {step})" for run_id, step in logged.items())
+    raise FileNotFoundError(
+        f"resume=true: this config's {what} has logged metrics, {runs}, but its checkpoint is not "
+        f"at {path}: is checkpoint.dir where the run wrote it? Point at the checkpoint with "
+        f"resume=<path of its last.pt> (and checkpoint.dir=<its root>), or start a new run with "
+        f"resume=false. Starting this one over would log its steps twice.")
 
 
 def _latest_run_id(client: MlflowClient, experiment_id: str, identity: str) -> str | None:
@@ -359,8 +390,16 @@ class PopulationRun(_Restores):
                 run_ids = self.state["run_ids"]
             elif self.resume:  # killed before its first checkpoint: its runs start over
                 run_ids = [_latest_run(member) for member in self.members]
+                try:
+                    for member, run_id in zip(self.members, run_ids, strict=True):
+                        refuse_without_checkpoint(
+                            MlflowClient(tracking_uri=member["tracking_uri"]), [run_id],
+                            self.checkpointer.path, "population")
+                except BaseException:
+                    self._lock.release()
+                    raise
                 print("resume: no checkpoint of this population; starting it"
-                      + (" in its runs" if any(run_ids) else "") + ".")
+                      + (" in its runs, which logged nothing yet" if any(run_ids) else "") + ".")
         try:
             for kwargs, run_id in zip(self.members, run_ids, strict=True):
                 self.runs.append(TrainingRun(**kwargs, run_id=run_id).__enter__())
