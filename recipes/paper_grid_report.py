@@ -960,8 +960,8 @@ is *reproduced* or *not reproduced* only when all three windows say so, otherwis
 *inconclusive*; a measure with fewer than 5 finished seeds is *not measured yet*. "Almost the
 same" (LunarLander) is an equivalence claim: each bonus's difference from no surprise must lie
 within **±10 % of the task's return range** (the span from the 5th to the 95th percentile of every
-iteration's return of the measures compared) by two one-sided tests at 5 %. "No surprise" has two curves, and a claim about
-it is judged against both: the authors' TRPO and the control.
+iteration's return of the measures compared) by two one-sided tests at 5 %. "No surprise" has
+two curves, and a claim about it is judged against both: the authors' TRPO and the control.
 """
 
 
