@@ -11,13 +11,14 @@ MLflow run, its lock, its checkpoint and its end status, in one context manager.
 
 On entry the experiment is found or created (concurrency-safe), ``resume`` is resolved (``True``:
 the latest run of the experiment with this config's identity, refused if it logged metrics but its
-checkpoint is not under ``checkpoint_dir``, since starting over would log its steps twice; a
-path: that checkpoint, if it is of this config and its run is in this store), the run's lock is
-taken (a second process continuing it is refused before it logs anything), the MLflow run created
-with its tags in one request or continued, and params and ``config.yaml`` logged if the run has
-none. ``save`` writes the checkpoint atomically and the networks alone as ``weights.pt`` (an MLflow artifact, for
-``load_policy``). On exit the run ends FINISHED, KILLED (a signal, ``KeyboardInterrupt``) or FAILED;
-a store that stays unreachable leaves it RUNNING and says how to continue.
+checkpoint is not under ``checkpoint_dir``, since starting over would log its steps twice; a path:
+that checkpoint, if it is of this config and its run is in this store), the run's lock is taken (a
+second process continuing it is refused before it logs anything), the MLflow run created with its
+tags in one request or continued, and params and ``config.yaml`` logged if the run has none.
+``save`` writes the checkpoint atomically and the networks alone as ``weights.pt`` (an MLflow
+artifact, for ``load_policy``). On exit the run ends FINISHED, KILLED (a signal,
+``KeyboardInterrupt``) or FAILED; a store that stays unreachable leaves it RUNNING and says how to
+continue.
 
 Examples:
     >>> flatten({"env": {"bnn": {"num_cells": [32]}, "id": "x"}, "seed": 0})
