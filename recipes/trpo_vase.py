@@ -65,6 +65,7 @@ from torchrl_vase.envs import make_training_env
 from torchrl_vase.evaluation import acting_policy, evaluate, record_episode
 from torchrl_vase.loop import iteration_seed
 from torchrl_vase.runs import git_commit
+from torchrl_vase.tracking import redact
 from torchrl_vase.watchers import FirstReward, episode_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -270,7 +271,7 @@ def train(cfg: DictConfig) -> dict:
         # the observation standardisation is fixed (fitted before training, or restored)
         policy = acting_policy(actor, collector)
         print(f"MLflow run {run.run_id} ({run.run_name}) in experiment '{experiment}' at "
-              f"{run.uri}")
+              f"{redact(run.uri)}")
         started = loop.iteration
         result = loop.run()
         run.stopped_by = result.stopped_by

@@ -61,7 +61,23 @@ def test_a_torn_write_leaves_the_previous_checkpoint_and_the_next_save_cleans_up
     checkpointer.save({"step": torch.tensor(3)})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
     assert int(checkpointer.load()["step"]) == 3
-    assert oct(os.stat(checkpointer.path).st_mode & 0o777) == "0o644"
+    assert oct(os.stat(checkpointer.path).st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o077, 0o600), (0o022, 0o644), (0o002, 0o664)])
+def test_a_checkpoint_gets_the_mode_the_umask_gives_a_new_file(tmp_path, umask, mode):
+    before = os.umask(umask)
+    try:
+        path = Checkpointer(tmp_path).save({"step": torch.tensor(1)})
+    finally:
+        os.umask(before)
+    assert os.stat(path).st_mode & 0o777 == mode
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def test_loading_refuses_pickled_objects(tmp_path):

@@ -27,6 +27,7 @@ from mlflow.tracking import MlflowClient
 from recipe_modules import load_recipe
 from tracking_jobs import TAGS
 
+from torchrl_vase.runs import TrainingRun
 from torchrl_vase.tracking import (
     MLflowTracker,
     RunLock,
@@ -395,3 +396,35 @@ def test_resuming_a_checkpoint_of_another_store_names_the_store(tmp_path):
                                           rf"mlflow\.tracking_uri"):
         recipe.train(_config(tmp_path, f"mlflow.tracking_uri=sqlite:///{other / 'mlflow.db'}",
                              f"resume={checkpoint}", "iterations=3"))
+
+
+# ------------------------------------------------------------------------------------------------
+# Credentials in a tracking URI stay out of what is printed, logged or saved
+# ------------------------------------------------------------------------------------------------
+def test_a_uris_password_is_redacted_everywhere_it_would_be_shown():
+    from torchrl_vase.tracking import redact
+
+    assert redact("http://user:secret@host:5000") == "http://user:***@host:5000"
+    assert redact("postgresql+psycopg2://me:p%40ss@db/mlflow") == \
+        "postgresql+psycopg2://me:***@db/mlflow"
+    assert redact("see 'https://a:b@x/y' and http://c:d@z") == "see 'https://a:***@x/y' and " \
+        "http://c:***@z"
+    for plain in ("sqlite:///mlflow.db", "http://host:5000", "https://user@host", "no uri"):
+        assert redact(plain) == plain
+    with pytest.raises(RuntimeError) as refused:  # nothing listens on port 9
+        check_tracking_store("http://user:secret@127.0.0.1:9")
+    assert "secret" not in str(refused.value) and "user:***@127.0.0.1:9" in str(refused.value)
+
+
+def test_a_runs_config_artifact_and_checkpoint_keep_no_password(tmp_path, capsys):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    config = {"seed": 0, "mlflow": {"tracking_uri": "http://user:secret@server:5000"},
+              "other": ["postgresql://a:hunter2@db/x"]}
+    with TrainingRun(uri, "redacted", config=config, run_name="r", params={"seed": "0"},
+                     identity_ignores=("mlflow",), checkpoint_dir=tmp_path / "c") as run:
+        path = run.save({"parts": {}, "step": 1})
+    client = MlflowClient(tracking_uri=uri)
+    local = client.download_artifacts(run.run_id, "config.yaml", str(tmp_path))
+    saved = Path(local).read_text() + path.read_bytes().decode("latin-1")
+    assert "secret" not in saved and "hunter2" not in saved and "user:***@server" in saved
+    assert "secret" not in capsys.readouterr().out

@@ -104,3 +104,22 @@ def test_four_jobs_at_once_into_fresh_experiments_on_the_server_never_collide(se
         assert TAGS.items() <= client.get_experiment(ids[0]).tags.items()
         runs = client.search_runs(ids)
         assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}
+
+
+def test_the_server_listens_on_loopback_and_the_database_asks_for_a_password(server):
+    uri, directory = server
+    port = int(uri.rsplit(":", 1)[1])
+    listening = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True,
+                               text=True).stdout
+    addresses = {line.split()[3].rsplit(":", 1)[0] for line in listening.splitlines()}
+    assert addresses and addresses <= {"127.0.0.1", "[::1]"}, listening
+    bin_dir = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1]
+    pgport = (directory / "pgdata" / "postmaster.pid").read_text().splitlines()[3].strip()
+    refused = subprocess.run(  # no password file: refused, over TCP and on the socket alike
+        [str(bin_dir / "psql"), "-h", "127.0.0.1", "-p", pgport, "-U", "postgres", "-w",
+         "-c", "select 1"], capture_output=True, text=True, env={**os.environ, "PGPASSFILE":
+                                                                 "/nonexistent"})
+    assert refused.returncode != 0 and "password" in refused.stderr
+    socket_dir = directory / "socket"
+    assert socket_dir.stat().st_mode & 0o777 == 0o700
+    assert (directory / "pgpass").stat().st_mode & 0o777 == 0o600

@@ -609,6 +609,26 @@ def test_load_policy_puts_the_runs_observation_standardisation_in_front(store):
     torch.testing.assert_close(got, expected)
 
 
+def test_load_policy_refuses_an_env_id_that_would_import_a_module(store, tmp_path):
+    # a run's config.yaml edited to name "module:Env": gymnasium.make would import the module
+    result = recipe.train(_config(store, "surprise=none", "seed=36", "iterations=1",
+                                  "checkpoint.every=1", "mlflow.experiment=tampered"))
+    client = MlflowClient(tracking_uri=store[0])
+    local = Path(client.download_artifacts(result["run_id"], "config.yaml", str(tmp_path)))
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_env.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    local.write_text(local.read_text().replace("torchrl_vase/SparseMountainCar-v1",
+                                               "evil_env:Env"))
+    client.log_artifact(result["run_id"], str(local))  # replaces the run's config.yaml
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with pytest.raises(ValueError, match=r"'evil_env:Env', which is not registered"):
+            torchrl_vase.load_policy(result["run_id"], tracking_uri=store[0])
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert not marker.exists()
+
+
 def test_load_policy_of_a_run_without_weights_says_why(store):
     result = recipe.train(_config(store, "surprise=none", "seed=33", "iterations=1",
                                   "mlflow.experiment=no_weights"))

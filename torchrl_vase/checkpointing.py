@@ -46,6 +46,13 @@ __all__ = [
 ]
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def config_identity(config: Mapping, ignore: Iterable[str] = (), length: int = 12) -> str:
     """A short hash of a (resolved, nested) config without the dotted keys in ``ignore``.
 
@@ -139,7 +146,8 @@ class Checkpointer:
             dir=self.directory, prefix=f".{self.path.name}.", suffix=".tmp"
         )
         try:
-            os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide the checkpoint from the group
+            # a new file's mode under the umask, as open() gives it (mkstemp's is always 0600)
+            os.chmod(temporary, 0o666 & ~_umask())
             with os.fdopen(descriptor, "wb") as file:
                 torch.save(state, file)
                 file.flush()

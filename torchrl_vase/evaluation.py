@@ -249,7 +249,8 @@ def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModul
     ``weights.pt`` (written with each checkpoint; loaded with ``weights_only=True``). The
     returned module also carries ``env_id`` and ``make_kwargs``, for ``evaluate``. Sample with
     it as with any ``ProbabilisticActor``; under ``set_exploration_type(DETERMINISTIC)`` it acts
-    with the mean.
+    with the mean. The env must be registered with gymnasium (``import torchrl_vase`` registers
+    the paper's): an id that is not, ``module:Env`` among them, is refused rather than imported.
     """
     from mlflow.tracking import MlflowClient
 
@@ -267,6 +268,13 @@ def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModul
         weights = load_checkpoint(client.download_artifacts(run_id, WEIGHTS_FILE, tmp))
     env = config["env"]
     make_kwargs = env.get("make_kwargs") or {}
+    if env["id"] not in gymnasium.registry:
+        # gymnasium.make("module:Env") imports the module: a run's files must not run code here
+        raise ValueError(
+            f"run {run_id}'s config names the env {env['id']!r}, which is not registered with "
+            "gymnasium in this process; load_policy builds registered envs only (an id of the "
+            "form 'module:Env' would import that module). Import the package that registers "
+            "it first, if you trust it.")
     with gymnasium.make(env["id"], **make_kwargs) as probe:
         obs_dim = int(probe.observation_space.shape[0])
         action_dim = int(probe.action_space.shape[0])

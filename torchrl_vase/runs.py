@@ -50,6 +50,8 @@ from torchrl_vase.tracking import (
     TrackingUnavailable,
     check_tracking_store,
     get_or_create_experiment,
+    redact,
+    redact_strings,
 )
 
 __all__ = ["PopulationRun", "TrainingRun", "flatten", "git_commit", "ignored"]
@@ -142,7 +144,9 @@ class TrainingRun(_Restores):
             raise ValueError("resume needs checkpoints: checkpoint.every=0 keeps none.")
         check_tracking_store(tracking_uri)
         self.uri, self.experiment_name = tracking_uri, experiment
-        self.config, self.run_name = dict(config), run_name
+        # a tracking URI's password stays out of config.yaml and the checkpoint (and so of the
+        # identity: where a run logs is not part of it)
+        self.config, self.run_name = redact_strings(dict(config)), run_name
         self.identity_ignores = tuple(identity_ignores)
         self.identity = config_identity(self.config, self.identity_ignores)
         self.params = dict(flatten(self.config) if params is None else params)
@@ -224,9 +228,10 @@ class TrainingRun(_Restores):
     def runs_table(self) -> str:
         """Where the experiment's runs table is: the server's page, or how to serve a store."""
         page = f"#/experiments/{self.experiment_id}/runs"
-        if self.uri.startswith(("http://", "https://")):
-            return f"{self.uri.rstrip('/')}/{page}"
-        return f"mlflow ui --backend-store-uri {self.uri}, then http://127.0.0.1:5000/{page}"
+        uri = redact(self.uri)
+        if uri.startswith(("http://", "https://")):
+            return f"{uri.rstrip('/')}/{page}"
+        return f"mlflow ui --backend-store-uri {uri}, then http://127.0.0.1:5000/{page}"
 
     # --------------------------------------------------------------------------------------
     def _lock(self) -> RunLock:
@@ -276,8 +281,8 @@ class TrainingRun(_Restores):
                                   filter_string=f"attributes.run_id = '{self.run_id}'"):
             raise LookupError(
                 f"resume={path}: its run {self.run_id} is not in experiment {self.experiment_id} "
-                f"of the tracking store {client.tracking_uri}; the checkpoint was logged to "
-                "another store or experiment: resume with that mlflow.tracking_uri (and "
+                f"of the tracking store {redact(client.tracking_uri)}; the checkpoint was logged "
+                "to another store or experiment: resume with that mlflow.tracking_uri (and "
                 "mlflow.experiment)."
             )
         written = path.stat().st_mtime_ns

@@ -39,6 +39,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -59,6 +60,7 @@ __all__ = [
     "TrackingUnavailable",
     "check_tracking_store",
     "get_or_create_experiment",
+    "redact",
 ]
 
 T = TypeVar("T")
@@ -150,6 +152,33 @@ def _fast_http_failure() -> Iterator[None]:
                 os.environ[key] = value
 
 
+_CREDENTIALS = re.compile(r"(?P<user>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s'\"]+):[^@\s'\"/]+@")
+
+
+def redact(text: str) -> str:
+    """``text`` with the password of every URI in it hidden: what a message prints or a file
+    keeps of a tracking URI (``http://user:secret@host`` -> ``http://user:***@host``).
+
+    Examples:
+        >>> redact("postgresql://mlflow:s3cret@db:5432/mlflow")
+        'postgresql://mlflow:***@db:5432/mlflow'
+        >>> redact("cannot reach 'http://me:pw@host:5000' (refused)")
+        "cannot reach 'http://me:***@host:5000' (refused)"
+        >>> redact("sqlite:///mlflow.db")
+        'sqlite:///mlflow.db'
+    """
+    return _CREDENTIALS.sub(r"\g<user>:***@", text)
+
+
+def redact_strings(node):
+    """A config (nested dicts and lists) with every string that holds a URI :func:`redact`-ed."""
+    if isinstance(node, Mapping):
+        return {key: redact_strings(value) for key, value in node.items()}
+    if isinstance(node, list | tuple):
+        return type(node)(redact_strings(value) for value in node)
+    return redact(node) if isinstance(node, str) and "://" in node else node
+
+
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI, else ``None``."""
     return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
@@ -170,7 +199,8 @@ def check_tracking_store(uri: str) -> None:
                 MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
         except Exception as error:  # mlflow raises many types; all mean "unreachable" here
             raise RuntimeError(
-                f"cannot reach the MLflow tracking store {uri!r} ({_describe(error)}). Start the "
+                f"cannot reach the MLflow tracking store {redact(uri)!r} "
+                f"({_describe(error)}). Start the "
                 "server, fix mlflow.tracking_uri or MLFLOW_TRACKING_URI, or leave both unset for "
                 "a local sqlite:///mlflow.db."
             ) from None
@@ -206,7 +236,9 @@ def _create_sqlite_store(database: Path) -> None:
 
 
 def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
+    """An error's type and first line, any URI's password hidden (a request error quotes the
+    URL it could not reach)."""
+    return redact(f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}")
 
 
 def get_or_create_experiment(client: MlflowClient, name: str,
@@ -366,7 +398,8 @@ class MLflowTracker:
             if error.error_code != "RESOURCE_DOES_NOT_EXIST":
                 raise
             raise LookupError(
-                f"run {run_id} is not in the tracking store {uri}: its checkpoint was logged to "
+                f"run {run_id} is not in the tracking store {redact(uri)}: its checkpoint was "
+                "logged to "
                 "another store; resume against that one (mlflow.tracking_uri=...)."
             ) from None
         tracker = cls(client, run_id, retry_minutes)
