@@ -176,8 +176,7 @@ def make_advantage(cfg: DictConfig, loss, obs_dim: int) -> ValueOperator | None:
     loss.make_value_estimator(ExplorationGAE(
         structure, gamma=cfg.trpo.gamma, lmbda=cfg.trpo.gae_lambda,
         value_network=loss.critic_network, value_target=a.value_target,
-        center_bonus=a.center_bonus, terminal_path_ends=cfg.collection != "continuous",
-        **kwargs,
+        center_bonus=a.center_bonus, terminal_path_ends=cfg.collection != "continuous", **kwargs,
     ).to(cfg.device))
     return intrinsic_critic
 
