@@ -592,6 +592,9 @@ SAFE = {"vase": "#D55E00", "nll": "#009E73", "vime": "#0072B2", "trpo_authors": 
 STUDY_LABELS = {"vase": "VASE", "nll": "NLL", "vime": "VIME", "trpo_authors": "TRPO (authors')",
                 "none": "TRPO, the bonuses' own (none)", "vase_paper": "VASE, paper's text",
                 "rnd": "RND"}
+#: the short names of the tables' cells and the aggregate figure
+AGGREGATE_LABELS = {"vase": "VASE", "nll": "NLL", "vime": "VIME", "trpo_authors": "TRPO (authors')",
+                    "none": "none (control)", "vase_paper": "VASE (text)", "rnd": "RND"}
 #: "no surprise": the paper's TRPO curve (the authors' script) and the control (the bonuses' TRPO)
 NO_BONUS = ("trpo_authors", "none")
 #: seeds below which a measure is not judged
@@ -690,7 +693,7 @@ def study_claims(data: dict, **kwargs) -> list[tuple[str, str, dict[str, tuple[s
 
     def budget_of(task: str, measures: tuple[str, ...]) -> str:
         runs = data.get(task, {})
-        return ", ".join(f"{STUDY_LABELS[m]} {len(runs.get(m, []))}" for m in measures)
+        return ", ".join(f"{AGGREGATE_LABELS[m]} {len(runs.get(m, []))}" for m in measures)
 
     def add(quote: str, task: str, measures: tuple[str, ...], judge_one) -> None:
         per_window = {w: judge_one(data.get(task, {}), w) for w in WINDOWS}
@@ -844,10 +847,6 @@ def aggregate(data: dict, measures: tuple[str, ...], window: str = "last10") -> 
     }
 
 
-AGGREGATE_LABELS = {"vase": "VASE", "nll": "NLL", "vime": "VIME", "trpo_authors": "TRPO (authors')",
-                    "none": "none (control)"}
-
-
 def plot_aggregate(result: dict, path: Path, title: str) -> None:
     figure, (iqm_ax, profile_ax, poi_ax) = plt.subplots(
         1, 3, figsize=(16, 5.2), gridspec_kw={"width_ratios": [1, 1.2, 1]})
@@ -985,6 +984,11 @@ def study_status(data: dict, robot: dict[str, list[Seed]]) -> str:
     return ("\n".join(lines) + f"\n\nThe point robot's VASE: {robot_vase} / 20 runs.\n")
 
 
+def figure(link: str, name: str, alt: str) -> str:
+    """A figure that opens at its full size when clicked."""
+    return f"[![{alt}]({link}/{name})]({link}/{name})\n"
+
+
 def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str, Path]]:
     """The page's first part, and the figures it wrote (into ``figures``)."""
     data = load(study) if study.is_dir() else {}
@@ -1010,9 +1014,9 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
         plot_curves(data, ("none", "vase_paper", "rnd"), written["extras"],
                     "Beside Figure 3: the control (the bonuses' own TRPO without a bonus), VASE at "
                     f"the paper's text settings, RND; VASE dashed ({caption})", reference="vase")
-        sections += ["### Figure 3\n", f"![The paper's four curves per task]({link}/"
-                     "figure3_curves.png)\n", f"![The control and VASE's variants]({link}/"
-                     "figure3_extras.png)\n"]
+        sections += ["### Figure 3\n", "(Click a figure for its full size.)\n",
+                     figure(link, "figure3_curves.png", "The paper's four curves per task"),
+                     figure(link, "figure3_extras.png", "The control and VASE's variants")]
         summary = aggregate(data, ("vase", "nll", "vime", "trpo_authors", "none"))
         if summary["tasks"]:
             written["aggregate"] = figures / "figure3_aggregate.png"
@@ -1024,14 +1028,14 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                          f"Scores normalised per task to [0, 1] by the lowest and highest "
                          f"last-10-iteration return of any run of the five measures there; tasks "
                          f"with ≥ {MIN_SEEDS} seeds of each: {tasks}.\n",
-                         f"![IQM, performance profiles, probability of improvement]({link}/"
-                         "figure3_aggregate.png)\n"]
+                         figure(link, "figure3_aggregate.png",
+                                "IQM, performance profiles, probability of improvement")]
     if robot:
         figures.mkdir(parents=True, exist_ok=True)
         written["point_robot"] = figures / "point_robot_first_reward.png"
         plot_point_robot(robot, written["point_robot"],
                          f"2D point robot: runs still searching for the reward ({caption})")
-        sections.append(f"![Steps to the first reward]({link}/point_robot_first_reward.png)\n")
+        sections.append(figure(link, "point_robot_first_reward.png", "Steps to the first reward"))
     sections += ["### How far the study has come\n",
                  "Finished seeds per task and measure, against the bar:\n",
                  study_status(data, robot),
