@@ -122,9 +122,7 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
     """The bonus of ``cfg.surprise``, its model and loss, in the library's ``Exploration``; the
     pool holds at most what ``iterations`` collect (not the paper's 5M for a shorter run)."""
     s, e = cfg.surprise, cfg.env
-    pool_size = e.pool_size
-    if iterations is not None:
-        pool_size = min(pool_size, max(e.pool_min, iterations * e.frames_per_batch))
+    pool_size = schema.pool_capacity(cfg, iterations)
     if s.name == "rnd":
         bonus = RNDRewardTransform(obs_dim, eta=s.eta, num_cells=list(s.num_cells),
                                    embedding_dim=s.embedding_dim).to(cfg.device)

@@ -371,14 +371,33 @@ def _check_population(cfg: DictConfig) -> None:
                          f"{free / 2**30:.1f} GiB free here; train fewer seeds per process.")
 
 
+def collected_frames(cfg: DictConfig, run_iterations: int) -> int:
+    """The most transitions ``run_iterations`` iterations collect: ``env.frames_per_batch`` each,
+    and with rllab's whole paths (``collection=paths``, ``whole_paths``) up to a path more, less
+    a step (the last path runs past the batch's frames to its end)."""
+    frames = cfg.env.frames_per_batch
+    if cfg.collection == "paths" and cfg.whole_paths:
+        limit = make_kwargs(cfg).get("max_episode_steps") or gymnasium.spec(
+            cfg.env.id).max_episode_steps
+        frames += (limit or 1) - 1
+    return run_iterations * frames
+
+
+def pool_capacity(cfg: DictConfig, run_iterations: int | None) -> int:
+    """The replay pool's capacity: ``env.pool_size`` (the authors'), or what a run of
+    ``run_iterations`` collects if that is less (a short run does not reserve 5 M transitions)."""
+    if run_iterations is None:
+        return cfg.env.pool_size
+    return min(cfg.env.pool_size, max(cfg.env.pool_min, collected_frames(cfg, run_iterations)))
+
+
 def population_pool_bytes(cfg: DictConfig) -> int:
     """One member's replay pool when full: (s, a, s') as float32 for the run's iterations."""
     if cfg.surprise.name == "none":
         return 0
     spaces = check_env(cfg)
     obs, action = spaces[0].shape[0], spaces[1].shape[0]
-    transitions = min(cfg.env.pool_size, iterations(cfg) * cfg.env.frames_per_batch)
-    return transitions * (2 * obs + action) * 4
+    return pool_capacity(cfg, iterations(cfg)) * (2 * obs + action) * 4
 
 
 def available_memory() -> int:

@@ -768,3 +768,20 @@ def test_the_bnns_sampling_is_an_option_of_the_bnn_measures(store):
                                          r"'local_shared', 'weights'\], got 'shared'"):
         recipe.train(_config(store, "surprise.sampling=shared"))
     assert _all_runs(store[0]) == before
+
+
+@pytest.mark.parametrize(("overrides", "capacity"), [
+    # rllab's whole paths: a batch holds up to a path more, less a step (Ant's fall early, so
+    # its runs collect more than 600 x 5,000): the pool holds all of it, as the authors' 5 M
+    (["env=ant"], 600 * (5000 + 499)),
+    (["env=ant", "whole_paths=false"], 600 * 5000),
+    (["env=ant", "collection=rllab"], 600 * 5000),
+    (["env=lunar_lander"], 100_000),  # the authors' 100,000 for the classic tasks: a ring
+    (["env=mountain_car", "iterations=2"], 2 * (5000 + 499)),
+    (["env=point_robot", "+env.make_kwargs.max_episode_steps=40", "iterations=3"],
+     3 * (5000 + 39)),
+])
+def test_the_pool_holds_what_a_run_collects_up_to_the_authors_size(overrides, capacity):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = schema.typed_config(compose("trpo_vase", overrides=overrides))
+    assert schema.pool_capacity(cfg, schema.iterations(cfg)) == capacity
