@@ -11,7 +11,7 @@
 # logs are under studies/figure3/ (ignored by git; SCRATCH and CODE move them): on the same
 # machine a killed job continues from its checkpoint; on another, an unfinished cell starts again.
 set -euo pipefail
-STUDY_COMMIT=56d477b2d92fd57ccd44451cb0d271018098ccae
+STUDY_COMMIT=b2b53df1fbafcd3302f85ea97b2384d4f57f3170
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 SCRATCH=${SCRATCH:-$ROOT/studies/figure3}
