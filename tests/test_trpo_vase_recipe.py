@@ -1,5 +1,6 @@
 """recipes/trpo_vase.py through Hydra's compose API, tiny budgets, a throw-away MLflow store."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -627,6 +628,26 @@ def test_load_policy_refuses_an_env_id_that_would_import_a_module(store, tmp_pat
     finally:
         sys.path.remove(str(tmp_path))
     assert not marker.exists()
+
+
+class _RunsACommand:
+    def __reduce__(self):
+        return os.system, ("true",)
+
+
+def test_load_policy_of_a_tampered_weights_file_names_the_run_not_a_temporary_path(store,
+                                                                                    tmp_path):
+    result = recipe.train(_config(store, "surprise=none", "seed=37", "iterations=1",
+                                  "checkpoint.every=1", "mlflow.experiment=tampered_weights"))
+    evil = tmp_path / "weights.pt"
+    torch.save({"actor": _RunsACommand()}, evil)
+    MlflowClient(tracking_uri=store[0]).log_artifact(result["run_id"], str(evil))
+    with pytest.raises(RuntimeError) as error:
+        torchrl_vase.load_policy(result["run_id"], tracking_uri=store[0])
+    message = str(error.value)
+    assert message.startswith(f"cannot load run {result['run_id']}'s weights.pt artifact: it "
+                              "holds objects other than tensors")
+    assert "/tmp" not in message and "resume" not in message and "weights_only" not in message
 
 
 def test_load_policy_of_a_run_without_weights_says_why(store):

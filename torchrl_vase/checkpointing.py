@@ -196,9 +196,21 @@ def saveable_prefix(tensor: Tensor, rows: int) -> Tensor:
     return head.clone()
 
 
-def load_checkpoint(path: str | os.PathLike) -> dict:
-    """``torch.load(path, weights_only=True)`` with a message that names the file and says what
-    went wrong (an empty or cut-off file, objects that are not plain values).
+def _refused(error: BaseException) -> str:
+    """What torch's safe unpickler refused (``GLOBAL posix.system``, say), from its message."""
+    for line in str(error).splitlines():
+        line = line.strip()
+        if "GLOBAL" in line or "WeightsUnpickler" in line or "Unsupported" in line:
+            return line.removeprefix("WeightsUnpickler error: ").split(". ")[0].rstrip(".")
+    return "a pickled object"
+
+
+def load_checkpoint(path: str | os.PathLike, *, what: str | None = None,
+                    advice: str = "Start the run afresh (resume=false) or point resume at "
+                                  "another checkpoint.") -> dict:
+    """``torch.load(path, weights_only=True)`` with a message that names the file (or ``what``
+    it is) and says what went wrong (an empty or cut-off file, objects that are not plain
+    values), then ``advice``.
 
     The tensors are memory-mapped from the file (``mmap=True``, private: writes to them stay in
     memory), so a replay pool of gigabytes is read into the pool it restores, not first into a
@@ -209,19 +221,19 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
         size = Path(path).stat().st_size if Path(path).exists() else None
         if size == 0:
             cause = "the file is empty (0 bytes): its writer was killed before writing it"
-        elif isinstance(error, pickle.UnpicklingError) and "WeightsUnpickler" in str(error):
-            # torch's own text advises weights_only=False, which would run the file's code
-            detail = next(line.strip() for line in str(error).splitlines()
-                          if "WeightsUnpickler" in line).split(". ")[0]
-            cause = (f"it holds objects other than tensors and plain values ({detail}); it was "
-                     "not written by this library, or by an older version of it")
+        elif isinstance(error, pickle.UnpicklingError) and str(error).startswith(
+                "Weights only load failed"):
+            # torch's own text advises weights_only=False, which would run the file's code:
+            # only its line naming what was refused is kept
+            cause = (f"it holds objects other than tensors and plain values ({_refused(error)})"
+                     "; it was not written by this library, or by an older version of it, and "
+                     "loading it otherwise could run code it names")
         else:
             first = (str(error).splitlines() or [""])[0][:300]
             cause = f"{type(error).__name__}: {first}" if first else type(error).__name__
             cause += "; it is damaged (cut off or overwritten) or not a checkpoint"
         raise RuntimeError(
-            f"cannot load the checkpoint {str(path)!r}: {cause}. Start the run afresh "
-            "(resume=false) or point resume at another checkpoint."
+            f"cannot load {what or f'the checkpoint {str(path)!r}'}: {cause}. {advice}"
         ) from None
 
 

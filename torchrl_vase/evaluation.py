@@ -265,7 +265,11 @@ def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModul
     with tempfile.TemporaryDirectory() as tmp:
         config = yaml.safe_load(Path(client.download_artifacts(run_id, "config.yaml", tmp))
                                 .read_text())
-        weights = load_checkpoint(client.download_artifacts(run_id, WEIGHTS_FILE, tmp))
+        weights = load_checkpoint(
+            client.download_artifacts(run_id, WEIGHTS_FILE, tmp),
+            what=f"run {run_id}'s {WEIGHTS_FILE} artifact",
+            advice="The run's checkpoints write it; a file put there by other means is not "
+                   "loaded.")
     env = config["env"]
     make_kwargs = env.get("make_kwargs") or {}
     if env["id"] not in gymnasium.registry:
