@@ -1,7 +1,9 @@
 """torchrl_vase.checkpointing: run identity, atomic checkpoints, RNG state, signals."""
 
+import errno
 import os
 import random
+import shutil
 import signal
 from pathlib import Path
 
@@ -159,3 +161,37 @@ def test_a_loaded_checkpoint_s_tensors_are_private_memory_maps_of_the_file(tmp_p
     Checkpointer(tmp_path).save({"weights": torch.zeros(1000)})  # replaced while mapped
     assert torch.equal(loaded, torch.full((1000,), 2.0))
     assert torch.equal(load_checkpoint(tmp_path / "last.pt")["weights"], torch.zeros(1000))
+
+
+def test_a_full_disk_is_named_with_its_path_and_the_previous_checkpoint_kept(tmp_path,
+                                                                           monkeypatch):
+    checkpointer = Checkpointer(tmp_path)
+    checkpointer.save({"step": torch.tensor(1)})
+    real_save = torch.save
+
+    def full_disk(state, file):  # what a write on a full disk raises, part of the file written
+        file.write(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(OSError, match=rf"no space left on the disk of {tmp_path} to write the "
+                                      r"checkpoint last\.pt \(\d+ MiB free .*\); the previous "
+                                      r"checkpoint is intact") as error:
+        checkpointer.save({"step": torch.tensor(2)})
+    assert error.value.errno == errno.ENOSPC
+    # torch's own writer words it "unexpected pos": taken for a full disk when the disk is
+    def torn(state, file):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 154304 "
+                           "vs 154192")
+
+    monkeypatch.setattr(torch, "save", torn)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=1 << 20))
+    with pytest.raises(OSError, match=r"no space left on the disk"):
+        checkpointer.save({"step": torch.tensor(3)})
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=1 << 40))
+    with pytest.raises(RuntimeError, match=r"unexpected pos"):  # room enough: not the disk
+        checkpointer.save({"step": torch.tensor(4)})
+    monkeypatch.setattr(torch, "save", real_save)
+    assert int(checkpointer.load()["step"]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]

@@ -428,3 +428,23 @@ def test_a_runs_config_artifact_and_checkpoint_keep_no_password(tmp_path, capsys
     saved = Path(local).read_text() + path.read_bytes().decode("latin-1")
     assert "secret" not in saved and "hunter2" not in saved and "user:***@server" in saved
     assert "secret" not in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------------------
+# A full disk is said at once, not retried as an outage
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("error", [
+    MlflowException("(sqlite3.OperationalError) database or disk is full",
+                    error_code=INTERNAL_ERROR),
+    OSError(28, "No space left on device"),
+])
+def test_a_full_store_disk_is_reported_at_once(error):
+    waits = []
+
+    def full():
+        raise error
+
+    with pytest.raises(OSError, match=r"logging metrics: the tracking store's disk is full .*"
+                                      r"Free space there, then continue with resume=true"):
+        retrying(full, what="logging metrics", minutes=10, sleep=waits.append)
+    assert waits == []  # not one retry

@@ -19,11 +19,13 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import pickle
 import random
+import shutil
 import signal
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -44,6 +46,21 @@ __all__ = [
     "saveable_prefix",
     "set_rng_state",
 ]
+
+
+#: below this much free space, a torch writer's failure is taken for a full disk (its own
+#: message, "unexpected pos …", hides the ENOSPC)
+_NEARLY_FULL = 64 * 2**20
+
+
+def _out_of_space(error: BaseException, directory: Path) -> bool:
+    """Whether ``error``, raised while writing a file in ``directory``, is a full disk."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if isinstance(error, RuntimeError) and ("unexpected pos" in str(error)
+                                            or "failed writing" in str(error)):
+        return shutil.disk_usage(directory).free < _NEARLY_FULL
+    return False
 
 
 def _umask() -> int:
@@ -153,9 +170,17 @@ class Checkpointer:
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(temporary, self.path)
-        except BaseException:
+        except BaseException as error:
+            full = _out_of_space(error, self.directory)
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
+            if full:
+                free = shutil.disk_usage(self.directory).free
+                raise OSError(errno.ENOSPC, (
+                    f"no space left on the disk of {self.directory} to write the checkpoint "
+                    f"{self.path.name} ({free / 2**20:.0f} MiB free once the partial file is "
+                    "removed); the previous checkpoint is intact. Free space there (or move "
+                    "checkpoint.dir), then continue with resume=true")) from None
             raise
         for stale in self.directory.glob(f".{self.path.name}.*.tmp"):
             with contextlib.suppress(OSError):

@@ -35,6 +35,7 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -81,6 +82,17 @@ class RunLocked(RuntimeError):
 _TRANSIENT_CODES = {"TEMPORARILY_UNAVAILABLE", "INTERNAL_ERROR", "REQUEST_LIMIT_EXCEEDED"}
 
 
+_DISK_FULL = ("database or disk is full", "No space left on device", "Disk quota exceeded")
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether ``error`` says the store's disk is full (SQLite's "database or disk is full",
+    ENOSPC): waiting does not cure it, so it is reported at once, not retried as an outage."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return any(text in str(error) for text in _DISK_FULL)
+
+
 def is_transient(error: BaseException) -> bool:
     """A failure that waiting may cure: the store unreachable, busy or answering 5xx/429.
 
@@ -110,6 +122,11 @@ def retrying(call: Callable[[], T], *, what: str, minutes: float, first_wait: fl
         try:
             result = call()
         except Exception as error:
+            if disk_full(error):
+                raise OSError(errno.ENOSPC, f"{what}: the tracking store's disk is full "
+                              f"({_describe(error)}); nothing was lost: the run's checkpoint "
+                              "holds every step not logged. Free space there, then continue "
+                              "with resume=true") from None
             if not is_transient(error):
                 raise
             remaining = deadline - time.monotonic()
