@@ -2,6 +2,7 @@
 them (a second concurrent resume, a store that goes away, a store that comes back)."""
 
 import contextlib
+import importlib.util
 import logging
 import os
 import re
@@ -448,3 +449,15 @@ def test_a_full_store_disk_is_reported_at_once(error):
                                       r"Free space there, then continue with resume=true"):
         retrying(full, what="logging metrics", minutes=10, sleep=waits.append)
     assert waits == []  # not one retry
+
+
+@pytest.mark.skipif(importlib.util.find_spec("psycopg") is not None,
+                    reason="psycopg (SQLAlchemy's default PostgreSQL driver) is installed here")
+def test_a_missing_driver_and_an_unknown_scheme_are_named_as_such():
+    # SQLAlchemy's default PostgreSQL driver (psycopg 3) is not installed here: not "unreachable"
+    with pytest.raises(RuntimeError, match=r"'postgresql://u:\*\*\*@127\.0\.0\.1:1/db' needs the "
+                                           r"Python module 'psycopg', which is not installed"):
+        check_tracking_store("postgresql://u:secret@127.0.0.1:1/db")
+    with pytest.raises(ValueError, match=r"'foo://bar' has a scheme MLflow does not know; it "
+                                         r"knows \[.*'sqlite', 'mssql'\]"):  # the whole list
+        check_tracking_store("foo://bar")

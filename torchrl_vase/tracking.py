@@ -214,7 +214,19 @@ def check_tracking_store(uri: str) -> None:
         try:
             with _fast_http_failure():
                 MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        except ImportError as error:  # SQLAlchemy's driver for the URI's database
+            raise RuntimeError(
+                f"the tracking store {redact(uri)!r} needs the Python module {error.name!r}, "
+                "which is not installed here (PostgreSQL: `postgresql+psycopg2://…` with "
+                "psycopg2-binary, the `server` extra; MySQL: mysqlclient)."
+            ) from None
         except Exception as error:  # mlflow raises many types; all mean "unreachable" here
+            if "Supported URI schemes are" in str(error):
+                schemes = str(error).split("Supported URI schemes are:")[-1].strip().rstrip(".")
+                raise ValueError(
+                    f"the tracking store {redact(uri)!r} has a scheme MLflow does not know; "
+                    f"it knows {schemes}."
+                ) from None
             raise RuntimeError(
                 f"cannot reach the MLflow tracking store {redact(uri)!r} "
                 f"({_describe(error)}). Start the "
