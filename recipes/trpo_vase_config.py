@@ -323,6 +323,17 @@ def _check_relations(cfg: DictConfig) -> None:
             f"env.frames_per_batch ({cfg.env.frames_per_batch}) must be a multiple of num_envs "
             f"({cfg.num_envs}) with collector=lean: every env takes the same number of steps."
         )
+    if cfg.mlflow.experiment is not None and not str(cfg.mlflow.experiment).strip():
+        raise ValueError("mlflow.experiment is empty: give the experiment a name, or leave it "
+                         "null (the env's name).")
+    if cfg.algorithm == "ppo" and cfg.ppo.minibatch_size > cfg.env.frames_per_batch:
+        raise ValueError(f"ppo.minibatch_size ({cfg.ppo.minibatch_size}) exceeds the batch "
+                         f"(env.frames_per_batch, {cfg.env.frames_per_batch}).")
+    batch_size = OmegaConf.select(cfg, "surprise.elbo.batch_size")
+    if batch_size is not None and batch_size > cfg.env.pool_min:
+        raise ValueError(f"surprise.elbo.batch_size ({batch_size}) exceeds env.pool_min "
+                         f"({cfg.env.pool_min}): the model's first minibatches would be drawn "
+                         "from a pool smaller than one of them.")
     if cfg.seeds is not None:
         _check_population(cfg)
     sampling = OmegaConf.select(cfg, "surprise.sampling")

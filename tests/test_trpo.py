@@ -310,3 +310,16 @@ def test_a_per_dimension_kl_bound_is_ours_scaled_by_the_action_dimension():
     assert bool(info["step_accepted"]) and int(info["backtracks"]) == 0
     torch.testing.assert_close(parameters_to_vector(params).detach() - start, step,
                                rtol=1e-3, atol=1e-6)
+
+
+def test_explained_variance_is_nan_when_the_targets_do_not_vary_beyond_float_noise():
+    from torchrl_vase import explained_variance
+
+    prediction = torch.tensor([0.1, -0.2, 0.05, 0.0])
+    # plain TRPO before any reward: returns zero but for float noise; the ratio would read -1e12
+    noise = torch.tensor([1e-9, -2e-9, 0.0, 3e-10])
+    assert torch.isnan(explained_variance(prediction, noise))
+    assert torch.isnan(explained_variance(prediction, torch.zeros(4)))
+    target = torch.tensor([1.0, 2.0, 4.0, 3.0])  # varying targets: the plain formula
+    expected = 1 - (target - prediction).var(unbiased=False) / target.var(unbiased=False)
+    torch.testing.assert_close(explained_variance(prediction, target), expected)

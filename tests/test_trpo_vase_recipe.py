@@ -541,13 +541,19 @@ def test_the_former_defaults_preset_gives_the_earlier_runs_identity(overrides, i
                            schema.identity_ignores(default)) != identity
 
 
-def test_paths_and_their_limits_fail_before_any_run():
+def test_settings_that_cannot_run_fail_before_any_run_naming_their_keys():
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         for overrides, message in [
             (["seeds=[0,1]"], r"collection=paths .* with seeds: .* add collection=rllab"),
             (["collector=torchrl"], r"collection=paths .* needs collector=lean"),
             (["collection=rllab", "whole_paths=false"], r"whole_paths=false .* collection=paths"),
             (["collection=lanes"], r"collection must be one of \['continuous', 'paths', 'rllab'\]"),
+            # the keys a user set, named as the config names them
+            (["mlflow.experiment=''"], r"mlflow.experiment is empty"),
+            (["algorithm=ppo", "ppo.minibatch_size=100000"],
+             r"ppo.minibatch_size \(100000\) exceeds the batch \(env.frames_per_batch, 5000\)"),
+            (["surprise.elbo.batch_size=5000"],
+             r"surprise.elbo.batch_size \(5000\) exceeds env.pool_min \(500\)"),
         ]:
             with pytest.raises(ValueError, match=message):
                 schema.typed_config(compose("trpo_vase", overrides=overrides))

@@ -485,14 +485,17 @@ def _fit_on_tensors(critics, data, optimizer, epochs, minibatch_size) -> list[Te
     return last
 
 
-def explained_variance(prediction: Tensor, target: Tensor, relative_floor: float = 1e-4) -> Tensor:
+def explained_variance(prediction: Tensor, target: Tensor, relative_floor: float = 1e-4,
+                       absolute_floor: float = 1e-12) -> Tensor:
     """``1 − Var(target − prediction) / max(Var(target), relative_floor · mean(target²))``.
 
     The floor keeps the statistic readable when the targets barely vary around a non-zero
     value (a batch whose returns are all nearly alike): without it the ratio divides by float
     noise and one iteration's −1e12 squashes a whole chart. Targets that vary by less than 1 %
     of their root mean square (the default floor) count as varying by that much; scale-free, so
-    a small bonus's returns are not affected. NaN when the targets are all zero.
+    a small bonus's returns are not affected. NaN when the targets do not vary beyond
+    ``absolute_floor`` (all zero, or zero but for float noise: plain TRPO before any reward,
+    where the ratio would read −1e12).
 
     Examples:
         >>> import torch
@@ -502,9 +505,11 @@ def explained_variance(prediction: Tensor, target: Tensor, relative_floor: float
         >>> prediction = torch.tensor([1.0, 1.01, 0.99])
         >>> explained_variance(prediction, nearly_alike)  # without the floor: -1.0e8
         tensor(0.3335)
+        >>> explained_variance(prediction, torch.tensor([1e-9, -2e-9, 0.0]))  # no returns yet
+        tensor(nan)
     """
     floor = relative_floor * target.square().mean()
     variance = torch.maximum(target.var(unbiased=False), floor)
-    if variance == 0:
+    if variance <= absolute_floor:
         return torch.tensor(float("nan"))
     return 1 - (target - prediction).var(unbiased=False) / variance
