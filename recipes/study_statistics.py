@@ -63,10 +63,16 @@ def window_mean(returns: np.ndarray, window: str) -> float:
         return float(np.nanmean(part)) if np.isfinite(part).any() else math.nan
 
 
+def _improvement(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """P(X > Y) over the last axis of ``a`` and of ``b`` (any leading axes alike: bootstrap
+    draws), ties counting half."""
+    a, b = a[..., :, None], b[..., None, :]
+    return ((a > b) + 0.5 * (a == b)).mean((-2, -1))
+
+
 def probability_of_improvement(a: np.ndarray, b: np.ndarray) -> float:
     """P(X > Y) for X from ``a``, Y from ``b``, ties counting half (U / (n·m))."""
-    a, b = np.asarray(a, float)[:, None], np.asarray(b, float)[None, :]
-    return float(((a > b) + 0.5 * (a == b)).mean())
+    return float(_improvement(np.asarray(a, float), np.asarray(b, float)))
 
 
 def _bootstrap_indices(rng: np.random.Generator, size: int, resamples: int) -> np.ndarray:
@@ -126,8 +132,7 @@ def compare(a: Sequence[float], b: Sequence[float], *, confidence: float = 1 - A
     resampled_b = b[_bootstrap_indices(rng, b.size, resamples)]
     tail = 50 * (1 - confidence)
     differences = resampled_a.mean(1) - resampled_b.mean(1)
-    improvements = ((resampled_a[:, :, None] > resampled_b[:, None, :])
-                    + 0.5 * (resampled_a[:, :, None] == resampled_b[:, None, :])).mean((1, 2))
+    improvements = _improvement(resampled_a, resampled_b)
     low, high, p_value = welch_interval(a, b, confidence)
     return Comparison(
         n=a.size, m=b.size, difference=float(a.mean() - b.mean()),
@@ -154,12 +159,16 @@ def holm_signs(a_sets: Sequence[Sequence[float]], b_sets: Sequence[Sequence[floa
     """The signs (``Comparison.sign``) of the comparisons A_j − B_j of one claim, Holm-corrected:
     in the order of their Welch p-values each is judged on intervals at its Holm level, and once
     one holds 0 the rest count as 0 too (step-down). ``None`` if any comparison lacks seeds."""
-    plain = [compare(a, b, **kwargs) for a, b in zip(a_sets, b_sets, strict=True)]
-    if any(c is None for c in plain):
-        return None
-    levels = holm_levels([c.p_value for c in plain], alpha)
-    signs = [0] * len(plain)
-    for index in np.argsort([c.p_value for c in plain], kind="stable"):
+    p_values = []
+    for a, b in zip(a_sets, b_sets, strict=True):
+        a, b = np.asarray(a, float), np.asarray(b, float)
+        a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+        if a.size < 2 or b.size < 2:
+            return None
+        p_values.append(welch_interval(a, b, 1 - alpha)[2])  # the order: no bootstrap needed
+    levels = holm_levels(p_values, alpha)
+    signs = [0] * len(p_values)
+    for index in np.argsort(p_values, kind="stable"):
         judged = compare(a_sets[index], b_sets[index], confidence=levels[index], **kwargs)
         if judged.sign == 0:
             break
@@ -294,8 +303,7 @@ def aggregate_improvement(a_by_task: Sequence[np.ndarray], b_by_task: Sequence[n
     for a, b in pairs:
         ra, rb = a[_bootstrap_indices(rng, a.size, resamples)], b[
             _bootstrap_indices(rng, b.size, resamples)]
-        per_task.append(((ra[:, :, None] > rb[:, None, :])
-                         + 0.5 * (ra[:, :, None] == rb[:, None, :])).mean((1, 2)))
+        per_task.append(_improvement(ra, rb))
     tail = 50 * (1 - confidence)
     low, high = np.percentile(np.mean(per_task, axis=0), [tail, 100 - tail])
     return point, float(low), float(high)
