@@ -320,6 +320,23 @@ def _summary(runs: list[Run], last: int) -> dict[str, float]:
     }
 
 
+def seeds(count: int) -> str:
+    """``1 seed``, ``3 seeds``."""
+    return f"{count} seed{'' if count == 1 else 's'}"
+
+
+def timing_note(runs: list[Run]) -> str:
+    """Frames/s and s/iteration are each run's own wall clock: say how far apart the runs
+    started (a machine's load changes across hours), so that they are not read as a benchmark."""
+    starts = sorted(r.start_time for r in runs if r.start_time)
+    if len(starts) < 2:
+        return ""
+    hours = (starts[-1] - starts[0]) / 3.6e6
+    return (f"frames/s and s/iteration are each run's own wall clock; these runs started "
+            f"{hours:.1f} h apart, on whatever load the machine had then: compare timings "
+            "side by side in one interleaved run (recipes/benchmark_*.py), not here.")
+
+
 def markdown_table(experiment: str, groups: dict[str, list[Run]], last: int,
                    notes: list[str] = ()) -> str:
     lines = [
@@ -341,7 +358,9 @@ def markdown_table(experiment: str, groups: dict[str, list[Run]], last: int,
             f"{s['seconds_per_iteration']:.2f} | {s['seeds']} |"
         )
     diagnostics = diagnostics_table(groups)
-    text = "\n".join(lines) + "\n" + (f"\n{diagnostics}" if diagnostics else "")
+    note = timing_note([r for members in groups.values() for r in members])
+    text = "\n".join(lines) + "\n" + (f"\n{note}\n" if note else "") + (
+        f"\n{diagnostics}" if diagnostics else "")
     if notes:
         text += "\nNot pooled:\n\n" + "".join(f"- {note}\n" for note in notes)
     return text
@@ -359,6 +378,9 @@ def diagnostics_table(groups: dict[str, list[Run]]) -> str:
     if not any(r.metrics[name].size for r in runs for name in names):
         return ""
     lines = [
+        "Exploration diagnostics, over each seed's iterations before its first extrinsic reward "
+        "(every iteration of a seed that never found it); coverage at the run's end.",
+        "",
         "| measure | final coverage (median) | advantage/bonus corr. (median; lowest) "
         f"| iterations with corr. ≥ {STEERING_CORR} "
         "| bonus share of advantage variance | bonus/novelty Spearman ρ (median; lowest) "
@@ -439,7 +461,7 @@ def plot_coverage(experiment: str, groups: dict[str, list[Run]], path: Path) -> 
                 at = np.interp(first[0], frames, run.metrics["coverage"])
                 ax.plot(first[0], at, "x", color=line.get_color(), markersize=7)
         reached = sum(bool(r.metrics["first_reward_step"].size) for r in runs)
-        ax.set_title(f"{wrapped(measure, 34)}\n{len(runs)} seeds, {reached} reached the goal",
+        ax.set_title(f"{wrapped(measure, 34)}\n{seeds(len(runs))}, {reached} reached the goal",
                      fontsize=9)
         ax.set_ylim(0, top * 1.05)
         ax.grid(alpha=0.3)
@@ -474,7 +496,7 @@ def plot_returns(experiment: str, groups: dict[str, list[Run]], path: Path) -> N
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: no episode ended
             low, mid, high = np.nanpercentile(curves, [25, 50, 75], axis=0)
-        label = f"{wrapped(measure, 40)} ({len(runs)} seeds)"
+        label = f"{wrapped(measure, 40)} ({seeds(len(runs))})"
         twin = next((name for name, other in drawn
                      if other.shape == mid.shape and np.allclose(other, mid, equal_nan=True)), None)
         if twin is not None:
@@ -518,8 +540,8 @@ def plot_delta_sweep(runs: list[Run], last: int, path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(5, 3.5))
     positions = np.arange(len(deltas))
     ax.errorbar(positions, mid, yerr=[mid - low, high - mid], marker="o", capsize=4)
-    ax.set_xticks(positions, [f"{d:g}\n({len(f)} seeds)" for d, f in zip(deltas, finals,
-                                                                         strict=True)])
+    ax.set_xticks(positions, [f"{d:g}\n({seeds(len(f))})" for d, f in zip(deltas, finals,
+                                                                          strict=True)])
     ax.set_xlabel("δ")
     ax.set_ylabel(f"final extrinsic return\n(median, IQR; last {last} iterations)")
     fig.tight_layout()

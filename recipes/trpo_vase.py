@@ -64,9 +64,9 @@ from torchrl_vase.diagnostics import CoverageGrid
 from torchrl_vase.envs import make_training_env
 from torchrl_vase.evaluation import acting_policy, evaluate, record_episode
 from torchrl_vase.loop import iteration_seed
-from torchrl_vase.runs import git_commit
+from torchrl_vase.runs import git_commit, reported_errors
 from torchrl_vase.tracking import redact
-from torchrl_vase.watchers import FirstReward, episode_metrics
+from torchrl_vase.watchers import FirstReward
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "recipes"))
@@ -78,7 +78,6 @@ import trpo_vase_config as schema  # noqa: E402  (the config module beside this 
 from trpo_vase_population import train_population  # noqa: E402
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
-PROGRESS = {"return": "Return/mean", "success": "Return/success_rate", "frames/s": "train/fps"}
 
 
 def make_collector(cfg: DictConfig, actor):
@@ -233,7 +232,7 @@ def train(cfg: DictConfig) -> dict:
     (``check_env``), the store's and checkpoint directory's (``TrainingRun``), the parts'."""
     cfg = schema.typed_config(cfg)
     if cfg.seeds is not None:  # several seeds in one process
-        return train_population(cfg, build, evaluation_metrics, ROOT, PROGRESS)
+        return train_population(cfg, build, evaluation_metrics, ROOT)
     spaces = schema.check_env(cfg)
     torch.set_num_threads(cfg.threads)
     logging.getLogger("torchrl").setLevel(logging.WARNING)
@@ -255,13 +254,14 @@ def train(cfg: DictConfig) -> dict:
         loop = OnPolicyLoop(
             collector, step, iterations=schema.iterations(cfg), seed=cfg.seed, state=state,
             logger=run.tracker, checkpoint=run.save if cfg.checkpoint.every else None,
-            checkpoint_every=cfg.checkpoint.every or 1, watchers=[episode_metrics, first_reward],
+            checkpoint_every=cfg.checkpoint.every or 1, eval_every=cfg.eval.every,
+            watchers=schema.episode_watchers(cfg, first_reward), device=cfg.device,
             evaluate=lambda iteration: evaluation_metrics(cfg, policy, iteration),
-            eval_every=cfg.eval.every, reseed_collector=cfg.collection != "continuous",
+            reseed_collector=cfg.collection != "continuous", threads=cfg.threads,
             # the paper's exploration experiment counts the steps to the first reward
             stop_when=(lambda: first_reward.step is not None) if cfg.stop_at_first_reward
-            else None, device=cfg.device, threads=cfg.threads, progress=cfg.progress_bar,
-            progress_keys=PROGRESS, name=f"{cfg.env.name}/{cfg.surprise.name} seed {cfg.seed}")
+            else None, progress=cfg.progress_bar, progress_keys=schema.progress_keys(cfg),
+            name=f"{cfg.env.name}/{cfg.surprise.name} seed {cfg.seed}")
         if run.restore(loop) and cfg.collection == "continuous":
             print("resume: collection=continuous restarts the episodes in progress (the "
                   "envs' state is not saved); with collection=paths or rllab resume is exact.")
@@ -279,16 +279,18 @@ def train(cfg: DictConfig) -> dict:
               + (f", checkpoint {run.checkpointer.path}" if run.checkpointer else "")
               + "; continue with resume=true.")
     return {"run_id": run.run_id, "iterations_done": result.iterations_done,
-            "stopped_by": result.stopped_by, "runs_table": run.runs_table(), **result.metrics}
+            "stopped_by": result.stopped_by, "runs_table": run.runs_table(),
+            "run_charts": run.run_charts(), **result.metrics}
 
 
 @hydra.main(version_base=None, config_path=str(ROOT / "conf"), config_name="trpo_vase")
 def main(cfg: DictConfig) -> float:
-    result = train(cfg)
+    with reported_errors("recipes/trpo_vase.py"):  # a refused input: its message, no traceback
+        result = train(cfg)
     print(f"done: {result['iterations_done']} iterations; extrinsic return "
-          f"{result.get('Return/mean', math.nan):.3f}, success rate "
-          f"{result.get('Return/success_rate', math.nan):.2f}. The runs table: "
-          f"{result['runs_table']}")
+          f"{result.get('Return/mean', math.nan):.3f}" + (f", success rate {s:.2f}" if (
+              s := result.get("Return/success_rate")) is not None else "")  # a sparse goal's
+          + f".\nThe run's charts: {result['run_charts']}\nThe runs table: {result['runs_table']}")
     if result["stopped_by"] is not None:
         sys.exit(128 + signal.Signals[result["stopped_by"]].value)
     return result.get("Return/mean", math.nan)

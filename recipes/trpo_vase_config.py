@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,19 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from torchrl_vase._validation import check_layer_widths
-from torchrl_vase.envs import VECTORIZATIONS, check_continuous_control
+from torchrl_vase.envs import (
+    FAITHFUL,
+    VECTORIZATIONS,
+    check_continuous_control,
+    declares_sparse_goal,
+)
 from torchrl_vase.evaluation import check_video
+from torchrl_vase.mlflow_ui import MODEL_TRAINING_KIND, return_first_view
 from torchrl_vase.modules import INITIALIZATIONS, SAMPLINGS
 from torchrl_vase.objectives.elbo_steps import BACKENDS
 from torchrl_vase.population.streams import check_seeds
 from torchrl_vase.runs import flatten, ignored
+from torchrl_vase.watchers import episode_metrics
 
 
 @dataclass
@@ -249,6 +257,20 @@ def _choice(node: DictConfig, key: str, choices: dict, group: str) -> type:
     return choices[name]
 
 
+ENV_CONFIGS = Path(__file__).resolve().parents[1] / "conf" / "env"
+
+
+def env_name(name: str, env_id: str) -> str:
+    """The env's name (its experiment's, its runs' label): ``name``, unless ``name`` is a
+    ``conf/env`` file's whose task ``env_id`` is not (nor that task's first version, ``-v0``):
+    an ``env.id`` given on its own (``env.id=InvertedPendulum-v5``) trains under its own id."""
+    config = ENV_CONFIGS / f"{name}.yaml"
+    if not config.is_file():
+        return name
+    own = OmegaConf.load(config).id
+    return name if env_id == own or FAITHFUL.get(env_id) == own else env_id
+
+
 def typed_config(cfg: DictConfig) -> DictConfig:
     """``cfg`` checked against the schema (types, known keys, ranges); the typed copy."""
     resolved = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
@@ -258,6 +280,7 @@ def typed_config(cfg: DictConfig) -> DictConfig:
     typed = _merge(Main, OmegaConf.masked_copy(
         resolved, [key for key in resolved if key not in GROUPS]), "")
     env = _merge(Env, resolved.env, "env.")
+    env.name = env_name(env.name, env.id)
     if OmegaConf.select(resolved, "surprise.elbo.compile", default=None) is not None:
         raise ValueError("surprise.elbo.compile is gone: surprise.elbo.backend=inductor compiles "
                          "each step with torch.compile; the default, auto, runs an iteration's "
@@ -444,6 +467,10 @@ def check_env(cfg: DictConfig) -> tuple[gymnasium.spaces.Space, gymnasium.spaces
         raise type(error)(f"env.id={cfg.env.id}: {error}") from None
     if cfg.eval.video:
         check_video(cfg.env.id, make_kwargs(cfg))
+    if cfg.stop_at_first_reward and not declares_sparse_goal(cfg.env.id):
+        raise ValueError(f"stop_at_first_reward: env.id={cfg.env.id} declares no sparse goal "
+                         "(torchrl_vase.envs.declares_sparse_goal), so its first reward means "
+                         "nothing; leave stop_at_first_reward=false.")
     if cfg.device != "cpu" and not torch.cuda.is_available():
         raise ValueError(f"device={cfg.device}: there is no CUDA device here "
                          "(torch.cuda.is_available() is False); use device=cpu.")
@@ -520,11 +547,18 @@ def run_tags(cfg: DictConfig, commit: str, sweep: str | None) -> dict[str, str]:
              "git_commit": commit} | ({"sweep": sweep} if sweep else {}))
 
 
+# the runs table's columns, the first its order (best first)
+RUNS_TABLE_METRICS = ("Return/mean", "Return/success_rate", "eval/return",
+                      "train/first_reward_step", "train/frames")
+SPARSE_ONLY = ("Return/success_rate", "eval/success_rate", "train/first_reward_step")
+
+
 def experiment_tags(name: str, env_id: str) -> dict[str, str]:
-    """A new experiment's description, and the kind that makes MLflow 3's UI open on its runs
-    table (not on the GenAI traces page)."""
-    return {
-        "mlflow.experimentKind": "custom_model_development",
+    """A new experiment's description, its kind (model training, not GenAI) and the runs-table
+    view with the extrinsic return first (``torchrl_vase.mlflow_ui``)."""
+    columns = [key for key in RUNS_TABLE_METRICS
+               if declares_sparse_goal(env_id) or key not in SPARSE_ONLY]
+    return MODEL_TRAINING_KIND | return_first_view(columns) | {
         "mlflow.note.content": (
             f"TRPO (or PPO) with surprise bonuses (VASE, NLL, VIME, RND; recipes/trpo_vase.py) on "
             f"{env_id}: one run per measure, advantage structure, seed and changed settings. "
@@ -533,6 +567,20 @@ def experiment_tags(name: str, env_id: str) -> dict[str, str]:
             f"Figures and a table: python recipes/compare.py --experiment {name}"
         ),
     }
+
+
+def episode_watchers(cfg: DictConfig, first_reward) -> list:
+    """What the loop reads off each batch: the episodes' extrinsic return; for a sparse goal
+    also the success rate and the first reward's step (``first_reward``)."""
+    if declares_sparse_goal(cfg.env.id):
+        return [episode_metrics, first_reward]
+    return [partial(episode_metrics, success=False)]
+
+
+def progress_keys(cfg: DictConfig) -> dict[str, str]:
+    """The metrics a progress line shows, by label."""
+    success = {"success": "Return/success_rate"} if declares_sparse_goal(cfg.env.id) else {}
+    return {"return": "Return/mean", **success, "frames/s": "train/fps"}
 
 
 def tracking_uri(cfg: DictConfig) -> str:

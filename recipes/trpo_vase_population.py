@@ -26,7 +26,6 @@ from torchrl_vase.population import (
     PopulationStep,
 )
 from torchrl_vase.runs import PopulationRun, git_commit
-from torchrl_vase.watchers import episode_metrics
 
 
 def member_config(cfg: DictConfig, seed: int) -> DictConfig:
@@ -53,8 +52,7 @@ def checkpoint_directory(cfg: DictConfig) -> Path | None:
     return PopulationRun.directory(root, identity)
 
 
-def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path,
-                     progress_keys: dict) -> dict:
+def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path) -> dict:
     """Run (or resume) the population of ``cfg.seeds``; each member's run id and metrics."""
     spaces = schema.check_env(cfg)
     torch.set_num_threads(cfg.threads)
@@ -87,7 +85,7 @@ def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path,
         config=OmegaConf.to_container(cfg, resolve=True),
         identity_ignores=schema.identity_ignores(cfg),
         checkpoint_dir=checkpoint_root(cfg), resume=cfg.resume)
-    watchers = [[episode_metrics, state["first_reward"]] for state in states]
+    watchers = [schema.episode_watchers(cfg, state["first_reward"]) for state in states]
     policies = [state["actor"] for state in states]  # no observation standardisation
     with population:
         loop = PopulationLoop(
@@ -101,7 +99,7 @@ def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path,
             evaluate=lambda i: [evaluation_metrics(m, p, i)
                                 for m, p in zip(members, policies, strict=True)],
             eval_every=cfg.eval.every, reseed_collector=cfg.collection == "rllab",
-            threads=cfg.threads, progress=cfg.progress_bar, progress_keys=progress_keys,
+            threads=cfg.threads, progress=cfg.progress_bar, progress_keys=schema.progress_keys(cfg),
             name=f"{cfg.env.name}/{cfg.surprise.name} seeds {seeds}")
         population.restore(loop)
         print(f"population {population_name(cfg)}: MLflow runs "
@@ -114,6 +112,7 @@ def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path,
     return {"run_ids": [run.run_id for run in population.runs],
             "iterations_done": result.iterations_done, "stopped_by": result.stopped_by,
             "runs_table": population.runs[0].runs_table(), "members": result.metrics,
+            "run_charts": population.runs[0].runs_table(charts=True),
             **member_means(result.metrics)}
 
 

@@ -59,7 +59,7 @@ def test_table_numbers_equal_a_direct_computation(store, tmp_path):
     written = compare.compare(store, "point_robot", tmp_path, last=2)
     rows = {
         line.split("|")[2].strip(): [c.strip() for c in line.split("|")[3:-1]]
-        for line in written["table"].read_text().splitlines()[2:]
+        for line in written["table"].read_text().split("\n\n")[0].splitlines()[2:]
     }
     # the VASE runs used two δ: each is its own row, never pooled
     assert list(rows) == ["none", "vase δ=0.001", "vase δ=0.01"]
@@ -269,10 +269,18 @@ def test_the_returns_figure_names_a_curve_hidden_under_another_and_keeps_the_leg
     [figure] = figures
     [ax] = figure.axes
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert labels == ["none (1 seeds)", "vase advantage=extrinsic (1 seeds)",
-                      "nll (1 seeds)\n  same median as vase advantage=extrinsic"]
+    assert labels == ["none (1 seed)", "vase advantage=extrinsic (1 seed)",
+                      "nll (1 seed)\n  same median as vase advantage=extrinsic"]
     assert len({line.get_linestyle() for line in ax.get_lines()}) == 3
     legend = ax.get_legend().get_window_extent(figure.canvas.get_renderer())
     axes_box = ax.get_window_extent(figure.canvas.get_renderer())
     assert legend.x0 > axes_box.x1  # beside the axes, never over the curves
     assert [t.get_text() for t in ax.get_xticklabels() if t.get_text()][-1].endswith("k")
+
+
+def test_timings_from_runs_started_apart_are_flagged_and_seed_counts_are_plural_right():
+    hour = 3_600_000  # ms, MLflow's start_time unit
+    runs = [compare.Run(str(i), "vase", i, {}, start_time=1_000 + i * 3 * hour) for i in (0, 1)]
+    assert "started 3.0 h apart" in compare.timing_note(runs)
+    assert compare.timing_note(runs[:1]) == ""  # one run: nothing set side by side
+    assert [compare.seeds(n) for n in (1, 2)] == ["1 seed", "2 seeds"]

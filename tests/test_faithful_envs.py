@@ -134,6 +134,49 @@ def test_mountain_car_contradictory_options_raise():
         RllabMountainCarEnv(track_end=3.0)
 
 
+def _where(frame: np.ndarray, colour) -> np.ndarray:
+    """The pixels (row, column) of exactly ``colour``."""
+    return np.argwhere((frame == np.asarray(colour, dtype=np.uint8)).all(-1))
+
+
+def test_mountain_car_frame_draws_the_car_where_it_is_and_the_goal_flag():
+    env = gymnasium.make("torchrl_vase/SparseMountainCar-v1", render_mode="rgb_array")
+    env.reset(seed=0)
+    car = env.unwrapped.cart
+    car.position, car.angle = (1.0, 1.2), 0.0  # put by hand: a 0.4 x 0.2 m box centred there
+    frame = env.render()
+    assert frame.shape == (400, 600, 3) and frame.dtype == np.uint8
+    # view (-2.3, 2.3) x (-0.4, 2.67) on 600 x 400: x -> (x + 2.3) * 600 / 4.6, y likewise
+    x_min, x_max, y_min, y_max = env.unwrapped.view
+    column, row = (1.0 - x_min) * 600 / (x_max - x_min), (y_max - 1.2) * 400 / (y_max - y_min)
+    body = _where(frame, (70, 110, 170))
+    np.testing.assert_allclose(body.mean(0), [row, column], atol=1.5)
+    height, width = np.ptp(body, axis=0) + 1
+    assert abs(width - 0.4 * 600 / 4.6) <= 2 and abs(height - 0.2 * 400 / (y_max - y_min)) <= 2
+    flag = _where(frame, (0, 160, 0))  # the goal's flag stands on the track at x = 0.6
+    goal_column = (0.6 - x_min) * 600 / (x_max - x_min)
+    assert ((flag[:, 1] > goal_column - 2) & (flag[:, 1] < goal_column + 20)).sum() > 50
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", ["torchrl_vase/SparseCartpoleSwingup-v1",
+                                    "torchrl_vase/SparseDoublePendulum-v1"])
+def test_box2d_tasks_render_frames_that_follow_their_bodies(env_id):
+    env = gymnasium.make(env_id, render_mode="rgb_array")
+    env.reset(seed=0)
+    first = env.render()
+    for _ in range(10):
+        env.step(env.action_space.high)
+    moved = env.render()
+    assert first.shape == moved.shape == (400, 600, 3)
+    assert (first != moved).any(-1).sum() > 100  # the bodies moved, and so did their pixels
+    plain = gymnasium.make(env_id)
+    plain.reset(seed=0)
+    assert plain.render() is None  # no render_mode: no frames
+    with pytest.raises(ValueError, match="render_mode must be None or 'rgb_array'"):
+        type(env.unwrapped)(render_mode="depth_array")
+
+
 # ------------------------------------------------------------------------------------------------
 # CartpoleSwingup
 # ------------------------------------------------------------------------------------------------

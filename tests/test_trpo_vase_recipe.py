@@ -1,5 +1,6 @@
 """recipes/trpo_vase.py through Hydra's compose API, tiny budgets, a throw-away MLflow store."""
 
+import json
 import os
 import signal
 import subprocess
@@ -103,7 +104,19 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
     # MLflow 3's UI opens an experiment of this kind on its runs table, not on GenAI traces
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     assert "recipes/compare.py --experiment point_robot" in experiment.tags["mlflow.note.content"]
-    assert result["runs_table"].endswith(f"#/experiments/{experiment.experiment_id}/runs")
+    # the runs table opens on a shared view whose columns are metrics this recipe logs, sorted
+    # by the extrinsic return, best first; both pages in model-training mode
+    view = json.loads(experiment.tags["mlflow.sharedViewState.return-first"])
+    columns = [key.removeprefix("metrics.`").removesuffix("`") for key in view["selectedColumns"]]
+    logged = set(run.data.metrics) | {"eval/return", "train/first_reward_step"}  # off here
+    assert columns[0] == "Return/mean" and set(columns) <= logged, columns
+    assert view["orderByKey"] == "metrics.`Return/mean`" and view["orderByAsc"] is False
+    assert result["runs_table"].endswith(
+        f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
+        "&viewStateShareKey=return-first")
+    assert result["run_charts"].endswith(
+        f"#/experiments/{experiment.experiment_id}/runs/{run.info.run_id}/model-metrics"
+        "?workflowType=machine_learning")
     for key in ("bonus/mean", "bonus/std", "bnn/elbo", "bnn/loss_kl", "bnn/entropy", "trpo/kl",
                 "trpo/surrogate_after", "trpo/step_accepted", "train/fps", "train/wall_time",
                 "train/frames", "train/coverage"):
@@ -430,6 +443,39 @@ def test_an_env_the_policy_cannot_drive_fails_before_any_run_exists(store, env_i
     assert _all_runs(store[0]) == before
 
 
+def test_an_env_id_without_a_config_file_trains_under_its_own_name(store, capsys):
+    cfg = _config(store, "env.id=InvertedPendulum-v5", "surprise=vase", "eval.every=2",
+                  "eval.episodes=1", "progress_bar=true")
+    result = recipe.train(cfg)
+    client = MlflowClient(tracking_uri=store[0])
+    run = client.get_run(result["run_id"])
+    experiment = client.get_experiment(run.info.experiment_id)
+    assert experiment.name == "InvertedPendulum-v5" and run.data.tags["env"] == experiment.name
+    progress = capsys.readouterr().err.splitlines()[-1]
+    assert progress.startswith("InvertedPendulum-v5/vase seed 0: iteration 2/2 (100%), return ")
+    assert "success" not in progress
+    # a dense task: a return, an evaluation, but no success rate nor first reward
+    assert {"Return/mean", "eval/return", "train/frames"} <= set(run.data.metrics)
+    assert not {"Return/success_rate", "eval/success_rate", "train/first_reward_step"} & set(
+        run.data.metrics)
+    view = json.loads(experiment.tags["mlflow.sharedViewState.return-first"])
+    assert "metrics.`Return/success_rate`" not in view["selectedColumns"]
+    with pytest.raises(ValueError, match="declares no sparse goal"):
+        recipe.train(_config(store, "env.id=InvertedPendulum-v5", "stop_at_first_reward=true"))
+
+
+@pytest.mark.parametrize(("overrides", "name"), [
+    (["env=half_cheetah"], "half_cheetah"),
+    (["env=half_cheetah", "env.id=torchrl_vase/SparseHalfCheetah-v0"], "half_cheetah"),
+    (["env=lunar_lander", "env.id=LunarLanderContinuous-v3"], "lunar_lander"),
+    (["env=half_cheetah", "env.id=HalfCheetah-v5"], "HalfCheetah-v5"),
+    (["env.id=Pendulum-v1", "env.name=pendulum"], "pendulum"),  # named by the user
+])
+def test_an_env_is_named_by_its_config_file_unless_its_id_is_another_task(store, overrides,
+                                                                          name):
+    assert schema.typed_config(_config(store, *overrides)).env.name == name
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
 def test_device_cuda_without_a_gpu_fails_before_any_run_exists(store):
     before = _all_runs(store[0])
@@ -663,17 +709,32 @@ def test_load_policy_of_a_run_without_weights_says_why(store):
         torchrl_vase.load_policy(result["run_id"], tracking_uri=store[0])
 
 
-def test_evaluate_script_prints_the_runs_evaluation(store, tmp_path):
+def test_evaluate_script_prints_the_runs_evaluation_and_films_it_beside_the_run(store,
+                                                                               tmp_path):
     result = recipe.train(_config(store, "surprise=none", "seed=34", "iterations=1",
                                   "checkpoint.every=1", "mlflow.experiment=script"))
     out = subprocess.run(
         [sys.executable, str(ROOT / "recipes" / "evaluate.py"), result["run_id"],
-         "--episodes", "2", "--tracking-uri", store[0]],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+         "--episodes", "2", "--tracking-uri", store[0], "--video", "--seed", "3"],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "torchrl_vase/SparseMountainCar-v1, 2 episodes from seed 0, deterministic: return" \
+    assert "torchrl_vase/SparseMountainCar-v1, 2 episodes from seed 3, deterministic: return" \
         in out.stdout
+    client = MlflowClient(tracking_uri=store[0])
+    [video] = client.list_artifacts(result["run_id"], "videos")
+    assert video.path == "videos/watch_seed3.mp4" and (tmp_path / "watch_seed3.mp4").is_file()
+    with imageio.v2.get_reader(tmp_path / "watch_seed3.mp4") as reader:
+        assert reader.get_data(0).shape == (400, 600, 3) and reader.count_frames() > 1
+        assert reader.get_meta_data()["fps"] == 20  # the car's real time: 0.05 s a step
+
+
+def test_evaluate_script_of_an_unknown_run_says_so_without_a_traceback(store, tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "recipes" / "evaluate.py"), "0" * 32, "--tracking-uri",
+         store[0]], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.startswith("evaluate.py: ") and "0" * 32 in out.stderr
 
 
 def test_with_video_on_the_run_logs_an_mp4_of_one_episode(store, tmp_path):
@@ -695,10 +756,26 @@ def test_with_video_on_the_run_logs_an_mp4_of_one_episode(store, tmp_path):
     assert red.sum() > 50 and np.allclose(centre, [240, 240], atol=4), (red.sum(), centre)
 
 
+class NoRendererEnv(gymnasium.Env):
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,))
+    action_space = gymnasium.spaces.Box(-1.0, 1.0, (1,))
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+
+gymnasium.register("test/NoRenderer-v0", entry_point=NoRendererEnv)
+
+
 def test_video_of_an_env_without_rendering_fails_before_any_run_exists(store):
     before = _all_runs(store[0])
-    with pytest.raises(ValueError, match=r"SparseMountainCar-v1 cannot render rgb_array frames"):
-        recipe.train(_config(store, "eval.video=true"))
+    with pytest.raises(ValueError,
+                       match=r"test/NoRenderer-v0 (cannot render|renders no) rgb_array frame"):
+        recipe.train(_config(store, "eval.video=true", "env.id=test/NoRenderer-v0"))
     assert _all_runs(store[0]) == before
 
 
@@ -812,3 +889,19 @@ def test_the_pool_holds_what_a_run_collects_up_to_the_authors_size(overrides, ca
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = schema.typed_config(compose("trpo_vase", overrides=overrides))
     assert schema.pool_capacity(cfg, schema.iterations(cfg)) == capacity
+
+
+def test_the_recipe_explains_itself_and_a_refused_input_ends_with_its_message(tmp_path):
+    recipe_py = str(ROOT / "recipes" / "trpo_vase.py")
+    helped = subprocess.run([sys.executable, recipe_py, "--help"], capture_output=True,
+                            text=True, timeout=120, cwd=tmp_path)
+    assert helped.returncode == 0 and helped.stdout.startswith("recipes/trpo_vase.py: TRPO")
+    assert "env: ant, cartpole_swingup" in helped.stdout
+    assert "python recipes/evaluate.py <run id> --video" in helped.stdout
+    refused = subprocess.run(
+        [sys.executable, recipe_py, "env.id=CartPole-v1",
+         f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
+    assert refused.stderr.strip().splitlines()[-1].startswith(
+        "recipes/trpo_vase.py: env.id=CartPole-v1: CartPole-v1 has the action space Discrete(2)")

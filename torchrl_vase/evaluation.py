@@ -29,6 +29,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl_vase._device import module_device
 from torchrl_vase.checkpointing import load_checkpoint
 from torchrl_vase.collectors import VectorEnvCollector
+from torchrl_vase.envs import declares_sparse_goal
 from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
 from torchrl_vase.modules.policy import gaussian_policy
@@ -106,9 +107,11 @@ def evaluate(
     seed: int = 0,
     make_kwargs: dict | None = None,
     observation_key: str = "observation",
+    success: bool | None = None,
 ) -> dict[str, float]:
-    """Mean return, success rate (return > 0: the sparse tasks' reward) and episode length of
-    ``episodes`` episodes of ``env_id`` under the policy's deterministic action.
+    """Mean return, success rate (return > 0: the sparse tasks' reward; with ``success``, by
+    default for an env that ``declares_sparse_goal``) and episode length of ``episodes``
+    episodes of ``env_id`` under the policy's deterministic action.
 
     Copy ``i`` starts from ``reset(seed=seed + i)``; the global random state is not touched, so a
     training loop can evaluate without changing its own random numbers.
@@ -148,9 +151,11 @@ def evaluate(
                     observation, _ = env.reset(options={"reset_mask": done})
     finally:
         env.close()
+    if success is None:
+        success = declares_sparse_goal(env_id)
     return {
         "return": float(returns.mean()),
-        "success_rate": float((returns > 0).mean()),
+        **({"success_rate": float((returns > 0).mean())} if success else {}),
         "episode_length": float(lengths.mean()),
     }
 
@@ -187,11 +192,12 @@ def record_episode(
     *,
     seed: int = 0,
     make_kwargs: dict | None = None,
-    fps: int = 30,
+    fps: int | None = None,
     observation_key: str = "observation",
 ) -> Path:
     """An mp4 of one episode of the policy's deterministic action (``env.render()`` frames,
-    written by ``imageio-ffmpeg``); the episode starts from ``reset(seed=seed)``."""
+    written by ``imageio-ffmpeg`` at ``fps``, by default the env's real time: its
+    ``metadata["render_fps"]``, else 30); the episode starts from ``reset(seed=seed)``."""
     import imageio
 
     check_video(env_id, make_kwargs)
@@ -212,6 +218,7 @@ def record_episode(
             )
             frames.append(env.render())
             done = terminated or truncated
+        fps = fps or env.metadata.get("render_fps") or 30
     path = Path(path)
     imageio.v2.mimwrite(path, frames, fps=fps, macro_block_size=1)
     return path

@@ -27,10 +27,11 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -44,6 +45,7 @@ from torchrl_vase.checkpointing import (
     load_checkpoint,
 )
 from torchrl_vase.evaluation import WEIGHTS_FILE, run_weights
+from torchrl_vase.mlflow_ui import run_charts_url, runs_table_url
 from torchrl_vase.tracking import (
     MLflowTracker,
     RunLock,
@@ -54,7 +56,7 @@ from torchrl_vase.tracking import (
     redact_strings,
 )
 
-__all__ = ["PopulationRun", "TrainingRun", "flatten", "git_commit", "ignored"]
+__all__ = ["PopulationRun", "TrainingRun", "flatten", "git_commit", "ignored", "reported_errors"]
 
 
 def flatten(config: Mapping, prefix: str = "") -> dict[str, str]:
@@ -72,6 +74,30 @@ def flatten(config: Mapping, prefix: str = "") -> dict[str, str]:
 def ignored(key: str, ignores: Iterable[str]) -> bool:
     """``key`` (dotted) is one of ``ignores`` or inside one of them."""
     return any(key == name or key.startswith(f"{name}.") for name in ignores)
+
+
+@contextlib.contextmanager
+def reported_errors(program: str,
+                    errors: tuple[type[BaseException], ...] = (ValueError, TypeError,
+                                                               RuntimeError, OSError,
+                                                               ImportError)) -> Iterator[None]:
+    """Inside, an error a user can act on (a refused config, env, store, checkpoint or file)
+    ends the program with ``<program>: <message>`` on stderr and exit status 1, not a
+    traceback; ``HYDRA_FULL_ERROR=1`` keeps the traceback, as Hydra's own errors do.
+
+    Examples:
+        >>> with reported_errors("demo"):
+        ...     raise ValueError("seed must be >= 0, got -1.")
+        Traceback (most recent call last):
+        ...
+        SystemExit: demo: seed must be >= 0, got -1.
+    """
+    try:
+        yield
+    except errors as error:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        raise SystemExit(f"{program}: {redact(str(error))}") from None
 
 
 def git_commit(directory: str | os.PathLike) -> str:
@@ -225,13 +251,21 @@ class TrainingRun(_Restores):
         self.tracker.log_artifact(self._weights.save(run_weights(state["parts"])))
         return path
 
-    def runs_table(self) -> str:
-        """Where the experiment's runs table is: the server's page, or how to serve a store."""
-        page = f"#/experiments/{self.experiment_id}/runs"
+    def runs_table(self, *, charts: bool = False) -> str:
+        """Where the experiment's runs table is (the return first: ``mlflow_ui``), or with
+        ``charts`` its chart view: the server's page, or how to serve a store."""
+        return self._page(lambda server: runs_table_url(server, self.experiment_id,
+                                                        charts=charts))
+
+    def run_charts(self) -> str:
+        """Where this run's metric charts are (``Return/`` first)."""
+        return self._page(lambda server: run_charts_url(server, self.experiment_id, self.run_id))
+
+    def _page(self, page: Callable[[str], str]) -> str:
         uri = redact(self.uri)
         if uri.startswith(("http://", "https://")):
-            return f"{uri.rstrip('/')}/{page}"
-        return f"mlflow ui --backend-store-uri {uri}, then http://127.0.0.1:5000/{page}"
+            return page(uri)
+        return f"mlflow ui --backend-store-uri {uri}, then {page('http://127.0.0.1:5000')}"
 
     # --------------------------------------------------------------------------------------
     def _lock(self) -> RunLock:

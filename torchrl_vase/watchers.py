@@ -13,6 +13,8 @@ Examples:
     ...     "step_count": torch.tensor([[1, 2], [1, 2]]).unsqueeze(-1)}}, [2, 2])
     >>> episode_metrics(batch, 0)["Return/success_rate"]
     1.0
+    >>> "Return/success_rate" in episode_metrics(batch, 0, success=False)  # a dense task
+    False
     >>> first = FirstReward()
     >>> first(batch, frames_before=100)  # env 0 found it at its 2nd step: after 2 × 2 frames
     {'train/first_reward_step': 104}
@@ -35,22 +37,25 @@ __all__ = ["FirstReward", "episode_metrics"]
 RETURN_METRICS = ("Return/mean", "Return/median", "Return/success_rate")
 
 
-def episode_metrics(batch: TensorDictBase, frames_before: int = 0) -> dict[str, float]:
-    """The extrinsic return, success (return > 0) and length of the episodes that ended in the
-    batch (NaN when none did). ``RewardSum`` runs in the env, before any bonus is added, so
-    ``("next", "episode_reward")`` is the extrinsic return."""
+def episode_metrics(batch: TensorDictBase, frames_before: int = 0, *,
+                    success: bool = True) -> dict[str, float]:
+    """The extrinsic return, success (return > 0; with ``success``, for a sparse goal) and
+    length of the episodes that ended in the batch (NaN when none did). ``RewardSum`` runs in
+    the env, before any bonus is added, so ``("next", "episode_reward")`` is the extrinsic
+    return. ``functools.partial(episode_metrics, success=False)`` watches a dense task."""
     done = batch["next", "done"].squeeze(-1)
     returns = batch["next", "episode_reward"].squeeze(-1)[done]
+    keys = RETURN_METRICS if success else RETURN_METRICS[:2]
     if not returns.numel():
-        return dict.fromkeys((*RETURN_METRICS, "train/episode_length"), math.nan) | {
-            "train/episodes": 0.0}
-    return {
+        return dict.fromkeys((*keys, "train/episode_length"), math.nan) | {"train/episodes": 0.0}
+    metrics = {
         "Return/mean": returns.mean().item(),
         "Return/median": returns.median().item(),
         "Return/success_rate": (returns > 0).float().mean().item(),
         "train/episode_length": batch["next", "step_count"].squeeze(-1)[done].float().mean().item(),
         "train/episodes": float(returns.numel()),
     }
+    return metrics if success else {k: v for k, v in metrics.items() if k not in RETURN_METRICS[2:]}
 
 
 class FirstReward(nn.Module):

@@ -14,6 +14,7 @@ Every task has the paper's 500-step limit (LunarLander 1,000, the authors').
 from __future__ import annotations
 
 import gymnasium
+from gymnasium.envs.registration import load_env_creator
 
 from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import (
@@ -66,6 +67,25 @@ MAX_EPISODE_STEPS = 500
 EPISODE_STEPS = {"torchrl_vase/LunarLanderContinuous-v1": 1000}
 
 
+def declares_sparse_goal(env_id: str) -> bool:
+    """Whether ``env_id``'s reward is a sparse goal (positive only when reached), so that a
+    success rate (return > 0) and the first reward's step mean something: this package's tasks,
+    and any env class whose ``metadata`` says ``"sparse_goal": True``.
+
+    Examples:
+        >>> declares_sparse_goal("torchrl_vase/SparseHalfCheetah-v1")
+        True
+        >>> declares_sparse_goal("Pendulum-v1")
+        False
+    """
+    entry_point = gymnasium.spec(env_id).entry_point
+    env_class = (load_env_creator(entry_point) if isinstance(entry_point, str)
+                 else entry_point)
+    if env_class in SPARSE_ENVS.values():
+        return True
+    return bool(getattr(env_class, "metadata", {}).get("sparse_goal", False))
+
+
 def register_envs() -> None:
     """Register every sparse env with gymnasium (idempotent; ``import torchrl_vase`` calls it).
 
@@ -106,6 +126,7 @@ __all__ = [
     "SparseHalfCheetahEnv",
     "SparseMountainCarEnv",
     "check_continuous_control",
+    "declares_sparse_goal",
     "make_batched_env",
     "make_training_env",
     "register_envs",

@@ -27,6 +27,7 @@ import numpy as np
 from gymnasium import Env, spaces
 
 from torchrl_vase.envs._checks import checked_action
+from torchrl_vase.envs._frames import GOAL, Canvas, draw_bodies
 
 # rllab's observation bounds (Box2DEnv's BIG)
 _BIG = 1e6
@@ -50,7 +51,10 @@ class RllabBox2DEnv(Env):
     termination from the state after a step.
     """
 
-    metadata: ClassVar[dict] = {"render_modes": []}
+    metadata: ClassVar[dict] = {"render_modes": ["rgb_array"], "render_fps": 20}
+    #: the part of the world a frame shows, (x_min, x_max, y_min, y_max) in metres, and its size
+    view: ClassVar[tuple[float, float, float, float]] = (-3.0, 3.0, -1.0, 3.0)
+    frame_size: ClassVar[tuple[int, int]] = (600, 400)
     #: seconds per physics step (the model's ``timestep``)
     timestep: float = 0.02
     #: Box2D's velocity and position solver iterations (rllab's defaults: 8 and 3)
@@ -60,10 +64,25 @@ class RllabBox2DEnv(Env):
     frame_skip: int = 1
 
     def __init__(self, render_mode: str | None = None) -> None:
-        if render_mode is not None:
-            raise ValueError(f"render_mode must be None (no renderer), got {render_mode!r}.")
-        self.render_mode = None
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}.")
+        self.render_mode = render_mode
         self._new_world()
+
+    def render(self) -> np.ndarray | None:
+        """With ``render_mode="rgb_array"``: the world's bodies (static ones grey), the goal
+        (green) and the task's name, as a ``(400, 600, 3)`` image."""
+        if self.render_mode != "rgb_array":
+            return None
+        canvas = Canvas(self.view, self.frame_size)
+        draw_bodies(canvas, self.world)
+        self._draw_goal(canvas)
+        canvas.text(type(self).__name__.removeprefix("Rllab").removesuffix("Env"), (8, 8),
+                    pixels=True)
+        return canvas.frame()
+
+    def _draw_goal(self, canvas: Canvas) -> None:
+        """Where the sparse reward is (nothing by default)."""
 
     @property
     def dt(self) -> float:
@@ -184,7 +203,7 @@ class RllabMountainCarEnv(RllabBox2DEnv):
     Args:
         goal_position: x of the goal on the right slope (authors: 0.6).
         track_end: ``|x|`` at which either end also ends the episode (authors: 2, the hill-tops).
-        render_mode: ``None`` only.
+        render_mode: ``None``, or ``"rgb_array"`` for ``render()``'s frames.
 
     Examples:
         >>> env = RllabMountainCarEnv()
@@ -196,6 +215,7 @@ class RllabMountainCarEnv(RllabBox2DEnv):
     """
 
     timestep = 0.05
+    view = (-2.3, 2.3, -0.4, 2.67)
     #: the track's half width and its height (the model's sine chain)
     track_half_width = 2.0
     track_height = 2.0
@@ -244,6 +264,14 @@ class RllabMountainCarEnv(RllabBox2DEnv):
     def _observation(self) -> np.ndarray:
         return np.array([self.cart.position[0], self.cart.linearVelocity[0]], dtype=np.float64)
 
+    def _draw_goal(self, canvas: Canvas) -> None:
+        """A flag at ``goal_position`` on the track (and one at each end it also counts)."""
+        for x in sorted({self.goal_position, -self.track_end, self.track_end}):
+            ground = 1.0 - np.cos(np.pi * x / 2)  # the track's height there
+            canvas.line([(x, ground), (x, ground + 0.35)], GOAL, width=3)
+            canvas.polygon([(x, ground + 0.35), (x + 0.2, ground + 0.28), (x, ground + 0.21)],
+                           GOAL)
+
     def _reward_and_done(self) -> tuple[float, bool]:
         x = float(self.cart.position[0])
         done = x >= self.goal_position or abs(x) >= self.track_end
@@ -267,7 +295,7 @@ class RllabCartpoleSwingupEnv(RllabBox2DEnv):
     Args:
         upright_cosine: the cos θ above which the pole counts as up.
         max_cart_position: ``|x|`` beyond which the episode ends.
-        render_mode: ``None`` only.
+        render_mode: ``None``, or ``"rgb_array"`` for ``render()``'s frames.
 
     Examples:
         >>> env = RllabCartpoleSwingupEnv()
@@ -277,6 +305,7 @@ class RllabCartpoleSwingupEnv(RllabBox2DEnv):
     """
 
     timestep = 0.05
+    view = (-3.6, 3.6, -1.4, 3.4)
 
     def __init__(
         self,
@@ -357,7 +386,7 @@ class RllabDoublePendulumEnv(RllabBox2DEnv):
 
     Args:
         tip_radius: distance from (0, 2) within which the tip is rewarded.
-        render_mode: ``None`` only.
+        render_mode: ``None``, or ``"rgb_array"`` for ``render()``'s frames.
 
     Examples:
         >>> env = RllabDoublePendulumEnv()
@@ -371,6 +400,8 @@ class RllabDoublePendulumEnv(RllabBox2DEnv):
     position_iterations = 20
     frame_skip = 2
     link_length = 1.0
+    metadata: ClassVar[dict] = {"render_modes": ["rgb_array"], "render_fps": 50}
+    view = (-3.45, 3.45, -2.3, 2.3)
 
     def __init__(self, tip_radius: float = 0.1, render_mode: str | None = None) -> None:
         if not 0 < tip_radius < 2 * self.link_length:
@@ -420,6 +451,10 @@ class RllabDoublePendulumEnv(RllabBox2DEnv):
             [origin[0] - self.link_length * np.sin(angle),
              origin[1] - self.link_length * np.cos(angle)]
         )
+
+    def _draw_goal(self, canvas: Canvas) -> None:
+        """The disc around (0, 2) that the tip must reach."""
+        canvas.circle(self.target, self.tip_radius, GOAL, width=2)
 
     def _reward_and_done(self) -> tuple[float, bool]:
         near = np.linalg.norm(self.tip_position() - self.target) < self.tip_radius

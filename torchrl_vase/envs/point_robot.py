@@ -8,6 +8,7 @@ import numpy as np
 from gymnasium import Env, spaces
 
 from torchrl_vase.envs._checks import checked_action
+from torchrl_vase.envs._frames import AGENT, GOAL, GROUND, Canvas
 
 
 class PointRobot2DEnv(Env):
@@ -82,11 +83,13 @@ class PointRobot2DEnv(Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self.position = np.zeros(2)
+        self.steps = 0  # the frames' label
         return self._observation(), {"position": self.position.copy()}
 
     def step(self, action):
         velocity = checked_action(action, self.action_space)
         self.position = self._wrap(self.position + velocity)
+        self.steps += 1
         reached = self.at_goal()
         info = {"position": self.position.copy()}
         return self._observation(), 1.0 if reached else 0.0, reached, False, info
@@ -96,25 +99,17 @@ class PointRobot2DEnv(Env):
     RENDER_SIZE = 480
 
     def render(self) -> np.ndarray | None:
-        """A top view: the square (white), the goal's disc (green, its true radius, at least
-        8 px) and the robot (red disc)."""
+        """A labelled top view: the square (white, grey edges: it wraps), the goal's disc
+        (green, its true radius, at least 8 px), the robot (red disc) and the step count."""
         if self.render_mode != "rgb_array":
             return None
-        size = self.RENDER_SIZE
-        image = np.full((size, size, 3), 255, dtype=np.uint8)
-        pixels_per_unit = size / (2 * self.half_size)
-
-        def disc(point: np.ndarray, radius_px: float, colour: tuple[int, int, int]) -> None:
-            column = (point[0] + self.half_size) * pixels_per_unit
-            row = size - 1 - (point[1] + self.half_size) * pixels_per_unit
-            top, left = max(0, int(row - radius_px)), max(0, int(column - radius_px))
-            bottom = min(size, int(row + radius_px) + 2)
-            right = min(size, int(column + radius_px) + 2)
-            rows, columns = np.ogrid[top:bottom, left:right]
-            inside = (rows - row) ** 2 + (columns - column) ** 2 <= radius_px**2
-            image[top:bottom, left:right][inside] = colour  # a view: drawn in place
-
-        disc(self.goal, max(8.0, self.goal_radius * pixels_per_unit), (0, 160, 0))
-        disc(self.position, 6.0, (200, 0, 0))
-        image[[0, -1], :] = image[:, [0, -1]] = 96  # the square's edges (it wraps)
-        return image
+        h, size = self.half_size, self.RENDER_SIZE
+        canvas = Canvas((-h, h, -h, h), (size, size))
+        canvas.line([(-h, -h), (h, -h), (h, h), (-h, h), (-h, -h)], GROUND, width=3)
+        canvas.circle(self.goal, self.goal_radius, GOAL, min_pixels=8.0)
+        canvas.circle(self.position, 0.0, AGENT, min_pixels=6.0)
+        label = 0.06 * h  # beside each disc, in world units
+        canvas.text("goal", (self.goal[0] + label, self.goal[1] - label))
+        canvas.text("robot", (self.position[0] + label, self.position[1] - label))
+        canvas.text(f"PointRobot2D  step {self.steps}", (8, 8), pixels=True)
+        return canvas.frame()

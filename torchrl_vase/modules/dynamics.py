@@ -56,7 +56,7 @@ class DynamicsModel(nn.Module):
 
     ``prepare(obs, action, next_obs)`` returns ``(s, a, y)`` as the network sees them: cast to its
     dtype, discrete actions one-hot encoded, and, with ``standardize=True`` (the default, as the
-    VASE authors' code does), standardised by statistics of the replay pool::
+    VASE authors' code does), standardised by statistics of the replay pool:
 
         s ← (s − μ_s) / (σ_s + 1e-8)     a ← (a − μ_a) / (σ_a + 1e-8)
         y = s'  → (s' − μ_s) / (σ_s + 1e-8)         (target="next_observation"; the authors')
