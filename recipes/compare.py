@@ -329,11 +329,12 @@ def timing_note(runs: list[Run]) -> str:
     """Frames/s and s/iteration are each run's own wall clock: say how far apart the runs
     started (a machine's load changes across hours), so that they are not read as a benchmark."""
     starts = sorted(r.start_time for r in runs if r.start_time)
-    if len(starts) < 2:
+    minutes = (starts[-1] - starts[0]) / 6e4 if len(starts) > 1 else 0.0
+    if minutes < 10:  # started together (a sweep's parallel jobs): side by side
         return ""
-    hours = (starts[-1] - starts[0]) / 3.6e6
+    apart = f"{minutes / 60:.1f} h" if minutes >= 60 else f"{minutes:.0f} min"
     return (f"frames/s and s/iteration are each run's own wall clock; these runs started "
-            f"{hours:.1f} h apart, on whatever load the machine had then: compare timings "
+            f"{apart} apart, on whatever load the machine had then: compare timings "
             "side by side in one interleaved run (recipes/benchmark_*.py), not here.")
 
 

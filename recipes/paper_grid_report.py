@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import math
 import os
 import sys
@@ -253,10 +254,40 @@ def judge(claim: Claim, runs: dict[str, list[Seed]]) -> tuple[str, list[str]]:
 # ------------------------------------------------------------------------------------------------
 # Figures
 # ------------------------------------------------------------------------------------------------
+# every text of a figure at least 10 px where the docs show it (a 690-px column): 12 pt at 90 dpi
+# on a figure at most 11 in wide (990 px, shown at 0.7 x); a click opens it full size
+COLUMN_PX, MIN_TEXT_PX, DPI = 690, 10, 90
+LEGIBLE = {"font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12, "xtick.labelsize": 12,
+           "ytick.labelsize": 12, "legend.fontsize": 12, "legend.title_fontsize": 12,
+           "figure.titlesize": 12}
+
+
+def legible(plot):
+    """Run a plot function under ``LEGIBLE``'s font sizes (ticks are drawn at ``savefig``)."""
+    @functools.wraps(plot)
+    def under_legible_fonts(*args, **kwargs):
+        with plt.rc_context(LEGIBLE):
+            return plot(*args, **kwargs)
+    return under_legible_fonts
+
+
 def _panels(title: str):
-    figure, axes = plt.subplots(2, 3, figsize=(15, 8.5), constrained_layout=True)
-    figure.suptitle(textwrap.fill(title, 140))  # the commits' list can be long
+    figure, axes = plt.subplots(2, 3, figsize=(11, 8.2), constrained_layout=True)
+    figure.suptitle(textwrap.fill(title, 110))  # the commits' list can be long
     return figure, dict(zip(TASKS, axes.ravel(), strict=True))
+
+
+def _shared_legend(figure, axes: dict) -> None:
+    """One legend for every panel, below them: a legend per panel covers its curves at a
+    legible size (the seeds of each cell are in the page's tables)."""
+    handles = {}
+    for ax in axes.values():
+        for line in ax.get_lines():
+            if not line.get_label().startswith("_"):
+                handles.setdefault(line.get_label(), line)
+    if handles:
+        figure.legend(list(handles.values()), list(handles), loc="outside lower center",
+                      ncol=min(4, len(handles)), frameon=False)
 
 
 def running_mean(values: np.ndarray, window: int = FINAL) -> np.ndarray:
@@ -275,6 +306,7 @@ def running_mean(values: np.ndarray, window: int = FINAL) -> np.ndarray:
         return trailing(sums) / trailing(counts)
 
 
+@legible
 def plot_returns(data: dict, path: Path, caption: str) -> None:
     figure, axes = _panels(f"Extrinsic return: median over seeds of each seed's running mean over "
                            f"{FINAL} iterations, interquartile range shaded ({caption})")
@@ -285,16 +317,14 @@ def plot_returns(data: dict, path: Path, caption: str) -> None:
             curves = np.stack([running_mean(s.returns[:length]) for s in seeds])
             frames = seeds[0].frames[:length] / 1e6
             q1, median, q3 = np.nanpercentile(curves, [25, 50, 75], axis=0)
-            ax.plot(frames, median, color=COLOURS[measure],
-                    label=f"{LABELS[measure]} ({len(seeds)})")
+            ax.plot(frames, median, color=COLOURS[measure], label=LABELS[measure])
             ax.fill_between(frames, q1, q3, color=COLOURS[measure], alpha=0.15)
         ax.set_xlabel("frames (millions)")
         ax.set_ylabel("return")
-        if data.get(task):
-            ax.legend(fontsize=8, title="measure (seeds)", title_fontsize=8)
-        else:
+        if not data.get(task):
             ax.text(0.5, 0.5, "not run yet", ha="center", transform=ax.transAxes)
-    figure.savefig(path, dpi=90)
+    _shared_legend(figure, axes)
+    figure.savefig(path, dpi=DPI)
     plt.close(figure)
 
 
@@ -305,6 +335,7 @@ def first_batch_touches(seeds_by_measure: dict[str, list[Seed]]) -> tuple[int, i
     return sum(s.first_reward <= s.frames[0] for s in runs), len(runs)
 
 
+@legible
 def plot_first_reward(data: dict, path: Path, caption: str) -> None:
     figure, axes = _panels("Fraction of seeds that have met the extrinsic reward by frame t ("
                            + caption + ")")
@@ -315,22 +346,22 @@ def plot_first_reward(data: dict, path: Path, caption: str) -> None:
             times = np.sort([s.first_reward for s in seeds if np.isfinite(s.first_reward)])
             x = np.concatenate([[0], times, [end]]) / 1e6
             y = np.concatenate([[0], np.arange(1, times.size + 1), [times.size]]) / len(seeds)
-            ax.step(x, y, where="post", color=COLOURS[measure],
-                    label=f"{LABELS[measure]} ({len(seeds)})")
+            ax.step(x, y, where="post", color=COLOURS[measure], label=LABELS[measure])
         if data.get(task):
             touched, runs = first_batch_touches(data[task])
-            ax.text(0.98, 0.03, f"first batch met it: {touched}/{runs} runs", ha="right",
-                    transform=ax.transAxes, fontsize=8)
-            ax.legend(fontsize=8, loc="center right", title="measure (seeds)", title_fontsize=8)
+            ax.text(0.98, 0.03, f"first batch met it: {touched}/{runs}", ha="right",
+                    transform=ax.transAxes)
         else:
             ax.text(0.5, 0.5, "not run yet", ha="center", transform=ax.transAxes)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("frames (millions)")
         ax.set_ylabel("fraction of seeds")
-    figure.savefig(path, dpi=90)
+    _shared_legend(figure, axes)
+    figure.savefig(path, dpi=DPI)
     plt.close(figure)
 
 
+@legible
 def plot_self_agreement(data: dict, path: Path, caption: str) -> bool:
     logged = {task: {m: [s for s in seeds if np.isfinite(s.agreement).any()]
                      for m, seeds in runs.items()} for task, runs in data.items()}
@@ -350,15 +381,14 @@ def plot_self_agreement(data: dict, path: Path, caption: str) -> bool:
                 median = np.nanmedian(curves, axis=0)
             if np.isfinite(median).any():
                 ax.plot(seeds[0].frames[:length] / 1e6, median, color=COLOURS[measure],
-                        label=f"{LABELS[measure]} ({len(seeds)})")
+                        label=LABELS[measure])
         ax.set_ylim(-0.1, 1.05)
         ax.set_xlabel("frames (millions)")
         ax.set_ylabel("ρ")
-        if ax.lines:
-            ax.legend(fontsize=8)
-        else:
+        if not ax.lines:
             ax.text(0.5, 0.5, "not logged", ha="center", transform=ax.transAxes)
-    figure.savefig(path, dpi=90)
+    _shared_legend(figure, axes)
+    figure.savefig(path, dpi=DPI)
     plt.close(figure)
     return True
 
@@ -537,9 +567,10 @@ def report(grid: Path, page: Path, figures: Path | None = None,
     if notes.exists():
         sections.append(notes.read_text())
     sections += ["## Figure 3\n",
-                 f"![Median return per task and measure]({link}/figure3.png)\n",
+                 figure(link, "figure3.png", "Median return per task and measure"),
                  "## Finding the reward\n",
-                 f"![Fraction of seeds that met the reward by frame t]({link}/first_reward.png)\n"]
+                 figure(link, "first_reward.png",
+                        "Fraction of seeds that met the reward by frame t")]
     for task in TASKS:
         if task not in data:
             sections.append(f"## {TITLES[task]}\n\nNot run yet.\n")
@@ -556,7 +587,7 @@ def report(grid: Path, page: Path, figures: Path | None = None,
                  "every iteration by runs since its introduction; older runs lack it).\n",
                  agreement or "Not logged by any exported run yet.\n"]
     if "self_agreement" in written:
-        sections.append(f"![Self-agreement over training]({link}/self_agreement.png)\n")
+        sections.append(figure(link, "self_agreement.png", "Self-agreement over training"))
     sections += ["## How this was run\n",
                  "Finished seeds per task and measure (the study's bar: 10 seeds of none, VASE, "
                  "NLL, VIME and RND on MountainCar, CartpoleSwingup and HalfCheetah, 5 on the "
@@ -787,12 +818,13 @@ def smoothed(returns: np.ndarray) -> np.ndarray:
     return running_mean(returns, window=max(1, int(0.05 * returns.size)))
 
 
+@legible
 def plot_curves(data: dict, measures: tuple[str, ...], path: Path, title: str,
                 reference: str | None = None) -> None:
     """Per task, each measure's median over seeds (each seed smoothed over 5 % of its run) with
     the interquartile range shaded; ``reference`` dashed, unshaded."""
-    figure, axes = plt.subplots(2, 3, figsize=(15, 8.8))
-    figure.suptitle(textwrap.fill(title, 150), fontsize=11)
+    figure, axes = plt.subplots(2, 3, figsize=(11, 8.6))
+    figure.suptitle(textwrap.fill(title, 110))
     handles = {}
     for task, ax in zip(TASKS, axes.ravel(), strict=True):
         ax.set_title(TITLES[task])
@@ -820,9 +852,9 @@ def plot_curves(data: dict, measures: tuple[str, ...], path: Path, title: str,
     figure.legend([handles[m][0] for m in order],
                   [STUDY_LABELS[m] + (" (dashed, for reference)" if m == reference and
                                       m not in measures else "") for m in order],
-                  loc="lower center", ncol=len(order), frameon=False, fontsize=10)
+                  loc="lower center", ncol=len(order), frameon=False)
     figure.tight_layout(rect=(0, 0.05, 1, 0.96))
-    figure.savefig(path, dpi=90)
+    figure.savefig(path, dpi=DPI)
     plt.close(figure)
 
 
@@ -847,10 +879,11 @@ def aggregate(data: dict, measures: tuple[str, ...], window: str = "last10") -> 
     }
 
 
+@legible
 def plot_aggregate(result: dict, path: Path, title: str) -> None:
     figure, (iqm_ax, profile_ax, poi_ax) = plt.subplots(
-        1, 3, figsize=(16, 5.2), gridspec_kw={"width_ratios": [1, 1.2, 1]})
-    figure.suptitle(textwrap.fill(title, 160), fontsize=10)
+        1, 3, figsize=(11, 5.4), gridspec_kw={"width_ratios": [1, 1.2, 1]})
+    figure.suptitle(textwrap.fill(title, 110))
     measures = list(result["iqm"])
     for row, measure in enumerate(measures):
         point, low, high = result["iqm"][measure]
@@ -866,7 +899,7 @@ def plot_aggregate(result: dict, path: Path, title: str) -> None:
         profile_ax.fill_between(result["taus"], low, high, color=SAFE[measure], alpha=0.15, lw=0)
     profile_ax.set_xlabel("normalised score τ")
     profile_ax.set_ylabel("fraction of runs with score > τ")
-    profile_ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3,
+    profile_ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3,
                       frameon=False)
     rivals = list(result["improvement"])
     for row, measure in enumerate(rivals):
@@ -878,10 +911,11 @@ def plot_aggregate(result: dict, path: Path, title: str) -> None:
     poi_ax.set_xlim(0, 1)
     poi_ax.set_xlabel("P(VASE > rival), averaged over tasks\n(95 % stratified bootstrap interval)")
     figure.tight_layout(rect=(0, 0, 1, 0.9))
-    figure.savefig(path, dpi=90)
+    figure.savefig(path, dpi=DPI)
     plt.close(figure)
 
 
+@legible
 def plot_point_robot(runs: dict[str, list[Seed]], path: Path, title: str) -> None:
     """The fraction of runs still searching at each step (a survival curve), per measure."""
     figure, ax = plt.subplots(figsize=(8, 4.8))
@@ -897,16 +931,16 @@ def plot_point_robot(runs: dict[str, list[Seed]], path: Path, title: str) -> Non
                 label=f"{STUDY_LABELS[measure]} ({len(seeds)} runs)")
     for steps, label in ((2_059_459, "the paper's TRPO run"), (26_663, "the paper's VASE run")):
         ax.axvline(steps, color="gray", ls=":")
-        ax.text(steps * 1.08, 0.04, label, fontsize=8, rotation=90, ha="left", va="bottom")
+        ax.text(steps * 1.08, 0.04, label, rotation=90, ha="left", va="bottom")
     ax.set_xscale("log")
     ax.set_xlim(1000, POINT_ROBOT_BUDGET * 1.1)
     ax.set_ylim(-0.02, 1.04)
     ax.set_xlabel("steps (log scale; the budget ends the axis)")
     ax.set_ylabel("fraction of runs that have not met the reward")
-    ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    ax.set_title(textwrap.fill(title, 90), fontsize=10)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    ax.set_title(textwrap.fill(title, 80))
     figure.tight_layout()
-    figure.savefig(path, dpi=90)
+    figure.savefig(path, dpi=DPI)
     plt.close(figure)
 
 

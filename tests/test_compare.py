@@ -283,4 +283,6 @@ def test_timings_from_runs_started_apart_are_flagged_and_seed_counts_are_plural_
     runs = [compare.Run(str(i), "vase", i, {}, start_time=1_000 + i * 3 * hour) for i in (0, 1)]
     assert "started 3.0 h apart" in compare.timing_note(runs)
     assert compare.timing_note(runs[:1]) == ""  # one run: nothing set side by side
+    together = [compare.Run(str(i), "vase", i, {}, start_time=1_000 + i * 60_000) for i in (0, 1)]
+    assert compare.timing_note(together) == ""  # a minute apart: a sweep's parallel jobs
     assert [compare.seeds(n) for n in (1, 2)] == ["1 seed", "2 seeds"]

@@ -103,7 +103,18 @@ def _export(path: Path, returns, first_reward=None, agreement=None) -> None:
                              "" if agreement is None or i == 0 else agreement])
 
 
-def test_the_report_writes_its_figures_and_tables_from_exported_runs(tmp_path):
+def _text_pixels_in_the_docs_column(figure) -> list[tuple[float, str]]:
+    """Each visible text's height in pixels where the docs show the figure: saved at the
+    report's dpi, shown at most ``COLUMN_PX`` wide."""
+    width = figure.get_figwidth() * report.DPI
+    shrink = min(1.0, report.COLUMN_PX / width)
+    return [(text.get_fontsize() * report.DPI / 72 * shrink, text.get_text())
+            for text in figure.findobj(plt.Text) if text.get_visible() and text.get_text()]
+
+
+def test_the_report_writes_its_figures_and_tables_from_exported_runs(tmp_path, monkeypatch):
+    drawn = []
+    monkeypatch.setattr(report.plt, "close", drawn.append)
     grid = tmp_path / "grid"
     for seed in range(5):
         _export(grid / "half_cheetah" / "vase" / f"seed{seed}.csv", [0.0] * 5 + [8.0 + seed] * 15,
@@ -139,6 +150,24 @@ def test_the_report_writes_its_figures_and_tables_from_exported_runs(tmp_path):
     for name in ("figure3", "first_reward", "self_agreement"):
         image = plt.imread(written[name])
         assert image.shape[0] > 500 and image.std() > 0.01, name
+    assert "[![Median return per task and measure](../grid/figure3.png)](../grid/figure3.png)" \
+        in text  # a click opens it full size
+    assert len(drawn) == 3
+    for figure in drawn:
+        small = [t for t in _text_pixels_in_the_docs_column(figure) if t[0] < 10]
+        assert not small, small
+
+
+def test_the_studys_figures_are_legible_in_the_docs_column(tmp_path, monkeypatch):
+    _study(tmp_path / "study", "half_cheetah", {"vase": (5, 9), "nll": (1, 1), "vime": (1, 2),
+                                                "trpo_authors": (0, 0), "none": (0, 1)})
+    drawn = []
+    monkeypatch.setattr(report.plt, "close", drawn.append)
+    _, written = report.study_section(tmp_path / "study", tmp_path / "figures", "figures")
+    assert {"curves", "extras"} <= set(written) and len(drawn) >= 2
+    for figure in drawn:
+        texts = _text_pixels_in_the_docs_column(figure)
+        assert texts and min(size for size, _ in texts) >= 10, sorted(texts)[:3]
 
 
 # ------------------------------------------------------------------------------------------------
