@@ -175,6 +175,18 @@ def _exploration(sigma_c: float = 0.5, **kwargs) -> Exploration:
     return Exploration(bonus, bonus.make_loss(kl_weight=0.2), **{**defaults, **kwargs})
 
 
+def test_torch_train_and_eval_toggle_modes_and_take_no_model_steps():
+    exploration = _exploration()
+    exploration.update(_rollout(300, seed=0))  # the pool is full enough: the model trains
+    before = (exploration.model_updates, [p.clone() for p in exploration.parameters()])
+    assert exploration.eval() is exploration  # nn.Module.eval, as on any module tree
+    assert not any(module.training for module in exploration.modules())
+    assert exploration.train() is exploration and all(m.training for m in exploration.modules())
+    assert exploration.model_updates == before[0]
+    for now, then in zip(exploration.parameters(), before[1], strict=True):
+        assert torch.equal(now, then)
+
+
 def test_algorithm_1_order_bonus_from_the_previous_model_then_pool_statistics_training():
     exploration = _exploration()
     first = _rollout(300, seed=0)

@@ -48,7 +48,7 @@ from torchrl.objectives.value import ValueEstimatorBase
 
 from torchrl_vase.diagnostics import advantage_alignment
 from torchrl_vase.exploration import Exploration
-from torchrl_vase.objectives.trpo import TRPOLoss, fit_critic
+from torchrl_vase.objectives.trpo import TRPOLoss, fit_critic, loggable_fit
 from torchrl_vase.transforms.rnd import RNDRewardTransform
 
 __all__ = ["CriticFit", "OnPolicyStep", "PPOUpdate", "TRPOUpdate"]
@@ -140,7 +140,8 @@ class PPOUpdate(nn.Module):
 class CriticFit:
     """``fit_critic``: the critic (and the dual structure's intrinsic critic) regressed on the
     batch's value targets; returns ``<prefix>critic_loss`` and ``<prefix>explained_variance``
-    (``intrinsic_`` versions with an intrinsic critic). Its ``state_dict`` is the optimiser's."""
+    (``intrinsic_`` versions with an intrinsic critic; no explained variance while every target
+    is 0: ``loggable_fit``). Its ``state_dict`` is the optimiser's."""
 
     def __init__(self, loss, optimizer: torch.optim.Optimizer, *, epochs: int = 5,
                  minibatch_size: int = 500, prefix: str = "trpo/") -> None:
@@ -150,8 +151,8 @@ class CriticFit:
     def __call__(self, batch: TensorDictBase) -> dict[str, float]:
         fit = fit_critic(self.loss, batch, self.optimizer, epochs=self.epochs,
                          minibatch_size=self.minibatch_size)
-        return {self.prefix + ("critic_loss" if key == "loss_critic" else key): float(value)
-                for key, value in fit.items()}
+        return loggable_fit({self.prefix + ("critic_loss" if key == "loss_critic" else key):
+                             float(value) for key, value in fit.items()})
 
     def state_dict(self) -> dict:
         return self.optimizer.state_dict()
@@ -204,7 +205,7 @@ class OnPolicyStep:
         """The bonus's model trained on ``observe``'s minibatches."""
         if self.exploration is None:
             return {}
-        return self.model_metrics(self.exploration.train(sample))
+        return self.model_metrics(self.exploration.update_model(sample))
 
     def model_metrics(self, metrics: Mapping[str, float]) -> dict[str, float]:
         """``Exploration``'s metrics as logged: ``bonus/…``, the model's under ``bnn/`` or

@@ -189,7 +189,7 @@ class Exploration(nn.Module):
         self.novelty_queries = _positive_int("novelty_queries", novelty_queries)
         self.novelty_reference = _positive_int("novelty_reference", novelty_reference)
         self.agreement_queries = _positive_int("agreement_queries", agreement_queries)
-        #: How ``train`` runs the ELBO's steps: ``"numba"`` (one compiled call), ``"eager"``,
+        #: How ``update_model`` runs the ELBO's steps: ``"numba"`` (one compiled call), ``"eager"``,
         #: ``"inductor"``, or ``None`` (another loss: autograd steps).
         self.steps_backend = self._steps_backend(backend)
         #: Optimiser steps taken so far.
@@ -232,13 +232,13 @@ class Exploration(nn.Module):
     def step(self, batch: TensorDictBase) -> dict[str, float]:
         """``add_bonus``, the diagnostics, then ``update``, on one collected batch; the metrics."""
         metrics, sample = self.observe(batch)
-        return metrics | self.train(sample)
+        return metrics | self.update_model(sample)
 
     def observe(self, batch: TensorDictBase) -> tuple[dict[str, float], TensorDictBase | None]:
         """The first half of ``step``: the bonus written into ``batch``, its diagnostics, the
         batch added to the pool; returns the metrics and the minibatches the model trains on
-        (``add_to_pool``'s). ``step(batch)`` is ``observe`` then ``train``; a population runs
-        the members' ``train`` together."""
+        (``add_to_pool``'s). ``step(batch)`` is ``observe`` then ``update_model``; a population
+        runs the members' ``update_model`` together."""
         active = self.add_bonus(batch)
         bonus = batch.get(("next", self.bonus.intrinsic_reward_key))
         metrics = {
@@ -263,7 +263,7 @@ class Exploration(nn.Module):
         Returns the mean of each scalar loss output over the steps (``loss_*``, and e.g. ``elbo``,
         ``kl``, ``entropy`` for the ELBO), empty when the model was not trained.
         """
-        return self.train(self.add_to_pool(batch))
+        return self.update_model(self.add_to_pool(batch))
 
     def add_to_pool(self, batch: TensorDictBase) -> TensorDictBase | None:
         """The batch's transitions into the pool; once it holds ``pool_min``, the statistics
@@ -282,12 +282,14 @@ class Exploration(nn.Module):
         return self.pool.sample(self.updates_per_iteration * self.batch_size)
 
     def uses_elbo_gradients(self) -> bool:
-        """Whether ``train`` takes the ELBO's hand-written gradient steps (``elbo_steps``)."""
+        """Whether ``update_model`` takes the ELBO's hand-written gradient steps
+        (``elbo_steps``)."""
         return isinstance(self.loss, VariationalELBOLoss) and self.loss.has_analytic_gradients()
 
-    def train(self, sample: TensorDictBase | None) -> dict[str, float]:
+    def update_model(self, sample: TensorDictBase | None) -> dict[str, float]:
         """``updates_per_iteration`` steps of the model on ``sample`` (``add_to_pool``'s);
-        nothing for ``None``. Returns the loss's mean outputs."""
+        nothing for ``None``. Returns the loss's mean outputs. (Not ``train``: that is
+        ``nn.Module.train(mode)``, which torch code calls on any module tree.)"""
         if sample is None:
             return {}
         steps = self._elbo_steps if self.uses_elbo_gradients() else self._loss_steps

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +21,7 @@ from torchrl_vase._validation import check_non_negative, check_positive
 from torchrl_vase.modules.critic import StandardizedRegressor
 from torchrl_vase.objectives.advantage import ExplorationGAE
 
-__all__ = ["TRPOLoss", "conjugate_gradient", "explained_variance", "fit_critic"]
+__all__ = ["TRPOLoss", "conjugate_gradient", "explained_variance", "fit_critic", "loggable_fit"]
 
 
 def conjugate_gradient(
@@ -483,6 +484,18 @@ def _fit_on_tensors(critics, data, optimizer, epochs, minibatch_size) -> list[Te
                 optimizer.step()
             last.append(loss_value.detach())
     return last
+
+
+def loggable_fit(metrics: dict[str, float]) -> dict[str, float]:
+    """A critic fit's metrics less an ``explained_variance`` that is NaN (targets that do not
+    vary: nothing to explain), so that it is not logged at all rather than logged as NaN.
+
+    Examples:
+        >>> loggable_fit({"trpo/critic_loss": 0.0, "trpo/explained_variance": float("nan")})
+        {'trpo/critic_loss': 0.0}
+    """
+    return {key: value for key, value in metrics.items()
+            if not (key.endswith("explained_variance") and math.isnan(value))}
 
 
 def explained_variance(prediction: Tensor, target: Tensor, relative_floor: float = 1e-4,

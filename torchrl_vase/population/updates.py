@@ -27,6 +27,7 @@ from torchrl_vase.objectives.trpo import (
     _plain_squared_error,
     _refit_standardization,
     explained_variance,
+    loggable_fit,
 )
 
 __all__ = ["StackedModules", "batched_conjugate_gradient", "population_critic_fit",
@@ -244,7 +245,7 @@ def population_critic_fit(fits: Sequence, batches: Sequence[TensorDictBase],
     with torch.no_grad():
         prediction = modules(params, buffers, *inputs)
     mean_loss = torch.stack(last).mean(0)
-    return [{f"{first.prefix}critic_loss": float(mean_loss[k]),
-             f"{first.prefix}explained_variance": float(explained_variance(prediction[k],
-                                                                             target[k]))}
+    return [loggable_fit({f"{first.prefix}critic_loss": float(mean_loss[k]),
+                          f"{first.prefix}explained_variance": float(
+                              explained_variance(prediction[k], target[k]))})
             for k in range(len(fits))]
