@@ -487,15 +487,23 @@ def _fit_on_tensors(critics, data, optimizer, epochs, minibatch_size) -> list[Te
 
 
 def loggable_fit(metrics: dict[str, float]) -> dict[str, float]:
-    """A critic fit's metrics less an ``explained_variance`` that is NaN (targets that do not
-    vary: nothing to explain), so that it is not logged at all rather than logged as NaN.
+    """A critic fit's metrics less those of a critic with nothing to fit: where the
+    ``<prefix>explained_variance`` is NaN (every target 0, plain TRPO before its first reward),
+    neither it nor that critic's loss (float noise, ~1e-10, a chart whose axis reads 0 0 0) is
+    logged, rather than logged as NaN and noise.
 
     Examples:
-        >>> loggable_fit({"trpo/critic_loss": 0.0, "trpo/explained_variance": float("nan")})
-        {'trpo/critic_loss': 0.0}
+        >>> loggable_fit({"trpo/critic_loss": 1e-11, "trpo/explained_variance": float("nan"),
+        ...               "trpo/intrinsic_loss_critic": 0.5,
+        ...               "trpo/intrinsic_explained_variance": 0.25})
+        {'trpo/intrinsic_loss_critic': 0.5, 'trpo/intrinsic_explained_variance': 0.25}
     """
-    return {key: value for key, value in metrics.items()
-            if not (key.endswith("explained_variance") and math.isnan(value))}
+    dropped = set()
+    for key, value in metrics.items():
+        if key.endswith("explained_variance") and math.isnan(value):
+            prefix = key.removesuffix("explained_variance")  # "trpo/" or "trpo/intrinsic_"
+            dropped |= {key, f"{prefix}critic_loss", f"{prefix}loss_critic"}
+    return {key: value for key, value in metrics.items() if key not in dropped}
 
 
 def explained_variance(prediction: Tensor, target: Tensor, relative_floor: float = 1e-4,
