@@ -547,17 +547,19 @@ def run_tags(cfg: DictConfig, commit: str, sweep: str | None) -> dict[str, str]:
              "git_commit": commit} | ({"sweep": sweep} if sweep else {}))
 
 
-# the runs table's columns, the first its order (best first)
-RUNS_TABLE_METRICS = ("Return/mean", "Return/success_rate", "eval/return",
-                      "train/first_reward_step", "train/frames")
-SPARSE_ONLY = ("Return/success_rate", "eval/success_rate", "train/first_reward_step")
+def runs_table_metrics(sparse: bool) -> list[str]:
+    """The runs table's columns, the first its order (best first); the success rate and the
+    first reward's step only for a sparse goal, the only runs that log them."""
+    columns = ("Return/mean", "Return/success_rate", "eval/return", "train/first_reward_step",
+               "train/frames")
+    sparse_only = {"Return/success_rate", "train/first_reward_step"}
+    return [column for column in columns if sparse or column not in sparse_only]
 
 
 def experiment_tags(name: str, env_id: str) -> dict[str, str]:
     """A new experiment's description, its kind (model training, not GenAI) and the runs-table
     view with the extrinsic return first (``torchrl_vase.mlflow_ui``)."""
-    columns = [key for key in RUNS_TABLE_METRICS
-               if declares_sparse_goal(env_id) or key not in SPARSE_ONLY]
+    columns = runs_table_metrics(declares_sparse_goal(env_id))
     return MODEL_TRAINING_KIND | return_first_view(columns) | {
         "mlflow.note.content": (
             f"TRPO (or PPO) with surprise bonuses (VASE, NLL, VIME, RND; recipes/trpo_vase.py) on "

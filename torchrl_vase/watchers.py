@@ -48,14 +48,13 @@ def episode_metrics(batch: TensorDictBase, frames_before: int = 0, *,
     keys = RETURN_METRICS if success else RETURN_METRICS[:2]
     if not returns.numel():
         return dict.fromkeys((*keys, "train/episode_length"), math.nan) | {"train/episodes": 0.0}
-    metrics = {
+    return {
         "Return/mean": returns.mean().item(),
         "Return/median": returns.median().item(),
-        "Return/success_rate": (returns > 0).float().mean().item(),
+        **({"Return/success_rate": (returns > 0).float().mean().item()} if success else {}),
         "train/episode_length": batch["next", "step_count"].squeeze(-1)[done].float().mean().item(),
         "train/episodes": float(returns.numel()),
     }
-    return metrics if success else {k: v for k, v in metrics.items() if k not in RETURN_METRICS[2:]}
 
 
 class FirstReward(nn.Module):

@@ -13,6 +13,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 
@@ -27,6 +28,13 @@ GROUND: Colour = (90, 90, 90)
 GOAL: Colour = (0, 160, 0)
 AGENT: Colour = (200, 0, 0)
 TEXT: Colour = (0, 0, 0)
+
+
+@functools.cache
+def _font(size: int) -> pygame.font.Font:
+    """pygame's default font at ``size`` px, loaded once (a video draws hundreds of frames)."""
+    pygame.font.init()
+    return pygame.font.Font(None, size)
 
 
 class Canvas:
@@ -62,9 +70,7 @@ class Canvas:
     def text(self, label: str, at: Sequence[float], colour: Colour = TEXT, size: int = 24,
              *, pixels: bool = False) -> None:
         """``label`` with its top-left corner at a world point (or at pixel ``at``)."""
-        if not pygame.font.get_init():
-            pygame.font.init()
-        image = pygame.font.Font(None, size).render(label, True, colour)
+        image = _font(size).render(label, True, colour)
         self.surface.blit(image, at if pixels else self.pixel(at))
 
     def frame(self) -> np.ndarray:
@@ -78,11 +84,11 @@ def draw_bodies(canvas: Canvas, world) -> None:
     creation order, coloured in turn from ``BODIES`` (a cart and its pole apart)."""
     import Box2D
 
-    bodies = list(world.bodies)  # in creation order
-    static = [body for body in bodies if body.type == Box2D.b2_staticBody]
-    moving = [body for body in bodies if body.type != Box2D.b2_staticBody]
-    colours = [GROUND] * len(static) + [BODIES[i % len(BODIES)] for i in range(len(moving))]
-    for body, colour in zip(static + moving, colours, strict=True):
+    static = [body for body in world.bodies if body.type == Box2D.b2_staticBody]
+    moving = [body for body in world.bodies if body.type != Box2D.b2_staticBody]  # created order
+    painted = [(body, GROUND) for body in static] + [
+        (body, BODIES[i % len(BODIES)]) for i, body in enumerate(moving)]
+    for body, colour in painted:
         transform = body.transform
         for fixture in body.fixtures:
             shape = fixture.shape

@@ -51,7 +51,7 @@ class RllabBox2DEnv(Env):
     termination from the state after a step.
     """
 
-    metadata: ClassVar[dict] = {"render_modes": ["rgb_array"], "render_fps": 20}
+    metadata: ClassVar[dict] = {"render_modes": ["rgb_array"]}  # render_fps: 1 / dt
     #: the part of the world a frame shows, (x_min, x_max, y_min, y_max) in metres, and its size
     view: ClassVar[tuple[float, float, float, float]] = (-3.0, 3.0, -1.0, 3.0)
     frame_size: ClassVar[tuple[int, int]] = (600, 400)
@@ -67,6 +67,7 @@ class RllabBox2DEnv(Env):
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}.")
         self.render_mode = render_mode
+        self.metadata = {**type(self).metadata, "render_fps": round(1 / self.dt)}  # real time
         self._new_world()
 
     def render(self) -> np.ndarray | None:
@@ -400,7 +401,6 @@ class RllabDoublePendulumEnv(RllabBox2DEnv):
     position_iterations = 20
     frame_skip = 2
     link_length = 1.0
-    metadata: ClassVar[dict] = {"render_modes": ["rgb_array"], "render_fps": 50}
     view = (-3.45, 3.45, -2.3, 2.3)
 
     def __init__(self, tip_radius: float = 0.1, render_mode: str | None = None) -> None:
