@@ -8,14 +8,22 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_recipe(name: str) -> ModuleType:
-    """``recipes/<name>.py``, loaded once per test process and registered under ``name`` (its
-    dataclasses look their module up while it loads)."""
+def load_recipe(path: str) -> ModuleType:
+    """``recipes/<path>.py`` (e.g. ``"study/compare"``), loaded once per test process and
+    registered under its file name (its dataclasses look their module up while it loads). A
+    script imports its siblings by name, as Python lets a script do (its folder first on the
+    path): the same folder is put on the path here while it loads."""
+    file = ROOT / "recipes" / f"{path}.py"
+    name = file.stem
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "recipes" / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(name, file)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        spec.loader.exec_module(module)
+        sys.path.insert(0, str(file.parent))
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.path.remove(str(file.parent))
     return sys.modules[name]
 
 
@@ -25,7 +33,7 @@ def train_killed_in_critic_fit(call: int, cfg, monkeypatch) -> None:
     single run; one per member and iteration for a population (members fit one after another)."""
     import pytest
 
-    from torchrl_vase import algorithm
+    from torchrl_vase import step as algorithm
 
     calls, original = [], algorithm.fit_critic
 

@@ -1,4 +1,4 @@
-"""recipes/compare.py on a fixture MLflow store written in the test."""
+"""recipes/study/compare.py on a fixture MLflow store written in the test."""
 
 from pathlib import Path
 
@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 from recipe_modules import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
-compare = load_recipe("compare")
+compare = load_recipe("study/compare")
 
 RETURNS = {  # (surprise, seed, delta): returns per iteration
     ("none", 0, None): [0, 0, 0, 0, 0, 0],

@@ -21,8 +21,8 @@ from torchrl_vase import (
     Exploration,
     SurpriseRewardTransform,
     VectorEnvCollector,
-    algorithm,
 )
+from torchrl_vase import step as algorithm
 from torchrl_vase.objectives.trpo import _critics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +118,8 @@ def test_a_run_trains_on_the_device_checkpoints_and_resumes(tmp_path, monkeypatc
         "env.pool_min=50", "progress_bar=false", "checkpoint.every=1",
         "trpo.critic_minibatch=32", "eval.every=1", "eval.episodes=2", "collection=rllab",
     ]
-    overrides.append("surprise.elbo.updates_per_iteration=3")  # VASE's and RND's (500 by default)
+    training = "predictor" if surprise == "rnd" else "elbo"  # RND's predictor, VASE's model
+    overrides.append(f"surprise.{training}.updates_per_iteration=3")  # (500 by default)
     seen = []
     fit_critic = algorithm.fit_critic
 

@@ -19,7 +19,7 @@ from torchrl_vase.envs import (
     RllabHalfCheetahEnv,
     RllabMountainCarEnv,
 )
-from torchrl_vase.envs.box2d_tasks import BodyState
+from torchrl_vase.envs.classic_v1 import BodyState
 
 ZERO = np.zeros(1)
 

@@ -1,4 +1,5 @@
-"""recipes/paper_grid.py (issue 26's launcher), recipes/export_runs.py, and compare.py on CSVs."""
+"""recipes/study/paper_grid.py (issue 26's launcher), recipes/study/export_runs.py, and
+compare.py on CSVs."""
 
 import csv
 import signal
@@ -13,9 +14,9 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from recipe_modules import load_recipe
 
-paper_grid = load_recipe("paper_grid")
-export_runs = load_recipe("export_runs")
-compare = load_recipe("compare")
+paper_grid = load_recipe("study/paper_grid")
+export_runs = load_recipe("study/export_runs")
+compare = load_recipe("study/compare")
 
 
 def _write_run(path: Path, frames: list[int]) -> None:

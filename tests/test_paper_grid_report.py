@@ -1,4 +1,4 @@
-"""recipes/paper_grid_report.py: the statistics and verdicts against direct computations."""
+"""recipes/study/paper_grid_report.py: the statistics and verdicts against direct computations."""
 
 import csv
 from pathlib import Path
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from recipe_modules import load_recipe
 
-report = load_recipe("paper_grid_report")
+report = load_recipe("study/paper_grid_report")
 
 
 def _seed(seed: int, returns, first_reward: float = np.nan, frames_per_batch: int = 5000):

@@ -14,177 +14,29 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 from recipe_modules import load_recipe, train_killed_in_critic_fit
 from tensordict import TensorDict
-from torchrl.envs.utils import ExplorationType, set_exploration_type
-from torchrl.modules import MLP, ValueOperator
 
 from torchrl_vase import (
-    CriticFit,
     DynamicsModel,
     Exploration,
-    StandardizedRegressor,
-    TRPOLoss,
     VASERewardTransform,
     gaussian_policy,
 )
 from torchrl_vase.checkpointing import config_identity
 from torchrl_vase.collectors import VectorEnvCollector
-from torchrl_vase.loop import TIMING_METRICS, iteration_seed
-from torchrl_vase.objectives.trpo import conjugate_gradient, fit_critic
-from torchrl_vase.population import (
-    MemberStreams,
-    PopulationCollector,
-    PopulationLoop,
-    batched_conjugate_gradient,
-    population_critic_fit,
-    population_trpo_step,
-)
+from torchrl_vase.loop import TIMING_METRICS, OnPolicyLoop, iteration_seed
+from torchrl_vase.objectives.elbo_steps import run_elbo_steps
+from torchrl_vase.population import MemberStreams, PopulationCollector, PopulationMembers
+from torchrl_vase.recipe import config as schema
+from torchrl_vase.recipe import population as population_recipe
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 MOUNTAIN_CAR = "torchrl_vase/SparseMountainCar-v1"
 recipe = load_recipe("trpo_vase")
-schema = load_recipe("trpo_vase_config")
 
 
 # ------------------------------------------------------------------------------------------------
 # The batched computations, member by member against the single ones (float64)
 # ------------------------------------------------------------------------------------------------
-def test_batched_conjugate_gradient_is_each_rows_conjugate_gradient():
-    torch.manual_seed(0)
-    a = torch.randn(3, 6, 6, dtype=torch.float64)
-    a = a @ a.mT + 0.1 * torch.eye(6, dtype=torch.float64)
-    b = torch.randn(3, 6, dtype=torch.float64)
-    b[1] = 0.0  # converged from the start: the single solver stops at once
-    x, residual = batched_conjugate_gradient(lambda v: (a @ v[..., None])[..., 0], b, iters=4)
-    for k in range(3):
-        expected, expected_residual = conjugate_gradient(lambda v, k=k: a[k] @ v, b[k], iters=4)
-        torch.testing.assert_close(x[k], expected, rtol=1e-10, atol=1e-12)
-        torch.testing.assert_close(residual[k], expected_residual, rtol=1e-10, atol=1e-12)
-
-
-def _policy_batches(members: int, zero_advantage: int | None = None):
-    actors, batches = [], []
-    for k in range(members):
-        torch.manual_seed(k)
-        actor = gaussian_policy(3, 2, [8]).double()
-        with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):  # sampled actions
-            batch = actor(TensorDict({"observation": torch.randn(4, 16, 3, dtype=torch.float64)},
-                                     [4, 16]))
-        advantage = torch.randn(4, 16, 1, dtype=torch.float64)
-        batch["advantage"] = advantage * (k != zero_advantage)
-        actors.append(actor)
-        batches.append(batch)
-    return actors, batches
-
-
-def _trpo_losses(actors):
-    return [TRPOLoss(actor, ValueOperator(torch.nn.Linear(3, 1).double(), in_keys=["observation"]),
-                     max_kl=0.01) for actor in actors]
-
-
-def test_each_members_trpo_step_is_the_single_step_on_its_batch():
-    actors, batches = _policy_batches(3, zero_advantage=2)  # member 2: no step to take
-    singles = copy.deepcopy(actors)
-    expected = [loss.natural_gradient_step(batch.clone())
-                for loss, batch in zip(_trpo_losses(singles), batches, strict=True)]
-    out = population_trpo_step(_trpo_losses(actors), [b.clone() for b in batches])
-    for k in range(3):
-        for ours, theirs in zip(actors[k].parameters(), singles[k].parameters(), strict=True):
-            torch.testing.assert_close(ours, theirs, rtol=1e-9, atol=1e-12)
-        for key in ("kl", "surrogate_before", "surrogate_after", "step_accepted", "backtracks"):
-            assert out[k][f"trpo/{key}"] == pytest.approx(float(expected[k][key]), rel=1e-9,
-                                                          abs=1e-12), (k, key)
-    assert [m["trpo/step_accepted"] for m in out] == [1.0, 1.0, 0.0]
-
-
-def test_a_members_trpo_step_does_not_depend_on_the_others_batches():
-    actors, batches = _policy_batches(3)
-    other_actors = copy.deepcopy(actors)
-    out = population_trpo_step(_trpo_losses(actors), batches)
-    changed = [b.clone() for b in batches]
-    changed[1]["advantage"] = -changed[1]["advantage"]
-    changed[2]["observation"] = changed[2]["observation"] * 3
-    other = population_trpo_step(_trpo_losses(other_actors), changed)
-    assert out[0] == other[0] and out[1] != other[1]
-    for ours, theirs in zip(actors[0].parameters(), other_actors[0].parameters(), strict=True):
-        assert torch.equal(ours, theirs)
-
-
-def _critic_fits(members: int):
-    fits = []
-    for k in range(members):
-        torch.manual_seed(10 + k)
-        net = StandardizedRegressor(MLP(3, 1, num_cells=[8]).double(), in_features=3).double()
-        critic = ValueOperator(net, in_keys=["observation"])
-        loss = TRPOLoss(gaussian_policy(3, 2, [8]).double(), critic)
-        fits.append(CriticFit(loss, torch.optim.Adam(critic.parameters(), lr=1e-2), epochs=3,
-                              minibatch_size=20))
-    return fits
-
-
-def _value_batches(members: int):
-    generator = torch.Generator().manual_seed(3)
-    return [TensorDict({"observation": torch.randn(2, 30, 3, dtype=torch.float64,
-                                                   generator=generator),
-                        "value_target": torch.randn(2, 30, 1, dtype=torch.float64,
-                                                    generator=generator)}, [2, 30])
-            for _ in range(members)]
-
-
-def test_each_members_critic_fit_is_the_single_fit_with_its_shuffles():
-    fits, batches = _critic_fits(3), _value_batches(3)
-    singles = copy.deepcopy(fits)
-    expected = []
-    for k, fit in enumerate(singles):
-        torch.manual_seed(100 + k)  # the single run's global stream
-        expected.append(fit(batches[k]))
-    generators = [torch.Generator().manual_seed(100 + k) for k in range(3)]
-    out = population_critic_fit(fits, batches, generators)
-    for k in range(3):
-        critic, single = fits[k].loss.critic_network, singles[k].loss.critic_network
-        for ours, theirs in zip(critic.parameters(), single.parameters(), strict=True):
-            torch.testing.assert_close(ours, theirs, rtol=1e-9, atol=1e-12)
-        for ours, theirs in zip(critic.buffers(), single.buffers(), strict=True):
-            assert torch.equal(ours, theirs)
-        for key, value in expected[k].items():
-            assert out[k][key] == pytest.approx(value, rel=1e-9), (k, key)
-        # the optimiser's state went back to the member's own optimiser
-        state = fits[k].optimizer.state_dict()["state"]
-        single_state = singles[k].optimizer.state_dict()["state"]
-        torch.testing.assert_close(state[0]["exp_avg"], single_state[0]["exp_avg"], rtol=1e-9,
-                                   atol=1e-12)
-        assert float(state[0]["step"]) == 9  # 3 epochs of 3 minibatches
-
-
-def test_a_members_critic_fit_does_not_depend_on_the_others_batches():
-    fits = _critic_fits(3)
-    other_fits = copy.deepcopy(fits)
-    batches = _value_batches(3)
-    changed = [b.clone() for b in batches]
-    changed[2]["value_target"] = changed[2]["value_target"] * 10
-
-    def fit(members, data):
-        generators = [torch.Generator().manual_seed(100 + k) for k in range(3)]
-        return population_critic_fit(members, data, generators)
-
-    out, other = fit(fits, batches), fit(other_fits, changed)
-    assert out[0] == other[0] and out[1] == other[1] and out[2] != other[2]
-    for ours, theirs in zip(fits[0].loss.critic_network.parameters(),
-                            other_fits[0].loss.critic_network.parameters(), strict=True):
-        assert torch.equal(ours, theirs)
-
-
-def test_fit_critic_with_a_generator_free_stream_matches_a_seeded_global_stream():
-    """The comparison above is meaningful: the single fit draws its shuffles from the global
-    stream, which a generator with the same seed reproduces."""
-    fits, batches = _critic_fits(1), _value_batches(1)
-    twin = copy.deepcopy(fits)
-    torch.manual_seed(7)
-    a = fit_critic(fits[0].loss, batches[0], fits[0].optimizer, epochs=2, minibatch_size=20)
-    torch.manual_seed(8)
-    b = fit_critic(twin[0].loss, batches[0], twin[0].optimizer, epochs=2, minibatch_size=20)
-    assert float(a["loss_critic"]) != float(b["loss_critic"])  # the shuffles matter
-
-
 def _explorations(members: int, dtype: torch.dtype = torch.float64, sampling: str = "weights",
                   activation: type[torch.nn.Module] = torch.nn.ReLU, backend: str = "auto"):
     out = []
@@ -230,9 +82,15 @@ def test_each_members_elbo_steps_are_its_single_steps_bit_for_bit_and_independen
     def stacked_noise():
         return _noise_stream(noise, dim=1)
 
-    out = Exploration.elbo_steps(x, y, stacked_noise(), explorations)
-    for k, single in enumerate(singles):
-        expected = Exploration.elbo_steps(x[k], y[k], _noise_stream(noise[k]), [single])[0]
+    def elbo_steps(x, y, noise, members):
+        return run_elbo_steps(members[0].loss, [e.loss.model.network for e in members],
+                              [e.optimizer for e in members], x, y, noise, batch_size=size,
+                              backend=backend)
+
+    out = elbo_steps(x, y, stacked_noise(), explorations)
+    for k, single in enumerate(singles):  # one run's steps, as Exploration takes them
+        expected = elbo_steps(x[k:k + 1], y[k:k + 1], _noise_stream(noise[k:k + 1], dim=1),
+                              [single])[0]
         assert out[k] == expected, k
         ours, theirs = explorations[k].loss.model.network, single.loss.model.network
         assert torch.equal(ours.mu, theirs.mu) and torch.equal(ours.rho, theirs.rho), k
@@ -243,7 +101,7 @@ def test_each_members_elbo_steps_are_its_single_steps_bit_for_bit_and_independen
     # another member's data leaves member 0's training as it was
     other_x = x.clone()
     other_x[1:] += 1.0
-    other = Exploration.elbo_steps(other_x, y, stacked_noise(), changed)
+    other = elbo_steps(other_x, y, stacked_noise(), changed)
     assert other[0] == out[0] and other[1] != out[1]
     assert torch.equal(changed[0].loss.model.network.mu, explorations[0].loss.model.network.mu)
 
@@ -325,14 +183,14 @@ def test_sigterm_stops_a_population_with_a_checkpoint_off_schedule():
     streams = MemberStreams([0, 1])
     saved, loggers = [], [_Logger(), _Logger()]
 
-    def step(batches):  # the second iteration receives SIGTERM
-        if float(batches[0]["next", "reward"][0, 0]) == 2.0:
+    def step(batch):  # the second iteration receives SIGTERM
+        if float(batch[0]["next", "reward"][0, 0]) == 2.0:
             os.kill(os.getpid(), signal.SIGTERM)
-        return [{"reward": float(b["next", "reward"].mean())} for b in batches]
+        return [{"reward": float(b["next", "reward"].mean())} for b in batch.unbind(0)]
 
-    loop = PopulationLoop(_Batches(), step, streams=streams, loggers=loggers, iterations=5,
-                          checkpoint=saved.append, checkpoint_every=10, progress=False,
-                          state={"streams": streams})
+    loop = OnPolicyLoop(_Batches(), step, members=PopulationMembers(streams, loggers),
+                        iterations=5, checkpoint=saved.append, checkpoint_every=10,
+                        progress=False, state={"streams": streams})
     result = loop.run()
     assert result.stopped_by == "SIGTERM" and result.iterations_done == 2
     assert len(saved) == 1 and saved[0]["iterations_done"] == 2  # off the 10-iteration schedule
@@ -371,7 +229,7 @@ def _history(uri: str, run_id: str) -> dict[str, list]:
 
 
 def test_the_populations_summary_averages_each_metric_over_the_members_that_logged_it():
-    population = load_recipe("trpo_vase_population")
+    population = population_recipe
     summary = population.member_means([{"Return/mean": 1.0, "train/first_reward_step": 500.0},
                                        {"Return/mean": 0.0}])
     assert summary == {"Return/mean": 0.5, "train/first_reward_step": 500.0}
@@ -380,7 +238,7 @@ def test_the_populations_summary_averages_each_metric_over_the_members_that_logg
 def test_populations_of_other_seeds_and_their_members_have_identities_of_their_own(store):
     """Two populations of one config run side by side (their locks and checkpoints apart), and
     ``resume=true`` of a single run never finds a member; the member's params are the single
-    run's (``recipes/compare.py`` pools them)."""
+    run's (``recipes/study/compare.py`` pools them)."""
     def identity(*overrides):
         cfg = schema.typed_config(_config(store, *overrides))
         return config_identity(OmegaConf.to_container(cfg), schema.identity_ignores(cfg))
@@ -400,14 +258,14 @@ def test_a_population_of_one_is_the_single_run_metric_for_metric(store):
 
 
 def test_each_member_is_its_single_run_metric_for_metric_and_an_mlflow_run(store):
-    population = recipe.train(_config(store, "seeds=[0,7]", "mlflow.experiment=pair",
+    population = recipe.train(_config(store, "seeds=[0,7,9]", "mlflow.experiment=pair",
                                       "eval.every=2"))
     client = MlflowClient(tracking_uri=store[0])
-    for run_id, seed in zip(population["run_ids"], (0, 7), strict=True):
+    for run_id, seed in zip(population["run_ids"], (0, 7, 9), strict=True):
         run = client.get_run(run_id)
         assert run.info.status == "FINISHED"
-        assert run.data.tags["seed"] == str(seed) and run.data.tags["population"] == "seeds0,7"
-        assert run.info.run_name.split(" ")[:2] == [f"vase-extrinsic-seed{seed}", "seeds0,7"]
+        assert run.data.tags["seed"] == str(seed) and run.data.tags["population"] == "seeds0,7,9"
+        assert run.info.run_name.split(" ")[:2] == [f"vase-extrinsic-seed{seed}", "seeds0,7,9"]
         single = recipe.train(_config(store, f"seed={seed}", "mlflow.experiment=pair-singles",
                                       "eval.every=2"))
         ours, theirs = _history(store[0], run_id), _history(store[0], single["run_id"])

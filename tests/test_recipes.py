@@ -62,8 +62,9 @@ def test_train_bnn_rejects_an_unknown_activation_before_collecting():
 
 
 def test_benchmark_bnn_prints_its_tables(run_script):
-    out = run_script("recipes/benchmark_bnn.py", "--batch", "64", "--min-run-time", "0.02",
-                     "--updates", "20", "--rounds", "1", "--value-draws", "3", "--pool", "20000")
+    out = run_script("recipes/benchmarks/benchmark_bnn.py", "--batch", "64", "--min-run-time",
+                     "0.02", "--updates", "20", "--rounds", "1", "--value-draws", "3", "--pool",
+                     "20000")
     assert "looped/batched" in out and "ELBO steps per second" in out
     assert "hand-written" in out and "inductor" in out and "numba" in out
     # two forwards; two training iterations, each eager, inductor and numba against autograd; the
@@ -79,7 +80,7 @@ def test_benchmark_bnn_prints_its_tables(run_script):
 
 def test_benchmark_surprise_prints_its_tables(run_script):
     out = run_script(
-        "recipes/benchmark_surprise.py", "--batch", "64", "--per-transition-sample", "8",
+        "recipes/benchmarks/benchmark_surprise.py", "--batch", "64", "--per-transition-sample", "8",
         "--frames", "200",
     )
     assert "VASE/VIME loop" in out and "% of the collection" in out
@@ -87,7 +88,7 @@ def test_benchmark_surprise_prints_its_tables(run_script):
 
 def test_benchmark_trpo_runs_on_a_tiny_budget(run_script):
     out = run_script(
-        "recipes/benchmark_trpo.py", "--learn-iterations", "2", "--fps-iterations", "2",
+        "recipes/benchmarks/benchmark_trpo.py", "--learn-iterations", "2", "--fps-iterations", "2",
         "--frames-per-batch", "400", "--num-envs", "2",
     )
     assert "best mean return" in out
@@ -97,9 +98,10 @@ def test_benchmark_trpo_runs_on_a_tiny_budget(run_script):
 
 def test_benchmark_population_prints_the_ratios(run_script):
     out = run_script(
-        "recipes/benchmark_population.py", "--members", "2", "--iterations", "2", "--rounds",
-        "1", "--tasks", "mountain_car", "--overrides", "num_envs=2", "env.frames_per_batch=100",
-        "env.pool_min=50", "surprise.elbo.updates_per_iteration=5", "trpo.critic_minibatch=50",
+        "recipes/benchmarks/benchmark_population.py", "--members", "2", "--iterations", "2",
+        "--rounds", "1", "--tasks", "mountain_car", "--overrides", "num_envs=2",
+        "env.frames_per_batch=100", "env.pool_min=50", "surprise.elbo.updates_per_iteration=5",
+        "trpo.critic_minibatch=50",
     )
     ratio = re.search(r"mountain_car: K=2 in one process ([\d,]+) frames/s, 2 single runs one "
                       r"after another ([\d,]+) frames/s: ([\d.]+)x", out)
@@ -111,7 +113,7 @@ def test_benchmark_population_prints_the_ratios(run_script):
 
 def test_benchmark_envs_prints_every_env(run_script):
     out = run_script(  # a few random-policy episodes: the script's 200 took two minutes here
-        "recipes/benchmark_envs.py", "--steps", "50", "--episodes", "4", "--seeds", "2",
+        "recipes/benchmarks/benchmark_envs.py", "--steps", "50", "--episodes", "4", "--seeds", "2",
         "--cap", "1000", "--vector-envs", "2",
     )
     for env_id in ("PointRobot2D", "SparseMountainCar", "SparseCartpoleSwingup",
@@ -125,7 +127,7 @@ def test_benchmark_envs_prints_every_env(run_script):
 
 def test_benchmark_sb3_prints_the_ratio_table():
     pytest.importorskip("sb3_contrib", reason="the optional bench extra is not installed")
-    out = _run("recipes/benchmark_sb3.py", "--skip-learning", "--fps-frames", "10000",
+    out = _run("recipes/benchmarks/benchmark_sb3.py", "--skip-learning", "--fps-frames", "10000",
                "--rounds", "1", "--num-envs", "4")
     rows = re.findall(r"^(\S+-v\d)\s+[\d,]+\s+[\d,]+\s+\d+\.\d+x", out, flags=re.MULTILINE)
     assert rows == ["HalfCheetah-v5", "MountainCarContinuous-v0"]

@@ -1,5 +1,5 @@
-"""recipes/study_statistics.py: each estimator against a closed form or scipy, and the verdicts
-on synthetic studies whose answer is known."""
+"""recipes/study/study_statistics.py: each estimator against a closed form or scipy, and the
+verdicts on synthetic studies whose answer is known."""
 
 import math
 
@@ -8,7 +8,7 @@ import pytest
 import scipy.stats
 from recipe_modules import load_recipe
 
-stats = load_recipe("study_statistics")
+stats = load_recipe("study/study_statistics")
 RESAMPLES = 4_000  # enough for stable intervals on these samples, cheap for the suite
 
 

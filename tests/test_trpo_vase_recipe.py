@@ -25,10 +25,13 @@ from torchrl.envs import GymEnv
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import torchrl_vase
-from torchrl_vase import algorithm
+from torchrl_vase import CSVLogger
+from torchrl_vase import step as algorithm
 from torchrl_vase.checkpointing import config_identity
 from torchrl_vase.envs import PointRobot2DEnv, make_training_env
 from torchrl_vase.loop import TIMING_METRICS
+from torchrl_vase.recipe import assembly
+from torchrl_vase.recipe import config as schema
 from torchrl_vase.runs import flatten
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +41,6 @@ SURPRISES = ["none", "vase", "nll", "vime", "rnd"]
 
 
 recipe = load_recipe("trpo_vase")
-schema = load_recipe("trpo_vase_config")
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +70,7 @@ def _config(store, *overrides):
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("trpo_vase", overrides=[*tiny, *overrides])
     if cfg.surprise.name != "none":
-        cfg.surprise.elbo.updates_per_iteration = 3
+        schema.model_training(cfg).updates_per_iteration = 3
     return cfg
 
 
@@ -108,7 +110,8 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
     experiment = client.get_experiment(run.info.experiment_id)
     # MLflow 3's UI opens an experiment of this kind on its runs table, not on GenAI traces
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
-    assert "recipes/compare.py --experiment point_robot" in experiment.tags["mlflow.note.content"]
+    note = experiment.tags["mlflow.note.content"]
+    assert "recipes/study/compare.py --experiment point_robot" in note
     # the runs table opens on a shared view whose columns are metrics this recipe logs, sorted
     # by the extrinsic return, best first; both pages in model-training mode
     view = json.loads(experiment.tags["mlflow.sharedViewState.return-first"])
@@ -318,7 +321,7 @@ def test_threads_hold_for_the_whole_run(store, monkeypatch):
 
 def test_replay_pool_never_crosses_an_episode_boundary(store):
     cfg = _config(store, "env=point_robot", "surprise=vase")
-    exploration = recipe.make_exploration(cfg, obs_dim=2, action_dim=2)
+    exploration = assembly.make_exploration(cfg, obs_dim=2, action_dim=2)
     env = GymEnv("torchrl_vase/PointRobot2D-v0", max_episode_steps=7)  # many resets
     collector = Collector(env, policy=None, frames_per_batch=100, total_frames=100)
     batch = next(iter(collector))
@@ -519,7 +522,7 @@ def test_a_nan_reward_stops_the_run_at_its_first_step_naming_the_key(store):
 @pytest.mark.parametrize("activation, layer", [("relu", torch.nn.ReLU), ("tanh", torch.nn.Tanh)])
 def test_the_critic_uses_the_configured_activation(store, activation, layer):
     cfg = _config(store, f"trpo.critic_activation={activation}", "trpo.critic_standardize=false")
-    critic = recipe.make_critic(cfg, obs_dim=3)
+    critic = assembly.make_critic(cfg, obs_dim=3)
     kinds = {type(m) for m in critic.modules()}
     assert layer in kinds and ({torch.nn.ReLU, torch.nn.Tanh} - {layer}).isdisjoint(kinds)
 
@@ -641,7 +644,7 @@ def test_evaluation_is_logged_and_the_loaded_policy_reproduces_it(store):
     # the two lines of the docs: the policy from MLflow, acting on the env's own observations
     policy = torchrl_vase.load_policy(result["run_id"], tracking_uri=store[0])
     assert policy.env_id == "torchrl_vase/PointRobot2D-v0"
-    again = recipe.evaluation_metrics(schema.typed_config(cfg), policy, iteration=2)
+    again = assembly.evaluation_metrics(schema.typed_config(cfg), policy, iteration=2)
     logged = {key: client.get_metric_history(result["run_id"], key)[-1].value
               for key in ("eval/return", "eval/success_rate", "eval/episode_length")}
     assert again == logged
@@ -917,3 +920,36 @@ def test_the_recipe_explains_itself_and_a_refused_input_ends_with_its_message(tm
     assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
     assert refused.stderr.strip().splitlines()[-1].startswith(
         "recipes/trpo_vase.py: env.id=CartPole-v1: CartPole-v1 has the action space Discrete(2)")
+
+
+def test_logger_csv_writes_the_history_mlflow_gets_and_the_artifacts(store, tmp_path):
+    overrides = ("env=point_robot", "surprise=vase", "seed=41", "checkpoint.every=1")
+    logged = recipe.train(_config(store, *overrides, "mlflow.experiment=logger-mlflow"))
+    in_files = recipe.train(_config(store, *overrides, "mlflow.experiment=logger-csv",
+                                    "logger=csv", f"csv_dir={tmp_path}"))
+    files = CSVLogger(in_files["run_id"], log_dir=tmp_path / "logger-csv")
+    assert files.directory.is_dir()
+    got = {key: [(step, "nan" if np.isnan(v) else v) for step, v in files.history(key)]
+           for key in files.logged_keys() if key not in TIMING_METRICS}
+    assert got == _history(store[0], logged["run_id"]) and "Return/mean" in got
+    # the heatmap went to the CSV run's folder; its MLflow run holds the identity, no metric
+    assert (files.directory / "artifacts" / "visited_positions.png").is_file()
+    client = MlflowClient(tracking_uri=store[0])
+    assert not client.get_run(in_files["run_id"]).data.metrics
+    assert client.get_run(in_files["run_id"]).data.tags["run_identity"] == \
+        client.get_run(logged["run_id"]).data.tags["run_identity"]
+
+
+def test_rnds_training_settings_are_under_their_own_name():
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = schema.typed_config(compose("trpo_vase", overrides=[
+            "surprise=rnd", "surprise.predictor.updates_per_iteration=7"]))
+        assert schema.model_training(cfg).updates_per_iteration == 7 and "elbo" not in cfg.surprise
+        with pytest.raises(ValueError, match=r"RND's predictor trains under surprise.predictor"):
+            schema.typed_config(compose("trpo_vase", overrides=[
+                "surprise=rnd", "+surprise.elbo.updates_per_iteration=7"]))
+    with pytest.raises(ValueError, match=r"surprise.elbo.lr: .*surprise.predictor.lr=0.1"):
+        schema.refuse_renamed_overrides(["surprise=rnd", "surprise.elbo.lr=0.1"])
+    schema.refuse_renamed_overrides(["surprise=vase", "surprise.elbo.lr=0.1"])  # VASE's own
+    exploration = assembly.make_exploration(cfg, 2, 1, iterations=2)
+    assert exploration.updates_per_iteration == 7

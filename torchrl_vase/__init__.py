@@ -4,11 +4,11 @@ from typing import TYPE_CHECKING
 
 # envs: registers the sparse envs
 from torchrl_vase import checkpointing, diagnostics, envs, population, watchers
-from torchrl_vase.algorithm import CriticFit, OnPolicyStep, PPOUpdate, TRPOUpdate
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.evaluation import evaluate, load_policy
 from torchrl_vase.exploration import Exploration
-from torchrl_vase.loop import LoopResult, OnPolicyLoop
+from torchrl_vase.loggers import CSVLogger, Logger
+from torchrl_vase.loop import LoopResult, Members, OneRun, OnPolicyLoop
 from torchrl_vase.modules import (
     SAMPLINGS,
     BayesianMLP,
@@ -33,9 +33,10 @@ from torchrl_vase.objectives import (
 from torchrl_vase.population import (
     MemberStreams,
     PopulationCollector,
-    PopulationLoop,
+    PopulationMembers,
     PopulationStep,
 )
+from torchrl_vase.step import CriticFit, OnPolicyStep, PPOUpdate, TRPOUpdate
 from torchrl_vase.surprise import (
     nll_surprise,
     prediction_nll,
@@ -80,6 +81,7 @@ __all__ = [
     "BACKENDS",
     "SAMPLINGS",
     "BayesianMLP",
+    "CSVLogger",
     "CompiledELBOSteps",
     "CriticFit",
     "DynamicsModel",
@@ -87,14 +89,17 @@ __all__ = [
     "ExplorationGAE",
     "IntrinsicRewardTransform",
     "LayerWeights",
+    "Logger",
     "LoopResult",
     "MemberStreams",
+    "Members",
     "NLLRewardTransform",
     "OnPolicyLoop",
     "OnPolicyStep",
+    "OneRun",
     "PPOUpdate",
     "PopulationCollector",
-    "PopulationLoop",
+    "PopulationMembers",
     "PopulationRun",
     "PopulationStep",
     "RNDRewardTransform",

@@ -27,12 +27,18 @@ def check_non_negative(name: str, value: float) -> float:
     return value
 
 
-def check_positive_int(name: str, value: int) -> int:
-    """Validate a count (a positive ``int``, not a bool) and return it."""
+def check_positive_int(name: str, value: int, minimum: int = 1) -> int:
+    """Validate a count (an ``int`` ≥ ``minimum``, not a bool) and return it: the library's one
+    check of counts (sizes, steps, iterations, cadences).
+
+    Examples:
+        >>> check_positive_int("epochs", 3), check_positive_int("eval_every", 0, minimum=0)
+        (3, 0)
+    """
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}.")
+        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r}.")
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}.")
     return value
 
 

@@ -8,8 +8,8 @@ paper's setting) all of that per-step work reduces to a network call, a normal s
 vector-env step. ``VectorEnvCollector`` does just that and assembles the batch once per batch,
 with the keys a ``Collector`` over a ``TransformedEnv(..., Compose(DoubleToFloat(), ActionScaling(),
 ClipTransform(...), StepCounter(), RewardSum()))`` writes, so GAE, the losses, the bonus
-transforms and ``Exploration`` take it unchanged. ``recipes/benchmark_sb3.py`` measures the
-difference.
+transforms and ``Exploration`` take it unchanged. ``recipes/benchmarks/benchmark_sb3.py``
+measures the difference.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from torchrl.collectors import BaseCollector
 from torchrl.modules import IndependentNormal
 
 from torchrl_vase._device import module_device
+from torchrl_vase._validation import check_positive_int
 from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import LeanVectorEnv, unit_to_bounds
 
@@ -125,7 +126,7 @@ class VectorEnvCollector(BaseCollector):
     ``state_dict``, ``update_policy_weights_``, ``shutdown`` and the pre/post-collect hooks work
     as torchrl's ``Collector``'s do, so it goes wherever torchrl takes a collector (its
     ``Trainer`` among them). It is lean where ``Collector`` is general: one vector env and the
-    policy's network, no per-step TensorDicts (see ``recipes/benchmark_sb3.py``).
+    policy's network, no per-step TensorDicts (see ``recipes/benchmarks/benchmark_sb3.py``).
 
     Steps ``num_envs`` copies of a gymnasium env in one call (``LeanVectorEnv``: the transitions
     of gymnasium's ``SyncVectorEnv`` without its wrappers' per-step work; auto-reset off: the envs
@@ -205,9 +206,8 @@ class VectorEnvCollector(BaseCollector):
         observation_scale: Tensor | None = None,
         make_kwargs: dict | None = None,
     ) -> None:
-        for name, value in (("num_envs", num_envs), ("frames_per_batch", frames_per_batch)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        check_positive_int("num_envs", num_envs)
+        check_positive_int("frames_per_batch", frames_per_batch)
         if frames_per_batch % num_envs and not paths:
             raise ValueError(
                 f"frames_per_batch ({frames_per_batch}) must be a multiple of num_envs "
@@ -272,8 +272,7 @@ class VectorEnvCollector(BaseCollector):
         observations of ``num_steps`` steps of uniformly random actions in every copy (as
         ``ObservationNorm.init_stats`` with ``standard_normal=True``), then start fresh episodes.
         """
-        if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
-            raise ValueError(f"num_steps must be a positive int, got {num_steps!r}.")
+        check_positive_int("num_steps", num_steps)
         seen = []
         self.env.action_space.seed(self._seed)
         for _ in range(num_steps):

@@ -27,6 +27,7 @@ from torchrl.envs import ObservationNorm
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from torchrl_vase._device import module_device
+from torchrl_vase._validation import check_positive_int
 from torchrl_vase.checkpointing import load_checkpoint
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.envs import declares_sparse_goal
@@ -122,8 +123,7 @@ def evaluate(
         >>> sorted(evaluate(policy, "torchrl_vase/SparseMountainCar-v1", episodes=2))
         ['episode_length', 'return', 'success_rate']
     """
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"episodes must be a positive int, got {episodes!r}.")
+    check_positive_int("episodes", episodes)
     env = sync_vector_env(env_id, episodes, **(make_kwargs or {}))
     try:
         space = env.single_action_space

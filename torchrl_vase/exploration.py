@@ -5,34 +5,27 @@ from __future__ import annotations
 import math
 import os
 import shutil
-from collections.abc import Callable
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from torch import Tensor, nn
+from torch import nn
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.objectives.common import LossModule
 
 from torchrl_vase._device import module_device
+from torchrl_vase._validation import check_positive_int
 from torchrl_vase.checkpointing import saveable_prefix
 from torchrl_vase.diagnostics import novelty_correlation, spearman
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
 from torchrl_vase.objectives.elbo_steps import (
     BACKENDS,
-    CompiledELBOSteps,
     compiled_steps_unavailable,
-    eager_elbo_steps,
+    run_elbo_steps,
 )
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 from torchrl_vase.transforms.surprise_reward import SurpriseRewardTransform
 
 __all__ = ["Exploration"]
-
-
-def _positive_int(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}.")
-    return value
 
 
 def _check_optimizer(optimizer, parameters: list[nn.Parameter]) -> None:
@@ -76,8 +69,8 @@ class Exploration(nn.Module):
        ``updates_per_iteration`` optimiser steps on minibatches of ``batch_size`` drawn uniformly
        from the pool (the authors: 500 of 10). For the ELBO these steps use its hand-written
        gradients (``VariationalELBOLoss.elbo_gradients``, equal to autograd's), all of an
-       iteration's steps in one compiled call (``CompiledELBOSteps``, ``backend``): 3-7x the
-       eager steps' speed at minibatches of 10, where dispatch, not arithmetic, is the cost.
+       iteration's steps in one compiled call (``CompiledELBOSteps``, ``backend``): at
+       minibatches of 10 dispatch, not arithmetic, is the cost (docs/benchmarks.md).
 
     The policy update comes after ``step`` and uses the batch's reward, extrinsic and intrinsic
     reward keys (see ``ExplorationGAE``).
@@ -158,10 +151,11 @@ class Exploration(nn.Module):
             )
         loss = bonus.make_loss() if loss is None else loss
         bonus.check_loss(loss)
-        self.pool_size = _positive_int("pool_size", pool_size)
-        self.pool_min = _positive_int("pool_min", pool_min)
-        self.updates_per_iteration = _positive_int("updates_per_iteration", updates_per_iteration)
-        self.batch_size = _positive_int("batch_size", batch_size)
+        self.pool_size = check_positive_int("pool_size", pool_size)
+        self.pool_min = check_positive_int("pool_min", pool_min)
+        self.updates_per_iteration = check_positive_int("updates_per_iteration",
+                                                        updates_per_iteration)
+        self.batch_size = check_positive_int("batch_size", batch_size)
         if self.pool_min > self.pool_size:
             raise ValueError(
                 f"pool_min ({pool_min}) exceeds pool_size ({pool_size}): the model would never "
@@ -185,10 +179,10 @@ class Exploration(nn.Module):
             storage=LazyTensorStorage(self.pool_size, device=module_device(bonus))
         )
         self.bonus_before_training = bool(bonus_before_training)
-        self.novelty_k = _positive_int("novelty_k", novelty_k)
-        self.novelty_queries = _positive_int("novelty_queries", novelty_queries)
-        self.novelty_reference = _positive_int("novelty_reference", novelty_reference)
-        self.agreement_queries = _positive_int("agreement_queries", agreement_queries)
+        self.novelty_k = check_positive_int("novelty_k", novelty_k)
+        self.novelty_queries = check_positive_int("novelty_queries", novelty_queries)
+        self.novelty_reference = check_positive_int("novelty_reference", novelty_reference)
+        self.agreement_queries = check_positive_int("agreement_queries", agreement_queries)
         #: How ``update_model`` runs the ELBO's steps: ``"numba"`` (one compiled call), ``"eager"``,
         #: ``"inductor"``, or ``None`` (another loss: autograd steps).
         self.steps_backend = self._steps_backend(backend)
@@ -278,7 +272,7 @@ class Exploration(nn.Module):
         self.bonus.fit_statistics(self.pool.storage[: len(self.pool)],
                                   new=len(transitions) if grew else None)
         # all minibatches in one draw (uniform with replacement, as separate draws would be):
-        # a replay-buffer sample call costs ~10x a tensordict split
+        # a replay-buffer sample call costs many tensordict splits (docs/benchmarks.md)
         return self.pool.sample(self.updates_per_iteration * self.batch_size)
 
     def uses_elbo_gradients(self) -> bool:
@@ -323,43 +317,10 @@ class Exploration(nn.Module):
 
     def _elbo_steps(self, sample: TensorDictBase) -> dict[str, float]:
         x, y = self.loss.model_inputs(sample)
-        return self.elbo_steps(
-            x, y, lambda steps: self.loss.step_noise(self.batch_size, steps=steps), [self])[0]
-
-    @staticmethod
-    def elbo_steps(x: Tensor, y: Tensor, noise: Callable[[int], Tensor],
-                   members: list[Exploration]) -> list[dict[str, float]]:
-        """The ELBO's steps with its hand-written gradients, for one model or for a
-        population's models together, in one compiled call where ``steps_backend`` is
-        ``"numba"`` (``CompiledELBOSteps``), else one torch call a step
-        (``eager_elbo_steps``).
-
-        One model (``members=[self]``): ``x``, ``y`` ``[steps·B, ·]`` as ``model_inputs`` gives
-        them, ``noise(n)`` the next ``n`` steps' draws ``[n, *step_noise(B).shape]``
-        (``VariationalELBOLoss.step_noise(B, steps=n)``). K models of one architecture and
-        settings: ``x``, ``y`` ``[K, steps·B, ·]``, ``noise(n)`` the K members' stacked, each
-        from the member's own stream; each member's numbers are those of its own steps, as its
-        single run takes them (tested)."""
-        first = members[0]
-        loss, steps, size = first.loss, first.updates_per_iteration, first.batch_size
-        population = x.dim() == 3
-        if not population:
-            x, y = x[None], y[None]
-            single_noise = noise
-            noise = lambda n: single_noise(n)[None]  # noqa: E731
-        x = x.view(x.shape[0], steps, size, x.shape[-1])
-        y = y.view(y.shape[0], steps, size, y.shape[-1])
-        networks = [member.loss.model.network for member in members]
-        optimizers = [member.optimizer for member in members]
-        if first.steps_backend == "numba":
-            terms = CompiledELBOSteps(loss)(networks, optimizers, x, y, noise)
-        else:
-            terms = eager_elbo_steps(loss, networks, optimizers, x, y, noise, stack=population,
-                                     compile=first.steps_backend == "inductor")
-        means = terms.mean(1).tolist()
-        return [{"loss_nll": nll, "loss_kl": loss.kl_weight * kl,
-                 "elbo": -(nll + loss.kl_weight * kl), "kl": kl, "entropy": entropy}
-                for nll, kl, entropy in means]
+        return run_elbo_steps(
+            self.loss, [self.loss.model.network], [self.optimizer], x[None], y[None],
+            lambda steps: self.loss.step_noise(self.batch_size, steps=steps)[None],
+            batch_size=self.batch_size, backend=self.steps_backend)[0]
 
     def novelty(self, batch: TensorDictBase) -> float:
         """Spearman's ρ between the batch's bonus and its next states' k-NN novelty in the pool.

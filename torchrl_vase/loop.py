@@ -18,14 +18,14 @@ Why not torchrl's ``Trainer`` (0.14): it is built around ``loss_module`` + one o
 own optimiser are not; it saves on a frame interval and logs on another, straight to the
 logger, so a killed run's logged history can run ahead of its last checkpoint (a resumed run
 would log those steps twice, or with other values); it does not derive an iteration's random
-numbers from its index, nor handle SIGTERM. The collector and the logger here are torchrl's and
-MLflow's (any object with ``log`` and ``log_artifact``, e.g.
-``torchrl_vase.tracking.MLflowTracker``); the collector may be any torchrl collector.
+numbers from its index, nor handle SIGTERM. The collector may be any torchrl collector; the
+logger any ``torchrl_vase.Logger`` (``MLflowTracker``, ``CSVLogger``, one of your own).
 
-Where a population goes (several seeds trained in one process): the batch gains a leading member
-dim, ``step`` returns one metrics dict per member, ``seed`` becomes one seed per member (each
-member's iteration seed derived from its own), and ``logger`` one logger per member; the counters,
-cadences and signals stay shared.
+Who the loop trains is its one seam for populations: ``members``, an object of the ``Members``
+protocol. ``OneRun`` (the default, built from ``seed``, ``logger`` and ``watchers``) is one run;
+``torchrl_vase.population.PopulationMembers`` is K runs in lockstep, a batch with a leading member
+dim, one random stream and one logger per member. The loop itself is written once for both: it
+keeps one metrics dict per member, and the counters, cadences, signals and checkpoint are shared.
 
 Examples:
     >>> import torch
@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,10 +55,12 @@ import numpy as np
 import torch
 from tensordict import TensorDictBase
 
+from torchrl_vase._validation import check_positive_int
 from torchrl_vase.checkpointing import StopSignals, rng_state, set_rng_state
+from torchrl_vase.loggers import Logger
 from torchrl_vase.progress import Progress
 
-__all__ = ["LoopResult", "OnPolicyLoop", "check_finite", "iteration_seed"]
+__all__ = ["LoopResult", "Members", "OnPolicyLoop", "OneRun", "check_finite", "iteration_seed"]
 
 # the loop's own metrics: a run's size and the machine's speed (the last two differ between a run
 # and its replay, everything else must not)
@@ -99,19 +101,78 @@ def check_finite(value: torch.Tensor, what: str, iteration: int) -> None:
 class LoopResult:
     """How a call of ``OnPolicyLoop.run`` ended: the iterations done in all (resumed ones
     included), the signal that stopped it (``None``: it finished or met ``stop_when``), the last
-    iteration's metrics."""
+    iteration's metrics, one dict per member (``metrics``: a single run's)."""
 
     iterations_done: int
     stopped_by: str | None
-    metrics: dict[str, float] = field(default_factory=dict)
+    members: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The last iteration's metrics of a single run (a population's: ``members``)."""
+        if len(self.members) > 1:
+            raise ValueError(f"a population's result holds {len(self.members)} members' "
+                             "metrics: read result.members.")
+        return self.members[0] if self.members else {}
+
+
+Watcher = Callable[[TensorDictBase, int], Mapping[str, float]]
+MemberMetrics = list[dict[str, float]]
+
+
+class Members(Protocol):
+    """Who an ``OnPolicyLoop`` trains: one run (``OneRun``) or a population's members
+    (``torchrl_vase.population.PopulationMembers``). The loop's one seam for populations."""
+
+    #: one per member: where its metrics go (``None``: nowhere), and its watchers
+    loggers: Sequence[Logger | None]
+    watchers: Sequence[Sequence[Watcher]]
+
+    def seed_iteration(self, iteration: int) -> int | list[int]:
+        """Seed the iteration's random numbers; return the collector's seed for it."""
+
+    def unbind(self, batch: TensorDictBase) -> Sequence[TensorDictBase]:
+        """The members' batches (views) of a collected batch."""
+
+    def per_member(self, metrics: Any) -> MemberMetrics:
+        """What the step or the evaluation returned, as one metrics dict per member."""
+
+
+class OneRun:
+    """One run as the loop's ``Members``: its iterations seeded by
+    ``torch.manual_seed(iteration_seed(seed, i))``; the batch, the step's metrics and the
+    evaluation's are the run's own.
+
+    Examples:
+        >>> run = OneRun(seed=0)
+        >>> run.per_member({"loss": 0.5}), run.seed_iteration(3) == iteration_seed(0, 3)
+        ([{'loss': 0.5}], True)
+    """
+
+    def __init__(self, seed: int, logger: Logger | None = None,
+                 watchers: Iterable[Watcher] = ()) -> None:
+        self.seed = seed
+        self.loggers, self.watchers = [logger], [list(watchers)]
+
+    def seed_iteration(self, iteration: int) -> int:
+        seed = iteration_seed(self.seed, iteration)
+        torch.manual_seed(seed)
+        return seed
+
+    def unbind(self, batch: TensorDictBase) -> list[TensorDictBase]:
+        return [batch]
+
+    def per_member(self, metrics: Mapping[str, float]) -> MemberMetrics:
+        return [dict(metrics)]
 
 
 class OnPolicyLoop:
     """Collect a batch, run the algorithm's step on it, log, checkpoint; ``iterations`` times.
 
-    Per iteration: ``torch.manual_seed(iteration_seed(seed, i))`` (and ``collector.set_seed`` of
-    the same seed with ``reseed_collector``, for collectors that start fresh paths every batch);
-    the batch, moved to ``device``; its reward checked finite; each of ``watchers`` (callables
+    Per iteration: the random numbers seeded (``members.seed_iteration``: for one run
+    ``torch.manual_seed(iteration_seed(seed, i))``, and ``collector.set_seed`` of the same seed
+    with ``reseed_collector``, for collectors that start fresh paths every batch); the batch,
+    moved to ``device``; its reward checked finite; each of ``watchers`` (callables
     ``(batch, frames_before) -> metrics`` that read the env's own reward: returns, the first
     reward, coverage) and then ``step(batch) -> metrics``; ``collector.update_policy_weights_()``;
     ``evaluate(iteration) -> metrics`` every ``eval_every`` iterations and at the last. A
@@ -124,41 +185,47 @@ class OnPolicyLoop:
     Args:
         collector: a torchrl collector (an endless iterator of batches with
             ``update_policy_weights_`` and ``shutdown``; ``set_seed`` with ``reseed_collector``).
-        step: the algorithm's update on one batch (``torchrl_vase.OnPolicyStep``).
+        step: the algorithm's update on one batch (``torchrl_vase.OnPolicyStep``); for a
+            population, on the members' batch, returning one metrics dict per member.
         iterations: the run's total, resumed iterations included.
-        seed: the run's seed.
+        seed: the run's seed (with ``logger`` and ``watchers``: ``OneRun``'s).
+        members: who the loop trains instead of ``seed``, ``logger`` and ``watchers``: a
+            population's members (``torchrl_vase.population.PopulationMembers``).
         state: every stateful part of the run by name (``state_dict``/``load_state_dict``;
             ``None`` for a part this run does not have): what a checkpoint holds besides the
             loop's counters, metrics not yet logged and the random state.
-        logger: where metrics go: ``log([(frames, metrics), ...])``, ``log_artifact(path)``;
-            with ``last_logged_step(key)`` a resumed run skips steps the killed one had logged.
+        logger: where metrics go, a ``torchrl_vase.Logger`` (``MLflowTracker``,
+            ``CSVLogger``): ``log([(frames, metrics), ...])``, ``log_artifact(path)``; with
+            ``last_logged_step(key)`` a resumed run skips steps the killed one had logged.
         checkpoint: called with ``state_dict()`` to write it (atomically); ``None``: none kept.
         checkpoint_every: iterations between checkpoints.
         watchers: callables ``(batch, frames_before) -> metrics`` (see above).
-        evaluate: ``iteration -> metrics``, every ``eval_every`` iterations and at the last.
+        evaluate: ``iteration -> metrics`` (a population: one dict per member), every
+            ``eval_every`` iterations and at the last.
         eval_every: iterations between evaluations (0: none).
         stop_when: checked before the first iteration and after each; true ends the run early.
         reseed_collector: seed the collector every iteration (fresh paths per batch).
         device: where the step runs (batches are collected on the CPU).
         threads: ``torch.set_num_threads`` each iteration (an env's ``close`` may change it).
         progress: a bar on a terminal, a line every ~5 % in a piped log; ``progress_keys`` maps
-            its labels to metric names.
+            its labels to metric names (a population shows the members' means).
         name: the progress display's label.
     """
 
     def __init__(
         self,
         collector: Iterable[TensorDictBase],
-        step: Callable[[TensorDictBase], Mapping[str, float]],
+        step: Callable[[TensorDictBase], Any],
         *,
         iterations: int,
-        seed: int,
+        seed: int | None = None,
+        members: Members | None = None,
         state: Mapping[str, Stateful | None] | None = None,
-        logger: Any = None,
+        logger: Logger | None = None,
         checkpoint: Callable[[dict], Any] | None = None,
         checkpoint_every: int = 10,
-        watchers: Iterable[Callable[[TensorDictBase, int], Mapping[str, float]]] = (),
-        evaluate: Callable[[int], Mapping[str, float]] | None = None,
+        watchers: Iterable[Watcher] = (),
+        evaluate: Callable[[int], Any] | None = None,
         eval_every: int = 0,
         stop_when: Callable[[], bool] | None = None,
         reseed_collector: bool = False,
@@ -168,25 +235,28 @@ class OnPolicyLoop:
         progress_keys: Mapping[str, str] | None = None,
         name: str = "training",
     ) -> None:
-        for what, value, low in (("iterations", iterations, 1), ("checkpoint_every",
-                                 checkpoint_every, 1), ("eval_every", eval_every, 0)):
-            if not isinstance(value, int) or value < low:
-                raise ValueError(f"{what} must be an int >= {low}, got {value!r}.")
+        check_positive_int("iterations", iterations)
+        check_positive_int("checkpoint_every", checkpoint_every)
+        check_positive_int("eval_every", eval_every, minimum=0)
+        if (members is None) == (seed is None):
+            raise ValueError("give the run's seed, or members (a population), not both.")
+        if members is not None and (logger is not None or watchers):
+            raise ValueError("a population's loggers and watchers are its members' "
+                             "(PopulationMembers(streams, loggers, watchers)).")
+        self.members = members if members is not None else OneRun(seed, logger, watchers)
         self.collector, self.step = collector, step
-        self.iterations, self.seed = iterations, seed
+        self.iterations = iterations
         self.state = dict(state or {})
-        self.logger, self.checkpoint = logger, checkpoint
-        self.checkpoint_every = checkpoint_every
-        self.watchers = list(watchers)
+        self.checkpoint, self.checkpoint_every = checkpoint, checkpoint_every
         self.evaluate, self.eval_every = evaluate, eval_every
         self.stop_when = stop_when or (lambda: False)
         self.reseed_collector, self.device, self.threads = reseed_collector, device, threads
         self.progress, self.name = progress, name
         self.progress_keys = dict(progress_keys or {})
-        #: iterations done, frames collected, seconds spent in earlier processes of this run
+        #: iterations done, frames collected (one member's), seconds spent in earlier processes
         self.iteration, self.frames, self.wall_time = 0, 0, 0.0
-        #: (frames, metrics) computed and not yet logged
-        self.pending: list[tuple[int, dict[str, float]]] = []
+        #: (frames, one metrics dict per member) computed and not yet logged
+        self.pending: list[tuple[int, MemberMetrics]] = []
 
     # --------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -207,8 +277,8 @@ class OnPolicyLoop:
         if "parts" not in state or "iterations_done" not in state:
             raise ValueError(
                 "the checkpoint was not written by OnPolicyLoop.state_dict (a checkpoint of "
-                "recipes/trpo_vase.py from before its loop became torchrl_vase.OnPolicyLoop, "
-                "commit 0b17d37 or earlier?); start the run afresh (resume=false).")
+                "recipes/trpo_vase.py from before its loop became torchrl_vase.OnPolicyLoop?); "
+                "start the run afresh (resume=false).")
         missing = [name for name, part in self.state.items()
                    if part is not None and state["parts"].get(name) is None]
         if missing:
@@ -218,7 +288,10 @@ class OnPolicyLoop:
             if part is not None:
                 part.load_state_dict(state["parts"][name])
         self.iteration, self.frames = state["iterations_done"], state["frames"]
-        self.wall_time, self.pending = state["wall_time"], list(state["pending_metrics"])
+        # a single run's checkpoint from before the loop kept one dict per member: one dict
+        self.wall_time = state["wall_time"]
+        self.pending = [(frames, [metrics] if isinstance(metrics, Mapping) else list(metrics))
+                        for frames, metrics in state["pending_metrics"]]
         set_rng_state(state["rng"])
         self.collector.update_policy_weights_()  # its acting copy, if the policy is on a GPU
 
@@ -226,7 +299,8 @@ class OnPolicyLoop:
     def run(self) -> LoopResult:
         """Train up to ``iterations`` (from where a loaded state left off); returns how it
         ended. The collector is shut down at the end."""
-        self._flush_resumed()
+        self._log(self._unlogged_after_resume())
+        self.pending = []
         result = LoopResult(self.iteration, None)
         progress = Progress(self.iterations, self.name, initial=self.iteration,
                             enabled=self.progress)
@@ -243,11 +317,14 @@ class OnPolicyLoop:
                     if self.evaluate is not None and self.eval_every and (
                         self.iteration % self.eval_every == 0 or last
                     ):
-                        self._add(metrics, self.evaluate(self.iteration - 1))
+                        evaluated = self.members.per_member(self.evaluate(self.iteration - 1))
+                        for member, more in zip(metrics, evaluated, strict=True):
+                            member.update(more)
                     self.wall_time = before + time.perf_counter() - started
-                    self._add(metrics, {WALL_TIME: self.wall_time})
+                    for member in metrics:
+                        member[WALL_TIME] = self.wall_time
                     self._save_and_flush(metrics, last)
-                    result.metrics = metrics
+                    result.members = metrics
                     progress.update(self.iteration - 1, self._progress_values(metrics))
                     if result.stopped_by is not None:
                         break
@@ -259,38 +336,37 @@ class OnPolicyLoop:
         result.iterations_done = self.iteration
         return result
 
-    def _iteration(self, batches: Iterator[TensorDictBase]) -> dict[str, float]:
+    def _iteration(self, batches: Iterator[TensorDictBase]) -> MemberMetrics:
         tick = time.perf_counter()
         iteration = self.iteration
         if self.threads is not None:
             torch.set_num_threads(self.threads)
-        self._seed_iteration(iteration)
+        collector_seed = self.members.seed_iteration(iteration)
+        if self.reseed_collector:
+            self.collector.set_seed(collector_seed)
         batch = next(batches).to(self.device)  # the rollout: after the seeding
         check_finite(batch["next", "reward"], "the env's reward ('next', 'reward')", iteration)
-        frames_before, self.frames = self.frames, self.frames + batch.numel()
-        metrics: dict[str, float] = {}
-        for watch in self.watchers:
-            metrics.update(watch(batch, frames_before))
-        metrics.update(self.step(batch))
+        views = self.members.unbind(batch)
+        frames_before, self.frames = self.frames, self.frames + views[0].numel()
+        metrics: MemberMetrics = [{} for _ in views]
+        for member, view, watchers in zip(metrics, views, self.members.watchers, strict=True):
+            for watch in watchers:
+                member.update(watch(view, frames_before))
+        for member, computed in zip(metrics, self.members.per_member(self.step(batch)),
+                                    strict=True):
+            member.update(computed)
         self.collector.update_policy_weights_()
         self.iteration += 1
-        return metrics | {FRAMES: self.frames, ITERATION: iteration,
-                          FPS: batch.numel() / (time.perf_counter() - tick)}
+        fps = views[0].numel() / (time.perf_counter() - tick)
+        return [member | {FRAMES: self.frames, ITERATION: iteration, FPS: fps}
+                for member in metrics]
 
-    # what a population's loop (``PopulationLoop``: one metrics dict per member) does its own way
-    def _add(self, metrics: dict[str, float], more: Mapping[str, float]) -> None:
-        metrics.update(more)
+    def _progress_values(self, metrics: MemberMetrics) -> dict[str, float]:
+        """Each shown metric's mean over the members (a single run's value)."""
+        return {label: sum(m.get(key, math.nan) for m in metrics) / len(metrics)
+                for label, key in self.progress_keys.items()}
 
-    def _progress_values(self, metrics: dict[str, float]) -> dict[str, float]:
-        return {label: metrics.get(key, math.nan) for label, key in self.progress_keys.items()}
-
-    def _seed_iteration(self, iteration: int) -> None:
-        seed = iteration_seed(self.seed, iteration)
-        torch.manual_seed(seed)
-        if self.reseed_collector:
-            self.collector.set_seed(seed)
-
-    def _save_and_flush(self, metrics: dict[str, float], last: bool) -> None:
+    def _save_and_flush(self, metrics: MemberMetrics, last: bool) -> None:
         self.pending.append((self.frames, metrics))
         due = self.iteration % self.checkpoint_every == 0 or last
         if self.checkpoint is not None and due:
@@ -299,16 +375,19 @@ class OnPolicyLoop:
             self._log(self.pending)
             self.pending = []
 
-    def _flush_resumed(self) -> None:
-        """Log what a killed process computed and checkpointed but had not logged yet."""
+    def _unlogged_after_resume(self) -> list[tuple[int, MemberMetrics]]:
+        """What a killed process computed and checkpointed but had not logged yet: each
+        member's pending steps after the last one its logger holds (others: ``None``)."""
         if not self.pending:
-            return
-        logged = -1
-        if self.logger is not None and hasattr(self.logger, "last_logged_step"):
-            logged = self.logger.last_logged_step(FRAMES)
-        self._log([(step, metrics) for step, metrics in self.pending if step > logged])
-        self.pending = []
+            return []
+        after = [logger.last_logged_step(FRAMES) if hasattr(logger, "last_logged_step")
+                 else -1 for logger in self.members.loggers]
+        return [(step, [m if step > logged else None for m, logged in zip(metrics, after,
+                                                                          strict=True)])
+                for step, metrics in self.pending]
 
-    def _log(self, steps: list[tuple[int, dict[str, float]]]) -> None:
-        if self.logger is not None and steps:
-            self.logger.log(steps)
+    def _log(self, steps: list[tuple[int, list[dict[str, float] | None]]]) -> None:
+        for k, logger in enumerate(self.members.loggers):
+            mine = [(step, metrics[k]) for step, metrics in steps if metrics[k] is not None]
+            if logger is not None and mine:
+                logger.log(mine)

@@ -166,15 +166,14 @@ class TrainingRun(_Restores):
                  retry_minutes: float = 10.0,
                  experiment_tags: Mapping[str, str] | None = None,
                  run_id: str | None = None) -> None:
-        if resume is not False and checkpoint_dir is None:
-            raise ValueError("resume needs checkpoints: checkpoint.every=0 keeps none.")
+        check_resume(resume, checkpoint_dir)
         check_tracking_store(tracking_uri)
         self.uri, self.experiment_name = tracking_uri, experiment
         # a tracking URI's password stays out of config.yaml and the checkpoint (and so of the
         # identity: where a run logs is not part of it)
         self.config, self.run_name = redact_strings(dict(config)), run_name
         self.identity_ignores = tuple(identity_ignores)
-        self.identity = config_identity(self.config, self.identity_ignores)
+        self.identity = run_identity(self.config, self.identity_ignores)
         self.params = dict(flatten(self.config) if params is None else params)
         self.tags = {**(tags or {}), "run_identity": self.identity}
         self.root = None if checkpoint_dir is None else check_writable(checkpoint_dir,
@@ -332,8 +331,25 @@ def _latest_run(member: Mapping) -> str | None:
     experiment = client.get_experiment_by_name(member["experiment"])
     if experiment is None:
         return None
-    identity = config_identity(dict(member["config"]), tuple(member.get("identity_ignores", ())))
+    identity = run_identity(member["config"], member.get("identity_ignores", ()))
     return _latest_run_id(client, experiment.experiment_id, identity)
+
+
+def run_identity(config: Mapping, identity_ignores: Iterable[str] = ()) -> str:
+    """A run's (or a population's) identity: the hash of its config less ``identity_ignores``,
+    a tracking URI's password left out (``config_identity`` of the redacted config). The tag,
+    the checkpoint and ``resume=true``'s lookup all read it."""
+    return config_identity(redact_strings(dict(config)), tuple(identity_ignores))
+
+
+def check_resume(resume: bool | str, checkpoint_dir, *, population: bool = False) -> None:
+    """``resume`` refused where it cannot work: without checkpoints, or (a population) from a
+    path; the recipe's config check and ``TrainingRun``/``PopulationRun`` both call this."""
+    if resume is not False and checkpoint_dir is None:
+        raise ValueError("resume needs checkpoints: checkpoint.every=0 keeps none.")
+    if population and not isinstance(resume, bool):
+        raise ValueError("a population resumes with resume=true (its checkpoint is found "
+                         "by its config), not from a path.")
 
 
 def refuse_without_checkpoint(client: MlflowClient, run_ids: Iterable[str | None], path: Path,
@@ -389,36 +405,32 @@ class PopulationRun(_Restores):
     def __init__(self, members: list[dict], *, config: Mapping,
                  identity_ignores: Iterable[str] = (),
                  checkpoint_dir: str | os.PathLike | None = None, resume: bool = False) -> None:
-        if resume is not False and checkpoint_dir is None:
-            raise ValueError("resume needs checkpoints: checkpoint.every=0 keeps none.")
-        if not isinstance(resume, bool):
-            raise ValueError("a population resumes with resume=true (its checkpoint is found "
-                             "by its config), not from a path.")
+        check_resume(resume, checkpoint_dir, population=True)
         self.members, self.resume = list(members), resume
         # the stores first, each created under its lock: looking up the members' latest runs
         # (resume without a checkpoint) would otherwise let MLflow build a new store's tables
         # while a parallel job builds them too
         for uri in dict.fromkeys(member["tracking_uri"] for member in self.members):
             check_tracking_store(uri)
-        self.identity = config_identity(dict(config), tuple(identity_ignores))
+        self.identity = run_identity(config, identity_ignores)
         self.checkpointer = None if checkpoint_dir is None else Checkpointer(
-            self.directory(check_writable(checkpoint_dir, "checkpoint.dir"), self.identity))
+            check_writable(checkpoint_dir, "checkpoint.dir") / f"population-{self.identity}")
         self.runs: list[TrainingRun] = []
         self.state: dict | None = None
         self.stopped_by: str | None = None
         self._lock: RunLock | None = None
 
     @staticmethod
-    def directory(checkpoint_dir: str | os.PathLike, identity: str) -> Path:
-        """The checkpoint directory under ``checkpoint_dir`` of the population whose config has
-        ``identity`` (``config_identity``): what ``resume=True`` continues.
+    def directory(checkpoint_dir: str | os.PathLike, config: Mapping,
+                  identity_ignores: Iterable[str] = ()) -> Path:
+        """The checkpoint directory under ``checkpoint_dir`` of the population of ``config``:
+        what ``resume=True`` continues.
 
         Examples:
-            >>> from torchrl_vase.checkpointing import config_identity
-            >>> PopulationRun.directory("checkpoints", config_identity({"seeds": [0, 1]})).parent
+            >>> PopulationRun.directory("checkpoints", {"seeds": [0, 1]}).parent
             PosixPath('checkpoints')
         """
-        return Path(checkpoint_dir) / f"population-{identity}"
+        return Path(checkpoint_dir) / f"population-{run_identity(config, identity_ignores)}"
 
     def __enter__(self) -> PopulationRun:
         run_ids = [None] * len(self.members)

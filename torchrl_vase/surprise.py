@@ -25,7 +25,12 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.distributions import Normal, kl_divergence
 
-from torchrl_vase._validation import check_num_samples, check_positive, check_sigma_c
+from torchrl_vase._validation import (
+    check_num_samples,
+    check_positive,
+    check_positive_int,
+    check_sigma_c,
+)
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
 from torchrl_vase.objectives.elbo import gaussian_nll
 
@@ -192,8 +197,8 @@ def _sums_over_sample_pairs(out_features: int, in_features: int, num_samples: in
 
     The pairs cost ~N(N+1)/2 · (out + in) element-wise products per transition (and a matrix
     product), the outer products ~N · out · in, memory-bound: pairs pay once
-    ``out · in / (out + in) ≥ N + 1`` (measured on a CPU: 6–13× faster for Ant's 64 × 133 and
-    64 × 64 layers, 2–5× slower for layers with 2–8 units on a side).
+    ``out · in / (out + in) ≥ N + 1`` (on a CPU, Ant's 64 × 133 and 64 × 64 layers pay, layers
+    with 2–8 units on a side do not: docs/benchmarks.md).
     """
     return out_features * in_features >= (num_samples + 1) * (out_features + in_features)
 
@@ -277,7 +282,7 @@ def _information_gain_terms(
     a batched matrix product over the pairs n ≤ m, where forming each transition's gradient
     writes and reads an ``[N, T, out, in]`` tensor: ~N/2 times the multiplications, but in a
     matrix product instead of memory-bound element-wise passes. Each layer takes the cheaper
-    form (``_sums_over_sample_pairs``; ``recipes/benchmark_surprise.py`` times both).
+    form (``_sums_over_sample_pairs``; ``recipes/benchmarks/benchmark_surprise.py`` times both).
     """
     num_samples = noise.shape[0]
     weights = [
@@ -412,8 +417,7 @@ def vime_information_gain_exact(
         >>> torch.allclose(second_order, 2 * exact, rtol=1e-3)
         True
     """
-    if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
-        raise ValueError(f"num_steps must be an int >= 1, got {num_steps!r}.")
+    check_positive_int("num_steps", num_steps)
     x, y, batch_shape = _flat_transitions(model, obs, action, next_obs, sigma_c, step_size)
     with torch.no_grad():
         noise = model.sample_noise(num_samples, generator=generator)

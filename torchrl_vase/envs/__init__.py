@@ -24,19 +24,20 @@ from torchrl_vase.envs.batched import (
     make_training_env,
     sync_vector_env,
 )
-from torchrl_vase.envs.box2d_tasks import (
-    RllabCartpoleSwingupEnv,
-    RllabDoublePendulumEnv,
-    RllabMountainCarEnv,
-)
-from torchrl_vase.envs.classic import (
+from torchrl_vase.envs.classic_v0 import (
     SparseCartpoleSwingupEnv,
     SparseDoublePendulumEnv,
     SparseMountainCarEnv,
 )
-from torchrl_vase.envs.locomotion import SparseAntEnv, SparseHalfCheetahEnv
+from torchrl_vase.envs.classic_v1 import (
+    RllabCartpoleSwingupEnv,
+    RllabDoublePendulumEnv,
+    RllabMountainCarEnv,
+)
+from torchrl_vase.envs.locomotion_v0 import SparseAntEnv, SparseHalfCheetahEnv
+from torchrl_vase.envs.locomotion_v1 import RllabAntEnv, RllabHalfCheetahEnv
+from torchrl_vase.envs.lunar_lander_v1 import AuthorsLunarLanderEnv
 from torchrl_vase.envs.point_robot import PointRobot2DEnv
-from torchrl_vase.envs.rllab_mujoco import AuthorsLunarLanderEnv, RllabAntEnv, RllabHalfCheetahEnv
 
 #: Registered ids and their classes.
 SPARSE_ENVS = {

@@ -23,6 +23,8 @@ from torchrl.envs import (
     TransformedEnv,
 )
 
+from torchrl_vase._validation import check_positive_int
+
 VECTORIZATIONS = ("sync", "serial")
 
 
@@ -57,8 +59,7 @@ def make_batched_env(
         raise ValueError(
             f"vectorization must be one of {VECTORIZATIONS}, got {vectorization!r}."
         )
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
+    check_positive_int("num_envs", num_envs)
     if vectorization == "serial":
         return SerialEnv(num_envs, functools.partial(GymEnv, env_id, device=device, **make_kwargs))
     return GymWrapper(sync_vector_env(env_id, num_envs, **make_kwargs), device=device)

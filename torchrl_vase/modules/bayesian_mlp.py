@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from torchrl_vase._validation import check_num_samples, check_positive
+from torchrl_vase._validation import check_num_samples, check_positive, check_positive_int
 
 #: Per layer, a ``(weight, bias)`` pair. Weights are ``[out, in]`` and biases ``[out]`` for one
 #: weight set, or ``[N, out, in]`` and ``[N, out]`` for N sampled weight sets.
@@ -118,9 +118,8 @@ class BayesianMLP(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        for name, value in (("in_features", in_features), ("out_features", out_features)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        check_positive_int("in_features", in_features)
+        check_positive_int("out_features", out_features)
         if isinstance(num_cells, int) or not all(
             isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in num_cells
         ):
@@ -319,7 +318,7 @@ class BayesianMLP(nn.Module):
         ``[N, rows, Σ widths]`` (or ``[N, 1, Σ widths]``, one draw for all rows); ``rows`` is
         ``[rows, in_features]``. Returns ``[N, rows, out_features]``."""
         # Cache blocking, as in apply_weights: blocks of rows keep the N × rows × width
-        # activations cache-sized (a 5,000-transition bonus took 3.8x the time unblocked)
+        # activations cache-sized (docs/benchmarks.md: unblocked, a large bonus is memory-bound)
         widest = max(self.num_cells, default=self.out_features)
         num_blocks = -(-noise.shape[0] * rows.shape[0] * widest // _BLOCK_FLOATS)
         if num_blocks <= 1:
@@ -431,7 +430,7 @@ class BayesianMLP(nn.Module):
             # Cache blocking: with N weight sets the hidden activations of a large batch
             # (N × B × width floats) overflow the CPU caches and the elementwise activations
             # become memory-bound; equal blocks of rows keep them cache-sized (measured by
-            # recipes/benchmark_bnn.py on B = 5,000, N = 10).
+            # recipes/benchmarks/benchmark_bnn.py on B = 5,000, N = 10).
             num_samples = weights[0][0].shape[0]
             # Views into a flat [N, |Θ|] sample stride N by |Θ|; batched GEMMs want them packed.
             weights = [(weight.contiguous(), bias.contiguous()) for weight, bias in weights]

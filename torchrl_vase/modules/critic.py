@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from torchrl_vase._validation import check_positive_int
+
 # rllab adds 1e-8 to the std of inputs and targets
 _STD_EPS = 1e-8
 
@@ -38,9 +40,8 @@ class StandardizedRegressor(nn.Module):
 
     def __init__(self, network: nn.Module, in_features: int, out_features: int = 1) -> None:
         super().__init__()
-        for name, value in (("in_features", in_features), ("out_features", out_features)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        check_positive_int("in_features", in_features)
+        check_positive_int("out_features", out_features)
         self.network = network
         self.in_features = in_features
         self.out_features = out_features

@@ -1,17 +1,17 @@
 """An iteration's ELBO steps in one compiled call: the kernel behind ``CompiledELBOSteps``.
 
 The VASE model takes 500 Adam steps on minibatches of 10 per iteration (the authors' script).
-One step of the HalfCheetah model is about 7 MFLOP (0.1 ms of arithmetic on one core here);
-as a few dozen torch calls it took 0.8-2 ms, all of it dispatch. Here the whole sequence runs
+A step is little arithmetic; as a few dozen torch calls it is mostly dispatch (the figures:
+docs/benchmarks.md, "The ELBO's steps in one compiled call"). Here the whole sequence runs
 in one numba function that never returns to Python between steps: for every step, σ =
 softplus(ρ) and the closed-form KL and entropy (paper, Eq. 12-13), the forward pass of the N
 sampled networks (or the local reparameterisation's pre-activations), the hand-derived backward
-pass (the same formulas as ``objectives.elbo``'s eager ``_elbo_gradients``), the prior's
+pass (the formulas of the eager ``elbo_gradients.elbo_gradients``), the prior's
 gradients and Adam's update (``torch.optim.Adam``'s arithmetic), for K models in turn.
 
-Why numba, measured side by side on one core of the project's 2-core machine
-(``recipes/benchmark_bnn.py``, docs/benchmarks.md): the matrix products go to BLAS through
-``np.dot`` at the speed a small product reaches, the per-parameter work (softplus, sigmoid,
+Why numba, measured side by side on the project's 2-core machine
+(``recipes/benchmarks/benchmark_bnn.py``, docs/benchmarks.md): the matrix products go to BLAS
+by ``np.dot`` at the speed a small product reaches, the per-parameter work (softplus, sigmoid,
 log σ, Adam over 2·|Θ| values) is one fused loop per step instead of a dozen tensor passes, and
 the loop over steps is compiled. ``torch.compile`` (inductor, one graph a step) fuses the
 elementwise work but returns to Python and its runtime at every step. The kernel compiles once
@@ -300,7 +300,7 @@ def _local_data_term(mu, variance, x, y, xi, sizes, relu, grad_mean, grad_var, c
 
     Per layer ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ``, ``ξ`` ``[N, B or 1, Σ widths]``; the
     first layer's input ``x`` ``[B, in]`` is every draw's, so its mean and std are computed once
-    per row and its gradients summed over the draws (``elbo._population_local_data_term``)."""
+    per row, its gradients summed over draws (``elbo_gradients._population_local_data_term``)."""
     output, inputs, squares, stds = _local_forward(mu, variance, x, xi, sizes, relu, consts)
     loss, grad_z = _nll_gradient(output, y, xi.shape[0], x.shape[0], consts)
     _local_backward(mu, variance, xi, sizes, relu, grad_z, inputs, squares, stds, grad_mean,

@@ -21,7 +21,7 @@ from torchrl_vase._adam import StackedAdam, adam_state, supports_adam_steps
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
 
 __all__ = ["BACKENDS", "CompiledELBOSteps", "compiled_steps_unavailable", "eager_elbo_steps",
-           "steps_per_draw"]
+           "run_elbo_steps", "steps_per_draw"]
 
 #: How the ELBO's steps run: ``"auto"`` the compiled kernel where it applies (else eager),
 #: ``"numba"`` the kernel or an error, ``"eager"`` one torch call per step (the reference),
@@ -186,6 +186,34 @@ def eager_elbo_steps(loss: VariationalELBOLoss, networks: Sequence[nn.Module],
             stacked.step()
     stacked.clear_gradients()
     return terms
+
+
+def run_elbo_steps(loss: VariationalELBOLoss, networks: Sequence[nn.Module],
+                   optimizers: Sequence[torch.optim.Optimizer], x: Tensor, y: Tensor,
+                   noise: Callable[[int], Tensor], *, batch_size: int,
+                   backend: str) -> list[dict[str, float]]:
+    """An iteration's ELBO steps of K models of one architecture and settings (K = 1: one run's
+    model), on the backend ``Exploration`` chose (``"numba"``: ``CompiledELBOSteps``; else
+    ``eager_elbo_steps``, ``"inductor"`` through ``torch.compile``); each model's mean losses.
+
+    ``x``, ``y`` ``[K, steps·B, ·]`` as ``VariationalELBOLoss.model_inputs`` gives them (stacked
+    over models), ``noise(n)`` the next ``n`` steps' draws ``[K, n, *step_noise(B).shape]``, each
+    model's from its own stream. Each model's numbers are those of its own steps, whatever K
+    (tested): ``Exploration`` calls this with its one model, ``PopulationStep`` with all the
+    members' models.
+    """
+    members, rows = x.shape[0], x.shape[1]
+    steps = rows // batch_size
+    x = x.view(members, steps, batch_size, x.shape[-1])
+    y = y.view(members, steps, batch_size, y.shape[-1])
+    if backend == "numba":
+        terms = CompiledELBOSteps(loss)(networks, optimizers, x, y, noise)
+    else:
+        terms = eager_elbo_steps(loss, networks, optimizers, x, y, noise, stack=members > 1,
+                                 compile=backend == "inductor")
+    return [{"loss_nll": nll, "loss_kl": loss.kl_weight * kl,
+             "elbo": -(nll + loss.kl_weight * kl), "kl": kl, "entropy": entropy}
+            for nll, kl, entropy in terms.mean(1).tolist()]
 
 
 @functools.cache

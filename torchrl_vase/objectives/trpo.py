@@ -17,7 +17,7 @@ from torchrl.modules.distributions.utils import has_analytic_kl
 from torchrl.objectives import PPOLoss
 
 from torchrl_vase._adam import adam_step, supports_adam_steps
-from torchrl_vase._validation import check_non_negative, check_positive
+from torchrl_vase._validation import check_non_negative, check_positive, check_positive_int
 from torchrl_vase.modules.critic import StandardizedRegressor
 from torchrl_vase.objectives.advantage import ExplorationGAE
 
@@ -136,13 +136,9 @@ class TRPOLoss(PPOLoss):
         **kwargs: Any,
     ) -> None:
         max_kl = check_positive("max_kl", max_kl)
-        for name, value, low in (
-            ("cg_iters", cg_iters, 1),
-            ("line_search_backtracks", line_search_backtracks, 1),
-            ("samples_mc_kl", samples_mc_kl, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an int >= {low}, got {value!r}.")
+        check_positive_int("cg_iters", cg_iters)
+        check_positive_int("line_search_backtracks", line_search_backtracks)
+        check_positive_int("samples_mc_kl", samples_mc_kl)
         cg_damping = check_non_negative("cg_damping", cg_damping)
         if not 0 < line_search_shrink < 1:
             raise ValueError(f"line_search_shrink must be in (0, 1), got {line_search_shrink}.")
@@ -410,13 +406,15 @@ def fit_critic(
     for critic, target_key in critics:
         _refit_standardization(critic, data, target_key)
     if _plain_squared_error(loss) and all(_module_of(critic) for critic, _ in critics):
-        last = _fit_on_tensors(critics, data, optimizer, epochs, minibatch_size)
+        objective, fast_adam = _tensor_objective(critics, data), supports_adam_steps(optimizer)
     elif loss.critic_coeff is None:
         raise ValueError("a loss without a critic term (critic_coeff 0) is fitted by the "
                          "plain squared error of one-module critics (ValueOperator); give it "
                          "loss_critic_type='l2' and such critics.")
     else:
-        last = _fit_on_tensordicts(loss, critics, data, optimizer, epochs, minibatch_size)
+        objective, fast_adam = _tensordict_objective(loss, critics, data), False
+    last = _minibatch_epochs(objective, data.shape[0], optimizer, epochs, minibatch_size,
+                             fast_adam)
     out = {"loss_critic": torch.stack(last).mean()}
     with torch.no_grad():
         for prefix, (critic, target_key) in zip(("", "intrinsic_"), critics, strict=False):
@@ -443,39 +441,46 @@ def _module_of(critic) -> torch.nn.Module | None:
     return module if isinstance(module, torch.nn.Module) and len(critic.out_keys) == 1 else None
 
 
-def _fit_on_tensordicts(loss, critics, data, optimizer, epochs, minibatch_size) -> list[Tensor]:
+def _tensordict_objective(loss, critics, data):
+    """A minibatch's critic loss through ``loss.loss_critic`` (any critic loss)."""
     dual = len(critics) > 1
-    last = []
-    for _ in range(epochs):
-        last = []
-        for index in torch.randperm(data.shape[0]).split(minibatch_size):
-            minibatch = data[index]
-            loss_value = loss.loss_critic(minibatch)[0].mean()
-            if dual:
-                loss_value = loss_value + loss._value_estimator.intrinsic_critic_loss(minibatch)
-            optimizer.zero_grad()
-            loss_value.backward()
-            optimizer.step()
-            last.append(loss_value.detach())
-    return last
+
+    def objective(index: Tensor) -> Tensor:
+        minibatch = data[index]
+        value = loss.loss_critic(minibatch)[0].mean()
+        if dual:
+            value = value + loss._value_estimator.intrinsic_critic_loss(minibatch)
+        return value
+
+    return objective
 
 
-def _fit_on_tensors(critics, data, optimizer, epochs, minibatch_size) -> list[Tensor]:
-    """The same minibatch steps as ``loss.loss_critic`` (l2, coefficient 1) on plain tensors:
-    the inputs and targets gathered once, each critic's module called directly."""
+def _tensor_objective(critics, data):
+    """The same loss as ``loss.loss_critic`` (l2, coefficient 1) on plain tensors: the inputs
+    and targets gathered once, each critic's module called directly (a fraction of the cost)."""
     fitted = [
         (_module_of(critic), [data.get(key) for key in critic.in_keys], data.get(target_key))
         for critic, target_key in critics
     ]
-    fast_adam = supports_adam_steps(optimizer)
+
+    def objective(index: Tensor) -> Tensor:
+        return sum(
+            (module(*(x[index] for x in inputs)) - target[index]).square().mean()
+            for module, inputs, target in fitted
+        )
+
+    return objective
+
+
+def _minibatch_epochs(objective, rows: int, optimizer, epochs: int, minibatch_size: int,
+                      fast_adam: bool) -> list[Tensor]:
+    """``epochs`` passes over ``rows`` rows in shuffled minibatches, an optimiser step on
+    ``objective(index)`` each (``fast_adam``: ``adam_step``); the last epoch's losses."""
     last = []
     for _ in range(epochs):
         last = []
-        for index in torch.randperm(data.shape[0]).split(minibatch_size):
-            loss_value = sum(
-                (module(*(x[index] for x in inputs)) - target[index]).square().mean()
-                for module, inputs, target in fitted
-            )
+        for index in torch.randperm(rows).split(minibatch_size):
+            loss_value = objective(index)
             optimizer.zero_grad()
             loss_value.backward()
             if fast_adam:

@@ -19,7 +19,7 @@ from torchrl.envs.transforms import Transform
 from torchrl.envs.transforms.rnd import RunningMeanStd
 from torchrl.objectives.common import LossModule
 
-from torchrl_vase._validation import check_non_negative
+from torchrl_vase._validation import check_non_negative, check_positive_int
 
 REWARD_NORMALIZATIONS = (None, "median", "std")
 
@@ -41,8 +41,7 @@ class RecentMedianNormalizer(nn.Module):
 
     def __init__(self, window: int = 10) -> None:
         super().__init__()
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise ValueError(f"window must be a positive int, got {window!r}.")
+        check_positive_int("window", window)
         self.register_buffer("medians", torch.zeros(window))
         self.register_buffer("count", torch.zeros((), dtype=torch.long))
 

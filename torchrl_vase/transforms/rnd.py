@@ -13,6 +13,7 @@ from torchrl.modules import MLP
 from torchrl.objectives.rnd import RNDLoss
 
 from torchrl_vase._device import module_device
+from torchrl_vase._validation import check_positive_int
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 
 
@@ -64,10 +65,8 @@ class RNDRewardTransform(IntrinsicRewardTransform):
         normalize_reward: bool = True,
         **kwargs: Any,
     ) -> None:
-        if isinstance(observation_dim, bool) or not isinstance(observation_dim, int):
-            raise TypeError(f"observation_dim must be an int, got {observation_dim!r}.")
-        if observation_dim < 1 or embedding_dim < 1:
-            raise ValueError("observation_dim and embedding_dim must be >= 1.")
+        check_positive_int("observation_dim", observation_dim)
+        check_positive_int("embedding_dim", embedding_dim)
         super().__init__(**kwargs)
 
         def network() -> nn.Module:

@@ -21,7 +21,7 @@ Prints, for hidden [32] (classic tasks, 4-dim obs + 1-dim action like CartpoleSw
 * with ``--inductor-steps K`` only: the other candidate for the compiled call, K steps traced into
   one ``torch.compile`` graph with inductor's C++ wrapper (its compile time, a step's time).
 
-    python recipes/benchmark_bnn.py [--threads 2] [--steps-only | --inductor-steps 10]
+    python recipes/benchmarks/benchmark_bnn.py [--threads 2] [--steps-only | --inductor-steps 10]
 """
 
 from __future__ import annotations
@@ -268,12 +268,12 @@ def elbo_steps_table(args) -> None:
 
 def inductor_multistep(steps: int, total: int) -> None:
     """The candidate the compiled call was measured against: ``steps`` ELBO steps (the pure
-    gradient function ``elbo._elbo_gradients`` and Adam's update in torch ops) traced into one
-    ``torch.compile(fullgraph=True)`` graph with inductor's C++ wrapper, on the HalfCheetah
+    gradient function ``elbo_gradients.elbo_gradients`` and Adam's update in torch ops) traced into
+    one ``torch.compile(fullgraph=True)`` graph with inductor's C++ wrapper, on the HalfCheetah
     model with the authors' layer: its compilation time and a step's time over ``total``."""
     import torch._inductor.config as inductor_config
 
-    from torchrl_vase.objectives.elbo import _elbo_gradients
+    from torchrl_vase.objectives.elbo_gradients import elbo_gradients as _elbo_gradients
 
     inductor_config.cpp_wrapper = True
     loss = VariationalELBOLoss(DynamicsModel.build(20, 6, [64, 64], sampling="local_shared"),

@@ -1,10 +1,10 @@
 """Kill a run with SIGKILL at random instants, resume it each time, and compare its final metric
 history with an uninterrupted run of the same config, value for value.
 
-    .venv/bin/python recipes/kill_and_resume.py --kills 10            # MountainCar, VASE
-    .venv/bin/python recipes/kill_and_resume.py --kills 3 -- env=point_robot surprise=rnd
-    .venv/bin/python recipes/kill_and_resume.py --kills 10 -- algorithm=ppo    # PPO
-    .venv/bin/python recipes/kill_and_resume.py --kills 10 -- seeds=[0,1,2]    # a population
+    .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 10            # MountainCar, VASE
+    .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 3 -- env=point_robot surprise=rnd
+    .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 10 -- algorithm=ppo    # PPO
+    .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 10 -- seeds=[0,1,2]  # population
 
 The reference run goes first (its duration sets the range of the kill instants); then the
 run under test is started, killed after a uniformly random delay, resumed with ``resume=true``,
@@ -32,7 +32,7 @@ from mlflow.tracking import MlflowClient
 
 from torchrl_vase.loop import TIMING_METRICS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STARTUP = 4.0  # seconds of imports before a run starts
 DEFAULTS = ["iterations=8", "num_envs=2", "env.frames_per_batch=500", "checkpoint.every=1",
             "surprise.elbo.updates_per_iteration=100", "progress_bar=false", "threads=1"]

@@ -1,5 +1,6 @@
 """The typed config of ``recipes/trpo_vase.py`` and what it determines: every key's type, range
-and choices, the checks between keys and against the env, and the run's name, params and identity.
+and choices, the checks between keys and against the env, and the run's name, experiment,
+checkpoint root, params and identity.
 
 ``typed_config(cfg)`` merges the composed config into Hydra structured configs (dataclasses) of
 the main file and of the chosen env, surprise and advantage, so ``iterations=abc``,
@@ -38,8 +39,11 @@ from torchrl_vase.mlflow_ui import MODEL_TRAINING_KIND, return_first_view
 from torchrl_vase.modules import INITIALIZATIONS, SAMPLINGS
 from torchrl_vase.objectives.elbo_steps import BACKENDS
 from torchrl_vase.population.streams import check_seeds
-from torchrl_vase.runs import flatten, ignored
+from torchrl_vase.runs import check_resume, flatten, ignored
 from torchrl_vase.watchers import episode_metrics
+
+#: the recipe's Hydra configs (``conf/`` of the repository)
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 @dataclass
@@ -112,7 +116,7 @@ class RNDSurprise:
     num_cells: list[int]
     embedding_dim: int
     update_fraction: float
-    elbo: ModelTraining
+    predictor: ModelTraining
     reward_normalization: str | None = None
 
 
@@ -199,6 +203,8 @@ class Main:
     ppo: PPO = field(default_factory=PPO)
     seeds: Any = None  # a list of seeds: one process trains them all (a population)
     whole_paths: bool = True
+    logger: str = "mlflow"  # where the loop's metrics go: mlflow, or csv (under csv_dir)
+    csv_dir: str = "csv_logs"
 
 
 SURPRISES = {"none": NoSurprise, "vase": BNNSurprise, "nll": BNNSurprise, "vime": BNNSurprise,
@@ -221,6 +227,8 @@ RANGES = [
     ("surprise.embedding_dim", 1, True), ("surprise.update_fraction", 0, False),
     ("surprise.elbo.updates_per_iteration", 1, True), ("surprise.elbo.batch_size", 1, True),
     ("surprise.elbo.lr", 0, False), ("surprise.elbo.kl_weight", 0, True),
+    ("surprise.predictor.updates_per_iteration", 1, True),
+    ("surprise.predictor.batch_size", 1, True), ("surprise.predictor.lr", 0, False),
     ("advantage.intrinsic_gamma", 0, False),
     ("ppo.epochs", 1, True), ("ppo.minibatch_size", 1, True), ("ppo.clip_epsilon", 0, False),
     ("ppo.lr", 0, False), ("ppo.entropy_coeff", 0, True), ("ppo.max_grad_norm", 0, False),
@@ -228,7 +236,7 @@ RANGES = [
 ACTIVATIONS = ("relu", "tanh")
 # keys with a fixed set of values
 CHOICES = {
-    "algorithm": ("trpo", "ppo"), "collector": ("lean", "torchrl"),
+    "algorithm": ("trpo", "ppo"), "collector": ("lean", "torchrl"), "logger": ("mlflow", "csv"),
     "collection": ("paths", "rllab", "continuous"), "vectorization": VECTORIZATIONS,
     "trpo.init": INITIALIZATIONS, "trpo.critic_activation": ACTIVATIONS,
     "env.bnn.activation": ACTIVATIONS,
@@ -285,6 +293,10 @@ def typed_config(cfg: DictConfig) -> DictConfig:
         raise ValueError("surprise.elbo.compile is gone: surprise.elbo.backend=inductor compiles "
                          "each step with torch.compile; the default, auto, runs an iteration's "
                          "steps in one compiled call (docs/guides/recipe.md).")
+    if resolved.surprise.get("name") == "rnd" and "elbo" in resolved.surprise:
+        raise ValueError("surprise.elbo is a Bayesian model's training; RND's predictor trains "
+                         "under surprise.predictor (e.g. "
+                         "surprise.predictor.updates_per_iteration=100).")
     surprise = _merge(_choice(resolved.surprise, "name", SURPRISES, "surprise"),
                       resolved.surprise, "surprise.")
     advantage = _merge(_choice(resolved.advantage, "structure", ADVANTAGES, "advantage"),
@@ -324,8 +336,7 @@ def _check_relations(cfg: DictConfig) -> None:
     """What no single key's type or range says."""
     if not isinstance(cfg.resume, (bool, str)):
         raise ValueError(f"resume must be true, false or a checkpoint path, got {cfg.resume!r}.")
-    if cfg.resume is not False and cfg.checkpoint.every == 0:
-        raise ValueError("resume needs checkpoints: checkpoint.every=0 keeps none.")
+    check_resume(cfg.resume, checkpoint_root(cfg), population=cfg.seeds is not None)
     if cfg.device not in ("cpu", "cuda") and not cfg.device.startswith("cuda:"):
         raise ValueError(f"device must be cpu, cuda or cuda:<index>, got {cfg.device!r}.")
     if cfg.env.frames_per_batch < cfg.num_envs:
@@ -352,9 +363,10 @@ def _check_relations(cfg: DictConfig) -> None:
     if cfg.algorithm == "ppo" and cfg.ppo.minibatch_size > cfg.env.frames_per_batch:
         raise ValueError(f"ppo.minibatch_size ({cfg.ppo.minibatch_size}) exceeds the batch "
                          f"(env.frames_per_batch, {cfg.env.frames_per_batch}).")
-    batch_size = OmegaConf.select(cfg, "surprise.elbo.batch_size")
+    training = model_training_key(cfg)
+    batch_size = OmegaConf.select(cfg, f"{training}.batch_size") if training else None
     if batch_size is not None and batch_size > cfg.env.pool_min:
-        raise ValueError(f"surprise.elbo.batch_size ({batch_size}) exceeds env.pool_min "
+        raise ValueError(f"{training}.batch_size ({batch_size}) exceeds env.pool_min "
                          f"({cfg.env.pool_min}): the model's first minibatches would be drawn "
                          "from a pool smaller than one of them.")
     if cfg.seeds is not None:
@@ -392,7 +404,7 @@ def _check_population(cfg: DictConfig) -> None:
             "collection=paths (the default: rllab's whole paths, a batch of any length) with "
             "seeds: a population's members collect in lanes of one length; add "
             "collection=rllab (10 lanes of 500 fresh steps, the former default), or train the "
-            "seeds as single runs (seed=<k>, or recipes/paper_grid.py --group 1).")
+            "seeds as single runs (seed=<k>, or recipes/study/paper_grid.py --group 1).")
     for key, only in POPULATION_ONLY.items():
         if OmegaConf.select(cfg, key) != only:
             raise ValueError(f"{key}={OmegaConf.select(cfg, key)} with seeds: a population "
@@ -488,7 +500,8 @@ NAME_IGNORED_PREFIXES = ("mlflow.", "checkpoint.", "hydra.", "hydra/")
 # keys (and key groups) that do not change what a run computes: left out of MLflow's params
 # (`iterations` is logged once, as the effective count); a run resumed with other values of
 # these, or of `threads`, is the same run
-PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations", "env.iterations")
+PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations", "env.iterations",
+                 "logger", "csv_dir")
 
 
 # keys added after runs existed: at these values a config keeps the identity it had before
@@ -566,7 +579,7 @@ def experiment_tags(name: str, env_id: str) -> dict[str, str]:
             f"{env_id}: one run per measure, advantage structure, seed and changed settings. "
             "Metrics: Return/ (extrinsic), train/ (frames, timing), eval/ (deterministic policy), "
             "trpo/ or ppo/, bonus/ (the bonus and whether it steers the policy), bnn/ or rnd/. "
-            f"Figures and a table: python recipes/compare.py --experiment {name}"
+            f"Figures and a table: python recipes/study/compare.py --experiment {name}"
         ),
     }
 
@@ -588,3 +601,50 @@ def progress_keys(cfg: DictConfig) -> dict[str, str]:
 def tracking_uri(cfg: DictConfig) -> str:
     """The config's URI, else ``$MLFLOW_TRACKING_URI``, else a SQLite file here."""
     return cfg.mlflow.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+
+
+def experiment_name(cfg: DictConfig) -> str:
+    """The MLflow experiment of a run or population: ``mlflow.experiment``, else the env's name."""
+    return cfg.mlflow.experiment or cfg.env.name
+
+
+def checkpoint_root(cfg: DictConfig) -> Path | None:
+    """Where a run's (or population's) checkpoint directory goes:
+    ``<checkpoint.dir>/<experiment>``; ``None`` without checkpoints (``checkpoint.every=0``)."""
+    if not cfg.checkpoint.every:
+        return None
+    return Path(cfg.checkpoint.dir) / experiment_name(cfg)
+
+
+def refuse_renamed_overrides(overrides: list[str]) -> None:
+    """Command-line overrides of keys that were renamed, refused with the new name before Hydra
+    composes the config (it would only say that the old key is unknown).
+
+    Examples:
+        >>> refuse_renamed_overrides(["surprise=rnd", "surprise.elbo.lr=1"])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: surprise.elbo.lr: RND's predictor trains under surprise.predictor ...
+    """
+    if "surprise=rnd" not in overrides:
+        return
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.startswith("surprise.elbo."):
+            new = key.replace("surprise.elbo.", "surprise.predictor.", 1)
+            raise ValueError(f"{key}: RND's predictor trains under surprise.predictor "
+                             f"({new}={value}); surprise.elbo is a Bayesian model's ELBO "
+                             "training.")
+
+
+def model_training_key(cfg: DictConfig) -> str | None:
+    """Where the bonus's model training settings live: ``surprise.elbo`` (a Bayesian model's
+    ELBO steps), ``surprise.predictor`` (RND's predictor), ``None`` without a bonus."""
+    return {"none": None, "rnd": "surprise.predictor"}.get(cfg.surprise.name, "surprise.elbo")
+
+
+def model_training(cfg: DictConfig) -> DictConfig | None:
+    """The bonus's model training settings (``model_training_key``), ``None`` without a bonus."""
+    key = model_training_key(cfg)
+    return None if key is None else OmegaConf.select(cfg, key)
+

@@ -46,6 +46,7 @@ from torch import nn
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import ValueEstimatorBase
 
+from torchrl_vase._validation import check_positive_int
 from torchrl_vase.diagnostics import advantage_alignment
 from torchrl_vase.exploration import Exploration
 from torchrl_vase.objectives.trpo import TRPOLoss, fit_critic, loggable_fit
@@ -104,9 +105,8 @@ class PPOUpdate(nn.Module):
             raise ValueError("PPOUpdate trains the policy only: build the loss with "
                              "critic_coeff=0 (torchrl then leaves the critic out) and fit the "
                              "critic with CriticFit.")
-        if epochs < 1 or minibatch_size < 1:
-            raise ValueError(f"epochs and minibatch_size must be >= 1, got {epochs} and "
-                             f"{minibatch_size}.")
+        check_positive_int("epochs", epochs)
+        check_positive_int("minibatch_size", minibatch_size)
         self.loss, self.optimizer = loss, optimizer
         self.epochs, self.minibatch_size, self.max_grad_norm = epochs, minibatch_size, max_grad_norm
         self._parameters_clipped = [p for g in optimizer.param_groups for p in g["params"]]

@@ -1,4 +1,4 @@
-"""The authors' locomotion tasks as they ran them: rllab's HalfCheetah and Ant, and their lander.
+"""The authors' locomotion tasks as they ran them: rllab's HalfCheetah and Ant.
 
 rllab's ``MujocoEnv`` (the authors' ``HalfCheetahEnvX`` and ``AntEnv`` subclass it) steps MuJoCo
 ``frame_skip`` times per env step, 1 unless the model says otherwise, then recomputes every derived
@@ -19,7 +19,6 @@ import gymnasium
 import mujoco
 import numpy as np
 from gymnasium import spaces
-from gymnasium.envs.box2d.lunar_lander import LunarLander
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 
 from torchrl_vase.envs._checks import checked_action
@@ -206,38 +205,3 @@ class RllabAntEnv(_RllabMujocoEnv):
         state = np.concatenate([self.data.qpos, self.data.qvel])
         healthy = bool(np.isfinite(state).all() and 0.2 <= state[2] <= 1.0)
         return self._get_obs(), 1.0 if success else 0.0, not healthy, False, {}
-
-
-class AuthorsLunarLanderEnv(LunarLander):
-    """The authors' LunarLanderContinuous: gymnasium's, without the −100 for a crash.
-
-    The authors' ``envs/lunar_lander_x.py`` is gym 0.12–0.17's ``lunar_lander.py`` with one change
-    to the task: a crash (the body touching the ground) or flying off the screen ends the episode
-    with that step's ordinary reward instead of −100. Coming to rest still ends it with reward 100,
-    and the dense shaping reward (distance, speed, tilt, leg contacts, fuel) is kept: in the
-    authors' code this task is **not sparse**. Everything else is gymnasium's LunarLander with
-    ``continuous=True`` (the physics, 0.02 s per step; gymnasium rebuilds the world at each reset
-    and adds no decorative particles when not rendering: neither changes the lander). Registered as
-    ``torchrl_vase/LunarLanderContinuous-v1`` with the authors' 1,000-step limit.
-
-    Examples:
-        >>> env = AuthorsLunarLanderEnv()
-        >>> obs, _ = env.reset(seed=0)
-        >>> obs.shape, env.action_space.shape
-        ((8,), (2,))
-    """
-
-    def __init__(self, render_mode: str | None = None) -> None:
-        super().__init__(render_mode=render_mode, continuous=True)
-
-    def step(self, action):
-        action = checked_action(action, self.action_space)
-        shaping_before = self.prev_shaping
-        observation, reward, terminated, truncated, info = super().step(action)
-        if terminated and self.lander.awake:  # gymnasium replaced the reward by −100: undo it
-            main, side = action
-            main_power = (np.clip(main, 0.0, 1.0) + 1.0) * 0.5 if main > 0 else 0.0
-            side_power = np.clip(abs(side), 0.5, 1.0) if abs(side) > 0.5 else 0.0
-            reward = self.prev_shaping - shaping_before if shaping_before is not None else 0.0
-            reward -= 0.30 * main_power + 0.03 * side_power
-        return observation, float(reward), terminated, truncated, info

@@ -5,9 +5,9 @@ overhead), a ``Collector`` with a Gaussian ``ProbabilisticActor`` (rllab's state
 log-std), GAE, ``TRPOLoss.natural_gradient_step`` for the policy and ``fit_critic`` (Adam) for
 the value network. Frames per second count collection *and* updates.
 
-    python recipes/benchmark_trpo.py                       # all of the below
-    python recipes/benchmark_trpo.py --learn-iterations 40 --skip-fps
-    python recipes/benchmark_trpo.py --skip-learning       # only the frames/s table
+    python recipes/benchmarks/benchmark_trpo.py                       # all of the below
+    python recipes/benchmarks/benchmark_trpo.py --learn-iterations 40 --skip-fps
+    python recipes/benchmarks/benchmark_trpo.py --skip-learning       # only the frames/s table
 """
 
 from __future__ import annotations

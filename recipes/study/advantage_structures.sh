@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Issue 12's study: which advantage structure lets the bonus steer the policy.
-#   bash recipes/studies/advantage_structures.sh select        # choose the default (seeds 100-104)
-#   bash recipes/studies/advantage_structures.sh study STRUCT  # report (seeds 0-9), STRUCT = chosen
-#   bash recipes/studies/advantage_structures.sh bar           # the bar's figures at the defaults
+#   bash recipes/study/advantage_structures.sh select        # choose the default (seeds 100-104)
+#   bash recipes/study/advantage_structures.sh study STRUCT  # report (seeds 0-9), STRUCT = chosen
+#   bash recipes/study/advantage_structures.sh bar           # the bar's figures at the defaults
 # Runs go to $STORE (default: sqlite:///studies/advantage_structures.db, outside git), two jobs at
 # a time, one thread each, into experiments named as below plus "_$TAG" when TAG is set (a rerun
 # after the defaults changed). Reports:
-#   python recipes/compare.py --tracking-uri $STORE --experiment E --out docs/results/advantage_structures/E
+#   python recipes/study/compare.py --tracking-uri $STORE --experiment E --out docs/results/advantage_structures/E
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STORE=${STORE:-sqlite:///$PWD/studies/advantage_structures.db}

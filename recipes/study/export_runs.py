@@ -10,7 +10,7 @@ ran at (its ``git_commit`` tag), its start, end and minutes, its name (the overr
 it), its config's identity, its population (or "single run"), and any ``--note`` (the machine and
 its load, say), so every figure drawn from the CSVs can state its provenance.
 
-    python recipes/export_runs.py --store sqlite:///mlflow.db --experiment mountain_car \\
+    python recipes/study/export_runs.py --store sqlite:///mlflow.db --experiment mountain_car \\
         --out docs/results/paper_grid/mountain_car
 """
 

@@ -28,8 +28,8 @@ table gives their interquartile mean (IQM) with a 95 % percentile-bootstrap conf
 over seeds (rliable's aggregate; one experiment is one task, so its stratified bootstrap is the
 plain one).
 
-    python recipes/compare.py --experiment mountain_car [--tracking-uri sqlite:///mlflow.db]
-    python recipes/compare.py --csv docs/results/paper_grid/half_cheetah   # exported runs
+    python recipes/study/compare.py --experiment mountain_car [--tracking-uri sqlite:///mlflow.db]
+    python recipes/study/compare.py --csv docs/results/paper_grid/half_cheetah   # exported runs
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def load_runs(client: MlflowClient, experiment: str) -> tuple[list[Run], list[st
 
 
 def load_csv_runs(directory: Path) -> tuple[list[Run], list[str]]:
-    """The runs exported by ``recipes/export_runs.py`` under ``directory``:
+    """The runs exported by ``recipes/study/export_runs.py`` under ``directory``:
     ``<measure>/seed<k>.csv`` (one row per iteration, ``frames`` then every logged metric;
     every exported run is a finished one). The folder names the measure (``vase``,
     ``trpo_authors``, ``vase_weights``); a file's settings are its measure's, so one folder is
@@ -621,7 +621,8 @@ def main() -> None:
     parser.add_argument("--experiment", default=None,
                         help="MLflow experiment (the env's name); with --csv, the figures' title")
     parser.add_argument("--csv", type=Path, default=None,
-                        help="read exported runs (<measure>/seed<k>.csv, recipes/export_runs.py) "
+                        help="read exported runs (<measure>/seed<k>.csv, "
+                             "recipes/study/export_runs.py) "
                              "from this folder instead of an MLflow store")
     parser.add_argument(
         "--tracking-uri",

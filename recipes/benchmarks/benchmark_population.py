@@ -11,12 +11,14 @@ same task, and the paper grid's cost on this machine at the population's speed: 
 measures x 6 tasks at the authors' iterations, as core-hours, every measure costed as VASE
 (plain TRPO is cheaper, VIME dearer) or, with ``--grid-measures``, each measure timed.
 
-    python recipes/benchmark_population.py                          # K=10, MountainCar, HalfCheetah
-    python recipes/benchmark_population.py --members 4 --iterations 3 --tasks mountain_car
-    python recipes/benchmark_population.py --grid                   # also the six tasks' estimate
-    python recipes/benchmark_population.py --grid --grid-measures none vase nll vime rnd
-    python recipes/benchmark_population.py --overrides num_envs=2 env.frames_per_batch=500
-    python recipes/benchmark_population.py --vs-trpo --iterations 8 --rounds 3 \
+    python recipes/benchmarks/benchmark_population.py               # K=10, MountainCar, HalfCheetah
+    python recipes/benchmarks/benchmark_population.py --members 4 --iterations 3 \
+        --tasks mountain_car
+    python recipes/benchmarks/benchmark_population.py --grid          # also the six tasks' estimate
+    python recipes/benchmarks/benchmark_population.py --grid --grid-measures none vase nll vime rnd
+    python recipes/benchmarks/benchmark_population.py --overrides num_envs=2 \
+        env.frames_per_batch=500
+    python recipes/benchmarks/benchmark_population.py --vs-trpo --iterations 8 --rounds 3 \
         --tasks mountain_car half_cheetah ant                    # VASE over TRPO, single runs
 """
 
@@ -24,29 +26,25 @@ from __future__ import annotations
 
 import argparse
 import logging
-import random
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "recipes"))
-import trpo_vase  # noqa: E402
-import trpo_vase_config as schema  # noqa: E402
-
-from torchrl_vase import OnPolicyLoop  # noqa: E402
-from torchrl_vase.population import (  # noqa: E402
+from torchrl_vase import OnPolicyLoop
+from torchrl_vase.population import (
     MemberStreams,
     PopulationCollector,
-    PopulationLoop,
+    PopulationMembers,
     PopulationStep,
 )
+from torchrl_vase.recipe import config as schema
+from torchrl_vase.recipe.assembly import seeded_build
+
+ROOT = Path(__file__).resolve().parents[2]
 
 #: the authors' iteration counts (their scripts), the paper grid's tasks
 GRID = {"mountain_car": 50, "cartpole_swingup": 400, "double_pendulum": 400,
@@ -78,19 +76,17 @@ def config(task: str, surprise: str, iterations: int):
     return schema.typed_config(cfg)
 
 
-def seeded_build(cfg, seed: int, spaces, **kwargs):
+def member_build(cfg, seed: int, spaces, **kwargs):
+    """The run of ``seed`` built as the recipe builds it (its config, its parts)."""
     member = cfg.copy()
     member.seed = seed
-    torch.manual_seed(seed)
-    np.random.seed(seed)  # noqa: NPY002
-    random.seed(seed)
-    return member, trpo_vase.build(member, *spaces, **kwargs)
+    return member, seeded_build(member, *spaces, **kwargs)
 
 
 def single_fps(cfg, seed: int) -> list[float]:
     """One single run: the frames per second of each of its iterations."""
     spaces = schema.check_env(cfg)
-    member, (collector, step, state) = seeded_build(cfg, seed, spaces)
+    member, (collector, step, state) = member_build(cfg, seed, spaces)
     recorder = Recorder()
     OnPolicyLoop(collector, step, iterations=cfg.iterations, seed=seed, state=state,
                  logger=recorder, reseed_collector=member.collection == "rllab", threads=1,
@@ -125,15 +121,15 @@ def vase_over_trpo(task: str, iterations: int, rounds: int) -> None:
 def population_seconds(cfg, seeds: list[int]) -> tuple[float, int]:
     """One population: the seconds of its iterations 1.. and all members' frames."""
     spaces = schema.check_env(cfg)
-    built = [seeded_build(cfg, seed, spaces, make_collector=lambda *a: None)[1] for seed in seeds]
+    built = [member_build(cfg, seed, spaces, make_collector=lambda *a: None)[1] for seed in seeds]
     streams = MemberStreams(seeds)
     collector = PopulationCollector(
         cfg.env.id, [state["actor"] for _, _, state in built], streams, num_envs=cfg.num_envs,
         frames_per_batch=cfg.env.frames_per_batch, reset_at_each_iter=cfg.collection == "rllab",
         make_kwargs=schema.make_kwargs(cfg))
     recorders = [Recorder() for _ in seeds]
-    PopulationLoop(collector, PopulationStep([step for _, step, _ in built], streams),
-                   streams=streams, loggers=recorders, iterations=cfg.iterations,
+    OnPolicyLoop(collector, PopulationStep([step for _, step, _ in built], streams),
+                 members=PopulationMembers(streams, recorders), iterations=cfg.iterations,
                    reseed_collector=cfg.collection == "rllab", threads=1, progress=False).run()
     frames = cfg.env.frames_per_batch
     seconds = sum(frames / fps for fps in recorders[0].fps[1:])  # one member's = the iteration's

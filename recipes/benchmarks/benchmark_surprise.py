@@ -11,7 +11,7 @@ Prints:
 * the wall-clock overhead of ``VASERewardTransform`` on the batch path (applied to a collected
   batch) as a percentage of collecting 5,000 steps of HalfCheetah-v5 with a TorchRL ``Collector``.
 
-    python recipes/benchmark_surprise.py [--threads 2] [--per-transition-sample 500]
+    python recipes/benchmarks/benchmark_surprise.py [--threads 2] [--per-transition-sample 500]
 """
 
 from __future__ import annotations

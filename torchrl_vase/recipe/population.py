@@ -1,30 +1,31 @@
 """``seeds=[...]``: the recipe's config trained for several seeds in one process.
 
-Each member is built exactly as ``trpo_vase.build`` builds the single run of its seed (the same
-initial weights), then the members run in lockstep: one vector env for all their envs
-(``PopulationCollector``), one ``PopulationStep`` (the costly phases batched over members), one
-``PopulationLoop``; each member logs to its own MLflow run (tags ``seed``, ``population``), the
-population keeps one checkpoint. Called by ``trpo_vase.train`` when ``seeds`` is set.
+Each member is built exactly as the single run of its seed (``seeded_build``: the same initial
+weights), then the members run in lockstep: one vector env for all their envs
+(``PopulationCollector``), one ``PopulationStep`` (the ELBO's steps for all members at once),
+one ``OnPolicyLoop`` whose ``members`` are the population's; each member logs to its own MLflow
+run (tags ``seed``, ``population``), the population keeps one checkpoint. Called by
+``recipes/trpo_vase.py``'s ``train`` when ``seeds`` is set.
 """
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import numpy as np
 import torch
-import trpo_vase_config as schema
 from omegaconf import DictConfig, OmegaConf
 
-from torchrl_vase.checkpointing import config_identity
+from torchrl_vase.loop import OnPolicyLoop
 from torchrl_vase.population import (
     MemberParts,
     MemberStreams,
     PopulationCollector,
-    PopulationLoop,
+    PopulationMembers,
     PopulationStep,
 )
+from torchrl_vase.recipe import config as schema
+from torchrl_vase.recipe.assembly import evaluation_metrics, run_logger, seeded_build
 from torchrl_vase.runs import PopulationRun, git_commit
 
 
@@ -34,43 +35,32 @@ def member_config(cfg: DictConfig, seed: int) -> DictConfig:
     return member
 
 
-def checkpoint_root(cfg: DictConfig) -> Path | None:
-    """Where a population's checkpoint directory goes: ``<checkpoint.dir>/<experiment>``."""
-    if not cfg.checkpoint.every:
-        return None
-    return Path(cfg.checkpoint.dir) / (cfg.mlflow.experiment or cfg.env.name)
-
-
 def checkpoint_directory(cfg: DictConfig) -> Path | None:
     """The checkpoint directory of the population of ``cfg`` (a typed config with ``seeds``):
     the one ``resume=true`` continues; ``None`` without checkpoints."""
-    root = checkpoint_root(cfg)
+    root = schema.checkpoint_root(cfg)
     if root is None:
         return None
-    identity = config_identity(OmegaConf.to_container(cfg, resolve=True),
-                               schema.identity_ignores(cfg))
-    return PopulationRun.directory(root, identity)
+    return PopulationRun.directory(root, OmegaConf.to_container(cfg, resolve=True),
+                                   schema.identity_ignores(cfg))
 
 
-def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path) -> dict:
-    """Run (or resume) the population of ``cfg.seeds``; each member's run id and metrics."""
+def train_population(cfg: DictConfig, root: Path) -> dict:
+    """Run (or resume) the population of ``cfg.seeds`` (a typed config); each member's run id
+    and metrics; ``root``: the repository whose commit the runs are tagged with."""
     spaces = schema.check_env(cfg)
     torch.set_num_threads(cfg.threads)
     seeds = list(cfg.seeds)
     members = [member_config(cfg, seed) for seed in seeds]
-    built = []
-    for member in members:  # as a single run seeds its construction
-        torch.manual_seed(member.seed)
-        np.random.seed(member.seed)  # noqa: NPY002
-        random.seed(member.seed)
-        built.append(build(member, *spaces, make_collector=lambda *args: None))
+    built = [seeded_build(member, *spaces, make_collector=lambda *args: None)
+             for member in members]
     streams = MemberStreams(seeds)
     states = [state for _, _, state in built]
     collector = PopulationCollector(
         cfg.env.id, [state["actor"] for state in states], streams, num_envs=cfg.num_envs,
         frames_per_batch=cfg.env.frames_per_batch, reset_at_each_iter=cfg.collection == "rllab",
         make_kwargs=schema.make_kwargs(cfg))
-    experiment = cfg.mlflow.experiment or cfg.env.name
+    experiment = schema.experiment_name(cfg)
     overrides, sweep = schema.launch()
     commit = git_commit(root)
     population = PopulationRun(
@@ -84,13 +74,14 @@ def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path) -> 
          for member in members],
         config=OmegaConf.to_container(cfg, resolve=True),
         identity_ignores=schema.identity_ignores(cfg),
-        checkpoint_dir=checkpoint_root(cfg), resume=cfg.resume)
+        checkpoint_dir=schema.checkpoint_root(cfg), resume=cfg.resume)
     watchers = [schema.episode_watchers(cfg, state["first_reward"]) for state in states]
     policies = [state["actor"] for state in states]  # no observation standardisation
     with population:
-        loop = PopulationLoop(
-            collector, PopulationStep([step for _, step, _ in built], streams), streams=streams,
-            loggers=population.trackers, member_watchers=watchers,
+        loop = OnPolicyLoop(
+            collector, PopulationStep([step for _, step, _ in built], streams),
+            members=PopulationMembers(
+                streams, [run_logger(cfg, run) for run in population.runs], watchers),
             iterations=schema.iterations(cfg),
             state={"streams": streams, "members": MemberParts(
                 [{k: v for k, v in state.items() if k != "collector"} for state in states])},
@@ -111,9 +102,9 @@ def train_population(cfg: DictConfig, build, evaluation_metrics, root: Path) -> 
               "continue with resume=true.")
     return {"run_ids": [run.run_id for run in population.runs],
             "iterations_done": result.iterations_done, "stopped_by": result.stopped_by,
-            "runs_table": population.runs[0].runs_table(), "members": result.metrics,
+            "runs_table": population.runs[0].runs_table(), "members": result.members,
             "run_charts": population.runs[0].runs_table(charts=True),
-            **member_means(result.metrics)}
+            **member_means(result.members)}
 
 
 def member_means(members: list[dict[str, float]]) -> dict[str, float]:

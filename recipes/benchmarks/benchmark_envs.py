@@ -13,7 +13,8 @@ steps restarting at the origin; median over seeds, with a cap).
 A success is an episode with a positive reward (the sparse tasks), or, for LunarLander, one that
 ends with the lander at rest (reward +100).
 
-    python recipes/benchmark_envs.py [--steps 5000] [--episodes 200] [--seeds 5] [--cap 200000]
+    python recipes/benchmarks/benchmark_envs.py [--steps 5000] [--episodes 200] [--seeds 5] \
+        [--cap 200000]
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ units (3 on InvertedPendulum-v5, whose bounds are ±3; 1 on the other two). Ours
 
 Needs the ``bench`` extra: ``pip install -c constraints.txt -e ".[bench]"``.
 
-    python recipes/benchmark_sb3.py                 # everything (about 15 minutes on 2 cores)
-    python recipes/benchmark_sb3.py --skip-learning
-    python recipes/benchmark_sb3.py --ours trpo.init=orthogonal trpo.cg_damping=1e-5
+    python recipes/benchmarks/benchmark_sb3.py            # everything (about 15 minutes on 2 cores)
+    python recipes/benchmarks/benchmark_sb3.py --skip-learning
+    python recipes/benchmarks/benchmark_sb3.py --ours trpo.init=orthogonal trpo.cg_damping=1e-5
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FRAMES_PER_UPDATE = 5000
 LAST_FRAMES = 20_000
 LEARNING = {"HalfCheetah-v5": 200_000, "InvertedPendulum-v5": 100_000}

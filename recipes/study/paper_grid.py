@@ -6,7 +6,7 @@ cell whose CSV ``<out>/<task>/<measure>/seed<k>.csv`` already holds the whole ru
 the other cells run as jobs (one seed a process, one thread each, ``--workers`` at a time) with
 ``resume=true`` and checkpoints in the scratch folder, so a job killed at any point (a signal,
 the machine going down) continues where its last checkpoint left it when the same command runs
-again. Each finished job is exported at once (``recipes/export_runs.py``: the CSVs and
+again. Each finished job is exported at once (``recipes/study/export_runs.py``: the CSVs and
 ``runs.csv``, the provenance) and, with ``--commit``, committed to the repository that holds
 ``--out``; then its checkpoint (a population's holds its replay pools: GiB on a locomotion task)
 is removed unless ``--keep-checkpoints``. Jobs run together only as far as the machine's memory
@@ -17,10 +17,10 @@ first (HalfCheetah, CartpoleSwingup and Ant, where the paper says VASE wins, bef
 tasks), then the point robot's steps to the first reward, then NLL, VIME and the control, then
 VASE at the paper's text settings.
 
-    python recipes/paper_grid.py --dry-run                     # what is done, what would run
-    python recipes/paper_grid.py --tasks half_cheetah --measures vase trpo_authors --seeds 0-9 \\
-        --workers 2 --commit
-    python recipes/paper_grid.py --tasks double_pendulum lunar_lander --workers 14 \\
+    python recipes/study/paper_grid.py --dry-run                     # what is done, what would run
+    python recipes/study/paper_grid.py --tasks half_cheetah --measures vase trpo_authors \\
+        --seeds 0-9 --workers 2 --commit
+    python recipes/study/paper_grid.py --tasks double_pendulum lunar_lander --workers 14 \\
         --scratch /tmp/grid --out /tmp/grid/csv                # a bigger machine's slice
 
 Measures: ``vase``, ``nll``, ``vime`` (the same model and settings, only the measure differs),
@@ -50,12 +50,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from export_runs import export  # the study's exporter, beside this script
 from omegaconf import OmegaConf
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import trpo_vase_config as schema  # noqa: E402
-from export_runs import export  # noqa: E402
+from torchrl_vase.recipe import config as schema
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TASKS = ("half_cheetah", "cartpole_swingup", "ant", "mountain_car", "double_pendulum",
          "lunar_lander", "point_robot")
@@ -116,7 +116,9 @@ class Job:
                  else "seeds=[" + ",".join(map(str, self.seeds)) + "]")
         task = [o for o in TASK_OVERRIDES.get(self.task, ())
                 if not (iterations and o.startswith("iterations="))]
-        return [python, str(code / "recipes" / "trpo_vase.py"), f"env={self.task}",
+        # run as a module from ``code`` (the launcher's working directory for its jobs): Python
+        # then puts that checkout first on the path, so the jobs import its library, not this one
+        return [python, "-m", "recipes.trpo_vase", f"env={self.task}",
                 *MEASURES[self.measure], seeds, *task, "threads=1", "progress_bar=false",
                 f"mlflow.tracking_uri={store}", f"mlflow.experiment={self.experiment}",
                 f"checkpoint.dir={checkpoints}", "resume=true",
@@ -203,10 +205,11 @@ def job_checkpoint(job: Job, command: list[str]) -> Path | None:
     if len(job.seeds) == 1:
         return None
     from hydra import compose, initialize_config_dir
-    from trpo_vase_population import checkpoint_directory
+
+    from torchrl_vase.recipe.population import checkpoint_directory
 
     with initialize_config_dir(str(ROOT / "conf"), version_base=None):
-        cfg = compose("trpo_vase", overrides=command[2:])
+        cfg = compose("trpo_vase", overrides=command[command.index("recipes.trpo_vase") + 1:])
     return checkpoint_directory(schema.typed_config(cfg))
 
 
@@ -306,11 +309,6 @@ class Launcher:
         one commit runs from a checkout of it while this one moves on."""
         return Path(getattr(self.args, "code", None) or ROOT).resolve()
 
-    def environment(self) -> dict[str, str]:
-        """The jobs' environment: ``--code``'s library first on the path."""
-        path = os.pathsep.join(filter(None, [str(self.code), os.environ.get("PYTHONPATH")]))
-        return {**os.environ, "PYTHONPATH": path}
-
     def need(self, job: Job) -> int:
         return len(job.seeds) * self.needs.get((job.task, job.measure), 0)
 
@@ -394,7 +392,7 @@ class Launcher:
         with self.log_path(job).open("a") as handle, self.lock:
             process = subprocess.Popen(self.command(job), stdout=handle,
                                        stderr=subprocess.STDOUT, cwd=self.code,
-                                       env=self.environment(), start_new_session=True)
+                                       start_new_session=True)
             self.running.add(process)
         code = process.wait()
         with self.lock:
@@ -510,8 +508,7 @@ class SubmititLauncher(Launcher):
             # output appended to the job's log as the pool's
             logged = ["bash", "-c", f"exec {shlex.join(self.command(job))} "
                                     f">> {shlex.quote(str(self.log_path(job)))} 2>&1"]
-            future = self.executor.submit(CommandFunction(logged, cwd=str(self.code),
-                                                          env=self.environment()))
+            future = self.executor.submit(CommandFunction(logged, cwd=str(self.code)))
             print(f"{time.strftime('%H:%M:%S')} submitted {job.name} as job {future.job_id}",
                   flush=True)
             self.submitted.append((job, future, (time.time(), note)))

@@ -1,7 +1,8 @@
 """The paper's Figure 3 claims judged on the study's exported runs (issue 26): figures and tables.
 
-Reads ``docs/results/paper_grid/<task>/<measure>/seed<k>.csv`` (``recipes/paper_grid.py`` writes
-them; ``runs.csv`` beside them says where and at which commit each ran) and writes beside them
+Reads ``docs/results/paper_grid/<task>/<measure>/seed<k>.csv``
+(``recipes/study/paper_grid.py`` writes them; ``runs.csv`` beside them says where and at which
+commit each ran) and writes beside them
 (``--figures``) and to the results page (``--page``):
 
 * ``figure3.png``: per task, the median extrinsic return (``Return/mean``, the batch's episodes;
@@ -26,7 +27,7 @@ Measures are compared by the paired difference of those per seed (the seeds they
 NLL, VIME, VASE), "alike" needs no CI to exclude 0. A comparison with fewer than 5 paired
 seeds is *not measured yet*.
 
-    python recipes/paper_grid_report.py [--study docs/results/figure3] \\
+    python recipes/study/paper_grid_report.py [--study docs/results/figure3] \\
         [--grid docs/results/paper_grid] [--page docs/results.md]
 
 The page opens with the study at the authors' configuration (issue 38, ``--study``): claims
@@ -42,7 +43,6 @@ import csv
 import functools
 import math
 import os
-import sys
 import textwrap
 import warnings
 from dataclasses import dataclass, field
@@ -54,12 +54,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import scipy.stats
+from compare import iqm_interval  # rliable's IQM and its bootstrap CI (beside this script)
 from omegaconf import OmegaConf
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import iqm_interval  # noqa: E402  (rliable's IQM and its bootstrap CI)
-from study_statistics import (  # noqa: E402  (the statistics of issue 38)
+from study_statistics import (  # the statistics of issue 38 (beside this script)
     WINDOWS,
     aggregate_improvement,
     aggregate_iqm,
@@ -72,6 +69,8 @@ from study_statistics import (  # noqa: E402  (the statistics of issue 38)
     verdict,
     window_mean,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TASKS = ("mountain_car", "cartpole_swingup", "double_pendulum", "half_cheetah", "ant",
          "lunar_lander")
@@ -508,8 +507,8 @@ paper nor the authors), the bonus centred per batch, PyTorch's initialisation, C
 `runs.csv` beside it. Its verdicts pair seeds and read one window (the last 10 iterations); the
 study above replaces them. Nothing was tuned towards the paper: those defaults were chosen before
 it, on other seeds (the [earlier studies](results_history.md)).
-This page is written by `python recipes/paper_grid_report.py` from those files; the study is run
-(and resumed) by `python recipes/paper_grid.py` ([how](#how-this-was-run)).
+This page is written by `python recipes/study/paper_grid_report.py` from those files; the study is
+run (and resumed) by `python recipes/study/paper_grid.py` ([how](#how-this-was-run)).
 
 How to read the verdicts: a seed's *final return* is its mean extrinsic return over its last 10
 iterations; two measures are compared by the mean of their paired differences over the seeds
@@ -597,10 +596,10 @@ def report(grid: Path, page: Path, figures: Path | None = None,
                  f"machines {', '.join(machines) or '–'}; the earlier cells' commits and "
                  "machines, and what ran beside them, are in `PROVENANCE.txt`.\n",
                  "```\n# reruns this study's cells at its settings (--tasks, --seeds take a "
-                 "slice)\npython recipes/paper_grid.py --overrides preset=former_defaults "
+                 "slice)\npython recipes/study/paper_grid.py --overrides preset=former_defaults "
                  "--measures none vase nll vime rnd --seeds 0-9 \\\n    --out "
                  "docs/results/paper_grid --scratch studies/paper_grid\n"
-                 "# this page and its figures\npython recipes/paper_grid_report.py\n```\n"]
+                 "# this page and its figures\npython recipes/study/paper_grid_report.py\n```\n"]
     earlier = "\n".join(sections).replace("\n## ", "\n### ")
     if study is not None:
         part, drawn = study_section(study, study, Path(os.path.relpath(study, page.parent))
@@ -981,8 +980,9 @@ bonus); VASE at the paper's text settings (`preset=paper`) on three tasks. Seeds
 "over 20 runs with a fixed set of seeds"), each run to the task's full iteration count, exported
 to `docs/results/figure3/<task>/<measure>/seed<k>.csv` with its `runs.csv` row (commit, machine,
 load, the run's name and config identity). The study runs, and resumes, over several sessions
-(`python recipes/paper_grid.py`, [the guide](guides/paper_grid.md)); this part of the page is
-written by `python recipes/paper_grid_report.py` from those files and says how far it has come.
+(`python recipes/study/paper_grid.py`, [the guide](guides/paper_grid.md)); this part of the page
+is written by `python recipes/study/paper_grid_report.py` from those files and says how far it has
+come.
 
 **How a claim is judged** (stated before any number). Each seed's curve gives three numbers: its
 mean extrinsic return over the last 10 iterations, over the last 10 % of iterations, and over the

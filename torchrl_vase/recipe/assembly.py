@@ -1,0 +1,212 @@
+"""The recipe's parts from its config: ``build(cfg, ...)`` gives the loop's collector, step and
+stateful parts as ``recipes/trpo_vase.py`` (a single run) and ``train_population`` (each member)
+train them. Every builder reads the typed config (``torchrl_vase.recipe.config``); below this
+package, nothing in the library sees a config.
+
+Examples:
+    >>> from hydra import compose, initialize_config_dir
+    >>> from torchrl_vase.recipe import config
+    >>> with initialize_config_dir(config_dir=str(config.CONF_DIR), version_base=None):
+    ...     cfg = config.typed_config(compose("trpo_vase", overrides=["env=point_robot"]))
+    >>> collector, step, state = seeded_build(cfg, *config.check_env(cfg))
+    >>> type(step).__name__, sorted(state)[:3]
+    ('OnPolicyStep', ['actor', 'advantage', 'collector'])
+    >>> collector.shutdown()
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+from torch import nn
+from torchrl.collectors import Collector
+from torchrl.modules import MLP, ValueOperator
+from torchrl.objectives import ClipPPOLoss
+
+from torchrl_vase.collectors import VectorEnvCollector
+from torchrl_vase.diagnostics import CoverageGrid
+from torchrl_vase.envs import make_training_env
+from torchrl_vase.evaluation import evaluate, record_episode
+from torchrl_vase.exploration import Exploration
+from torchrl_vase.loggers import CSVLogger, Logger
+from torchrl_vase.loop import iteration_seed
+from torchrl_vase.modules import DynamicsModel, StandardizedRegressor, gaussian_policy, initialize_
+from torchrl_vase.objectives import ExplorationGAE, TRPOLoss
+from torchrl_vase.recipe import config
+from torchrl_vase.step import CriticFit, OnPolicyStep, PPOUpdate, TRPOUpdate
+from torchrl_vase.transforms import RNDRewardTransform, SurpriseRewardTransform
+from torchrl_vase.watchers import FirstReward
+
+__all__ = ["build", "evaluation_metrics", "log_figures", "run_logger", "seeded_build"]
+
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
+
+
+def make_collector(cfg: DictConfig, actor):
+    """The lean vector-env collector (default) or torchrl's ``Collector`` over the transformed
+    batched env; both endless, on the CPU, with a copy of a policy trained on another device."""
+    rllab = cfg.collection == "rllab"  # every iteration starts fresh paths, in lanes
+    if cfg.collector == "lean":
+        collector = VectorEnvCollector(
+            cfg.env.id, actor, num_envs=cfg.num_envs, frames_per_batch=cfg.env.frames_per_batch,
+            reset_at_each_iter=rllab, paths=cfg.collection == "paths",
+            whole_paths=cfg.whole_paths, seed=cfg.seed, make_kwargs=config.make_kwargs(cfg))
+        if cfg.env.normalize_observations:
+            collector.fit_observation_normalization(cfg.obs_norm_steps)
+        return collector
+    env = make_training_env(
+        cfg.env.id, cfg.num_envs, vectorization=cfg.vectorization, seed=cfg.seed,
+        normalize_observations=cfg.env.normalize_observations,
+        obs_norm_steps=cfg.obs_norm_steps, **config.make_kwargs(cfg))
+    return Collector(
+        env, actor, frames_per_batch=cfg.env.frames_per_batch, total_frames=-1,
+        reset_at_each_iter=rllab, policy_device="cpu", storing_device="cpu",
+        # the policy is stateless: it needs no InitTracker (and torchrl warns until told so)
+        auto_register_policy_transforms=False)
+
+
+def make_critic(cfg: DictConfig, obs_dim: int, out_key: str = "state_value") -> ValueOperator:
+    """An MLP (or linear) critic; with ``trpo.critic_standardize`` its inputs and targets are
+    standardised per fit, as rllab's baselines do."""
+    cells = list(cfg.env.critic_cells)
+    activation = ACTIVATIONS[cfg.trpo.critic_activation]
+    net = MLP(obs_dim, 1, num_cells=cells, activation_class=activation) if cells \
+        else nn.Linear(obs_dim, 1)
+    initialize_(net, cfg.trpo.init, output_gain=1.0)
+    if cfg.trpo.critic_standardize:
+        net = StandardizedRegressor(net, in_features=obs_dim)
+    return ValueOperator(net, in_keys=["observation"], out_keys=[out_key]).to(cfg.device)
+
+
+def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
+                     iterations: int | None = None) -> Exploration:
+    """The bonus of ``cfg.surprise``, its model and loss, in the library's ``Exploration``; the
+    pool holds at most what ``iterations`` collect (not the paper's 5M for a shorter run)."""
+    s, e, training = cfg.surprise, cfg.env, config.model_training(cfg)
+    pool_size = config.pool_capacity(cfg, iterations)
+    if s.name == "rnd":
+        bonus = RNDRewardTransform(obs_dim, eta=s.eta, num_cells=list(s.num_cells),
+                                   embedding_dim=s.embedding_dim).to(cfg.device)
+        loss = bonus.make_loss(update_fraction=s.update_fraction)
+    else:
+        model = DynamicsModel.build(
+            obs_dim, action_dim, list(e.bnn.num_cells), ACTIVATIONS[e.bnn.activation],
+            prior_std=s.prior_std, init_mean=s.init_mean, sigma_c=s.sigma_c, target=s.target,
+            standardize=s.standardize, sampling=s.sampling)
+        bonus = SurpriseRewardTransform(
+            model, measure=s.name, eta=s.eta, delta=s.get("delta", 0.0),
+            num_samples=s.num_samples, reward_normalization=s.reward_normalization,
+        ).to(cfg.device)
+        loss = bonus.make_loss(num_samples=s.num_samples, kl_weight=s.elbo.kl_weight)
+    return Exploration(
+        bonus, loss, pool_size=pool_size, pool_min=e.pool_min,
+        updates_per_iteration=training.updates_per_iteration, batch_size=training.batch_size,
+        lr=training.lr, backend=training.get("backend", "auto"))
+
+
+def make_policy_update(cfg: DictConfig, actor, critic):
+    """The policy's loss and its update: TRPO's natural-gradient step, or PPO's clipped epochs
+    (``ClipPPOLoss`` without a critic term: the critic is fitted as for TRPO)."""
+    if cfg.algorithm == "trpo":
+        loss = TRPOLoss(actor, critic, max_kl=cfg.env.max_kl, cg_iters=cfg.trpo.cg_iters,
+                        cg_damping=cfg.trpo.cg_damping,
+                        line_search_backtracks=cfg.trpo.backtracks)
+        return loss, TRPOUpdate(loss)
+    p = cfg.ppo
+    loss = ClipPPOLoss(actor, critic, clip_epsilon=p.clip_epsilon, critic_coeff=0.0,
+                       entropy_bonus=p.entropy_coeff > 0, entropy_coeff=p.entropy_coeff or None,
+                       loss_critic_type="l2", normalize_advantage=True, functional=False)
+    optimizer = torch.optim.Adam(actor.parameters(), lr=p.lr)
+    return loss, PPOUpdate(loss, optimizer, epochs=p.epochs, minibatch_size=p.minibatch_size,
+                           max_grad_norm=p.max_grad_norm)
+
+
+def make_advantage(cfg: DictConfig, loss, obs_dim: int) -> ValueOperator | None:
+    """Set the loss's value estimator; return the intrinsic critic of the dual structure. Plain
+    TRPO (``surprise=none``) has one critic on the reward (``combined`` without a bonus)."""
+    a = cfg.advantage
+    structure = "combined" if cfg.surprise.name == "none" else a.structure
+    intrinsic_critic, kwargs = None, {}
+    if structure == "dual":
+        intrinsic_critic = make_critic(cfg, obs_dim, out_key="intrinsic_state_value")
+        kwargs = {"intrinsic_value_network": intrinsic_critic,
+                  "intrinsic_gamma": a.intrinsic_gamma, "extrinsic_coef": a.extrinsic_coef,
+                  "intrinsic_coef": a.intrinsic_coef, "episodic_intrinsic": a.episodic_intrinsic}
+    loss.make_value_estimator(ExplorationGAE(
+        structure, gamma=cfg.trpo.gamma, lmbda=cfg.trpo.gae_lambda,
+        value_network=loss.critic_network, value_target=a.value_target,
+        center_bonus=a.center_bonus, terminal_path_ends=cfg.collection != "continuous", **kwargs,
+    ).to(cfg.device))
+    return intrinsic_critic
+
+
+def build(cfg: DictConfig, observation_space, action_space, make_collector=make_collector) -> tuple:
+    """``(collector, step, state)``: the loop's parts, in the order that fixes their initial
+    weights (the same seed gives the same agent whatever the algorithm, or population)."""
+    obs_dim, action_dim = observation_space.shape[0], action_space.shape[0]
+    actor = gaussian_policy(obs_dim, action_dim, list(cfg.env.policy_cells), cfg.trpo.init,
+                            init_log_std=cfg.trpo.init_log_std, device=cfg.device)
+    critic = make_critic(cfg, obs_dim)
+    collector = make_collector(cfg, actor)
+    loss, update = make_policy_update(cfg, actor, critic)
+    intrinsic_critic = make_advantage(cfg, loss, obs_dim)
+    critics = [*critic.parameters(), *(intrinsic_critic.parameters() if intrinsic_critic else ())]
+    critic_fit = CriticFit(loss, torch.optim.Adam(critics, lr=cfg.trpo.critic_lr),
+                           epochs=cfg.trpo.critic_epochs, minibatch_size=cfg.trpo.critic_minibatch,
+                           prefix=f"{cfg.algorithm}/")
+    exploration = (None if cfg.surprise.name == "none"
+                   else make_exploration(cfg, obs_dim, action_dim, config.iterations(cfg)))
+    grid = CoverageGrid(observation_space.low.tolist(), observation_space.high.tolist(),
+                        cfg.env.coverage.cell_size) if cfg.env.get("coverage") else None
+    # what a checkpoint holds besides the loop's counters (restored in place)
+    state = {"actor": actor, "critic": critic, "critic_optimizer": critic_fit,
+             "policy_optimizer": update if isinstance(update, PPOUpdate) else None,
+             "advantage": loss.value_estimator, "intrinsic_critic": intrinsic_critic,
+             "collector": collector, "exploration": exploration,
+             "first_reward": FirstReward(grid)}
+    return collector, OnPolicyStep(loss.value_estimator, update, critic_fit, exploration), state
+
+
+def seeded_build(cfg: DictConfig, observation_space, action_space,
+                 make_collector=make_collector) -> tuple:
+    """``build`` with torch's, NumPy's and Python's generators seeded by ``cfg.seed`` first: the
+    same seed gives the same initial agent in a single run and as a population's member."""
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)  # noqa: NPY002
+    random.seed(cfg.seed)
+    return build(cfg, observation_space, action_space, make_collector=make_collector)
+
+
+def evaluation_metrics(cfg: DictConfig, policy, iteration: int) -> dict[str, float]:
+    """``eval/*``: ``eval.episodes`` episodes of the deterministic policy, from starts of their
+    own (the training's random numbers are not touched: resume stays exact)."""
+    result = evaluate(policy, cfg.env.id, episodes=cfg.eval.episodes,
+                      seed=iteration_seed(cfg.seed, iteration, stream=1),
+                      make_kwargs=config.make_kwargs(cfg))
+    return {f"eval/{key}": value for key, value in result.items()}
+
+
+def run_logger(cfg: DictConfig, run) -> Logger:
+    """Where a run's metrics and artifacts go: its MLflow run (``run.tracker``, a
+    ``TrainingRun``'s), or with ``logger=csv`` CSV files under ``<csv_dir>/<experiment>/<run id>/``
+    (the run's identity, params and status stay in its MLflow run)."""
+    if cfg.logger == "csv":
+        return CSVLogger(run.run_id, log_dir=Path(cfg.csv_dir) / config.experiment_name(cfg))
+    return run.tracker
+
+
+def log_figures(cfg: DictConfig, logger: Logger, policy, first_reward: FirstReward,
+                frames: int) -> None:
+    """An episode's video (``eval.video``) and the coverage heatmap (envs with a grid)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        if cfg.eval.video:
+            path = record_episode(policy, cfg.env.id, Path(tmp) / f"episode_{frames}.mp4",
+                                  seed=cfg.seed, make_kwargs=config.make_kwargs(cfg))
+            logger.log_artifact(path, artifact_path="videos")
+        if first_reward.grid is not None:
+            logger.log_artifact(first_reward.heatmap(Path(tmp) / "visited_positions.png"))
