@@ -185,7 +185,7 @@ def test_monte_carlo_kl_from_log_density_ratio_matches_closed_form():
         ({"prior_std": float("nan")}, ValueError, "prior_std"),
         ({"init_posterior_std": 0.0}, ValueError, "init_posterior_std"),
         ({"in_features": 0}, ValueError, "in_features"),
-        ({"out_features": 2.5}, ValueError, "out_features"),
+        ({"out_features": 2.5}, TypeError, "out_features"),
         ({"num_cells": 32}, ValueError, "num_cells"),
         ({"num_cells": [32, 0]}, ValueError, "num_cells"),
         ({"dtype": torch.int64}, TypeError, "dtype"),

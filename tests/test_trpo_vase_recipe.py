@@ -578,7 +578,9 @@ FORMER_IDENTITIES = [
     (["env=half_cheetah", "surprise=none", "seed=3"], "1e43e87b5278"),
     (["env=ant", "surprise=nll", "seed=7"], "76c4363045c5"),
     (["env=cartpole_swingup", "surprise=vime", "seed=1"], "b09cae240b4a"),
-    (["env=lunar_lander", "surprise=rnd", "seed=2"], "7bee4f89525e"),
+    # RND's at 8f1884c was 7bee4f89525e: its training settings moved from surprise.elbo to
+    # surprise.predictor (issue 40), a change of its config and so of its identity, on purpose
+    (["env=lunar_lander", "surprise=rnd", "seed=2"], "41a3d5e0873c"),
     (["env=mountain_car", "surprise=vase", "seeds=[0,1]"], "fee48e40532f"),
 ]
 

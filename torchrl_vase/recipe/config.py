@@ -265,7 +265,7 @@ def _choice(node: DictConfig, key: str, choices: dict, group: str) -> type:
     return choices[name]
 
 
-ENV_CONFIGS = Path(__file__).resolve().parents[1] / "conf" / "env"
+ENV_CONFIGS = CONF_DIR / "env"
 
 
 def env_name(name: str, env_id: str) -> str:
