@@ -23,6 +23,7 @@ from torchrl_vase import (
 )
 from torchrl_vase.checkpointing import config_identity
 from torchrl_vase.collectors import VectorEnvCollector
+from torchrl_vase.loggers import CSVLogger
 from torchrl_vase.loop import TIMING_METRICS, OnPolicyLoop, iteration_seed
 from torchrl_vase.objectives.elbo_steps import run_elbo_steps
 from torchrl_vase.population import MemberStreams, PopulationCollector, PopulationMembers
@@ -348,3 +349,16 @@ def test_a_population_too_large_for_memory_is_refused_with_its_estimate(store, m
         store, "env=half_cheetah", "iterations=600", "env.pool_size=5000000",
         "env.frames_per_batch=5000"))) == pool
     assert np.isclose(10 * (pool + schema.MEMBER_OVERHEAD) / 2**30, 7.1, atol=0.1)
+
+
+def test_a_population_with_logger_csv_writes_each_members_history_to_its_own_files(store,
+                                                                                    tmp_path):
+    overrides = ("seeds=[3,4]", "iterations=2")
+    logged = recipe.train(_config(store, *overrides, "mlflow.experiment=members-mlflow"))
+    in_files = recipe.train(_config(store, *overrides, "mlflow.experiment=members-csv",
+                                    "logger=csv", f"csv_dir={tmp_path}"))
+    for mlflow_run, csv_run in zip(logged["run_ids"], in_files["run_ids"], strict=True):
+        files = CSVLogger(csv_run, log_dir=tmp_path / "members-csv")
+        got = {key: [(step, "nan" if math.isnan(v) else v) for step, v in files.history(key)]
+               for key in files.logged_keys() if key not in TIMING_METRICS}
+        assert got == _history(store[0], mlflow_run) and len(got["bnn/elbo"]) == 2
