@@ -58,7 +58,7 @@ def _unit_imports() -> dict[str, set[str]]:
             for name in names:
                 if name.startswith("torchrl_vase."):
                     other = name.split(".")[1]
-                    if other != unit and other in LAYER_OF | {"__init__": 0}:
+                    if other != unit and other in LAYER_OF:
                         imports.setdefault(unit, set()).add(other)
             if isinstance(node, ast.ImportFrom) and node.module == "torchrl_vase":
                 imports.setdefault(unit, set()).update(

@@ -414,7 +414,7 @@ class PopulationRun(_Restores):
             check_tracking_store(uri)
         self.identity = run_identity(config, identity_ignores)
         self.checkpointer = None if checkpoint_dir is None else Checkpointer(
-            check_writable(checkpoint_dir, "checkpoint.dir") / f"population-{self.identity}")
+            check_writable(checkpoint_dir, "checkpoint.dir") / self._directory_name(self.identity))
         self.runs: list[TrainingRun] = []
         self.state: dict | None = None
         self.stopped_by: str | None = None
@@ -430,7 +430,12 @@ class PopulationRun(_Restores):
             >>> PopulationRun.directory("checkpoints", {"seeds": [0, 1]}).parent
             PosixPath('checkpoints')
         """
-        return Path(checkpoint_dir) / f"population-{run_identity(config, identity_ignores)}"
+        return Path(checkpoint_dir) / PopulationRun._directory_name(
+            run_identity(config, identity_ignores))
+
+    @staticmethod
+    def _directory_name(identity: str) -> str:
+        return f"population-{identity}"
 
     def __enter__(self) -> PopulationRun:
         run_ids = [None] * len(self.members)

@@ -43,6 +43,7 @@ from torchrl_vase.population import (
 )
 from torchrl_vase.recipe import config as schema
 from torchrl_vase.recipe.assembly import seeded_build
+from torchrl_vase.recipe.population import member_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,8 +79,7 @@ def config(task: str, surprise: str, iterations: int):
 
 def member_build(cfg, seed: int, spaces, **kwargs):
     """The run of ``seed`` built as the recipe builds it (its config, its parts)."""
-    member = cfg.copy()
-    member.seed = seed
+    member = member_config(cfg, seed)
     return member, seeded_build(member, *spaces, **kwargs)
 
 

@@ -293,10 +293,10 @@ def typed_config(cfg: DictConfig) -> DictConfig:
         raise ValueError("surprise.elbo.compile is gone: surprise.elbo.backend=inductor compiles "
                          "each step with torch.compile; the default, auto, runs an iteration's "
                          "steps in one compiled call (docs/guides/recipe.md).")
-    if resolved.surprise.get("name") == "rnd" and "elbo" in resolved.surprise:
-        raise ValueError("surprise.elbo is a Bayesian model's training; RND's predictor trains "
-                         "under surprise.predictor (e.g. "
-                         "surprise.predictor.updates_per_iteration=100).")
+    if resolved.surprise.get("name") == "rnd" and isinstance(resolved.surprise.get("elbo"),
+                                                              DictConfig):
+        refuse_renamed_overrides(["surprise=rnd", *(f"surprise.elbo.{key}={value}" for key, value
+                                                    in resolved.surprise.elbo.items())])
     surprise = _merge(_choice(resolved.surprise, "name", SURPRISES, "surprise"),
                       resolved.surprise, "surprise.")
     advantage = _merge(_choice(resolved.advantage, "structure", ADVANTAGES, "advantage"),
