@@ -1,6 +1,6 @@
 """TRPO (or PPO) with a surprise bonus: the paper's Algorithm 1, assembled from the library.
 
-The loop is ``torchrl_vase.OnPolicyLoop`` (seeding, checkpoints, signals, logging cadence, exact
+The loop is ``torchrl_vase.TrainingLoop`` (seeding, checkpoints, signals, logging cadence, exact
 resume), the run around it ``torchrl_vase.TrainingRun`` (its MLflow run, lock and end status), the
 step it calls each iteration ``torchrl_vase.OnPolicyStep``: the bonus over the whole batch, the
 replay pool and the model's ELBO steps (``Exploration``), the advantage (``ExplorationGAE`` with
@@ -35,7 +35,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from torchrl_vase import OnPolicyLoop, TrainingRun
+from torchrl_vase import TrainingLoop, TrainingRun
 from torchrl_vase.evaluation import acting_policy
 from torchrl_vase.recipe import config as schema
 from torchrl_vase.recipe.assembly import (
@@ -73,8 +73,11 @@ def train(cfg: DictConfig) -> dict:
     collector, step, state = seeded_build(cfg, *spaces)
     first_reward, actor = state["first_reward"], state["actor"]
     with run:
+        if state.get("replay") is not None and run.checkpointer is not None:
+            # SAC's buffer: each checkpoint appends its new transitions here
+            state["replay"].attach(run.checkpointer.directory / "replay")
         logger = run_logger(cfg, run)
-        loop = OnPolicyLoop(
+        loop = TrainingLoop(
             collector, step, iterations=schema.iterations(cfg), seed=cfg.seed, state=state,
             logger=logger, checkpoint=run.save if cfg.checkpoint.every else None,
             checkpoint_every=cfg.checkpoint.every or 1, eval_every=cfg.eval.every,

@@ -125,6 +125,7 @@ def test_bad_settings_raise():
     tanh_actor = ProbabilisticActor(
         TensorDictModule(nn.Linear(2, 4), ["observation"], ["loc", "scale"]),
         in_keys=["loc", "scale"], distribution_class=TanhNormal,
+        distribution_kwargs={"low": -2.0, "high": 2.0},  # the collector maps [-1, 1] itself
     )
     with pytest.raises(TypeError, match="torchrl's Collector"):
         VectorEnvCollector(POINT_ROBOT, tanh_actor, num_envs=2, frames_per_batch=40)
@@ -132,6 +133,32 @@ def test_bad_settings_raise():
         gymnasium.register("tests/Unbounded-v0", entry_point=_UnboundedActions)
     with pytest.raises(ValueError, match="finite"):
         VectorEnvCollector("tests/Unbounded-v0", _actor(3, 1), num_envs=2, frames_per_batch=40)
+
+
+def test_a_tanh_policy_acts_with_tanh_of_its_gaussian_sample_after_a_random_warm_up():
+    policy = torchrl_vase.tanh_policy(2, 2, [16])
+    collector = VectorEnvCollector(POINT_ROBOT, policy, num_envs=2, frames_per_batch=40,
+                                   init_random_frames=40, seed=0)
+    batches = iter(collector)
+    torch.manual_seed(1)
+    warm_up = next(batches)  # the first 40 frames: U(-1, 1), the policy not asked
+    torch.manual_seed(1)
+    torch.testing.assert_close(warm_up["action"], (torch.rand(20, 2, 2) * 2 - 1).transpose(0, 1))
+    assert collector.state_dict()["frames"] == 40
+    torch.manual_seed(2)
+    batch = next(batches)
+    torch.manual_seed(2)
+    noise = torch.randn(20, 2, 2).transpose(0, 1)
+    loc, scale = policy.module[0].module(batch["observation"])
+    torch.testing.assert_close(batch["action"], torch.tanh(loc + scale * noise))
+    assert "action_log_prob" not in batch  # SAC recomputes it
+    # a collector restored from the state goes on with the policy, not the warm-up
+    restored = VectorEnvCollector(POINT_ROBOT, policy, num_envs=2, frames_per_batch=40,
+                                  init_random_frames=40, seed=0)
+    restored.load_state_dict(collector.state_dict())
+    assert not restored._acts_randomly()
+    for each in (collector, restored):
+        each.shutdown()
 
 
 class _UnboundedActions(gymnasium.Env):

@@ -33,8 +33,8 @@ LAYERS = {
         "mlflow_ui"},
     1: {"modules", "surprise", "objectives"},
     2: {"transforms", "exploration"},
-    3: {"step", "watchers"},
-    4: {"loop", "loggers", "tracking", "runs", "evaluation", "collectors", "population"},
+    3: {"step", "off_policy", "watchers"},
+    4: {"loop", "loggers", "tracking", "runs", "evaluation", "collectors", "population", "replay"},
     5: {"recipe"},
 }
 LAYER_OF = {unit: layer for layer, units in LAYERS.items() for unit in units}

@@ -6,7 +6,7 @@ import math
 import pytest
 from test_loop import ListLogger, ToyStep, _loop, _without_timings
 
-from torchrl_vase import CSVLogger, Logger, OneRun, OnPolicyLoop
+from torchrl_vase import CSVLogger, Logger, OneRun, TrainingLoop
 from torchrl_vase.checkpointing import Checkpointer
 from torchrl_vase.tracking import MLflowTracker
 
@@ -78,6 +78,6 @@ def test_an_artifact_is_copied_under_the_run(tmp_path):
 
 def test_a_loop_takes_a_seed_or_members_not_both():
     with pytest.raises(ValueError, match="not both"):
-        OnPolicyLoop([], ToyStep(), iterations=1, seed=0, members=OneRun(0), progress=False)
+        TrainingLoop([], ToyStep(), iterations=1, seed=0, members=OneRun(0), progress=False)
     with pytest.raises(ValueError, match="not both"):
-        OnPolicyLoop([], ToyStep(), iterations=1, progress=False)
+        TrainingLoop([], ToyStep(), iterations=1, progress=False)

@@ -1,4 +1,4 @@
-"""OnPolicyLoop's guarantees with a toy iteration (a linear model fitted to random batches): exact
+"""TrainingLoop's guarantees with a toy iteration (a linear model fitted to random batches): exact
 resume after a crash at any point, SIGTERM, the evaluation and checkpoint schedules, bad input."""
 
 import math
@@ -10,7 +10,7 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
-from torchrl_vase import OnPolicyLoop
+from torchrl_vase import TrainingLoop
 from torchrl_vase.checkpointing import Checkpointer
 
 NUM_ENVS, STEPS = 2, 4
@@ -89,7 +89,7 @@ def _loop(logger, checkpointer=None, iterations=6, every=2, step=None, **kwargs)
     torch.manual_seed(0)  # the parts' initial weights: a run killed before its first checkpoint
     step = step or ToyStep()  # starts again from them
     collector = ToyCollector()
-    loop = OnPolicyLoop(
+    loop = TrainingLoop(
         collector, step, iterations=iterations, seed=3, logger=logger,
         state={"step": step, "optimizer": step.optimizer, "collector": collector},
         checkpoint=checkpointer.save if checkpointer else None, checkpoint_every=every,
@@ -220,7 +220,7 @@ def test_a_non_finite_reward_stops_at_its_iteration():
                 batch["next", "reward"][0, 1] = math.nan
                 yield batch
 
-    loop = OnPolicyLoop(NaNCollector(), ToyStep(), iterations=2, seed=0, progress=False)
+    loop = TrainingLoop(NaNCollector(), ToyStep(), iterations=2, seed=0, progress=False)
     with pytest.raises(FloatingPointError, match=r"reward.*not finite in 1 of 8 transitions of "
                                                  r"iteration 0"):
         loop.run()
@@ -240,7 +240,7 @@ def test_a_checkpoint_without_a_part_is_refused(tmp_path):
 def test_a_checkpoint_of_the_recipe_before_the_loop_is_refused_with_the_way_out():
     loop, _, _ = _loop(ListLogger())
     old = {"actor": {}, "iteration": 4, "frames": 320, "pending_metrics": []}
-    with pytest.raises(ValueError, match=r"not written by OnPolicyLoop.*resume=false"):
+    with pytest.raises(ValueError, match=r"not written by TrainingLoop.*resume=false"):
         loop.load_state_dict(old)
 
 
@@ -251,4 +251,4 @@ def test_a_checkpoint_of_the_recipe_before_the_loop_is_refused_with_the_way_out(
 ])
 def test_bad_cadences_fail_at_construction(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        OnPolicyLoop(ToyCollector(), ToyStep(), **{"iterations": 2, "seed": 0, **kwargs})
+        TrainingLoop(ToyCollector(), ToyStep(), **{"iterations": 2, "seed": 0, **kwargs})

@@ -78,6 +78,21 @@ def test_the_plan_skips_whole_runs_only_and_follows_the_issues_order(tmp_path):
     assert paper_grid.seed_list("0,2,5-7") == [0, 2, 5, 6, 7]
     assert paper_grid.Job("ant", "nll", (0, 2, 3)).name == "ant nll seeds0,2,3"
 
+
+def test_the_sac_study_plans_its_cells_by_sac_s_frames_and_experiments(tmp_path):
+    frames = paper_grid.task_frames("half_cheetah", algorithm="sac")
+    assert frames == 300 * 1000  # conf/trpo_vase.yaml: sac.frames, in batches of 1,000
+    assert paper_grid.task_frames("half_cheetah", 7, algorithm="sac") == 7 * 1000
+    _write_run(tmp_path / "half_cheetah" / "rnd" / "seed0.csv", [1000, frames])  # whole
+    _write_run(tmp_path / "half_cheetah" / "rnd" / "seed1.csv", [1000, 150_000])  # cut short
+    jobs, done = paper_grid.plan(["mountain_car", "half_cheetah"], ["none", "vase", "rnd"],
+                                 [0, 1], group=1, out=tmp_path, algorithm="sac")
+    assert done == [("half_cheetah", "rnd", 0)]
+    assert len(jobs) == 2 * 3 * 2 - 1 and {job.algorithm for job in jobs} == {"sac"}
+    command = jobs[0].command("sqlite:///s.db", Path("/c"), "python")
+    assert "algorithm=sac" in command and not any(o.startswith("iterations=") for o in command)
+    assert f"mlflow.experiment=sac-{jobs[0].task}" in command
+
 def _store(tmp_path: Path) -> tuple[str, MlflowClient, str]:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)

@@ -24,7 +24,7 @@ from torchrl_vase import (
 from torchrl_vase.checkpointing import config_identity
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.loggers import CSVLogger
-from torchrl_vase.loop import TIMING_METRICS, OnPolicyLoop, iteration_seed
+from torchrl_vase.loop import TIMING_METRICS, TrainingLoop, iteration_seed
 from torchrl_vase.objectives.elbo_steps import run_elbo_steps
 from torchrl_vase.population import MemberStreams, PopulationCollector, PopulationMembers
 from torchrl_vase.recipe import config as schema
@@ -189,7 +189,7 @@ def test_sigterm_stops_a_population_with_a_checkpoint_off_schedule():
             os.kill(os.getpid(), signal.SIGTERM)
         return [{"reward": float(b["next", "reward"].mean())} for b in batch.unbind(0)]
 
-    loop = OnPolicyLoop(_Batches(), step, members=PopulationMembers(streams, loggers),
+    loop = TrainingLoop(_Batches(), step, members=PopulationMembers(streams, loggers),
                         iterations=5, checkpoint=saved.append, checkpoint_every=10,
                         progress=False, state={"streams": streams})
     result = loop.run()

@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING
 from torchrl_vase import checkpointing, diagnostics, envs, population, watchers
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.evaluation import evaluate, load_policy
-from torchrl_vase.exploration import Exploration
+from torchrl_vase.exploration import Exploration, ReplayBonus
 from torchrl_vase.loggers import CSVLogger, Logger
-from torchrl_vase.loop import LoopResult, Members, OneRun, OnPolicyLoop
+from torchrl_vase.loop import LoopResult, Members, OneRun, TrainingLoop
+from torchrl_vase.loop import OnPolicyLoop as OnPolicyLoop  # its former name
 from torchrl_vase.modules import (
     SAMPLINGS,
     BayesianMLP,
@@ -17,6 +18,8 @@ from torchrl_vase.modules import (
     StandardizedRegressor,
     gaussian_policy,
     initialize_,
+    q_value_network,
+    tanh_policy,
 )
 from torchrl_vase.objectives import (
     BACKENDS,
@@ -30,12 +33,14 @@ from torchrl_vase.objectives import (
     fit_critic,
     gaussian_nll,
 )
+from torchrl_vase.off_policy import OffPolicyStep, SACUpdate
 from torchrl_vase.population import (
     MemberStreams,
     PopulationCollector,
     PopulationMembers,
     PopulationStep,
 )
+from torchrl_vase.replay import ReplayJournal
 from torchrl_vase.step import CriticFit, OnPolicyStep, PPOUpdate, TRPOUpdate
 from torchrl_vase.surprise import (
     nll_surprise,
@@ -94,7 +99,7 @@ __all__ = [
     "MemberStreams",
     "Members",
     "NLLRewardTransform",
-    "OnPolicyLoop",
+    "OffPolicyStep",
     "OnPolicyStep",
     "OneRun",
     "PPOUpdate",
@@ -104,10 +109,14 @@ __all__ = [
     "PopulationStep",
     "RNDRewardTransform",
     "RecentMedianNormalizer",
+    "ReplayBonus",
+    "ReplayJournal",
+    "SACUpdate",
     "StandardizedRegressor",
     "SurpriseRewardTransform",
     "TRPOLoss",
     "TRPOUpdate",
+    "TrainingLoop",
     "TrainingRun",
     "VASERewardTransform",
     "VIMERewardTransform",
@@ -128,6 +137,8 @@ __all__ = [
     "nll_surprise",
     "population",
     "prediction_nll",
+    "q_value_network",
+    "tanh_policy",
     "tracking",
     "vase_surprise",
     "vime_information_gain",

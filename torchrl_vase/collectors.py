@@ -24,7 +24,7 @@ from tensordict import TensorDict
 from tensordict.nn import TensorDictModuleBase
 from torch import Tensor, nn
 from torchrl.collectors import BaseCollector
-from torchrl.modules import IndependentNormal
+from torchrl.modules import IndependentNormal, TanhNormal
 
 from torchrl_vase._device import module_device
 from torchrl_vase._validation import check_positive_int
@@ -93,19 +93,24 @@ class _PathLedger:
         return np.concatenate(steps), np.concatenate(lanes)
 
 
-def _gaussian_network(policy) -> tuple[nn.Module, str, str]:
+def _gaussian_network(policy, *, squashed: bool = False) -> tuple[nn.Module, str, str, bool]:
     """The ``observation → (loc, scale)`` network of a ``ProbabilisticActor`` with a normal
-    policy, its observation key and its log-probability key."""
+    policy (or, with ``squashed``, also a ``TanhNormal`` on [−1, 1]: SAC's), its observation key,
+    its log-probability key and whether its actions are ``tanh``-squashed."""
     try:
         network_module, distribution_module = policy.module
         distribution = distribution_module.distribution_class
         in_keys, out_keys = list(network_module.in_keys), list(network_module.out_keys)
         network = network_module.module
         log_prob_key = distribution_module.log_prob_key
+        bounds = dict(distribution_module.distribution_kwargs)
     except (AttributeError, TypeError, ValueError):
         network = distribution = None
+    tanh = (squashed and distribution is TanhNormal
+            and float(bounds.get("low", -1.0)) == -1.0 and float(bounds.get("high", 1.0)) == 1.0
+            and not bounds.get("tanh_loc", False))
     if (
-        distribution is not IndependentNormal
+        (distribution is not IndependentNormal and not tanh)
         or len(in_keys) != 1
         or out_keys != ["loc", "scale"]
         or not isinstance(network, nn.Module)
@@ -113,9 +118,10 @@ def _gaussian_network(policy) -> tuple[nn.Module, str, str]:
         raise TypeError(
             "VectorEnvCollector takes ProbabilisticActor(TensorDictModule(net, [observation], "
             "['loc', 'scale']), in_keys=['loc', 'scale'], distribution_class=IndependentNormal)"
-            "; use torchrl's Collector for other policies."
+            + (" or a TanhNormal with low=-1, high=1, tanh_loc=False (tanh_policy)"
+               if squashed else "") + "; use torchrl's Collector for other policies."
         )
-    return network, in_keys[0], log_prob_key
+    return network, in_keys[0], log_prob_key, tanh
 
 
 class VectorEnvCollector(BaseCollector):
@@ -132,7 +138,8 @@ class VectorEnvCollector(BaseCollector):
     of gymnasium's ``SyncVectorEnv`` without its wrappers' per-step work; auto-reset off: the envs
     that are done are reset at the next step, so the last observation of an episode is its true
     last one). At each step the policy's mean network gives ``(loc, scale)``, the action
-    is ``loc + scale · ε`` (stored as sampled), and the env receives it mapped from [−1, 1] to its
+    is ``loc + scale · ε`` (``tanh(loc + scale · ε)`` for SAC's ``TanhNormal`` actor,
+    ``tanh_policy``; stored as sampled), and the env receives it mapped from [−1, 1] to its
     bounds and clipped (torchrl's ``ActionScaling`` and ``ClipTransform``, rllab's
     ``NormalizedEnv``). Observations are cast to float32 and, with ``observation_loc`` and
     ``observation_scale``, standardised (``ObservationNorm``'s ``standard_normal``).
@@ -152,7 +159,8 @@ class VectorEnvCollector(BaseCollector):
     ``done``.
 
     Each batch holds ``observation``, ``action``, ``loc``, ``scale``, ``action_log_prob`` (the
-    policy's own distribution, computed once for the batch) and under ``"next"``:
+    policy's own distribution, computed once for the batch; not for a ``TanhNormal`` actor,
+    whose loss, SAC's, does not read it) and under ``"next"``:
     ``observation``, ``reward``, ``done``, ``terminated``, ``truncated``, ``step_count`` and
     ``episode_reward`` (the extrinsic return so far).
 
@@ -172,6 +180,9 @@ class VectorEnvCollector(BaseCollector):
         paths: rllab's batches of paths (above); fresh paths at every batch.
         whole_paths: with ``paths``, keep the last path whole (rllab's ``whole_paths=True``,
             the authors'); ``False`` cuts it at ``frames_per_batch``.
+        init_random_frames: the first batches, until they hold this many frames, act with
+            uniformly random actions in [−1, 1] instead of the policy (torchrl's ``Collector``
+            argument of that name; SAC's warm-up). The frames collected are in ``state_dict``.
         seed: seeds the envs (copy ``i`` with ``seed + i``); ``set_seed`` reseeds.
         observation_loc: subtracted from every observation (with ``observation_scale``).
         observation_scale: divides it.
@@ -201,6 +212,7 @@ class VectorEnvCollector(BaseCollector):
         reset_at_each_iter: bool = False,
         paths: bool = False,
         whole_paths: bool = True,
+        init_random_frames: int = 0,
         seed: int | None = None,
         observation_loc: Tensor | None = None,
         observation_scale: Tensor | None = None,
@@ -219,7 +231,10 @@ class VectorEnvCollector(BaseCollector):
             # the envs step on the CPU: act with a CPU copy of a policy trained elsewhere (a
             # per-step round trip to the GPU costs more than a small MLP's forward)
             policy = copy.deepcopy(policy).to("cpu")
-        self.network, self.observation_key, self.log_prob_key = _gaussian_network(policy)
+        self.network, self.observation_key, self.log_prob_key, self.squashed = \
+            _gaussian_network(policy, squashed=True)
+        self.init_random_frames = check_positive_int("init_random_frames", init_random_frames,
+                                                     minimum=0)
         self.policy = policy
         self.env_id = env_id
         self.env = LeanVectorEnv(env_id, num_envs, **(make_kwargs or {}))
@@ -288,15 +303,18 @@ class VectorEnvCollector(BaseCollector):
         self._observation = self._reset_all(self._seed)
 
     def state_dict(self) -> dict:
-        """The observation standardisation (all the collector learns)."""
+        """The observation standardisation (all the collector learns) and the frames collected
+        (which end ``init_random_frames``)."""
         return {
             "observation_loc": self.observation_loc,
             "observation_scale": self.observation_scale,
+            "frames": self._frames,
         }
 
     def load_state_dict(self, state: dict) -> None:
         self.observation_loc = state["observation_loc"]
         self.observation_scale = state["observation_scale"]
+        self._frames = state.get("frames", self._frames)  # not in checkpoints before SAC
 
     def shutdown(self) -> None:
         self.env.close()
@@ -351,11 +369,11 @@ class VectorEnvCollector(BaseCollector):
         truncated = torch.empty(*shape, 1, dtype=torch.bool)
         step_count = torch.empty(*shape, 1, dtype=torch.int64)
         episode_reward = torch.empty(*shape, 1)
-        noise = self._rollout_noise(steps)
+        random = self._acts_randomly()
+        noise = self._rollout_noise(steps, random)
         observation = self._prepare(self._observation)
         for t in range(steps):
-            loc, scale = self._network(observation)
-            action = loc + scale * noise[t]
+            action = noise[t] if random else self._act(observation, noise[t])
             env_action = unit_to_bounds(action.numpy(), self._low, self._high)
             next_raw, reward, term, trunc, _ = self.env.step(env_action)
             next_observation = self._prepare(next_raw)
@@ -393,7 +411,7 @@ class VectorEnvCollector(BaseCollector):
             },
             batch_size=shape,
         )
-        batch.set(self.log_prob_key, self._log_prob(batch))
+        self._set_log_prob(batch)
         self._frames += self.frames_per_batch
         return batch
 
@@ -405,12 +423,13 @@ class VectorEnvCollector(BaseCollector):
         paths = _PathLedger(lanes, budget, self.whole_paths)
         seen: dict[str, list] = {key: [] for key in _STEP_KEYS}
         observation = self._prepare(self._observation)
+        random = self._acts_randomly()
         t = 0
         while not paths.complete():
             if t % self.steps == 0:
-                noise = self._rollout_noise(self.steps)
-            loc, scale = self._network(observation)
-            action = loc + scale * noise[t % self.steps]
+                noise = self._rollout_noise(self.steps, random)
+            action = noise[t % self.steps] if random else self._act(observation,
+                                                                     noise[t % self.steps])
             next_raw, reward, term, trunc, _ = self.env.step(
                 unit_to_bounds(action.numpy(), self._low, self._high))
             self._step_count += 1
@@ -451,12 +470,28 @@ class VectorEnvCollector(BaseCollector):
             },
             batch_size=(1, length),
         )
-        batch.set(self.log_prob_key, self._log_prob(batch))
+        self._set_log_prob(batch)
         self._frames += length
         return batch
 
+    def _acts_randomly(self) -> bool:
+        """Whether this batch is one of the warm-up's (``init_random_frames``)."""
+        return self._frames < self.init_random_frames
+
+    def _act(self, observation: Tensor, noise: Tensor) -> Tensor:
+        loc, scale = self._network(observation)
+        action = loc + scale * noise
+        return torch.tanh(action) if self.squashed else action
+
+    def _set_log_prob(self, batch: TensorDict) -> None:
+        if not self.squashed:  # a tanh-squashed policy's loss (SAC's) recomputes it
+            batch.set(self.log_prob_key, self._log_prob(batch))
+
     # what a population's collector (``PopulationCollector``) does its own way
-    def _rollout_noise(self, steps: int) -> Tensor:
+    def _rollout_noise(self, steps: int, uniform: bool = False) -> Tensor:
+        """A batch's noise: N(0, 1), or with ``uniform`` the warm-up's actions, U(−1, 1)."""
+        if uniform:
+            return torch.rand(steps, self.num_envs, self.action_dim) * 2 - 1
         return torch.randn(steps, self.num_envs, self.action_dim)
 
     def _network(self, observation: Tensor) -> tuple[Tensor, Tensor]:

@@ -33,7 +33,7 @@ from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.envs import declares_sparse_goal
 from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
-from torchrl_vase.modules.policy import gaussian_policy
+from torchrl_vase.modules.policy import gaussian_policy, tanh_policy
 
 __all__ = [
     "WEIGHTS_FILE",
@@ -289,7 +289,13 @@ def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModul
     with gymnasium.make(env["id"], **make_kwargs) as probe:
         obs_dim = int(probe.observation_space.shape[0])
         action_dim = int(probe.action_space.shape[0])
-    actor = gaussian_policy(obs_dim, action_dim, env["policy_cells"])
+    if config.get("algorithm") == "sac":  # SAC's tanh-squashed actor, as the recipe built it
+        sac = config["sac"]
+        actor = tanh_policy(obs_dim, action_dim, sac["num_cells"],
+                            activation={"relu": nn.ReLU, "tanh": nn.Tanh}[sac["activation"]],
+                            default_scale=sac["default_policy_scale"], scale_lb=sac["scale_lb"])
+    else:
+        actor = gaussian_policy(obs_dim, action_dim, env["policy_cells"])
     actor.load_state_dict(weights["actor"])
     standardization = weights.get("collector") or {}
     policy = with_observation_standardization(actor, standardization.get("observation_loc"),

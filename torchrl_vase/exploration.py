@@ -25,7 +25,7 @@ from torchrl_vase.objectives.elbo_steps import (
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 from torchrl_vase.transforms.surprise_reward import SurpriseRewardTransform
 
-__all__ = ["Exploration"]
+__all__ = ["Exploration", "ReplayBonus"]
 
 
 def _check_optimizer(optimizer, parameters: list[nn.Parameter]) -> None:
@@ -99,6 +99,11 @@ class Exploration(nn.Module):
         novelty_queries: transitions of a batch the novelty diagnostic looks at.
         novelty_reference: pool states it compares them with.
         agreement_queries: transitions of a batch the self-agreement diagnostic evaluates twice.
+        pool: an off-policy learner's replay buffer (torchrl's ``ReplayBuffer`` holding the
+            bonus's ``transition_keys``): the model trains on it and its statistics are read
+            from it, instead of a pool of its own. Its owner extends it (before ``observe`` or
+            ``update``, with the same batch) and checkpoints it: ``Exploration`` does neither,
+            and ``pool_size`` is its capacity. See ``ReplayBonus`` for the bonus on its samples.
         backend: how the ELBO's steps run (ignored for other losses): ``"auto"`` (default)
             the compiled kernel (``"numba"``) where it applies — a float32/float64 model on the
             CPU, plain Adam, ReLU or tanh layers — else ``"eager"``; ``"numba"`` that kernel or
@@ -141,6 +146,7 @@ class Exploration(nn.Module):
         novelty_queries: int = 1000,
         novelty_reference: int = 10_000,
         agreement_queries: int = 500,
+        pool: ReplayBuffer | None = None,
         backend: str = "auto",
     ) -> None:
         super().__init__()
@@ -151,6 +157,10 @@ class Exploration(nn.Module):
             )
         loss = bonus.make_loss() if loss is None else loss
         bonus.check_loss(loss)
+        if pool is not None:
+            if not isinstance(pool, ReplayBuffer):
+                raise TypeError(f"pool must be a torchrl ReplayBuffer, got {type(pool).__name__}.")
+            pool_size = pool.storage.max_size
         self.pool_size = check_positive_int("pool_size", pool_size)
         self.pool_min = check_positive_int("pool_min", pool_min)
         self.updates_per_iteration = check_positive_int("updates_per_iteration",
@@ -175,7 +185,9 @@ class Exploration(nn.Module):
         self.optimizer = optimizer
         # (s, a, s') triples: each is one env step, so none crosses an episode boundary; kept
         # where the model is (batches from CPU envs are moved there as they are added)
-        self.pool = ReplayBuffer(
+        #: Whether the pool is this object's (extended and saved by it) or a learner's buffer.
+        self.owns_pool = pool is None
+        self.pool = pool if pool is not None else ReplayBuffer(
             storage=LazyTensorStorage(self.pool_size, device=module_device(bonus))
         )
         self.bonus_before_training = bool(bonus_before_training)
@@ -233,15 +245,20 @@ class Exploration(nn.Module):
         batch added to the pool; returns the metrics and the minibatches the model trains on
         (``add_to_pool``'s). ``step(batch)`` is ``observe`` then ``update_model``; a population
         runs the members' ``update_model`` together."""
+        return self.diagnose(batch), self.add_to_pool(batch)
+
+    def diagnose(self, batch: TensorDictBase) -> dict[str, float]:
+        """The bonus written into ``batch`` (``add_bonus``) and its diagnostics: ``bonus_mean``,
+        ``bonus_std``, ``novelty_spearman`` (against the pool as it is: call it before the
+        batch is added) and ``self_agreement``. ``observe``'s first half."""
         active = self.add_bonus(batch)
         bonus = batch.get(("next", self.bonus.intrinsic_reward_key))
-        metrics = {
+        return {
             "bonus_mean": bonus.mean().item(),
             "bonus_std": bonus.std().item() if bonus.numel() > 1 else math.nan,
             "novelty_spearman": self.novelty(batch) if active else math.nan,
             "self_agreement": self.self_agreement(batch) if active else math.nan,
         }
-        return metrics, self.add_to_pool(batch)
 
     def add_bonus(self, batch: TensorDictBase) -> bool:
         """Write the bonus into ``batch`` in place; ``False`` if it was 0 (model untrained)."""
@@ -260,10 +277,12 @@ class Exploration(nn.Module):
         return self.update_model(self.add_to_pool(batch))
 
     def add_to_pool(self, batch: TensorDictBase) -> TensorDictBase | None:
-        """The batch's transitions into the pool; once it holds ``pool_min``, the statistics
-        refreshed over the whole pool and the iteration's minibatches drawn (``None`` before)."""
-        transitions = batch.reshape(-1).select(*self.bonus.transition_keys).clone()
-        self.pool.extend(transitions)
+        """The batch's transitions into the pool (a learner's buffer: already there); once it
+        holds ``pool_min``, the statistics refreshed over the whole pool and the iteration's
+        minibatches drawn (``None`` before)."""
+        transitions = batch.reshape(-1).select(*self.bonus.transition_keys)
+        if self.owns_pool:
+            self.pool.extend(transitions.clone())
         if len(self.pool) < self.pool_min:
             return None
         # until the ring buffer wraps, the pool's slots are its transitions in arrival order
@@ -272,8 +291,12 @@ class Exploration(nn.Module):
         self.bonus.fit_statistics(self.pool.storage[: len(self.pool)],
                                   new=len(transitions) if grew else None)
         # all minibatches in one draw (uniform with replacement, as separate draws would be):
-        # a replay-buffer sample call costs many tensordict splits (docs/benchmarks.md)
-        return self.pool.sample(self.updates_per_iteration * self.batch_size)
+        # a replay-buffer sample call costs many tensordict splits (docs/benchmarks.md). The
+        # buffer's sampler and storage, not its ``sample``: a learner's buffer may carry a
+        # transform (the bonus itself) that the model's minibatches must not go through
+        index, _ = self.pool.sampler.sample(self.pool.storage,
+                                            self.updates_per_iteration * self.batch_size)
+        return self.pool.storage.get(index).select(*self.bonus.transition_keys)
 
     def uses_elbo_gradients(self) -> bool:
         """Whether ``update_model`` takes the ELBO's hand-written gradient steps
@@ -385,6 +408,8 @@ class Exploration(nn.Module):
         tensors and numbers (``torch.load(..., weights_only=True)`` reads them back). The filled
         rows share the pool's memory (``checkpointing.saveable_prefix``: no second copy of a
         pool of gigabytes at each checkpoint), so save the state before the pool changes."""
+        if not self.owns_pool:  # a learner's buffer: its owner saves it
+            return {"optimizer": self.optimizer.state_dict(), "pool": None}
         filled = len(self.pool)
         writer = self.pool.writer.state_dict()
         transitions = None
@@ -403,6 +428,12 @@ class Exploration(nn.Module):
     def set_extra_state(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         pool = state["pool"]
+        if (pool is None) == self.owns_pool:
+            raise ValueError("the saved state is of an Exploration " + (
+                "that trained on a learner's replay buffer" if pool is None else
+                "with a pool of its own") + "; this one's pool is the other kind.")
+        if pool is None:
+            return
         self.pool.empty()
         if pool["transitions"] is not None:
             transitions = TensorDict(pool["transitions"]).auto_batch_size_(batch_dims=1)
@@ -418,3 +449,52 @@ class Exploration(nn.Module):
             self.pool.writer.load_state_dict(
                 {"_cursor": cursor, "_write_count": pool["write_count"]}
             )
+
+
+class ReplayBonus:
+    """The bonus on an off-policy learner's samples: a replay buffer's transform that writes
+    ``r = r_e + η·U`` into every sampled batch under the bonus's model as it is at sampling time
+    (so transitions grow less rewarding as the model learns them), the stored extrinsic reward
+    untouched (the sample is a copy). Until the model's first update the bonus is 0
+    (``Exploration.add_bonus``'s rule). The bonus's scaling statistics (RND's running moments,
+    VIME's medians) are read, not updated: they follow the collected batches
+    (``Exploration.observe``), not how often a transition happens to be sampled.
+
+    Examples:
+        >>> import torch
+        >>> from torchrl.data import LazyTensorStorage, ReplayBuffer
+        >>> from torchrl.envs import GymEnv
+        >>> from torchrl_vase import DynamicsModel, VASERewardTransform
+        >>> buffer = ReplayBuffer(storage=LazyTensorStorage(10_000), batch_size=64)
+        >>> bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=1e-4)
+        >>> exploration = Exploration(bonus, pool=buffer, pool_min=100, updates_per_iteration=5)
+        >>> _ = buffer.append_transform(ReplayBonus(exploration))
+        >>> batch = GymEnv("torchrl_vase/SparseMountainCar-v1").rollout(200)
+        >>> _ = buffer.extend(batch.reshape(-1))
+        >>> _ = exploration.step(batch)  # the model's first steps, on the buffer
+        >>> sample, info = buffer.sample(return_info=True)  # r = r_e + eta * U, U > 0
+        >>> stored = buffer.storage.get(info["index"])["next", "reward"]  # r_e, as stored
+        >>> bool(sample["next", "intrinsic_reward"].abs().sum() > 0), torch.equal(
+        ...     sample["next", "extrinsic_reward"], stored)
+        (True, True)
+    """
+
+    def __init__(self, exploration: Exploration) -> None:
+        if not isinstance(exploration, Exploration):
+            raise TypeError(
+                f"exploration must be an Exploration, got {type(exploration).__name__}.")
+        self.exploration = exploration
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        bonus = self.exploration.bonus
+        training = bonus.training
+        bonus.train(False)  # the statistics are read, not updated
+        try:
+            with torch.no_grad():
+                self.exploration.add_bonus(tensordict)
+        finally:
+            bonus.train(training)
+        return tensordict
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({type(self.exploration.bonus).__name__})"

@@ -1,6 +1,6 @@
 """Where a loop's metrics go: the ``Logger`` protocol, and ``CSVLogger`` beside MLflow's tracker.
 
-``OnPolicyLoop`` hands its logger whole steps, ``log([(frames, metrics), ...])``, only once the
+``TrainingLoop`` hands its logger whole steps, ``log([(frames, metrics), ...])``, only once the
 checkpoint that holds the state they describe is written, and asks ``last_logged_step(key)``
 (where the logger has it) when it resumes, so that no step is logged twice. Any object with
 these methods is a logger: ``torchrl_vase.tracking.MLflowTracker`` (one MLflow run) and
@@ -23,7 +23,7 @@ __all__ = ["CSVLogger", "Logger"]
 
 @runtime_checkable
 class Logger(Protocol):
-    """What ``OnPolicyLoop`` calls on its logger (``last_logged_step`` is optional: without it
+    """What ``TrainingLoop`` calls on its logger (``last_logged_step`` is optional: without it
     a resumed run logs again what a killed one logged after its last checkpoint)."""
 
     def log(self, steps: Iterable[tuple[int, Mapping[str, float]]]) -> None:

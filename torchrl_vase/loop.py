@@ -1,9 +1,11 @@
-"""The on-policy training loop as a library object: what every run needs around Algorithm 1.
+"""The training loop as a library object: what every run needs around Algorithm 1.
 
-``OnPolicyLoop`` owns the iteration and frame counters, the per-iteration seeding, SIGTERM and
+``TrainingLoop`` owns the iteration and frame counters, the per-iteration seeding, SIGTERM and
 SIGINT, the checkpoint and metric-flush cadence, the evaluation schedule and the progress display;
-it calls the algorithm (``OnPolicyStep`` or any callable ``batch -> metrics``) once per batch. Its
-guarantees hold for any step it is given:
+it calls the algorithm once per collected batch: ``OnPolicyStep`` (TRPO, PPO),
+``OffPolicyStep`` (SAC, its replay buffer a part of the state) or any callable
+``batch -> metrics``. (Its former name, ``OnPolicyLoop``, still works.) Its guarantees hold for
+any step it is given:
 
 - **exact resume**: each iteration's random numbers follow from ``(seed, iteration)`` alone, every
   stateful part is in the checkpoint, and metrics reach the logger only after the checkpoint that
@@ -36,7 +38,7 @@ Examples:
     ...             yield TensorDict({"next": {"reward": torch.randn(4, 1)}}, [4])
     ...     def update_policy_weights_(self): pass
     ...     def shutdown(self): pass
-    >>> loop = OnPolicyLoop(Batches(), lambda batch: {"loss": 0.5}, iterations=3, seed=0,
+    >>> loop = TrainingLoop(Batches(), lambda batch: {"loss": 0.5}, iterations=3, seed=0,
     ...                     progress=False)
     >>> result = loop.run()
     >>> result.iterations_done, result.metrics["train/frames"], result.stopped_by
@@ -60,7 +62,8 @@ from torchrl_vase.checkpointing import StopSignals, rng_state, set_rng_state
 from torchrl_vase.loggers import Logger
 from torchrl_vase.progress import Progress
 
-__all__ = ["LoopResult", "Members", "OnPolicyLoop", "OneRun", "check_finite", "iteration_seed"]
+__all__ = ["LoopResult", "Members", "OnPolicyLoop", "OneRun", "TrainingLoop", "check_finite",
+           "iteration_seed"]
 
 # the loop's own metrics: a run's size and the machine's speed (the last two differ between a run
 # and its replay, everything else must not)
@@ -99,7 +102,7 @@ def check_finite(value: torch.Tensor, what: str, iteration: int) -> None:
 
 @dataclass
 class LoopResult:
-    """How a call of ``OnPolicyLoop.run`` ended: the iterations done in all (resumed ones
+    """How a call of ``TrainingLoop.run`` ended: the iterations done in all (resumed ones
     included), the signal that stopped it (``None``: it finished or met ``stop_when``), the last
     iteration's metrics, one dict per member (``metrics``: a single run's)."""
 
@@ -121,7 +124,7 @@ MemberMetrics = list[dict[str, float]]
 
 
 class Members(Protocol):
-    """Who an ``OnPolicyLoop`` trains: one run (``OneRun``) or a population's members
+    """Who an ``TrainingLoop`` trains: one run (``OneRun``) or a population's members
     (``torchrl_vase.population.PopulationMembers``). The loop's one seam for populations."""
 
     #: one per member: where its metrics go (``None``: nowhere), and its watchers
@@ -166,7 +169,7 @@ class OneRun:
         return [dict(metrics)]
 
 
-class OnPolicyLoop:
+class TrainingLoop:
     """Collect a batch, run the algorithm's step on it, log, checkpoint; ``iterations`` times.
 
     Per iteration: the random numbers seeded (``members.seed_iteration``: for one run
@@ -276,8 +279,8 @@ class OnPolicyLoop:
         """Continue from ``state_dict()``'s output: every part restored in place."""
         if "parts" not in state or "iterations_done" not in state:
             raise ValueError(
-                "the checkpoint was not written by OnPolicyLoop.state_dict (a checkpoint of "
-                "recipes/trpo_vase.py from before its loop became torchrl_vase.OnPolicyLoop?); "
+                "the checkpoint was not written by TrainingLoop.state_dict (a checkpoint of "
+                "recipes/trpo_vase.py from before its loop became torchrl_vase.TrainingLoop?); "
                 "start the run afresh (resume=false).")
         missing = [name for name, part in self.state.items()
                    if part is not None and state["parts"].get(name) is None]
@@ -391,3 +394,7 @@ class OnPolicyLoop:
             mine = [(step, metrics[k]) for step, metrics in steps if metrics[k] is not None]
             if logger is not None and mine:
                 logger.log(mine)
+
+
+#: The loop's name before it ran SAC too.
+OnPolicyLoop = TrainingLoop

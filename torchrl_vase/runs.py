@@ -1,11 +1,11 @@
 """A training run's life outside the loop: its identity, the search for a run to continue, its
 MLflow run, its lock, its checkpoint and its end status, in one context manager.
 
-``TrainingRun`` is what a script wraps its ``OnPolicyLoop`` in::
+``TrainingRun`` is what a script wraps its ``TrainingLoop`` in::
 
     with TrainingRun(uri, "mountain_car", config=config, run_name="vase-seed0",
                      checkpoint_dir="checkpoints/mountain_car", resume=True) as run:
-        loop = OnPolicyLoop(..., logger=run.tracker, checkpoint=run.save)
+        loop = TrainingLoop(..., logger=run.tracker, checkpoint=run.save)
         run.restore(loop)  # the checkpoint found, if any
         run.stopped_by = loop.run().stopped_by
 

@@ -1,6 +1,6 @@
 """The step of Algorithm 1 that follows each rollout, with TRPO's or PPO's policy update.
 
-``OnPolicyStep`` is what ``OnPolicyLoop`` calls once per batch (paper, Algorithm 1, lines 5-9):
+``OnPolicyStep`` is what ``TrainingLoop`` calls once per batch (paper, Algorithm 1, lines 5-9):
 the exploration side (the bonus ``r = r_e + η·U`` over the whole batch, the pool, the model's
 standardisation and its ELBO steps: ``Exploration.step``), the advantage (an ``ExplorationGAE``
 structure), the policy update (``TRPOUpdate``: one natural-gradient step; ``PPOUpdate``: epochs of
@@ -52,7 +52,7 @@ from torchrl_vase.exploration import Exploration
 from torchrl_vase.objectives.trpo import TRPOLoss, fit_critic, loggable_fit
 from torchrl_vase.transforms.rnd import RNDRewardTransform
 
-__all__ = ["CriticFit", "OnPolicyStep", "PPOUpdate", "TRPOUpdate"]
+__all__ = ["CriticFit", "OnPolicyStep", "PPOUpdate", "TRPOUpdate", "logged_model_metrics"]
 
 # Exploration.step's metrics as the recipe logs them; the model's own go under bnn/ or rnd/
 EXPLORATION_METRICS = {
@@ -61,6 +61,14 @@ EXPLORATION_METRICS = {
     "novelty_spearman": "bonus/novelty_spearman",
     "self_agreement": "bonus/self_agreement",
 }
+
+
+def logged_model_metrics(exploration: Exploration, metrics: Mapping[str, float]
+                         ) -> dict[str, float]:
+    """``Exploration``'s metrics as the recipe logs them: ``bonus/…``, the model's under
+    ``bnn/`` (the ELBO's) or ``rnd/``."""
+    prefix = "rnd/" if isinstance(exploration.bonus, RNDRewardTransform) else "bnn/"
+    return {EXPLORATION_METRICS.get(key, prefix + key): value for key, value in metrics.items()}
 
 
 class TRPOUpdate:
@@ -179,8 +187,6 @@ class OnPolicyStep:
         self.value_estimator = value_estimator
         self.policy_update, self.critic_fit = policy_update, critic_fit
         self.exploration = exploration
-        self.model_prefix = ("rnd/" if exploration is not None
-                             and isinstance(exploration.bonus, RNDRewardTransform) else "bnn/")
 
     def __call__(self, batch: TensorDictBase) -> dict[str, float]:
         metrics, sample = self.observe(batch)
@@ -210,8 +216,7 @@ class OnPolicyStep:
     def model_metrics(self, metrics: Mapping[str, float]) -> dict[str, float]:
         """``Exploration``'s metrics as logged: ``bonus/…``, the model's under ``bnn/`` or
         ``rnd/``."""
-        return {EXPLORATION_METRICS.get(key, self.model_prefix + key): value
-                for key, value in metrics.items()}
+        return logged_model_metrics(self.exploration, metrics)
 
     def advantage(self, batch: TensorDictBase, metrics: Mapping[str, float]) -> dict[str, float]:
         """The advantage written into the batch; with a bonus that varies (``bonus/std`` of

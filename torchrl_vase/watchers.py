@@ -1,7 +1,7 @@
 """What a training loop reads off each batch before the algorithm touches it: the extrinsic
 episode returns, the first extrinsic reward and the coverage of a bounded space.
 
-Each watcher is a callable ``(batch, frames_before) -> metrics`` for ``OnPolicyLoop(watchers=...)``;
+Each watcher is a callable ``(batch, frames_before) -> metrics`` for ``TrainingLoop(watchers=...)``;
 the stateful one (``FirstReward``) also goes into the loop's ``state``, so a resumed run keeps it.
 
 Examples:

@@ -2,7 +2,7 @@
 
 Both sides are the recipe's own parts (``trpo_vase.build`` for every member) at the recipe's
 defaults, threads=1, no MLflow, checkpoints or evaluation; the single runs use the single loop
-(``OnPolicyLoop``), the population ``PopulationLoop``. Frames per second are the median over
+(``TrainingLoop``), the population ``PopulationLoop``. Frames per second are the median over
 iterations 1.. of each run (iteration 0 trains the model but adds no bonus yet), the K singles'
 as total frames over their summed iteration times. The two sides alternate, ``--rounds`` times.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
-from torchrl_vase import OnPolicyLoop
+from torchrl_vase import TrainingLoop
 from torchrl_vase.population import (
     MemberStreams,
     PopulationCollector,
@@ -88,7 +88,7 @@ def single_fps(cfg, seed: int) -> list[float]:
     spaces = schema.check_env(cfg)
     member, (collector, step, state) = member_build(cfg, seed, spaces)
     recorder = Recorder()
-    OnPolicyLoop(collector, step, iterations=cfg.iterations, seed=seed, state=state,
+    TrainingLoop(collector, step, iterations=cfg.iterations, seed=seed, state=state,
                  logger=recorder, reseed_collector=member.collection == "rllab", threads=1,
                  progress=False).run()
     return recorder.fps
@@ -128,7 +128,7 @@ def population_seconds(cfg, seeds: list[int]) -> tuple[float, int]:
         frames_per_batch=cfg.env.frames_per_batch, reset_at_each_iter=cfg.collection == "rllab",
         make_kwargs=schema.make_kwargs(cfg))
     recorders = [Recorder() for _ in seeds]
-    OnPolicyLoop(collector, PopulationStep([step for _, step, _ in built], streams),
+    TrainingLoop(collector, PopulationStep([step for _, step, _ in built], streams),
                  members=PopulationMembers(streams, recorders), iterations=cfg.iterations,
                    reseed_collector=cfg.collection == "rllab", threads=1, progress=False).run()
     frames = cfg.env.frames_per_batch

@@ -234,8 +234,9 @@ def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
         members = measures[measure]
         keys = sorted({k for r in members for k in r.settings})
         varying = [k for k in keys if len({r.settings.get(k) for r in members}) > 1]
-        # the other advantage.* belong to one structure, ppo.* to PPO
-        for group, key in (("advantage.", "advantage.structure"), ("ppo.", "algorithm")):
+        # the other advantage.* belong to one structure, ppo.* to PPO, sac.* to SAC
+        for group, key in (("advantage.", "advantage.structure"), ("ppo.", "algorithm"),
+                           ("sac.", "algorithm")):
             if key in varying:
                 varying = [k for k in varying if not k.startswith(group) or k == key]
 

@@ -2,8 +2,9 @@
 
 One row per iteration: ``frames`` (the MLflow step) and every metric the run logged at it (the
 extrinsic return ``Return/mean`` among them), empty where a metric was not logged at that step.
-A run's measure is its ``surprise`` tag (``ppo-`` in front for PPO runs) unless ``--measure``
-names it (a study's variant: ``trpo_authors`` for ``preset=authors_trpo`` runs); only FINISHED
+A run's measure is its ``surprise`` tag (``ppo-`` or ``sac-`` in front for PPO and SAC runs)
+unless ``--measure`` names it (a study's variant: ``trpo_authors`` for ``preset=authors_trpo``
+runs); only FINISHED
 runs are written, and an existing file is overwritten (a rerun of the same seed replaces it).
 Beside them, ``<out>/<measure>/runs.csv`` keeps one line per seed: the MLflow run, the commit it
 ran at (its ``git_commit`` tag), its start, end and minutes, its name (the overrides that made
@@ -65,7 +66,8 @@ def export(store: str, experiment: str, out: Path, *, measure: str | None = None
         if ((wanted is not None and tags["seed"] not in wanted)
                 or (surprise is not None and tags["surprise"] != surprise)):
             continue
-        name = measure or ("ppo-" if tags.get("algorithm") == "ppo" else "") + tags["surprise"]
+        algorithm = tags.get("algorithm", "trpo")
+        name = measure or ("" if algorithm == "trpo" else f"{algorithm}-") + tags["surprise"]
         rows: dict[int, dict[str, float]] = {}
         for key in sorted(run.data.metrics):
             for metric in client.get_metric_history(run.info.run_id, key):

@@ -30,7 +30,9 @@ Measures: ``vase``, ``nll``, ``vime`` (the same model and settings, only the mea
 run stops at its first extrinsic reward (``stop_at_first_reward=true``) within 500 iterations
 (2.5 M steps, beyond the paper's 2,059,459 for plain TRPO). ``--overrides`` adds Hydra overrides
 to every job (``preset=former_defaults`` reruns the earlier study's settings; populations,
-``--group`` > 1, need ``collection=rllab``).
+``--group`` > 1, need ``collection=rllab``). ``--algorithm sac`` runs the cells under SAC
+(``algorithm=sac``: its frame budget ``sac.frames`` of ``conf/trpo_vase.yaml``, experiments
+``sac-<task>``; ``recipes/study/sac.sh``).
 """
 
 from __future__ import annotations
@@ -94,13 +96,15 @@ class Job:
     task: str
     measure: str
     seeds: tuple[int, ...]
+    algorithm: str = "trpo"
 
     @property
     def experiment(self) -> str:
         # the five measures share their task's experiment (compare.py reads it whole); a
         # secondary has its own, so its runs are not grouped with the measure it varies
         suffix = "" if self.measure in PRIMARY else f"-{self.measure}"
-        return f"figure3-{self.task}{suffix}"
+        study = "figure3" if self.algorithm == "trpo" else self.algorithm
+        return f"{study}-{self.task}{suffix}"
 
     @property
     def name(self) -> str:
@@ -118,15 +122,21 @@ class Job:
                 if not (iterations and o.startswith("iterations="))]
         # run as a module from ``code`` (the launcher's working directory for its jobs): Python
         # then puts that checkout first on the path, so the jobs import its library, not this one
-        return [python, "-m", "recipes.trpo_vase", f"env={self.task}",
+        algorithm = [] if self.algorithm == "trpo" else [f"algorithm={self.algorithm}"]
+        return [python, "-m", "recipes.trpo_vase", f"env={self.task}", *algorithm,
                 *MEASURES[self.measure], seeds, *task, "threads=1", "progress_bar=false",
                 f"mlflow.tracking_uri={store}", f"mlflow.experiment={self.experiment}",
                 f"checkpoint.dir={checkpoints}", "resume=true",
                 *([f"iterations={iterations}"] if iterations else []), *overrides]
 
 
-def task_frames(task: str, iterations: int | None = None) -> int:
-    """The frames of a whole run of ``task`` (the study's iterations unless ``iterations``)."""
+def task_frames(task: str, iterations: int | None = None, algorithm: str = "trpo") -> int:
+    """The frames of a whole run of ``task`` (the study's iterations unless ``iterations``);
+    under SAC its ``sac.frames`` in whole batches."""
+    if algorithm == "sac":
+        sac = OmegaConf.load(ROOT / "conf" / "trpo_vase.yaml").sac
+        batches = iterations or -(-int(sac.frames) // int(sac.frames_per_batch))
+        return batches * int(sac.frames_per_batch)
     env = OmegaConf.load(ROOT / "conf" / "env" / f"{task}.yaml")
     study = [int(o.split("=")[1]) for o in TASK_OVERRIDES.get(task, ())
              if o.startswith("iterations=")]
@@ -157,7 +167,8 @@ def seed_list(text: str) -> list[int]:
 
 
 def plan(tasks: list[str], measures: list[str], seeds: list[int], group: int,
-         out: Path, iterations: int | None = None) -> tuple[list[Job], list[tuple[str, str, int]]]:
+         out: Path, iterations: int | None = None, algorithm: str = "trpo",
+         ) -> tuple[list[Job], list[tuple[str, str, int]]]:
     """The jobs still to run, in the issue's order, and the cells already done."""
     done, jobs = [], []
     blocks = [seeds[i:i + 10] for i in range(0, len(seeds), 10)]  # seeds 0-9 before 10-19
@@ -166,7 +177,7 @@ def plan(tasks: list[str], measures: list[str], seeds: list[int], group: int,
         for measure in tier_measures if task in tasks and measure in measures))
     for block in blocks:
         for task, measure in cells:
-            frames = task_frames(task, iterations)
+            frames = task_frames(task, iterations, algorithm)
             todo = []
             for seed in block:
                 if finished(out / task / measure / f"seed{seed}.csv", frames):
@@ -174,7 +185,7 @@ def plan(tasks: list[str], measures: list[str], seeds: list[int], group: int,
                 else:
                     todo.append(seed)
             size = 1 if measure in SINGLE_ONLY else group
-            jobs.extend(Job(task, measure, tuple(todo[i:i + size]))
+            jobs.extend(Job(task, measure, tuple(todo[i:i + size]), algorithm)
                         for i in range(0, len(todo), size))
     return jobs, done
 
@@ -421,7 +432,8 @@ class Launcher:
               f"{len(written)} runs exported", flush=True)
         self.results.append((job, "done"))
         if self.args.commit and written:
-            self.commit(written, f"figure 3: {job.name}")
+            study = "figure 3" if job.algorithm == "trpo" else f"{job.algorithm} study"
+            self.commit(written, f"{study}: {job.name}")
         self.remove_checkpoint(job)
 
     def run_checkpoints(self, job: Job) -> list[Path]:
@@ -564,11 +576,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="--launcher slurm/submitit_local: a job's time limit in minutes")
     parser.add_argument("--poll", type=float, default=10.0,
                         help="seconds between looks at the submitted jobs")
+    parser.add_argument("--algorithm", choices=("trpo", "sac"), default="trpo",
+                        help="sac: the cells under SAC (algorithm=sac, recipes/study/sac.sh)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     args = parser.parse_args(argv)
     if args.workers < 1 or args.group < 1:
         parser.error("--workers and --group must be at least 1.")
-    jobs, _ = plan(args.tasks, args.measures, args.seeds, args.group, args.out, args.iterations)
+    jobs, _ = plan(args.tasks, args.measures, args.seeds, args.group, args.out, args.iterations,
+                   args.algorithm)
     store = args.store or f"sqlite:///{args.scratch.resolve()}/mlflow.db"
     kind = Launcher if args.launcher == "pool" else SubmititLauncher
     launcher = None if args.dry_run else kind(args, store)
@@ -578,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.commit:
             launcher.commit(recovered, "figure 3: runs finished before, exported")
     jobs, done = plan(args.tasks, args.measures, args.seeds, args.group, args.out,
-                      args.iterations)
+                      args.iterations, args.algorithm)
     print(f"{len(done)} cells done, {sum(len(j.seeds) for j in jobs)} to run in {len(jobs)} jobs",
           flush=True)
     for job in jobs:

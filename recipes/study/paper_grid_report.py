@@ -1074,7 +1074,9 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                  "Finished seeds per task and measure, against the bar:\n",
                  study_status(data, robot),
                  f"\nCommits: {', '.join(commits) or '–'}; machines: "
-                 f"{', '.join(machines) or '–'}.\n"]
+                 f"{', '.join(machines) or '–'}.\n",
+                 "Beside this study, the bonuses under an off-policy learner (SAC, not in the "
+                 "paper): [SAC with and without a bonus](results/sac.md).\n"]
     return "\n".join(sections), written
 
 

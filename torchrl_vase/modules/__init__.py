@@ -7,6 +7,8 @@ from torchrl_vase.modules.policy import (
     INITIALIZATIONS,
     gaussian_policy,
     initialize_,
+    q_value_network,
+    tanh_policy,
 )
 
 __all__ = [
@@ -18,4 +20,6 @@ __all__ = [
     "StandardizedRegressor",
     "gaussian_policy",
     "initialize_",
+    "q_value_network",
+    "tanh_policy",
 ]

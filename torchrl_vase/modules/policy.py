@@ -1,4 +1,5 @@
-"""rllab's Gaussian policy as a TorchRL actor, and the initialisations TRPO implementations use.
+"""rllab's Gaussian policy as a TorchRL actor, the initialisations TRPO implementations use, and
+SAC's tanh-squashed actor and Q network as torchrl's SAC example builds them.
 
 The state-independent log-std of rllab's ``GaussianMLPPolicy`` is tensordict's
 ``AddStateIndependentNormalScale`` with ``scale_lb=0`` (``exp(log_std)``, no floor): the same
@@ -9,9 +10,15 @@ from __future__ import annotations
 import math
 
 import torch
-from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
+from tensordict.nn import (
+    AddStateIndependentNormalScale,
+    InteractionType,
+    NormalParamExtractor,
+    TensorDictModule,
+)
 from torch import nn
-from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor
+from torchrl.data import Bounded
+from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, TanhNormal, ValueOperator
 
 from torchrl_vase._validation import check_layer_widths
 
@@ -92,3 +99,67 @@ def gaussian_policy(
         distribution_class=IndependentNormal,
         return_log_prob=True,
     )
+
+
+@torch.no_grad()
+def tanh_policy(
+    obs_dim: int,
+    action_dim: int,
+    num_cells: list[int],
+    *,
+    activation: type[nn.Module] = nn.ReLU,
+    default_scale: float = 1.0,
+    scale_lb: float = 0.1,
+    device: torch.device | str | None = None,
+) -> ProbabilisticActor:
+    """SAC's actor as torchrl's SAC example builds it: an MLP giving a state-dependent
+    ``(loc, scale)`` (``NormalParamExtractor`` with a biased softplus: ``scale = default_scale``
+    at a zero input, never below ``scale_lb``) and a ``TanhNormal`` over actions in [−1, 1]
+    (``tanh(loc + scale·ε)``; envs scale them to their bounds, as for ``gaussian_policy``). Its
+    deterministic action is ``tanh(loc)``. ``VectorEnvCollector`` acts with it as with the
+    Gaussian policy.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> policy = tanh_policy(2, 1, [32, 32])
+        >>> action = policy(TensorDict({"observation": torch.zeros(4, 2)}, [4]))["action"]
+        >>> action.shape, bool(action.abs().max() < 1)
+        (torch.Size([4, 1]), True)
+    """
+    num_cells = check_layer_widths("num_cells", num_cells)
+    if not (math.isfinite(scale_lb) and scale_lb > 0 and default_scale > scale_lb):
+        raise ValueError(f"need 0 < scale_lb < default_scale, got scale_lb={scale_lb}, "
+                         f"default_scale={default_scale}.")
+    head = nn.Sequential(
+        MLP(obs_dim, 2 * action_dim, num_cells=num_cells, activation_class=activation),
+        NormalParamExtractor(scale_mapping=f"biased_softplus_{default_scale}",
+                             scale_lb=scale_lb),
+    ).to(device)
+    return ProbabilisticActor(
+        TensorDictModule(head, ["observation"], ["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        spec=Bounded(-1.0, 1.0, (action_dim,), device=device),
+        distribution_class=TanhNormal,
+        distribution_kwargs={"low": -1.0, "high": 1.0, "tanh_loc": False},
+        default_interaction_type=InteractionType.RANDOM,
+    )
+
+
+def q_value_network(obs_dim: int, action_dim: int, num_cells: list[int], *,
+                    activation: type[nn.Module] = nn.ReLU,
+                    device: torch.device | str | None = None) -> ValueOperator:
+    """``Q(s, a)``: an MLP on ``[action, observation]`` writing ``state_action_value`` (what
+    torchrl's ``SACLoss`` reads; it makes the twin copies itself).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> q = q_value_network(2, 1, [32])
+        >>> q(TensorDict({"observation": torch.zeros(4, 2), "action": torch.zeros(4, 1)},
+        ...              [4]))["state_action_value"].shape
+        torch.Size([4, 1])
+    """
+    num_cells = check_layer_widths("num_cells", num_cells)
+    net = MLP(obs_dim + action_dim, 1, num_cells=num_cells, activation_class=activation)
+    return ValueOperator(net.to(device), in_keys=["action", "observation"])

@@ -8,7 +8,7 @@ members at once, so their per-call overhead is paid once instead of K times.
 - ``MemberStreams``: one random stream per member.
 - ``PopulationCollector``: every member's envs in one vector env, each acting with its policy.
 - ``PopulationStep``: the members' ``OnPolicyStep``s, the ELBO's steps for all at once.
-- ``PopulationMembers``: the population as ``OnPolicyLoop``'s ``members`` (one stream and one
+- ``PopulationMembers``: the population as ``TrainingLoop``'s ``members`` (one stream and one
   logger per member); ``MemberParts``: the members' parts in the loop's one checkpoint.
 """
 

@@ -75,7 +75,8 @@ class PopulationCollector(VectorEnvCollector):
                    zip(self.networks, observation.split(self.member_envs), strict=True)]
         return torch.cat([loc for loc, _ in outputs]), torch.cat([scale for _, scale in outputs])
 
-    def _rollout_noise(self, steps: int) -> Tensor:
+    def _rollout_noise(self, steps: int, uniform: bool = False) -> Tensor:
+        # a population has no warm-up of random actions (init_random_frames is 0)
         return torch.cat([torch.randn(steps, self.member_envs, self.action_dim, generator=g)
                           for g in self.streams.generators], dim=1)
 

@@ -1,4 +1,4 @@
-"""A population as the loop's ``Members``: K runs trained by one ``OnPolicyLoop`` in lockstep."""
+"""A population as the loop's ``Members``: K runs trained by one ``TrainingLoop`` in lockstep."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ __all__ = ["MemberParts", "PopulationMembers"]
 
 
 class PopulationMembers:
-    """The members of a population for ``OnPolicyLoop(members=...)``: batches with a leading
+    """The members of a population for ``TrainingLoop(members=...)``: batches with a leading
     member dim ``[K, ...]`` (a ``PopulationCollector``'s), one random stream, logger and list of
     watchers per member; the step (``PopulationStep``) and the evaluation return one metrics
     dict per member.

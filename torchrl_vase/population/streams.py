@@ -28,7 +28,7 @@ def check_seeds(seeds: Sequence[int]) -> list[int]:
 
 
 class MemberStreams:
-    """A ``torch.Generator`` per member, seeded each iteration as ``OnPolicyLoop`` seeds the
+    """A ``torch.Generator`` per member, seeded each iteration as ``TrainingLoop`` seeds the
     global one (``iteration_seed(seeds[k], i)``).
 
     Code that takes a generator draws from ``generators[k]``; library code that draws from the

@@ -25,8 +25,9 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 from torchrl.collectors import Collector
+from torchrl.data import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer
 from torchrl.modules import MLP, ValueOperator
-from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives import ClipPPOLoss, SACLoss, SoftUpdate, group_optimizers
 
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.diagnostics import CoverageGrid
@@ -35,14 +36,24 @@ from torchrl_vase.evaluation import evaluate, record_episode
 from torchrl_vase.exploration import Exploration
 from torchrl_vase.loggers import CSVLogger, Logger
 from torchrl_vase.loop import iteration_seed
-from torchrl_vase.modules import DynamicsModel, StandardizedRegressor, gaussian_policy, initialize_
+from torchrl_vase.modules import (
+    DynamicsModel,
+    StandardizedRegressor,
+    gaussian_policy,
+    initialize_,
+    q_value_network,
+    tanh_policy,
+)
 from torchrl_vase.objectives import ExplorationGAE, TRPOLoss
+from torchrl_vase.off_policy import OffPolicyStep, SACUpdate
 from torchrl_vase.recipe import config
+from torchrl_vase.replay import ReplayJournal
 from torchrl_vase.step import CriticFit, OnPolicyStep, PPOUpdate, TRPOUpdate
 from torchrl_vase.transforms import RNDRewardTransform, SurpriseRewardTransform
 from torchrl_vase.watchers import FirstReward
 
-__all__ = ["build", "evaluation_metrics", "log_figures", "run_logger", "seeded_build"]
+__all__ = ["build", "build_sac", "evaluation_metrics", "log_figures", "run_logger",
+           "seeded_build"]
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
@@ -51,11 +62,13 @@ def make_collector(cfg: DictConfig, actor):
     """The lean vector-env collector (default) or torchrl's ``Collector`` over the transformed
     batched env; both endless, on the CPU, with a copy of a policy trained on another device."""
     rllab = cfg.collection == "rllab"  # every iteration starts fresh paths, in lanes
+    num_envs, frames_per_batch = config.batch_layout(cfg)
     if cfg.collector == "lean":
         collector = VectorEnvCollector(
-            cfg.env.id, actor, num_envs=cfg.num_envs, frames_per_batch=cfg.env.frames_per_batch,
+            cfg.env.id, actor, num_envs=num_envs, frames_per_batch=frames_per_batch,
             reset_at_each_iter=rllab, paths=cfg.collection == "paths",
-            whole_paths=cfg.whole_paths, seed=cfg.seed, make_kwargs=config.make_kwargs(cfg))
+            whole_paths=cfg.whole_paths, seed=cfg.seed, make_kwargs=config.make_kwargs(cfg),
+            init_random_frames=cfg.sac.init_random_frames if cfg.algorithm == "sac" else 0)
         if cfg.env.normalize_observations:
             collector.fit_observation_normalization(cfg.obs_norm_steps)
         return collector
@@ -84,9 +97,11 @@ def make_critic(cfg: DictConfig, obs_dim: int, out_key: str = "state_value") -> 
 
 
 def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
-                     iterations: int | None = None) -> Exploration:
+                     iterations: int | None = None, pool: ReplayBuffer | None = None
+                     ) -> Exploration:
     """The bonus of ``cfg.surprise``, its model and loss, in the library's ``Exploration``; the
-    pool holds at most what ``iterations`` collect (not the paper's 5M for a shorter run)."""
+    pool holds at most what ``iterations`` collect (not the paper's 5M for a shorter run), or
+    is ``pool``, an off-policy learner's replay buffer."""
     s, e, training = cfg.surprise, cfg.env, config.model_training(cfg)
     pool_size = config.pool_capacity(cfg, iterations)
     if s.name == "rnd":
@@ -106,7 +121,7 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
     return Exploration(
         bonus, loss, pool_size=pool_size, pool_min=e.pool_min,
         updates_per_iteration=training.updates_per_iteration, batch_size=training.batch_size,
-        lr=training.lr, backend=training.get("backend", "auto"))
+        lr=training.lr, backend=training.get("backend", "auto"), pool=pool)
 
 
 def make_policy_update(cfg: DictConfig, actor, critic):
@@ -145,9 +160,56 @@ def make_advantage(cfg: DictConfig, loss, obs_dim: int) -> ValueOperator | None:
     return intrinsic_critic
 
 
+def coverage_watcher(cfg: DictConfig, observation_space) -> FirstReward:
+    """The first reward's step and, for an env with a coverage grid, the positions visited."""
+    grid = CoverageGrid(observation_space.low.tolist(), observation_space.high.tolist(),
+                        cfg.env.coverage.cell_size) if cfg.env.get("coverage") else None
+    return FirstReward(grid)
+
+
+def build_sac(cfg: DictConfig, observation_space, action_space,
+              make_collector=make_collector) -> tuple:
+    """SAC's ``(collector, step, state)``: torchrl's ``SACLoss`` on a ``tanh_policy`` and twin
+    ``q_value_network`` critics as torchrl's SAC example builds them, its replay buffer (the
+    bonus's pool too, checkpointed by a ``ReplayJournal``: ``state["replay"].attach(directory)``
+    before the loop saves or restores), ``OffPolicyStep``."""
+    obs_dim, action_dim = observation_space.shape[0], action_space.shape[0]
+    s, activation = cfg.sac, ACTIVATIONS[cfg.sac.activation]
+    actor = tanh_policy(obs_dim, action_dim, list(s.num_cells), activation=activation,
+                        default_scale=s.default_policy_scale, scale_lb=s.scale_lb,
+                        device=cfg.device)
+    q_value = q_value_network(obs_dim, action_dim, list(s.num_cells), activation=activation,
+                              device=cfg.device)
+    collector = make_collector(cfg, actor)
+    loss = SACLoss(actor, q_value, num_qvalue_nets=2, loss_function="l2", delay_actor=False,
+                   delay_qvalue=True, alpha_init=s.alpha_init, action_spec=actor.spec)
+    loss.make_value_estimator(gamma=s.gamma)
+    optimizer = group_optimizers(
+        torch.optim.Adam(list(loss.actor_network_params.flatten_keys().values()), lr=s.lr,
+                         eps=1e-8),
+        torch.optim.Adam(list(loss.qvalue_network_params.flatten_keys().values()), lr=s.lr,
+                         eps=1e-8),
+        torch.optim.Adam([loss.log_alpha], lr=s.alpha_lr))
+    storage = (LazyTensorStorage(config.replay_capacity(cfg), device=cfg.device)
+               if s.storage == "memory" else LazyMemmapStorage(config.replay_capacity(cfg)))
+    replay = ReplayBuffer(storage=storage, batch_size=s.batch_size)
+    update = SACUpdate(loss, replay, optimizer, SoftUpdate(loss, tau=s.tau),
+                       utd_ratio=s.utd_ratio)
+    exploration = (None if cfg.surprise.name == "none"
+                   else make_exploration(cfg, obs_dim, action_dim, pool=replay))
+    state = {"actor": actor, "sac": update, "replay": ReplayJournal(replay),
+             "collector": collector, "exploration": exploration,
+             "first_reward": coverage_watcher(cfg, observation_space)}
+    step = OffPolicyStep(replay, update, exploration, learning_starts=s.init_random_frames)
+    return collector, step, state
+
+
 def build(cfg: DictConfig, observation_space, action_space, make_collector=make_collector) -> tuple:
     """``(collector, step, state)``: the loop's parts, in the order that fixes their initial
-    weights (the same seed gives the same agent whatever the algorithm, or population)."""
+    weights (the same seed gives the same agent whatever the algorithm, or population); SAC's
+    from ``build_sac``."""
+    if cfg.algorithm == "sac":
+        return build_sac(cfg, observation_space, action_space, make_collector)
     obs_dim, action_dim = observation_space.shape[0], action_space.shape[0]
     actor = gaussian_policy(obs_dim, action_dim, list(cfg.env.policy_cells), cfg.trpo.init,
                             init_log_std=cfg.trpo.init_log_std, device=cfg.device)
@@ -161,14 +223,12 @@ def build(cfg: DictConfig, observation_space, action_space, make_collector=make_
                            prefix=f"{cfg.algorithm}/")
     exploration = (None if cfg.surprise.name == "none"
                    else make_exploration(cfg, obs_dim, action_dim, config.iterations(cfg)))
-    grid = CoverageGrid(observation_space.low.tolist(), observation_space.high.tolist(),
-                        cfg.env.coverage.cell_size) if cfg.env.get("coverage") else None
     # what a checkpoint holds besides the loop's counters (restored in place)
     state = {"actor": actor, "critic": critic, "critic_optimizer": critic_fit,
              "policy_optimizer": update if isinstance(update, PPOUpdate) else None,
              "advantage": loss.value_estimator, "intrinsic_critic": intrinsic_critic,
              "collector": collector, "exploration": exploration,
-             "first_reward": FirstReward(grid)}
+             "first_reward": coverage_watcher(cfg, observation_space)}
     return collector, OnPolicyStep(loss.value_estimator, update, critic_fit, exploration), state
 
 

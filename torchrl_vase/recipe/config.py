@@ -162,6 +162,27 @@ class PPO:
 
 
 @dataclass
+class SAC:
+    frames: int = 300_000
+    frames_per_batch: int = 1000
+    num_envs: int = 1
+    init_random_frames: int = 25_000
+    buffer_size: int = 1_000_000
+    storage: str = "memory"
+    batch_size: int = 256
+    utd_ratio: float = 1.0
+    gamma: float = 0.99
+    lr: float = 3e-4
+    alpha_lr: float = 3e-4
+    alpha_init: float = 1.0
+    tau: float = 0.005
+    num_cells: list[int] = field(default_factory=lambda: [256, 256])
+    activation: str = "relu"
+    default_policy_scale: float = 1.0
+    scale_lb: float = 0.1
+
+
+@dataclass
 class MLflow:
     tracking_uri: str | None = None
     experiment: str | None = None
@@ -201,6 +222,7 @@ class Main:
     resume: Any  # false, true, or a checkpoint's path
     algorithm: str = "trpo"
     ppo: PPO = field(default_factory=PPO)
+    sac: SAC = field(default_factory=SAC)
     seeds: Any = None  # a list of seeds: one process trains them all (a population)
     whole_paths: bool = True
     logger: str = "mlflow"  # where the loop's metrics go: mlflow, or csv (under csv_dir)
@@ -232,11 +254,17 @@ RANGES = [
     ("advantage.intrinsic_gamma", 0, False),
     ("ppo.epochs", 1, True), ("ppo.minibatch_size", 1, True), ("ppo.clip_epsilon", 0, False),
     ("ppo.lr", 0, False), ("ppo.entropy_coeff", 0, True), ("ppo.max_grad_norm", 0, False),
+    ("sac.frames", 1, True), ("sac.frames_per_batch", 1, True), ("sac.num_envs", 1, True),
+    ("sac.init_random_frames", 0, True), ("sac.buffer_size", 1, True),
+    ("sac.batch_size", 1, True), ("sac.utd_ratio", 0, False), ("sac.gamma", 0, False),
+    ("sac.lr", 0, False), ("sac.alpha_lr", 0, False), ("sac.alpha_init", 0, False),
+    ("sac.tau", 0, False), ("sac.default_policy_scale", 0, False), ("sac.scale_lb", 0, False),
 ]
 ACTIVATIONS = ("relu", "tanh")
 # keys with a fixed set of values
 CHOICES = {
-    "algorithm": ("trpo", "ppo"), "collector": ("lean", "torchrl"), "logger": ("mlflow", "csv"),
+    "algorithm": ("trpo", "ppo", "sac"), "collector": ("lean", "torchrl"),
+    "logger": ("mlflow", "csv"), "sac.storage": ("memory", "memmap"), "sac.activation": ACTIVATIONS,
     "collection": ("paths", "rllab", "continuous"), "vectorization": VECTORIZATIONS,
     "trpo.init": INITIALIZATIONS, "trpo.critic_activation": ACTIVATIONS,
     "env.bnn.activation": ACTIVATIONS,
@@ -244,9 +272,10 @@ CHOICES = {
 # keys that only exist in some config groups (BNN surprises): checked where present
 OPTIONAL_CHOICES = {"surprise.elbo.backend": BACKENDS}
 # hidden-layer widths: lists of positive ints ([] is no hidden layer)
-LAYER_WIDTHS = ("env.policy_cells", "env.critic_cells", "env.bnn.num_cells", "surprise.num_cells")
+LAYER_WIDTHS = ("env.policy_cells", "env.critic_cells", "env.bnn.num_cells", "surprise.num_cells",
+                "sac.num_cells")
 AT_MOST_ONE = ("trpo.gamma", "trpo.gae_lambda", "advantage.intrinsic_gamma",
-               "surprise.update_fraction")
+               "surprise.update_fraction", "sac.gamma", "sac.tau")
 
 
 def _merge(schema: type, node: DictConfig, prefix: str) -> DictConfig:
@@ -369,6 +398,8 @@ def _check_relations(cfg: DictConfig) -> None:
         raise ValueError(f"{training}.batch_size ({batch_size}) exceeds env.pool_min "
                          f"({cfg.env.pool_min}): the model's first minibatches would be drawn "
                          "from a pool smaller than one of them.")
+    if cfg.algorithm == "sac":
+        _check_sac(cfg)
     if cfg.seeds is not None:
         _check_population(cfg)
     sampling = OmegaConf.select(cfg, "surprise.sampling")
@@ -380,6 +411,50 @@ def _check_relations(cfg: DictConfig) -> None:
             "advantage=dual needs an intrinsic reward for its intrinsic critic; choose a "
             "surprise measure (vase, nll, vime, rnd) or another advantage structure."
         )
+
+
+def _check_sac(cfg: DictConfig) -> None:
+    """``algorithm=sac``: the settings that mean nothing for SAC, or that it cannot do, refused
+    with the reason; the buffer at least a batch."""
+    extrinsic = OmegaConf.load(CONF_DIR / "advantage" / "extrinsic.yaml")
+    if any(cfg.advantage.get(key) != value for key, value in extrinsic.items()):
+        raise ValueError(
+            f"algorithm=sac with advantage={cfg.advantage.structure} (or advantage.* changed): "
+            "SAC has no advantage; the bonus reaches it as the reward of every batch it samples "
+            "from its replay buffer. Leave the advantage group out.")
+    if cfg.collection == "rllab":
+        raise ValueError(
+            "algorithm=sac with collection=rllab: rllab's lanes restart every env each batch, "
+            f"so with sac.frames_per_batch={cfg.sac.frames_per_batch} no episode would run "
+            "past a lane's length. Use collection=paths (the default: whole paths, exact "
+            "resume) or continuous (episodes run on across batches; a resume restarts them).")
+    if cfg.collector != "lean":
+        raise ValueError("algorithm=sac needs collector=lean (its warm-up of random actions "
+                         "and tanh-squashed actor are the lean collector's).")
+    if cfg.surprise.name == "vime":
+        raise ValueError(
+            "algorithm=sac with surprise=vime: VIME's bonus is the information gain of a "
+            "transition under the model as it was when the transition was seen (normalised by "
+            "the recent batches' medians); recomputed for old transitions sampled from a replay "
+            "buffer it is another quantity. Use vase, nll or rnd with SAC.")
+    if cfg.seeds is not None:
+        raise ValueError("algorithm=sac with seeds: populations train on-policy learners only "
+                         "(their members share the collected batch's layout); train the seeds "
+                         "as single runs (a sweep: -m seed=0,1,2).")
+    s = cfg.sac
+    if s.buffer_size < s.frames_per_batch:
+        raise ValueError(f"sac.buffer_size ({s.buffer_size}) is smaller than a collected batch "
+                         f"(sac.frames_per_batch, {s.frames_per_batch}).")
+    if s.batch_size > s.buffer_size:
+        raise ValueError(f"sac.batch_size ({s.batch_size}) exceeds sac.buffer_size "
+                         f"({s.buffer_size}).")
+    if s.frames_per_batch < s.num_envs:
+        raise ValueError(f"sac.frames_per_batch ({s.frames_per_batch}) is smaller than "
+                         f"sac.num_envs ({s.num_envs}).")
+    frames = iterations(cfg) * s.frames_per_batch
+    if s.init_random_frames >= frames:
+        raise ValueError(f"sac.init_random_frames ({s.init_random_frames}) is not below the "
+                         f"run's {frames} frames: SAC would never update.")
 
 
 # what a population (seeds=[...]) does not do yet: the key, its only value with seeds
@@ -421,12 +496,26 @@ def collected_frames(cfg: DictConfig, run_iterations: int) -> int:
     """The most transitions ``run_iterations`` iterations collect: ``env.frames_per_batch`` each,
     and with rllab's whole paths (``collection=paths``, ``whole_paths``) up to a path more, less
     a step (the last path runs past the batch's frames to its end)."""
-    frames = cfg.env.frames_per_batch
+    frames = batch_layout(cfg)[1]
     if cfg.collection == "paths" and cfg.whole_paths:
         limit = make_kwargs(cfg).get("max_episode_steps") or gymnasium.spec(
             cfg.env.id).max_episode_steps
         frames += (limit or 1) - 1
     return run_iterations * frames
+
+
+def batch_layout(cfg: DictConfig) -> tuple[int, int]:
+    """``(envs stepped together, frames per batch)``: the on-policy learners' ``num_envs`` and
+    ``env.frames_per_batch`` (the paper's), SAC's ``sac.num_envs`` and ``sac.frames_per_batch``
+    (torchrl's)."""
+    if cfg.algorithm == "sac":
+        return cfg.sac.num_envs, cfg.sac.frames_per_batch
+    return cfg.num_envs, cfg.env.frames_per_batch
+
+
+def replay_capacity(cfg: DictConfig) -> int:
+    """SAC's replay buffer: ``sac.buffer_size``, or what the run collects if that is less."""
+    return min(cfg.sac.buffer_size, max(cfg.sac.batch_size, collected_frames(cfg, iterations(cfg))))
 
 
 def pool_capacity(cfg: DictConfig, run_iterations: int | None) -> int:
@@ -509,17 +598,29 @@ LATER_KEYS = {"algorithm": "trpo", "surprise.sampling": "weights", "seeds": None
               "whole_paths": True}
 
 
+# what another algorithm's run does not read: its blocks, and for SAC the on-policy learner's
+UNREAD = {"trpo": ("ppo", "sac"), "ppo": ("sac",),
+          "sac": ("trpo", "ppo", "advantage", "num_envs", "env.frames_per_batch",
+                  "env.policy_cells", "env.critic_cells", "env.max_kl")}
+
+
 def identity_ignores(cfg: DictConfig) -> tuple[str, ...]:
-    """What the tag ``run_identity`` leaves out: what does not change the computation, the
-    ``LATER_KEYS`` at their defaults and ``ppo`` in a TRPO run, so the identity of every config
-    from before those keys existed is unchanged (``resume=true`` still finds its runs)."""
+    """What the tag ``run_identity`` leaves out: what does not change the computation (the
+    settings its algorithm does not read among them), the ``LATER_KEYS`` at their defaults,
+    so the identity of every config from before those keys existed is unchanged
+    (``resume=true`` still finds its runs)."""
     later = [key for key, default in LATER_KEYS.items() if OmegaConf.select(cfg, key) == default]
-    return (*PARAM_IGNORES, "threads", *later, *(("ppo",) if cfg.algorithm == "trpo" else ()))
+    return (*PARAM_IGNORES, "threads", *later, *UNREAD[cfg.algorithm])
 
 
 def iterations(cfg: DictConfig) -> int:
-    """The run's iteration count: ``iterations``, else the env's (the paper's)."""
-    return cfg.iterations if cfg.iterations is not None else cfg.env.iterations
+    """The run's iteration count: ``iterations``, else the env's (the paper's); for SAC its
+    frame budget in batches (``sac.frames / sac.frames_per_batch``, rounded up)."""
+    if cfg.iterations is not None:
+        return cfg.iterations
+    if cfg.algorithm == "sac":
+        return -(-cfg.sac.frames // cfg.sac.frames_per_batch)
+    return cfg.env.iterations
 
 
 def launch() -> tuple[list[str], str | None]:
@@ -533,31 +634,36 @@ def launch() -> tuple[list[str], str | None]:
 
 
 def run_name(cfg: DictConfig, overrides: list[str] = ()) -> str:
-    """``<surprise>-<advantage>-seed<seed>`` (``none-seed<seed>``; ``ppo-`` in front for PPO),
-    then the overrides that change a setting: ``vase-extrinsic-seed0 surprise.delta=0.01``."""
+    """``<surprise>-<advantage>-seed<seed>`` (``none-seed<seed>``; ``ppo-`` in front for PPO;
+    ``sac-<surprise>-seed<seed>`` for SAC, which has no advantage), then the overrides that
+    change a setting: ``vase-extrinsic-seed0 surprise.delta=0.01``."""
     base = (f"none-seed{cfg.seed}" if cfg.surprise.name == "none"
+            else f"{cfg.surprise.name}-seed{cfg.seed}" if cfg.algorithm == "sac"
             else f"{cfg.surprise.name}-{cfg.advantage.structure}-seed{cfg.seed}")
     settings = [override.lstrip("+~") for override in overrides
                 if (key := override.split("=", 1)[0].lstrip("+~")) not in NAME_IGNORES
                 and key != "algorithm" and not key.startswith(NAME_IGNORED_PREFIXES)]
-    return " ".join(["ppo-" + base if cfg.algorithm == "ppo" else base, *settings])
+    prefix = "" if cfg.algorithm == "trpo" else f"{cfg.algorithm}-"
+    return " ".join([prefix + base, *settings])
 
 
 def run_params(cfg: DictConfig) -> dict[str, str]:
     """The run's settings as MLflow params, one per leaf, without where it logs or checkpoints
-    (nor ``ppo.*`` in a TRPO run); the iteration count once (the effective one)."""
+    (nor what its algorithm does not read: ``ppo.*`` in a TRPO run); the iteration count once
+    (the effective one)."""
     # a population's member: its own seed is the param (the population is a tag); the seeds stay
     # in its identity, so that a member is never taken for the single run of its seed
-    ignores = (*PARAM_IGNORES, "seeds", *(("ppo",) if cfg.algorithm == "trpo" else ()))
+    ignores = (*PARAM_IGNORES, "seeds", *UNREAD[cfg.algorithm])
     params = {key: value for key, value in flatten(OmegaConf.to_container(cfg, resolve=True))
               .items() if not ignored(key, ignores)}
     return params | {"iterations": str(iterations(cfg))}
 
 
 def run_tags(cfg: DictConfig, commit: str, sweep: str | None) -> dict[str, str]:
+    advantage = {} if cfg.algorithm == "sac" else {"advantage": cfg.advantage.structure}
     return ({"env": cfg.env.name, "surprise": cfg.surprise.name, "seed": str(cfg.seed),
-             "advantage": cfg.advantage.structure, "algorithm": cfg.algorithm,
-             "git_commit": commit} | ({"sweep": sweep} if sweep else {}))
+             **advantage, "algorithm": cfg.algorithm, "git_commit": commit}
+            | ({"sweep": sweep} if sweep else {}))
 
 
 def runs_table_metrics(sparse: bool) -> list[str]:
@@ -575,10 +681,12 @@ def experiment_tags(name: str, env_id: str) -> dict[str, str]:
     columns = runs_table_metrics(declares_sparse_goal(env_id))
     return MODEL_TRAINING_KIND | return_first_view(columns) | {
         "mlflow.note.content": (
-            f"TRPO (or PPO) with surprise bonuses (VASE, NLL, VIME, RND; recipes/trpo_vase.py) on "
+            "TRPO (or PPO, SAC) with surprise bonuses (VASE, NLL, VIME, RND; "
+            "recipes/trpo_vase.py) on "
             f"{env_id}: one run per measure, advantage structure, seed and changed settings. "
             "Metrics: Return/ (extrinsic), train/ (frames, timing), eval/ (deterministic policy), "
-            "trpo/ or ppo/, bonus/ (the bonus and whether it steers the policy), bnn/ or rnd/. "
+            "trpo/, ppo/ or sac/, bonus/ (the bonus and whether it steers the policy), bnn/ or "
+            "rnd/. "
             f"Figures and a table: python recipes/study/compare.py --experiment {name}"
         ),
     }

@@ -3,7 +3,7 @@
 Each member is built exactly as the single run of its seed (``seeded_build``: the same initial
 weights), then the members run in lockstep: one vector env for all their envs
 (``PopulationCollector``), one ``PopulationStep`` (the ELBO's steps for all members at once),
-one ``OnPolicyLoop`` whose ``members`` are the population's; each member logs to its own MLflow
+one ``TrainingLoop`` whose ``members`` are the population's; each member logs to its own MLflow
 run (tags ``seed``, ``population``), the population keeps one checkpoint. Called by
 ``recipes/trpo_vase.py``'s ``train`` when ``seeds`` is set.
 """
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from torchrl_vase.loop import OnPolicyLoop
+from torchrl_vase.loop import TrainingLoop
 from torchrl_vase.population import (
     MemberParts,
     MemberStreams,
@@ -78,7 +78,7 @@ def train_population(cfg: DictConfig, root: Path) -> dict:
     watchers = [schema.episode_watchers(cfg, state["first_reward"]) for state in states]
     policies = [state["actor"] for state in states]  # no observation standardisation
     with population:
-        loop = OnPolicyLoop(
+        loop = TrainingLoop(
             collector, PopulationStep([step for _, step, _ in built], streams),
             members=PopulationMembers(
                 streams, [run_logger(cfg, run) for run in population.runs], watchers),

@@ -1,0 +1,316 @@
+"""SAC through the library's loop: torchrl's SACLoss untouched, the bonus on the replay buffer
+under the model at sampling time, the buffer checkpointed by appending, exact resume."""
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from mlflow.tracking import MlflowClient
+from recipe_modules import load_recipe
+from tensordict import TensorDict
+from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.envs import GymEnv
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+from torchrl.objectives import SACLoss, SoftUpdate
+
+from torchrl_vase import (
+    DynamicsModel,
+    Exploration,
+    RNDRewardTransform,
+    VASERewardTransform,
+    load_policy,
+    tanh_policy,
+)
+from torchrl_vase.exploration import ReplayBonus
+from torchrl_vase.loop import TIMING_METRICS
+from torchrl_vase.off_policy import OffPolicyStep, SACUpdate
+from torchrl_vase.recipe import assembly
+from torchrl_vase.recipe import config as schema
+from torchrl_vase.replay import ReplayJournal
+
+ROOT = Path(__file__).resolve().parents[1]
+recipe = load_recipe("trpo_vase")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mlflow")
+    return f"sqlite:///{root / 'mlflow.db'}", root
+
+
+def _config(store, *overrides):
+    """A tiny SAC run on MountainCar: whole paths of 32 steps, two a batch, 16 updates a batch."""
+    uri, root = store
+    tiny = [f"mlflow.tracking_uri={uri}", f"checkpoint.dir={root / 'checkpoints'}",
+            "algorithm=sac", "env=mountain_car", "+env.make_kwargs.max_episode_steps=32",
+            "iterations=4", "sac.frames_per_batch=64", "sac.init_random_frames=64",
+            "sac.batch_size=32", "sac.num_cells=[16,16]", "sac.utd_ratio=0.25",
+            "env.pool_min=50", "progress_bar=false", "checkpoint.every=0", "eval.every=0"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("trpo_vase", overrides=[*tiny, *overrides])
+    if cfg.surprise.name != "none":
+        schema.model_training(cfg).updates_per_iteration = 3
+    return cfg
+
+
+def _batch(n: int = 64, obs_dim: int = 3, seed: int = 0) -> TensorDict:
+    generator = torch.Generator().manual_seed(seed)
+    return TensorDict({
+        "observation": torch.randn(n, obs_dim, generator=generator),
+        "action": torch.rand(n, 1, generator=generator) * 2 - 1,
+        "next": {"observation": torch.randn(n, obs_dim, generator=generator),
+                 "reward": torch.randn(n, 1, generator=generator),
+                 "done": torch.zeros(n, 1, dtype=torch.bool),
+                 "terminated": torch.zeros(n, 1, dtype=torch.bool)}}, [n])
+
+
+def test_the_recipe_s_sac_step_is_torchrl_s_sac_loss_step_by_hand(store):
+    cfg = schema.typed_config(_config(store, "surprise=none", "sac.utd_ratio=1"))
+    spaces = schema.check_env(cfg)
+    collector, _, state = assembly.seeded_build(cfg, *spaces)
+    collector.shutdown()
+    update = state["sac"]
+    # by hand, as torchrl's SAC example: copies of the same networks, the defaults of
+    # sota-implementations/sac/config.yaml, one Adam per part, loss summed, soft update
+    actor = copy.deepcopy(state["actor"])
+    q_value = copy.deepcopy(update.loss.qvalue_network)
+    loss = SACLoss(actor, q_value, num_qvalue_nets=2, loss_function="l2", delay_qvalue=True,
+                   alpha_init=1.0, action_spec=actor.spec)
+    loss.make_value_estimator(gamma=0.99)
+    loss.load_state_dict(update.loss.state_dict())  # the same initial twin critics and targets
+    optimizers = [torch.optim.Adam(list(loss.actor_network_params.flatten_keys().values()),
+                                   lr=3e-4),
+                  torch.optim.Adam(list(loss.qvalue_network_params.flatten_keys().values()),
+                                   lr=3e-4),
+                  torch.optim.Adam([loss.log_alpha], lr=3e-4)]
+    target = SoftUpdate(loss, eps=0.995)
+    batch = _batch(32, obs_dim=2)
+    update.replay.extend(batch)
+    torch.manual_seed(3)
+    sample = update.replay.sample()
+    out = loss(sample)
+    (out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]).backward()
+    for optimizer in optimizers:
+        optimizer.step()
+    target.step()
+    acting = copy.deepcopy(state["actor"].state_dict())
+    torch.manual_seed(3)
+    metrics = update(1)  # utd_ratio 1: one update for one frame
+    assert metrics["sac/updates"] == 1
+    ours, theirs = update.loss.state_dict(), loss.state_dict()
+    assert ours.keys() == theirs.keys()
+    for key in ours:
+        torch.testing.assert_close(ours[key], theirs[key], rtol=0, atol=0, msg=key)
+    assert metrics["sac/loss_qvalue"] == pytest.approx(out["loss_qvalue"].item())
+    # the actor the collector acts with is the loss's: the step moved it
+    moved = [key for key, value in state["actor"].state_dict().items()
+             if not torch.equal(value, acting[key])]
+    assert moved
+
+
+def _vase_buffer(capacity: int = 1000):
+    buffer = ReplayBuffer(storage=LazyTensorStorage(capacity), batch_size=64)
+    bonus = VASERewardTransform(DynamicsModel.build(2, 1, [16], sigma_c=0.5), eta=0.1)
+    exploration = Exploration(bonus, pool=buffer, pool_min=50, updates_per_iteration=20)
+    buffer.append_transform(ReplayBonus(exploration))
+    return buffer, exploration
+
+
+def test_a_sampled_batch_carries_r_e_plus_eta_u_under_the_model_at_sampling_time():
+    buffer, exploration = _vase_buffer()
+    batch = GymEnv("torchrl_vase/SparseMountainCar-v1").rollout(300)
+    buffer.extend(batch.reshape(-1).clone())
+    # before the model's first update: no bonus (the authors' rule), the reward as stored
+    assert torch.equal(buffer.sample()["next", "intrinsic_reward"], torch.zeros(64, 1))
+    exploration.update_model(exploration.add_to_pool(batch))
+    stored = buffer.storage.get(torch.arange(300))["next", "reward"].clone()
+
+    def sample_and_expected(seed):
+        torch.manual_seed(seed)
+        sample, info = buffer.sample(return_info=True)
+        torch.manual_seed(seed)  # the same index draw, then the bonus's own draws
+        index, _ = buffer.sampler.sample(buffer.storage, 64)
+        assert torch.equal(index, info["index"])
+        expected = buffer.storage.get(index)
+        exploration.bonus.eval()
+        exploration.bonus(expected)  # the bonus transform itself, on the stored transitions
+        exploration.bonus.train()
+        return sample, expected, index
+
+    sample, expected, index = sample_and_expected(7)
+    u = sample["next", "intrinsic_reward"]
+    torch.testing.assert_close(u, expected["next", "intrinsic_reward"])
+    assert u.std() > 0
+    torch.testing.assert_close(sample["next", "reward"],
+                               sample["next", "extrinsic_reward"] + 0.1 * u)
+    assert torch.equal(sample["next", "extrinsic_reward"], stored[index])
+    # the model learns: the same transitions get another bonus; the stored reward is the same
+    exploration.update_model(exploration.add_to_pool(batch))
+    again, _, _ = sample_and_expected(7)
+    assert not torch.allclose(again["next", "intrinsic_reward"], u)
+    assert torch.equal(again["next", "extrinsic_reward"], sample["next", "extrinsic_reward"])
+    assert torch.equal(buffer.storage.get(torch.arange(300))["next", "reward"], stored)
+
+
+def test_sampling_reads_the_bonus_s_statistics_and_does_not_update_them():
+    buffer = ReplayBuffer(storage=LazyTensorStorage(1000), batch_size=64)
+    bonus = RNDRewardTransform(2, eta=0.1, num_cells=[16], embedding_dim=8)
+    exploration = Exploration(bonus, pool=buffer, pool_min=50, updates_per_iteration=5)
+    buffer.append_transform(ReplayBonus(exploration))
+    batch = GymEnv("torchrl_vase/SparseMountainCar-v1").rollout(200)
+    buffer.extend(batch.reshape(-1).clone())
+    exploration.step(batch)  # the collected batch updates them
+    counts = bonus.obs_rms.count.clone()
+    for _ in range(3):
+        buffer.sample()
+    assert torch.equal(bonus.obs_rms.count, counts)
+    assert bonus.training  # left as it was
+
+
+def test_the_model_trains_on_the_learner_s_buffer_and_does_not_save_it():
+    buffer, exploration = _vase_buffer()
+    assert exploration.pool is buffer and exploration.pool_size == 1000
+    step = OffPolicyStep(buffer, lambda frames: {"frames": frames}, None)
+    step(_batch(64, obs_dim=2))
+    assert len(buffer) == 64
+    with pytest.raises(ValueError, match="pool=replay"):
+        OffPolicyStep(ReplayBuffer(storage=LazyTensorStorage(10)), lambda frames: {},
+                      exploration)
+    buffer.extend(_batch(100, obs_dim=2))
+    _, sample = exploration.observe(_batch(10, obs_dim=2))
+    assert len(buffer) == 164  # observe does not extend a learner's buffer
+    assert set(sample.keys(True, True)) == {"observation", "action", ("next", "observation")}
+    assert exploration.state_dict()["_extra_state"]["pool"] is None
+
+
+def test_the_journal_rebuilds_the_buffer_slot_for_slot_across_wraps_and_kills(tmp_path):
+    def buffer():
+        return ReplayBuffer(storage=LazyTensorStorage(50), batch_size=8)
+
+    live = buffer()
+    journal = ReplayJournal(live, tmp_path)
+    states = []
+    for k in range(7):  # 7 x 23 transitions: the ring of 50 wraps three times
+        live.extend(TensorDict({"x": torch.arange(23 * k, 23 * (k + 1))}, [23]))
+        states.append(journal.state_dict())
+    # no chunk the last two checkpoints need is gone, nothing older is left: the previous
+    # one (138 transitions) needs transitions 88 on
+    chunks = sorted(path.name for path in tmp_path.iterdir())
+    assert chunks[0] == "chunk-000000000069-000000000092.pt" and len(chunks) == 4
+    restored = buffer()
+    ReplayJournal(restored, tmp_path).load_state_dict(states[-1])
+    assert torch.equal(restored.storage.get(torch.arange(50))["x"],
+                       live.storage.get(torch.arange(50))["x"])
+    assert restored.writer.state_dict() == live.writer.state_dict()
+    # a process killed after writing a chunk, before its checkpoint: the chunk is not read and
+    # is deleted; the buffer is the previous checkpoint's
+    live.extend(TensorDict({"x": torch.arange(161, 200)}, [39]))
+    journal.state_dict()
+    again = buffer()
+    ReplayJournal(again, tmp_path).load_state_dict(states[-1])
+    assert torch.equal(again.storage.get(torch.arange(50))["x"],
+                       restored.storage.get(torch.arange(50))["x"])
+    assert not (tmp_path / "chunk-000000000161-000000000200.pt").exists()
+    # a lost chunk is named, not papered over
+    (tmp_path / "chunk-000000000115-000000000138.pt").unlink()
+    with pytest.raises(FileNotFoundError, match="a chunk is missing"):
+        ReplayJournal(buffer(), tmp_path).load_state_dict(states[-1])
+    with pytest.raises(ValueError, match="same buffer size"):
+        ReplayJournal(ReplayBuffer(storage=LazyTensorStorage(60)), tmp_path).load_state_dict(
+            states[-1])
+
+
+def _history(uri: str, run_id: str) -> dict:
+    client = MlflowClient(tracking_uri=uri)
+    return {key: [(m.step, "nan" if math.isnan(m.value) else m.value)
+                  for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
+            for key in client.get_run(run_id).data.metrics if key not in TIMING_METRICS}
+
+
+def test_a_sac_vase_run_killed_and_resumed_logs_the_uninterrupted_history(store, monkeypatch):
+    # a buffer of 150 transitions: 5 batches of 64 wrap it twice, so resume must put each
+    # transition back in its slot
+    overrides = ("surprise=vase", "seed=31", "iterations=5", "checkpoint.every=2",
+                 "sac.buffer_size=150", "eval.every=2")
+    uninterrupted = recipe.train(_config(store, *overrides, "mlflow.experiment=sac_reference"))
+    calls, original = [], SACUpdate.__call__
+
+    def killed_in_third_update(self, frames):
+        calls.append(frames)
+        # iteration 0 collects the warm-up's 64 frames and updates (torchrl's rule: from the
+        # batch that brings the frames to init_random_frames); killed in iteration 2, after the
+        # checkpoint of iterations 0-1
+        if len(calls) == 3:
+            raise KeyboardInterrupt("killed")
+        return original(self, frames)
+
+    monkeypatch.setattr(SACUpdate, "__call__", killed_in_third_update)
+    with pytest.raises(KeyboardInterrupt):
+        recipe.train(_config(store, *overrides))
+    monkeypatch.setattr(SACUpdate, "__call__", original)
+    client = MlflowClient(tracking_uri=store[0])
+    [killed] = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id],
+                                  filter_string="tags.seed = '31'")
+    assert killed.info.status == "KILLED"
+    result = recipe.train(_config(store, *overrides, "resume=true"))
+    assert result["run_id"] == killed.info.run_id
+    resumed = _history(store[0], result["run_id"])
+    assert resumed == _history(store[0], uninterrupted["run_id"])
+    assert [step for step, _ in resumed["sac/loss_qvalue"]] == [64, 128, 192, 256, 320]
+    assert "bnn/kl" in resumed and "bonus/sampled_mean" in resumed and "eval/return" in resumed
+    # the trained actor back from the run's MLflow artifacts: SAC's tanh actor, as trained
+    policy = load_policy(result["run_id"], tracking_uri=store[0])
+    observation = TensorDict({"observation": torch.randn(5, 2)}, [5])
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        acted = policy(observation.clone())["action"]
+    weights = torch.load(Path(store[1]) / "checkpoints" / "mountain_car" / result["run_id"]
+                         / "weights.pt", weights_only=True)["actor"]
+    actor = tanh_policy(2, 1, [16, 16])
+    actor.load_state_dict(weights)
+    loc, _ = actor.module[0].module(observation["observation"])
+    torch.testing.assert_close(acted, torch.tanh(loc))
+    directory = Path(store[1]) / "checkpoints" / "mountain_car" / result["run_id"]
+    state = torch.load(directory / "last.pt", weights_only=True)
+    assert state["parts"]["replay"] == {"write_count": 320, "capacity": 150}
+    assert state["parts"]["exploration"]["_extra_state"]["pool"] is None  # not saved twice
+    # what the checkpoints wrote of the buffer: each transition once, not the whole buffer at
+    # every checkpoint (the first chunk is kept: the previous checkpoint needs 106-127)
+    chunks = sorted(path.name for path in (directory / "replay").iterdir())
+    assert chunks == ["chunk-000000000000-000000000128.pt", "chunk-000000000128-000000000256.pt",
+                      "chunk-000000000256-000000000320.pt"]
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (("advantage=dual",), "SAC has no advantage"),
+    (("advantage.center_bonus=true",), "SAC has no advantage"),
+    (("collection=rllab",), "collection=rllab"),
+    (("collector=torchrl", "collection=continuous"), "collector=lean"),
+    (("surprise=vime",), "VIME's bonus"),
+    (("seeds=[0,1]",), "populations train on-policy"),
+    (("sac.buffer_size=32",), "smaller than a collected batch"),
+    (("sac.batch_size=2000", "sac.buffer_size=1000"), "exceeds sac.buffer_size"),
+    (("sac.init_random_frames=256",), "never update"),
+    (("sac.storage=disk",), "sac.storage must be one of"),
+    (("sac.tau=2",), "sac.tau must be <= 1"),
+])
+def test_bad_sac_settings_are_refused_before_any_run_exists(store, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        recipe.train(_config(store, "mlflow.experiment=refused", *overrides))
+    client = MlflowClient(tracking_uri=store[0])
+    assert client.get_experiment_by_name("refused") is None
+
+
+def test_sac_runs_are_named_and_identified_by_what_they_read(store):
+    cfg = schema.typed_config(_config(store, "surprise=rnd", "seed=4"))
+    assert schema.run_name(cfg) == "sac-rnd-seed4"
+    assert "advantage" not in schema.run_tags(cfg, "abc", None)
+    assert not any(key.startswith(("trpo.", "ppo.", "advantage.")) for key in
+                   schema.run_params(cfg))
+    # a TRPO run's identity does not read the sac block (runs from before it keep theirs)
+    trpo = schema.typed_config(_config(store, "algorithm=trpo"))
+    assert "sac" in schema.identity_ignores(trpo)
+    assert schema.iterations(schema.typed_config(_config(store, "iterations=null",
+                                                         "sac.frames=1000"))) == 16

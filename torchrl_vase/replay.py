@@ -1,0 +1,160 @@
+"""A replay buffer's share of a run's checkpoint, written as the buffer grows.
+
+An off-policy run's replay buffer is most of its state: 1 M transitions of HalfCheetah are about
+200 MB. Writing it whole into every checkpoint (every few iterations) would cost more than the
+training; saving it once at the end would lose it to a kill. ``ReplayJournal`` writes at each
+checkpoint only the transitions added since the previous one, as a file of its own
+(``chunk-<first>-<end>.pt``, numbered by the buffer's write count), and puts in the checkpoint
+only the write count. Loading it rebuilds the buffer exactly: every transition back in the slot
+it had (so a sampled index draws the transition it drew before the kill) and the writer's
+cursor where it was. Chunks that no checkpoint can need any more (all their transitions
+overwritten before the previous checkpoint) are deleted; chunks written after the checkpoint
+a run resumes from are deleted when it loads.
+
+A checkpoint and its chunks agree whatever instant a process is killed at: a chunk is written
+(atomically) before the checkpoint that counts it, and a chunk that no checkpoint counts is
+never read.
+
+Examples:
+    >>> import tempfile, torch
+    >>> from tensordict import TensorDict
+    >>> from torchrl.data import LazyTensorStorage, ReplayBuffer
+    >>> def batch(start):
+    ...     return TensorDict({"x": torch.arange(start, start + 3.0)[:, None]}, [3])
+    >>> directory = tempfile.mkdtemp()
+    >>> buffer = ReplayBuffer(storage=LazyTensorStorage(5))
+    >>> journal = ReplayJournal(buffer, directory)
+    >>> _ = buffer.extend(batch(0)); state = journal.state_dict()  # writes transitions 0-2
+    >>> _ = buffer.extend(batch(3)); state = journal.state_dict()  # writes 3-5 (5 wraps to slot 0)
+    >>> restored = ReplayBuffer(storage=LazyTensorStorage(5))
+    >>> ReplayJournal(restored, directory).load_state_dict(state)
+    >>> restored.storage.get(torch.arange(5))["x"].flatten().tolist()
+    [5.0, 1.0, 2.0, 3.0, 4.0]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torchrl.data import ReplayBuffer
+
+from torchrl_vase.checkpointing import Checkpointer, check_writable, load_checkpoint
+
+__all__ = ["ReplayJournal"]
+
+_CHUNK = re.compile(r"^chunk-(\d+)-(\d+)\.pt$")
+
+
+class ReplayJournal:
+    """Checkpoints ``buffer`` (a torchrl ``ReplayBuffer`` with a ring storage and the default
+    writer) by appending: ``state_dict()`` writes the transitions added since its previous call
+    to ``directory`` and returns the write count; ``load_state_dict`` rebuilds the buffer from
+    the files (see the module). The buffer stays the run's one owner of its transitions; pass
+    the journal as the loop's ``state`` entry for it.
+
+    Args:
+        buffer: the replay buffer (its transform, the bonus, is not involved: the storage's
+            contents are written as stored).
+        directory: where the chunks go, one directory per run (the recipe's: ``replay/`` in the
+            run's checkpoint directory); ``None``: set it with ``attach`` before the first
+            ``state_dict`` or ``load_state_dict``.
+    """
+
+    def __init__(self, buffer: ReplayBuffer, directory: str | os.PathLike | None = None) -> None:
+        if not isinstance(buffer, ReplayBuffer):
+            raise TypeError(f"buffer must be a torchrl ReplayBuffer, got {type(buffer).__name__}.")
+        self.buffer = buffer
+        self.capacity = int(buffer.storage.max_size)
+        self.directory: Path | None = None
+        # the write count at the last state_dict: the committed checkpoint's, whose chunks are
+        # kept until the next one replaces it
+        self._saved = 0
+        if directory is not None:
+            self.attach(directory)
+
+    def attach(self, directory: str | os.PathLike) -> None:
+        """Write the chunks to ``directory`` (created, and checked writable, now)."""
+        self.directory = check_writable(directory, "replay buffer directory")
+
+    @property
+    def write_count(self) -> int:
+        """Transitions ever written to the buffer (its writer's count)."""
+        return int(self.buffer.writer.state_dict()["_write_count"])
+
+    # ----------------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Write the transitions added since the previous call (at most the buffer's capacity:
+        older ones are overwritten) and return ``{"write_count", "capacity"}``."""
+        directory = self._directory()
+        written = self.write_count
+        first = max(self._saved, written - self.capacity)
+        if written > first:
+            slots = torch.arange(first, written) % self.capacity
+            rows = self.buffer.storage.get(slots)
+            Checkpointer(directory, f"chunk-{first:012d}-{written:012d}.pt").save(rows.to_dict())
+        # no checkpoint after this one needs what was overwritten before the previous one
+        for _, end, path in self._chunks():
+            if end <= self._saved - self.capacity:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        self._saved = written
+        return {"write_count": written, "capacity": self.capacity}
+
+    def load_state_dict(self, state: dict) -> None:
+        """The buffer as it was at ``state_dict()``: the last ``capacity`` transitions in their
+        slots, the writer's cursor and count; chunks written after that call are deleted."""
+        written, capacity = int(state["write_count"]), int(state["capacity"])
+        if capacity != self.capacity:
+            raise ValueError(f"the checkpoint's replay buffer held {capacity} transitions, this "
+                             f"one {self.capacity}: resume with the same buffer size.")
+        for start, _, path in self._chunks():
+            if start >= written:  # written by a process killed before its checkpoint
+                path.unlink()
+        first = max(0, written - capacity)
+        pieces, covered = [], first
+        for start, end, path in self._chunks():
+            if end <= covered:
+                continue
+            if start > covered:
+                break
+            rows = TensorDict(load_checkpoint(path, what=f"the replay chunk {path}"))
+            taken = min(end, written)
+            pieces.append(rows.auto_batch_size_(batch_dims=1)[covered - start: taken - start])
+            covered = taken
+        if covered != written:
+            raise FileNotFoundError(
+                f"the replay buffer's chunks in {self.directory} hold its transitions up to "
+                f"{covered} of {written}: a chunk is missing (deleted, or the checkpoint was "
+                "moved without its replay/ directory).")
+        self.buffer.empty()
+        if pieces:
+            self._restore(torch.cat(pieces) if len(pieces) > 1 else pieces[0], first, written)
+        self._saved = written
+
+    def _restore(self, transitions: TensorDictBase, first: int, written: int) -> None:
+        """Transitions ``first .. written-1`` back in slot ``number % capacity``."""
+        # from an empty buffer, extend fills slots 0, 1, ...: slot s gets transition
+        # first + ((s - first) mod capacity), the one numbered s mod capacity
+        order = (torch.arange(len(transitions)) - first) % len(transitions)
+        self.buffer.extend(transitions[order])
+        self.buffer.writer.load_state_dict(
+            {"_cursor": written % self.capacity, "_write_count": written})
+
+    def _directory(self) -> Path:
+        if self.directory is None:
+            raise RuntimeError("ReplayJournal has no directory: attach(directory) first.")
+        return self.directory
+
+    def _chunks(self) -> list[tuple[int, int, Path]]:
+        """The chunk files, by their first transition."""
+        found = []
+        for path in self._directory().iterdir():
+            match = _CHUNK.match(path.name)
+            if match:
+                found.append((int(match[1]), int(match[2]), path))
+        return sorted(found)
