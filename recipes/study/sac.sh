@@ -9,7 +9,7 @@
 # of their own (studies/sac/code), the launcher exports and commits every finished cell into
 # docs/results/sac/, checkpoints and the scratch MLflow store are under studies/sac/.
 set -euo pipefail
-STUDY_COMMIT=${STUDY_COMMIT:-PLACEHOLDER}
+STUDY_COMMIT=${STUDY_COMMIT:-4d3f5ac31892ccd5ae0a89124e5947d6c0daee2d}
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 SCRATCH=${SCRATCH:-$ROOT/studies/sac}
