@@ -8,3 +8,11 @@ import pytest
 @pytest.fixture(autouse=True)
 def _run_in_a_temporary_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A throw-away MLflow store and checkpoint root for one test module's recipe runs:
+    ``(tracking URI, root directory)``."""
+    root = tmp_path_factory.mktemp("store")
+    return f"sqlite:///{root / 'mlflow.db'}", root

@@ -152,3 +152,41 @@ def test_a_run_trains_on_the_device_checkpoints_and_resumes(tmp_path, monkeypatc
     # the saved policy loads on a machine of any kind (weights mapped to the CPU)
     policy = torchrl_vase.load_policy(first["run_id"], tracking_uri=uri)
     assert _devices(policy) == {"cpu"}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_sac_run_trains_on_the_device_with_its_buffer_there_and_resumes(tmp_path, monkeypatch,
+                                                                          device):
+    from torchrl_vase.off_policy import SACUpdate
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    overrides = [
+        "algorithm=sac", f"device={device}", f"mlflow.tracking_uri={uri}",
+        f"checkpoint.dir={tmp_path / 'checkpoints'}", "env=point_robot", "surprise=vase",
+        "+env.make_kwargs.max_episode_steps=32", "iterations=2", "sac.frames_per_batch=64",
+        "sac.init_random_frames=64", "sac.batch_size=32", "sac.num_cells=[16,16]",
+        "sac.utd_ratio=0.1", "env.pool_min=50", "surprise.elbo.updates_per_iteration=3",
+        "progress_bar=false", "checkpoint.every=1", "eval.every=1", "eval.episodes=2",
+    ]
+    seen, original = [], SACUpdate.__call__
+
+    def spy(self, frames):  # where the learner, its buffer and a sample live
+        sample = self.replay.sample()
+        seen.append({"loss": {p.device.type for p in self.loss.parameters()},
+                     "sample": _leaf_devices(sample),
+                     "optimizer": {p.device.type for g in self.optimizer.param_groups
+                                   for p in g["params"]}})
+        return original(self, frames)
+
+    monkeypatch.setattr(SACUpdate, "__call__", spy)
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        first = recipe.train(compose("trpo_vase", overrides=overrides))
+        resumed = recipe.train(compose("trpo_vase", overrides=[
+            *[o for o in overrides if not o.startswith("iterations=")],
+            "iterations=3", "resume=true"]))
+    assert resumed["run_id"] == first["run_id"] and resumed["iterations_done"] == 3
+    assert seen and all(d == {"loss": {device}, "sample": {device}, "optimizer": {device}}
+                        for d in seen)
+    assert MlflowClient(tracking_uri=uri).get_run(first["run_id"]).info.status == "FINISHED"
+    policy = torchrl_vase.load_policy(first["run_id"], tracking_uri=uri)
+    assert _devices(policy) == {"cpu"}

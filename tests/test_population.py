@@ -205,12 +205,6 @@ def test_sigterm_stops_a_population_with_a_checkpoint_off_schedule():
 # ------------------------------------------------------------------------------------------------
 # The recipe: seeds=[...]
 # ------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("population")
-    return f"sqlite:///{root / 'mlflow.db'}", root
-
-
 def _config(store, *overrides):
     uri, root = store
     tiny = [f"mlflow.tracking_uri={uri}", f"checkpoint.dir={root / 'checkpoints'}",

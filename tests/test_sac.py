@@ -35,12 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 recipe = load_recipe("trpo_vase")
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mlflow")
-    return f"sqlite:///{root / 'mlflow.db'}", root
-
-
 def _config(store, *overrides):
     """A tiny SAC run on MountainCar: whole paths of 32 steps, two a batch, 16 updates a batch."""
     uri, root = store
@@ -218,6 +212,13 @@ def test_the_journal_rebuilds_the_buffer_slot_for_slot_across_wraps_and_kills(tm
     (tmp_path / "chunk-000000000115-000000000138.pt").unlink()
     with pytest.raises(FileNotFoundError, match="a chunk is missing"):
         ReplayJournal(buffer(), tmp_path).load_state_dict(states[-1])
+    # a buffer that never wrapped goes into a larger one (a run resumed with more iterations)
+    small, larger = buffer(), ReplayBuffer(storage=LazyTensorStorage(80))
+    small.extend(TensorDict({"x": torch.arange(30)}, [30]))
+    ReplayJournal(larger, tmp_path / "small").load_state_dict(
+        ReplayJournal(small, tmp_path / "small").state_dict())
+    assert torch.equal(larger.storage.get(torch.arange(30))["x"], torch.arange(30))
+    assert len(larger) == 30 and larger.writer.state_dict()["_cursor"] == 30
     with pytest.raises(ValueError, match="same buffer size"):
         ReplayJournal(ReplayBuffer(storage=LazyTensorStorage(60)), tmp_path).load_state_dict(
             states[-1])

@@ -43,12 +43,6 @@ SURPRISES = ["none", "vase", "nll", "vime", "rnd"]
 recipe = load_recipe("trpo_vase")
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mlflow")
-    return f"sqlite:///{root / 'mlflow.db'}", root
-
-
 def _config(store, *overrides):
     uri, root = store
     tiny = [

@@ -107,15 +107,19 @@ class ReplayJournal:
 
     def load_state_dict(self, state: dict) -> None:
         """The buffer as it was at ``state_dict()``: the last ``capacity`` transitions in their
-        slots, the writer's cursor and count; chunks written after that call are deleted."""
+        slots, the writer's cursor and count; chunks written after that call are deleted. The
+        buffer's size must be the saved one's, unless neither was ever filled."""
         written, capacity = int(state["write_count"]), int(state["capacity"])
-        if capacity != self.capacity:
+        # a buffer that never wrapped has the same layout at any size that holds it (a run
+        # resumed with more iterations reserves more)
+        if capacity != self.capacity and written > min(capacity, self.capacity):
             raise ValueError(f"the checkpoint's replay buffer held {capacity} transitions, this "
-                             f"one {self.capacity}: resume with the same buffer size.")
+                             f"one {self.capacity}, and {written} were written: resume with the "
+                             "same buffer size.")
         for start, _, path in self._chunks():
             if start >= written:  # written by a process killed before its checkpoint
                 path.unlink()
-        first = max(0, written - capacity)
+        first = max(0, written - self.capacity)
         pieces, covered = [], first
         for start, end, path in self._chunks():
             if end <= covered:
