@@ -7,7 +7,7 @@
 # It runs only where the Figure 3 study leaves cores free (WORKERS, default 1): it must not delay
 # that study. How it runs: recipes/study/pinned_study.sh (exports to docs/results/sac/).
 set -euo pipefail
-STUDY_COMMIT=4d3f5ac31892ccd5ae0a89124e5947d6c0daee2d
+STUDY_COMMIT=9945e54c614f92740bb90b80f0aab1f6aae8aaac
 cd "$(dirname "$0")/../.."
 exec bash recipes/study/pinned_study.sh sac "$STUDY_COMMIT" \
     --algorithm sac --tasks mountain_car half_cheetah --measures none vase rnd \
