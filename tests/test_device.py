@@ -44,6 +44,17 @@ def _leaf_devices(td) -> set[str]:
     return {value.device.type for value in td.values(True, True)}
 
 
+def _train_then_resume(overrides: list[str]) -> dict:
+    """Two iterations of the recipe, then resumed to three in the same run; the first's result."""
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        first = recipe.train(compose("trpo_vase", overrides=overrides))
+        resumed = recipe.train(compose("trpo_vase", overrides=[
+            *[o for o in overrides if not o.startswith("iterations=")],
+            "iterations=3", "resume=true"]))
+    assert resumed["run_id"] == first["run_id"] and resumed["iterations_done"] == 3
+    return first
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_lean_collector_acts_on_the_cpu_with_the_learners_weights(device):
     actor = torchrl_vase.gaussian_policy(2, 2, [8], device=device)
@@ -134,12 +145,7 @@ def test_a_run_trains_on_the_device_checkpoints_and_resumes(tmp_path, monkeypatc
         return fit_critic(loss, batch, optimizer, **kwargs)
 
     monkeypatch.setattr(algorithm, "fit_critic", spy)
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        first = recipe.train(compose("trpo_vase", overrides=overrides))
-        resumed = recipe.train(compose("trpo_vase", overrides=[
-            *[o for o in overrides if not o.startswith("iterations=")],
-            "iterations=3", "resume=true"]))
-    assert resumed["run_id"] == first["run_id"] and resumed["iterations_done"] == 3
+    first = _train_then_resume(overrides)
     assert len(seen) == 3
     for devices in seen:
         assert devices == {"batch": {device}, "actor": {device}, "critics": {device},
@@ -179,12 +185,7 @@ def test_a_sac_run_trains_on_the_device_with_its_buffer_there_and_resumes(tmp_pa
         return original(self, frames)
 
     monkeypatch.setattr(SACUpdate, "__call__", spy)
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        first = recipe.train(compose("trpo_vase", overrides=overrides))
-        resumed = recipe.train(compose("trpo_vase", overrides=[
-            *[o for o in overrides if not o.startswith("iterations=")],
-            "iterations=3", "resume=true"]))
-    assert resumed["run_id"] == first["run_id"] and resumed["iterations_done"] == 3
+    first = _train_then_resume(overrides)
     assert seen and all(d == {"loss": {device}, "sample": {device}, "optimizer": {device}}
                         for d in seen)
     assert MlflowClient(tracking_uri=uri).get_run(first["run_id"]).info.status == "FINISHED"
