@@ -24,15 +24,13 @@ from pathlib import Path
 import hydra
 import torch
 from omegaconf import DictConfig
-from torch import nn
 from torchrl.collectors import Collector
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
 from torchrl.envs import DoubleToFloat, GymEnv, TransformedEnv
 
 from torchrl_vase import BayesianMLP, DynamicsModel, VariationalELBOLoss
-
-ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
+from torchrl_vase.modules import ACTIVATIONS
 
 
 def collect_transitions(env_id: str, frames: int, seed: int) -> ReplayBuffer:

@@ -33,7 +33,7 @@ from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.envs import declares_sparse_goal
 from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
-from torchrl_vase.modules.policy import gaussian_policy, tanh_policy
+from torchrl_vase.modules.policy import ACTIVATIONS, gaussian_policy, tanh_policy
 
 __all__ = [
     "WEIGHTS_FILE",
@@ -292,7 +292,7 @@ def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModul
     if config.get("algorithm") == "sac":  # SAC's tanh-squashed actor, as the recipe built it
         sac = config["sac"]
         actor = tanh_policy(obs_dim, action_dim, sac["num_cells"],
-                            activation={"relu": nn.ReLU, "tanh": nn.Tanh}[sac["activation"]],
+                            activation=ACTIVATIONS[sac["activation"]],
                             default_scale=sac["default_policy_scale"], scale_lb=sac["scale_lb"])
     else:
         actor = gaussian_policy(obs_dim, action_dim, env["policy_cells"])

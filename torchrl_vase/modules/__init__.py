@@ -4,6 +4,7 @@ from torchrl_vase.modules.bayesian_mlp import SAMPLINGS, BayesianMLP, LayerWeigh
 from torchrl_vase.modules.critic import StandardizedRegressor
 from torchrl_vase.modules.dynamics import DynamicsModel
 from torchrl_vase.modules.policy import (
+    ACTIVATIONS,
     INITIALIZATIONS,
     gaussian_policy,
     initialize_,
@@ -12,6 +13,7 @@ from torchrl_vase.modules.policy import (
 )
 
 __all__ = [
+    "ACTIVATIONS",
     "INITIALIZATIONS",
     "SAMPLINGS",
     "BayesianMLP",

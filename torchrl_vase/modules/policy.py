@@ -23,6 +23,8 @@ from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, TanhNorm
 from torchrl_vase._validation import check_layer_widths
 
 INITIALIZATIONS = ("torch", "glorot", "orthogonal")
+#: hidden-unit activations by the name a config gives them
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
 
 @torch.no_grad()

@@ -37,6 +37,7 @@ from torchrl_vase.exploration import Exploration
 from torchrl_vase.loggers import CSVLogger, Logger
 from torchrl_vase.loop import iteration_seed
 from torchrl_vase.modules import (
+    ACTIVATIONS,
     DynamicsModel,
     StandardizedRegressor,
     gaussian_policy,
@@ -55,7 +56,6 @@ from torchrl_vase.watchers import FirstReward
 __all__ = ["build", "build_sac", "evaluation_metrics", "log_figures", "run_logger",
            "seeded_build"]
 
-ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
 
 def make_collector(cfg: DictConfig, actor):

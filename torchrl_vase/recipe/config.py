@@ -36,6 +36,7 @@ from torchrl_vase.envs import (
 )
 from torchrl_vase.evaluation import check_video
 from torchrl_vase.mlflow_ui import MODEL_TRAINING_KIND, return_first_view
+from torchrl_vase.modules import ACTIVATIONS as MODULE_ACTIVATIONS
 from torchrl_vase.modules import INITIALIZATIONS, SAMPLINGS
 from torchrl_vase.objectives.elbo_steps import BACKENDS
 from torchrl_vase.population.streams import check_seeds
@@ -260,7 +261,7 @@ RANGES = [
     ("sac.lr", 0, False), ("sac.alpha_lr", 0, False), ("sac.alpha_init", 0, False),
     ("sac.tau", 0, False), ("sac.default_policy_scale", 0, False), ("sac.scale_lb", 0, False),
 ]
-ACTIVATIONS = ("relu", "tanh")
+ACTIVATIONS = tuple(MODULE_ACTIVATIONS)
 # keys with a fixed set of values
 CHOICES = {
     "algorithm": ("trpo", "ppo", "sac"), "collector": ("lean", "torchrl"),
