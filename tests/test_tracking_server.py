@@ -56,7 +56,8 @@ def _sweep(uri: str, workdir: Path, *extra: str) -> subprocess.CompletedProcess:
         sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "-m",
         "hydra/launcher=submitit_local", "seed=0", "trpo.gamma=0.99,0.995", "surprise=none",
         "num_envs=2", "env.frames_per_batch=64", "trpo.critic_minibatch=32", "collection=rllab",
-        "progress_bar=false", "checkpoint.every=1", "threads=1", f"mlflow.tracking_uri={uri}",
+        "progress_bar=false", "checkpoint.every=1", "threads=1", "eval.every=0",
+        f"mlflow.tracking_uri={uri}",
         f"checkpoint.dir={workdir / 'checkpoints'}", f"hydra.sweep.dir={workdir / 'sweep'}",
         *extra,
     ]

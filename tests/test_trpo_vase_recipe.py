@@ -56,6 +56,9 @@ def _config(store, *overrides):
         "obs_norm_steps=20",
         "progress_bar=false",
         "checkpoint.every=0",
+        # evaluation has its own tests (and the env matrix's none column): 5 whole episodes at
+        # every run's end would cost more than its two iterations
+        "eval.every=0",
         "trpo.critic_minibatch=32",
         # lanes of 32 steps: the machinery's tests count 64 frames a batch (rllab's whole paths,
         # the default, run to the env's 500-step limit: test_paths_* and test_collectors.py)
@@ -71,9 +74,16 @@ def _config(store, *overrides):
 @pytest.mark.parametrize("surprise", SURPRISES)
 @pytest.mark.parametrize("env", ENVS)
 def test_every_env_and_surprise_runs_two_iterations(store, env, surprise):
-    result = recipe.train(_config(store, f"env={env}", f"surprise={surprise}", "seed=7"))
+    # each env's evaluation once: in its none column (the bonus plays no part in it)
+    evaluation = ("eval.every=2", "eval.episodes=2") if surprise == "none" else ()
+    result = recipe.train(_config(store, f"env={env}", f"surprise={surprise}", "seed=7",
+                                  *evaluation))
     assert result["iterations_done"] == 2
     run = MlflowClient(tracking_uri=store[0]).get_run(result["run_id"])
+    evaluated = {key for key in run.data.metrics if key.startswith("eval/")}
+    # every task is sparse: a success is a positive return
+    assert evaluated == ({"eval/return", "eval/success_rate", "eval/episode_length"}
+                         if evaluation else set())
     assert run.info.status == "FINISHED"
     assert run.data.tags["env"] == env and run.data.tags["surprise"] == surprise
     expected_name = "none-seed7" if surprise == "none" else f"{surprise}-extrinsic-seed7"
@@ -229,7 +239,7 @@ def test_a_parallel_sweep_with_checkpoints_gives_two_runs_that_each_resume_thems
             sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "-m", "hydra/launcher=joblib",
             "surprise.delta=0.01,0", f"iterations={iterations}", "num_envs=2",
             "env.frames_per_batch=64", "collection=rllab", "env.pool_min=50",
-            "surprise.elbo.updates_per_iteration=3", "trpo.critic_minibatch=32",
+            "surprise.elbo.updates_per_iteration=3", "trpo.critic_minibatch=32", "eval.every=0",
             "progress_bar=false", "checkpoint.every=1",
             f"resume={str(resume).lower()}", f"mlflow.tracking_uri={uri}",
             f"checkpoint.dir={tmp_path / 'checkpoints'}", f"hydra.sweep.dir={tmp_path / 'mr'}",
@@ -245,7 +255,8 @@ def test_a_parallel_sweep_with_checkpoints_gives_two_runs_that_each_resume_thems
     assert sorted(r.info.run_name for r in runs) == [
         f"vase-extrinsic-seed0 surprise.delta={delta} iterations=1 num_envs=2 "
         "env.frames_per_batch=64 collection=rllab env.pool_min=50 "
-        "surprise.elbo.updates_per_iteration=3 trpo.critic_minibatch=32" for delta in ("0", "0.01")]
+        "surprise.elbo.updates_per_iteration=3 trpo.critic_minibatch=32 eval.every=0"
+        for delta in ("0", "0.01")]
     # one tag for the sweep: its directory's name (by default its launch time)
     assert {r.data.tags["sweep"] for r in runs} == {"mr"}
     sweep(2, resume=True)  # each job finds its own run by its config's identity, and extends it
@@ -268,7 +279,7 @@ def test_sigterm_ends_the_run_killed_with_a_checkpoint_and_resume_finishes_it(tm
         sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "surprise=none",
         "iterations=1000", "num_envs=2", "env.frames_per_batch=64", "collection=rllab",
         "trpo.critic_minibatch=32", "progress_bar=false", "checkpoint.every=1000",
-        f"mlflow.tracking_uri={uri}",
+        "eval.every=0", f"mlflow.tracking_uri={uri}",
         f"checkpoint.dir={tmp_path / 'checkpoints'}",
     ]
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, text=True,
