@@ -1,8 +1,22 @@
 """Every test and doctest runs in a fresh temporary working directory: what the code under test
 writes to the working directory (MuJoCo's MUJOCO_LOG.TXT, a default ``sqlite:///mlflow.db``,
-``checkpoints/``) never lands in the repository."""
+``checkpoints/``) never lands in the repository.
+
+An empty MLflow SQLite store is created once a session, by the library's own creation path, and
+copied wherever a test needs a fresh store rather than its creation: MLflow's migrations cost
+seconds a store. tests/test_tracking.py and tests/test_sqlite_races.py create theirs."""
+
+import logging
+import runpy
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent
 
 
 @pytest.fixture(autouse=True)
@@ -10,9 +24,90 @@ def _run_in_a_temporary_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
+@pytest.fixture(scope="session")
+def migrated_store(tmp_path_factory) -> Path:
+    """The session's empty, migrated SQLite store; copied by ``fresh_store``."""
+    from torchrl_vase.tracking import check_tracking_store
+
+    database = tmp_path_factory.mktemp("migrated") / "mlflow.db"
+    check_tracking_store(f"sqlite:///{database}")
+    return database
+
+
+@pytest.fixture(scope="session")
+def fresh_store(migrated_store):
+    """``fresh_store(path)``: a new empty SQLite store at ``path``, as MLflow would have created
+    it there (its Default experiment's artifacts beside it, not beside the template); its URI."""
+
+    def copy(database: Path) -> str:
+        database = Path(database)
+        shutil.copyfile(migrated_store, database)
+        connection = sqlite3.connect(database)
+        with connection:
+            connection.execute(
+                "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
+                (str(database.parent / "mlruns" / "0"),))
+        connection.close()
+        return f"sqlite:///{database}"
+
+    return copy
+
+
+@pytest.fixture
+def sqlite_uri(tmp_path, fresh_store) -> str:
+    """A new empty SQLite store, ``mlflow.db`` in the test's directory; its URI."""
+    return fresh_store(tmp_path / "mlflow.db")
+
+
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
+def store(tmp_path_factory, fresh_store):
     """A throw-away MLflow store and checkpoint root for one test module's recipe runs:
     ``(tracking URI, root directory)``."""
     root = tmp_path_factory.mktemp("store")
-    return f"sqlite:///{root / 'mlflow.db'}", root
+    return fresh_store(root / "mlflow.db"), root
+
+
+@pytest.fixture
+def run_script(capsys, monkeypatch):
+    """``run_script(path, *args)``: the repository's script run as ``python path args`` runs it,
+    but in this process (its imports are this process's: seconds cheaper than a new
+    interpreter), from the test's temporary directory; a ``subprocess.CompletedProcess``. An
+    exit with a message (``SystemExit("…")``, as a refused input ends) is status 1 with the
+    message on stderr, as the interpreter gives it; an exception is raised as it is (it would be
+    a traceback). ``check=True`` fails the test on a non-zero status, showing stderr."""
+    import torch
+
+    def run(script: str, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+        monkeypatch.setattr(sys, "argv", [str(ROOT / script), *args])
+        threads = torch.get_num_threads()
+        logging_state = _logging_state()  # a Hydra script configures logging for its process
+        status = 0
+        try:
+            runpy.run_path(str(ROOT / script), run_name="__main__")
+        except SystemExit as exit_:
+            status = exit_.code if isinstance(exit_.code, int) else exit_.code is not None
+            if isinstance(exit_.code, str):
+                print(exit_.code, file=sys.stderr)
+        finally:
+            torch.set_num_threads(threads)
+            _restore_logging(logging_state)
+        captured = capsys.readouterr()
+        if check:
+            assert status == 0, captured.err[-3000:]
+        return subprocess.CompletedProcess([script, *args], int(status), captured.out,
+                                           captured.err)
+
+    return run
+
+
+def _logging_state() -> list[tuple[logging.Logger, list, int, bool, bool]]:
+    loggers = [logging.root, *(logger for logger in logging.Logger.manager.loggerDict.values()
+                               if isinstance(logger, logging.Logger))]
+    return [(logger, logger.handlers[:], logger.level, logger.disabled, logger.propagate)
+            for logger in loggers]
+
+
+def _restore_logging(state: list[tuple[logging.Logger, list, int, bool, bool]]) -> None:
+    for logger, handlers, level, disabled, propagate in state:
+        logger.handlers[:] = handlers
+        logger.level, logger.disabled, logger.propagate = level, disabled, propagate

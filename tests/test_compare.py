@@ -26,9 +26,9 @@ FIRST_REWARD = {("vase", 0): 1500, ("vase", 1): 700, ("vase", 2): 2600, ("vase",
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
+def store(tmp_path_factory, fresh_store):
     root = tmp_path_factory.mktemp("store")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
+    uri = fresh_store(root / "mlflow.db")
     client = MlflowClient(tracking_uri=uri)
     experiment = client.create_experiment("point_robot", artifact_location=(root / "a").as_uri())
     picture = root / "visited_positions.png"
@@ -97,8 +97,8 @@ def test_iqm_and_its_bootstrap_interval_equal_a_direct_computation():
     assert low < point < high < 100
 
 
-def test_reruns_killed_runs_and_other_settings_are_never_pooled(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_reruns_killed_runs_and_other_settings_are_never_pooled(tmp_path, sqlite_uri):
+    uri = sqlite_uri
     client = MlflowClient(tracking_uri=uri)
     experiment = client.create_experiment("mixed", artifact_location=(tmp_path / "a").as_uri())
 
@@ -186,8 +186,8 @@ def test_unknown_experiment_is_a_clear_error(store, tmp_path):
         compare.compare(store, "nope", tmp_path)
 
 
-def test_runs_without_a_finished_episode_give_nan_rows_not_a_crash(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_runs_without_a_finished_episode_give_nan_rows_not_a_crash(tmp_path, sqlite_uri):
+    uri = sqlite_uri
     client = MlflowClient(tracking_uri=uri)
     experiment = client.create_experiment("young", artifact_location=(tmp_path / "a").as_uri())
     run_id = client.create_run(experiment, tags={"surprise": "vase", "seed": "0"}).info.run_id
@@ -213,8 +213,8 @@ def test_the_heatmap_shows_the_chosen_seed_else_the_lowest_rewarded_one():
     assert compare.heatmap_run(runs[:2], None).seed == 0  # nobody found it: the lowest seed
 
 
-def test_diagnostics_table_and_coverage_figure(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_diagnostics_table_and_coverage_figure(tmp_path, sqlite_uri):
+    uri = sqlite_uri
     client = MlflowClient(tracking_uri=uri)
     experiment = client.create_experiment("diag", artifact_location=(tmp_path / "a").as_uri())
     # per seed: advantage/bonus correlation per iteration, and the step of the first reward

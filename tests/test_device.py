@@ -119,8 +119,8 @@ def test_the_pool_lives_with_the_model_and_takes_cpu_batches(device):
 @pytest.mark.parametrize(("surprise", "algorithm_name"),
                          [("vase", "trpo"), ("rnd", "trpo"), ("vase", "ppo")])
 def test_a_run_trains_on_the_device_checkpoints_and_resumes(tmp_path, monkeypatch, device,
-                                                            surprise, algorithm_name):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+                                                            surprise, algorithm_name, sqlite_uri):
+    uri = sqlite_uri
     overrides = [
         f"algorithm={algorithm_name}", "ppo.minibatch_size=32", "ppo.epochs=2",
         f"mlflow.tracking_uri={uri}", f"checkpoint.dir={tmp_path / 'checkpoints'}",
@@ -162,10 +162,10 @@ def test_a_run_trains_on_the_device_checkpoints_and_resumes(tmp_path, monkeypatc
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_sac_run_trains_on_the_device_with_its_buffer_there_and_resumes(tmp_path, monkeypatch,
-                                                                          device):
+                                                                          device, sqlite_uri):
     from torchrl_vase.off_policy import SACUpdate
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = sqlite_uri
     overrides = [
         "algorithm=sac", f"device={device}", f"mlflow.tracking_uri={uri}",
         f"checkpoint.dir={tmp_path / 'checkpoints'}", "env=point_robot", "surprise=vase",

@@ -93,8 +93,7 @@ def test_the_sac_study_plans_its_cells_by_sac_s_frames_and_experiments(tmp_path)
     assert "algorithm=sac" in command and not any(o.startswith("iterations=") for o in command)
     assert f"mlflow.experiment=sac-{jobs[0].task}" in command
 
-def _store(tmp_path: Path) -> tuple[str, MlflowClient, str]:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def _store(uri: str, tmp_path: Path) -> tuple[str, MlflowClient, str]:
     client = MlflowClient(tracking_uri=uri)
     experiment = client.create_experiment("grid", artifact_location=(tmp_path / "a").as_uri())
     return uri, client, experiment
@@ -120,8 +119,8 @@ def _log(client, experiment, surprise: str, seed: int, returns: list[float],
     return run_id
 
 
-def test_export_writes_the_asked_seeds_of_a_measure_with_their_provenance(tmp_path):
-    uri, client, experiment = _store(tmp_path)
+def test_export_writes_the_asked_seeds_of_a_measure_with_their_provenance(tmp_path, sqlite_uri):
+    uri, client, experiment = _store(sqlite_uri, tmp_path)
     _log(client, experiment, "none", 0, [0, 0, 1])
     _log(client, experiment, "vase", 0, [0, 2, 3])
     _log(client, experiment, "vase", 1, [1, 1, 1])
@@ -144,8 +143,8 @@ def test_export_writes_the_asked_seeds_of_a_measure_with_their_provenance(tmp_pa
     assert written == [out / "trpo_authors" / "seed0.csv"]
 
 
-def test_compare_reads_the_exported_csvs_as_it_reads_the_store(tmp_path):
-    uri, client, experiment = _store(tmp_path)
+def test_compare_reads_the_exported_csvs_as_it_reads_the_store(tmp_path, sqlite_uri):
+    uri, client, experiment = _store(sqlite_uri, tmp_path)
     rng = np.random.default_rng(0)
     for surprise in ("none", "vase"):
         for seed in range(4):
@@ -166,7 +165,9 @@ def test_compare_reads_the_exported_csvs_as_it_reads_the_store(tmp_path):
 
 
 def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_time(
-        tmp_path, capsys):
+        tmp_path, capsys, fresh_store):
+    (tmp_path / "scratch").mkdir()
+    fresh_store(tmp_path / "scratch" / "mlflow.db")  # the launcher's store: made, not tested here
     # one job: a population of seeds 3 and 4
     out = tmp_path / "results"
     out.mkdir()
@@ -359,7 +360,9 @@ def test_a_measure_a_population_cannot_train_runs_one_seed_a_job():
 
 
 def test_the_submitit_launcher_runs_cells_through_the_local_executor_and_skips_them_after(
-        tmp_path, capsys):
+        tmp_path, capsys, fresh_store):
+    (tmp_path / "scratch").mkdir()
+    fresh_store(tmp_path / "scratch" / "mlflow.db")  # the launcher's store: made, not tested here
     out = tmp_path / "results"
     args = ["--tasks", "mountain_car", "--measures", "none", "--seeds", "3-4", "--iterations",
             "1", "--scratch", str(tmp_path / "scratch"), "--out", str(out), "--launcher",

@@ -1,13 +1,11 @@
 """The recipes run end to end on tiny budgets (wiring, not performance)."""
 
 import re
-import runpy
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,27 +20,9 @@ def _run(*args: str) -> str:
     return result.stdout
 
 
-@pytest.fixture
-def run_script(capsys, monkeypatch):
-    """A benchmark script's ``main`` in this process (its imports are this process's: seconds
-    cheaper than a new interpreter), from the test's temporary directory; its stdout."""
-
-    def run(script: str, *args: str) -> str:
-        monkeypatch.setattr(sys, "argv", [str(ROOT / script), *args])
-        threads = torch.get_num_threads()
-        try:
-            runpy.run_path(str(ROOT / script), run_name="__main__")
-        finally:
-            torch.set_num_threads(threads)
-        return capsys.readouterr().out
-
-    return run
-
-
-def test_train_bnn_lowers_the_elbo_loss():
-    out = _run(
-        "recipes/train_bnn.py", "frames=1000", "train.epochs=3", "train.batch_size=20", "threads=1"
-    )
+def test_train_bnn_lowers_the_elbo_loss(run_script):
+    out = run_script("recipes/train_bnn.py", "frames=1000", "train.epochs=3",
+                     "train.batch_size=20", "threads=1", check=True).stdout
     rows = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+-?\d", line)]
     assert [int(r[0]) for r in rows] == [0, 1, 2, 3]
     elbo = [float(r[1]) for r in rows]
@@ -51,11 +31,8 @@ def test_train_bnn_lowers_the_elbo_loss():
     assert held_out_nll[-1] < held_out_nll[0], held_out_nll
 
 
-def test_train_bnn_rejects_an_unknown_activation_before_collecting():
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "recipes" / "train_bnn.py"), "model.activation=sigmoid"],
-        capture_output=True, text=True, timeout=120,
-    )
+def test_train_bnn_rejects_an_unknown_activation_before_collecting(run_script):
+    result = run_script("recipes/train_bnn.py", "model.activation=sigmoid")
     assert result.returncode != 0
     assert "model.activation must be one of ['relu', 'tanh']" in result.stderr
     assert "collected" not in result.stdout
@@ -64,7 +41,7 @@ def test_train_bnn_rejects_an_unknown_activation_before_collecting():
 def test_benchmark_bnn_prints_its_tables(run_script):
     out = run_script("recipes/benchmarks/benchmark_bnn.py", "--batch", "64", "--min-run-time",
                      "0.02", "--updates", "20", "--rounds", "1", "--value-draws", "3", "--pool",
-                     "20000")
+                     "20000", check=True).stdout
     assert "looped/batched" in out and "ELBO steps per second" in out
     assert "hand-written" in out and "inductor" in out and "numba" in out
     # two forwards; two training iterations, each eager, inductor and numba against autograd; the
@@ -81,16 +58,14 @@ def test_benchmark_bnn_prints_its_tables(run_script):
 def test_benchmark_surprise_prints_its_tables(run_script):
     out = run_script(
         "recipes/benchmarks/benchmark_surprise.py", "--batch", "64", "--per-transition-sample", "8",
-        "--frames", "200",
-    )
+        "--frames", "200", check=True).stdout
     assert "VASE/VIME loop" in out and "% of the collection" in out
 
 
 def test_benchmark_trpo_runs_on_a_tiny_budget(run_script):
     out = run_script(
         "recipes/benchmarks/benchmark_trpo.py", "--learn-iterations", "2", "--fps-iterations", "2",
-        "--frames-per-batch", "400", "--num-envs", "2",
-    )
+        "--frames-per-batch", "400", "--num-envs", "2", check=True).stdout
     assert "best mean return" in out
     fps_lines = re.findall(r"^(\S+-v\d)\s+[\d,]+ frames/s$", out, flags=re.MULTILINE)
     assert fps_lines == ["HalfCheetah-v5", "MountainCarContinuous-v0"]
@@ -101,8 +76,7 @@ def test_benchmark_population_prints_the_ratios(run_script):
         "recipes/benchmarks/benchmark_population.py", "--members", "2", "--iterations", "2",
         "--rounds", "1", "--tasks", "mountain_car", "--overrides", "num_envs=2",
         "env.frames_per_batch=100", "env.pool_min=50", "surprise.elbo.updates_per_iteration=5",
-        "trpo.critic_minibatch=50",
-    )
+        "trpo.critic_minibatch=50", check=True).stdout
     ratio = re.search(r"mountain_car: K=2 in one process ([\d,]+) frames/s, 2 single runs one "
                       r"after another ([\d,]+) frames/s: ([\d.]+)x", out)
     assert ratio, out
@@ -114,8 +88,7 @@ def test_benchmark_population_prints_the_ratios(run_script):
 def test_benchmark_envs_prints_every_env(run_script):
     out = run_script(  # a few random-policy episodes: the script's 200 took two minutes here
         "recipes/benchmarks/benchmark_envs.py", "--steps", "50", "--episodes", "4", "--seeds", "2",
-        "--cap", "1000", "--vector-envs", "2",
-    )
+        "--cap", "1000", "--vector-envs", "2", check=True).stdout
     for env_id in ("PointRobot2D", "SparseMountainCar", "SparseCartpoleSwingup",
                    "SparseDoublePendulum", "SparseHalfCheetah", "SparseAnt"):
         assert re.search(rf"torchrl_vase/{env_id}-v0\s+[\d,]+\s+[\d,]+", out), env_id

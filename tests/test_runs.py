@@ -12,8 +12,8 @@ from torchrl_vase.tracking import RunLocked
 
 
 @pytest.fixture(scope="module")
-def uri(tmp_path_factory):
-    return f"sqlite:///{tmp_path_factory.mktemp('runs') / 'mlflow.db'}"
+def uri(tmp_path_factory, fresh_store):
+    return fresh_store(tmp_path_factory.mktemp('runs') / 'mlflow.db')
 
 
 def _run(uri, tmp_path, config, experiment="runs", **kwargs):

@@ -8,19 +8,16 @@ import pytest
 from mlflow.tracking import MlflowClient
 from tracking_jobs import TAGS, sqlite_races
 
-from torchrl_vase.tracking import check_tracking_store
-
 FRESH_EXPERIMENTS = ("fresh0", "fresh1", "fresh2")
 
 
 @pytest.fixture(scope="module")
-def races(tmp_path_factory) -> SimpleNamespace:
+def races(tmp_path_factory, fresh_store) -> SimpleNamespace:
     """Four spawned jobs: three fresh experiments set up at once on a created store, each
     round at once, then four populations of two resumed at once on a store that does not exist
     yet."""
     root = tmp_path_factory.mktemp("sqlite_races")
-    set_up_uri = f"sqlite:///{root / 'set_up.db'}"
-    check_tracking_store(set_up_uri)
+    set_up_uri = fresh_store(root / "set_up.db")
     population_uri = f"sqlite:///{root / 'populations.db'}"
     set_up_ids, population_run_ids = sqlite_races(set_up_uri, FRESH_EXPERIMENTS, population_uri,
                                                   str(root / "checkpoints"))

@@ -41,8 +41,8 @@ from torchrl_vase.tracking import (
 
 ROOT = Path(__file__).resolve().parents[1]
 recipe = load_recipe("trpo_vase")
-def test_a_tag_a_sibling_set_first_is_tolerated_and_a_real_refusal_is_not(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_a_tag_a_sibling_set_first_is_tolerated_and_a_real_refusal_is_not(tmp_path, sqlite_uri):
+    uri = sqlite_uri
     client = MlflowClient(tracking_uri=uri)
     experiment = get_or_create_experiment(client, "e")
 
@@ -155,8 +155,9 @@ def _steps(uri: str, run_id: str) -> list[int]:
     return sorted(metric.step for metric in history)
 
 
-def test_a_second_concurrent_resume_is_refused_before_it_logs_and_a_stale_lock_is_taken(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_a_second_concurrent_resume_is_refused_before_it_logs_and_a_stale_lock_is_taken(
+        tmp_path, sqlite_uri):
+    uri = sqlite_uri
     first = recipe.train(_config(tmp_path))
     run_id = first["run_id"]
     lock_path = tmp_path / "checkpoints" / "mountain_car" / run_id / "run.lock"
@@ -174,8 +175,8 @@ def test_a_second_concurrent_resume_is_refused_before_it_logs_and_a_stale_lock_i
 
 
 def test_a_store_that_stays_away_stops_the_run_with_a_checkpoint_and_resume_completes_it(
-        tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+        tmp_path, monkeypatch, sqlite_uri):
+    uri = sqlite_uri
     log = MLflowTracker.log
     calls = []
 
@@ -206,10 +207,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(database: Path, artifacts: Path, port: int) -> subprocess.Popen:
+def _serve(backend_store: str, artifacts: Path, port: int) -> subprocess.Popen:
     server = subprocess.Popen(
         [str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1",
-         "--port", str(port), "--workers", "1", "--backend-store-uri", f"sqlite:///{database}",
+         "--port", str(port), "--workers", "1", "--backend-store-uri", backend_store,
          "--artifacts-destination", str(artifacts)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     for _ in range(120):
@@ -298,9 +299,9 @@ class Outage:
             sink.shutdown(socket.SHUT_RDWR)
 
 
-def test_a_server_that_goes_away_mid_run_costs_the_run_nothing(tmp_path):
+def test_a_server_that_goes_away_mid_run_costs_the_run_nothing(tmp_path, fresh_store):
     server_port = _free_port()
-    server = _serve(tmp_path / "server.db", tmp_path / "artifacts", server_port)
+    server = _serve(fresh_store(tmp_path / "server.db"), tmp_path / "artifacts", server_port)
     outage = Outage(server_port)
     uri = f"http://127.0.0.1:{outage.port}"
     command = [
@@ -386,11 +387,13 @@ def test_a_store_creation_killed_midway_leaves_no_half_made_store(tmp_path):
     MlflowClient(tracking_uri=f"sqlite:///{database}").search_experiments()  # a whole store
 
 
-def test_resuming_a_checkpoint_of_another_store_names_the_store(tmp_path):
+@pytest.mark.usefixtures("sqlite_uri")  # the run's store, in tmp_path
+def test_resuming_a_checkpoint_of_another_store_names_the_store(tmp_path, fresh_store):
     first = recipe.train(_config(tmp_path))
     checkpoint = tmp_path / "checkpoints" / "mountain_car" / first["run_id"] / "last.pt"
     other = tmp_path / "other"
     other.mkdir()
+    fresh_store(other / "mlflow.db")
     with pytest.raises(LookupError, match=rf"resume={checkpoint}: its run {first['run_id']} is "
                                           rf"not in experiment 1 of the tracking store "
                                           rf"sqlite:///{other}/mlflow\.db; .* resume with that "
@@ -417,8 +420,8 @@ def test_a_uris_password_is_redacted_everywhere_it_would_be_shown():
     assert "secret" not in str(refused.value) and "user:***@127.0.0.1:9" in str(refused.value)
 
 
-def test_a_runs_config_artifact_and_checkpoint_keep_no_password(tmp_path, capsys):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_a_runs_config_artifact_and_checkpoint_keep_no_password(tmp_path, capsys, sqlite_uri):
+    uri = sqlite_uri
     config = {"seed": 0, "mlflow": {"tracking_uri": "http://user:secret@server:5000"},
               "other": ["postgresql://a:hunter2@db/x"]}
     with TrainingRun(uri, "redacted", config=config, run_name="r", params={"seed": "0"},

@@ -231,8 +231,9 @@ def test_resume_refuses_a_checkpoint_of_another_config(store):
                              f"resume={path}"))
 
 
-def test_a_parallel_sweep_with_checkpoints_gives_two_runs_that_each_resume_themselves(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_a_parallel_sweep_with_checkpoints_gives_two_runs_that_each_resume_themselves(
+        tmp_path, sqlite_uri):
+    uri = sqlite_uri
 
     def sweep(iterations: int, resume: bool) -> None:
         command = [
@@ -273,8 +274,9 @@ def test_a_parallel_sweep_with_checkpoints_gives_two_runs_that_each_resume_thems
     mlflow.set_tracking_uri(None)
 
 
-def test_sigterm_ends_the_run_killed_with_a_checkpoint_and_resume_finishes_it(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_sigterm_ends_the_run_killed_with_a_checkpoint_and_resume_finishes_it(tmp_path,
+                                                                             sqlite_uri):
+    uri = sqlite_uri
     command = [
         sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "surprise=none",
         "iterations=1000", "num_envs=2", "env.frames_per_batch=64", "collection=rllab",
@@ -726,16 +728,12 @@ def test_load_policy_of_a_run_without_weights_says_why(store):
         torchrl_vase.load_policy(result["run_id"], tracking_uri=store[0])
 
 
-def test_evaluate_script_prints_the_runs_evaluation_and_films_it_beside_the_run(store,
-                                                                               tmp_path):
+def test_evaluate_script_prints_the_runs_evaluation_and_films_it_beside_the_run(
+        store, tmp_path, run_script):
     result = recipe.train(_config(store, "surprise=none", "seed=34", "iterations=1",
                                   "checkpoint.every=1", "mlflow.experiment=script"))
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "recipes" / "evaluate.py"), result["run_id"],
-         "--episodes", "2", "--tracking-uri", store[0], "--video", "--seed", "3"],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = run_script("recipes/evaluate.py", result["run_id"], "--episodes", "2",
+                     "--tracking-uri", store[0], "--video", "--seed", "3", check=True)
     assert "torchrl_vase/SparseMountainCar-v1, 2 episodes from seed 3, deterministic: return" \
         in out.stdout
     client = MlflowClient(tracking_uri=store[0])
@@ -746,10 +744,8 @@ def test_evaluate_script_prints_the_runs_evaluation_and_films_it_beside_the_run(
         assert reader.get_meta_data()["fps"] == 20  # the car's real time: 0.05 s a step
 
 
-def test_evaluate_script_of_an_unknown_run_says_so_without_a_traceback(store, tmp_path):
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "recipes" / "evaluate.py"), "0" * 32, "--tracking-uri",
-         store[0]], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+def test_evaluate_script_of_an_unknown_run_says_so_without_a_traceback(store, run_script):
+    out = run_script("recipes/evaluate.py", "0" * 32, "--tracking-uri", store[0])
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.startswith("evaluate.py: ") and "0" * 32 in out.stderr
 
@@ -913,17 +909,14 @@ def test_the_pool_holds_what_a_run_collects_up_to_the_authors_size(overrides, ca
     assert schema.pool_capacity(cfg, schema.iterations(cfg)) == capacity
 
 
-def test_the_recipe_explains_itself_and_a_refused_input_ends_with_its_message(tmp_path):
-    recipe_py = str(ROOT / "recipes" / "trpo_vase.py")
-    helped = subprocess.run([sys.executable, recipe_py, "--help"], capture_output=True,
-                            text=True, timeout=120, cwd=tmp_path)
-    assert helped.returncode == 0 and helped.stdout.startswith("recipes/trpo_vase.py: TRPO")
+def test_the_recipe_explains_itself_and_a_refused_input_ends_with_its_message(tmp_path,
+                                                                             run_script):
+    helped = run_script("recipes/trpo_vase.py", "--help", check=True)
+    assert helped.stdout.startswith("recipes/trpo_vase.py: TRPO")
     assert "env: ant, cartpole_swingup" in helped.stdout
     assert "python recipes/evaluate.py <run id> --video" in helped.stdout
-    refused = subprocess.run(
-        [sys.executable, recipe_py, "env.id=CartPole-v1",
-         f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    refused = run_script("recipes/trpo_vase.py", "env.id=CartPole-v1",
+                         f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}")
     assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
     assert refused.stderr.strip().splitlines()[-1].startswith(
         "recipes/trpo_vase.py: env.id=CartPole-v1: CartPole-v1 has the action space Discrete(2)")
