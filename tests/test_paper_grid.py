@@ -255,6 +255,61 @@ def test_jobs_run_together_only_as_far_as_the_memory_holds_and_small_ones_fill_t
     assert started == []
 
 
+def _export_run(out, task, measure, seed, wall_seconds):
+    path = out / task / measure / f"seed{seed}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"frames,train/wall_time\n5000,{wall_seconds / 2}\n10000,{wall_seconds}\n")
+
+
+def test_until_starts_only_jobs_expected_to_end_by_then_and_shorter_ones_fill_the_time(
+        tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    for seed, minutes in enumerate((40, 60, 50)):  # Ant VASE's median run: 50 min
+        _export_run(out, "ant", "vase", seed, 60 * minutes)
+    _export_run(out, "mountain_car", "trpo_authors", 0, 60 * 4)
+    # by hand: the median, with the margin, per seed, and the start; NLL timed as VASE; the
+    # control as the authors' TRPO; a measure of neither kind finished: unknown
+    assert paper_grid.expected_minutes(out, "ant", "vase") == pytest.approx(1.25 * 50 + 2)
+    assert paper_grid.expected_minutes(out, "ant", "nll", seeds=2) == pytest.approx(
+        1.25 * 100 + 2)
+    assert paper_grid.expected_minutes(out, "mountain_car", "none") == pytest.approx(1.25 * 4 + 2)
+    assert paper_grid.expected_minutes(out, "double_pendulum", "vase") is None
+    now = paper_grid.time.time()
+    args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=1, out=out,
+                                         until=now + 60 * 30)  # half an hour left
+    launcher = paper_grid.Launcher(args, "sqlite:///unused.db")
+    monkeypatch.setattr(launcher, "free_disk", lambda: 2**40)
+    ant, car = paper_grid.Job("ant", "nll", (3,)), paper_grid.Job("mountain_car", "none", (1,))
+    pendulum = paper_grid.Job("double_pendulum", "vase", (0,))
+    started = []
+    monkeypatch.setattr(launcher, "_run", started.append)
+    launcher.run([ant, pendulum, car])
+    # Ant (64 min) would be cut off, the pendulum's length is unknown: left; the car (7 min) runs
+    assert started == [car]
+    left = {job: state for job, state in launcher.results if state.startswith("left for")}
+    assert set(left) == {ant, pendulum}
+    assert "expected to take 64 min" in left[ant] and "no run of its kind" in left[pendulum]
+    # with the whole day left, the plan's order
+    launcher.args.until, launcher.results = now + 24 * 3600, []
+    started.clear()
+    launcher.run([ant, car])
+    assert started == [ant, car]
+
+
+def test_until_reads_a_clock_time_or_a_date_and_refuses_anything_else():
+    from datetime import datetime
+
+    morning = datetime(2026, 11, 29, 3, 0).timestamp()
+    assert paper_grid.deadline("05:20", now=morning) == datetime(2026, 11, 29, 5, 20).timestamp()
+    # a time already past today is tomorrow's
+    assert paper_grid.deadline("02:10", now=morning) == datetime(2026, 11, 30, 2, 10).timestamp()
+    assert paper_grid.deadline("2026-12-01T08:00") == datetime(2026, 12, 1, 8).timestamp()
+    with pytest.raises(paper_grid.argparse.ArgumentTypeError, match="HH:MM"):
+        paper_grid.deadline("soon")
+    with pytest.raises(SystemExit):
+        paper_grid.main(["--until", "05:20", "--launcher", "submitit_local", "--dry-run"])
+
+
 def test_jobs_start_only_as_far_as_the_disk_holds_their_checkpoints(tmp_path, monkeypatch):
     args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=3)
     launcher = paper_grid.Launcher(args, "sqlite:///unused.db")

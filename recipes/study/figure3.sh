@@ -3,6 +3,7 @@
 #   bash recipes/study/figure3.sh            # start or continue it in the background
 #   bash recipes/study/figure3.sh --dry-run  # what is done, what would run (foreground)
 #   bash recipes/study/figure3.sh stop       # the running jobs checkpoint and stop
+#   bash recipes/study/figure3.sh --until 05:20  # start only the jobs expected to end by 05:20
 # How it runs (a checkout of STUDY_COMMIT of its own, exports and commits, scratch, resume):
 # recipes/study/pinned_study.sh.
 set -euo pipefail

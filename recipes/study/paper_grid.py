@@ -248,6 +248,54 @@ def directory_bytes(directory: Path | None) -> int:
     return sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
 
 
+#: a measure without finished runs of its own is timed by a measure of like cost on its task
+LIKE_COST = {"nll": "vase", "vime": "vase", "vase_paper": "vase", "rnd": "vase", "vase": "nll",
+             "none": "trpo_authors", "trpo_authors": "none"}
+#: a job's expected minutes are its measure's median run times this, plus a start and export
+TIME_MARGIN, START_MINUTES = 1.25, 2.0
+
+
+def run_minutes(out: Path, task: str, measure: str) -> list[float]:
+    """The wall-clock minutes of the whole runs exported under ``out/<task>/<measure>/`` (each
+    CSV's last ``train/wall_time``: the run's own clock, resumed runs' pauses left out)."""
+    minutes = []
+    for path in sorted((out / task / measure).glob("seed*.csv")):
+        with path.open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        if rows and rows[-1].get("train/wall_time"):
+            minutes.append(float(rows[-1]["train/wall_time"]) / 60)
+    return minutes
+
+
+def expected_minutes(out: Path, task: str, measure: str, seeds: int = 1) -> float | None:
+    """How long a job of ``seeds`` seeds of ``measure`` on ``task`` should take: the median
+    whole run of that task and measure (else of a measure of like cost, ``LIKE_COST``) on this
+    study's machines, for each seed, with a margin; ``None`` when neither has a finished run. A
+    job resumed from a checkpoint is timed as a whole run (an overestimate)."""
+    for like in (measure, LIKE_COST.get(measure)):
+        minutes = sorted(run_minutes(out, task, like)) if like else []
+        if minutes:
+            return TIME_MARGIN * minutes[len(minutes) // 2] * seeds + START_MINUTES
+    return None
+
+
+def deadline(text: str, now: float | None = None) -> float:
+    """``--until``: ``HH:MM`` (its next occurrence, local time) or an ISO date and time -> the
+    epoch seconds."""
+    from datetime import datetime, timedelta
+
+    now_dt = datetime.fromtimestamp(time.time() if now is None else now)
+    try:
+        if len(text) <= 5 and ":" in text:
+            hours, minutes = map(int, text.split(":"))
+            when = now_dt.replace(hour=hours, minute=minutes, second=0, microsecond=0)
+            return (when if when > now_dt else when + timedelta(days=1)).timestamp()
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time: HH:MM (e.g. 05:20) or YYYY-MM-DDTHH:MM") from None
+
+
 class Launcher:
     """Runs jobs ``workers`` at a time, and only as many as the machine's memory and disk hold at
     the end of their runs (an Ant member's pool is ~3 GiB in memory and in its checkpoint: two
@@ -262,7 +310,12 @@ class Launcher:
     jobs' checkpoints will still take (each is saved whole beside the last one before that is
     replaced, so a job's checkpoint can take twice its final size; what it already holds on disk
     is counted as used). A job held back by the disk alone is looked at again every
-    ``disk_poll`` seconds (other programs free space too)."""
+    ``disk_poll`` seconds (other programs free space too).
+
+    With ``--until``, a job starts only if it is expected to end by then (``expected_minutes``):
+    before a session or a machine's loan ends, the time left goes to shorter cells further down
+    the plan instead of to a long one that would be cut off and start again from nothing on a
+    machine that keeps no scratch. A job never expected to fit is left for the next launch."""
 
     #: bytes kept free on the checkpoints' disk beside the jobs' checkpoints (logs, the store)
     DISK_MARGIN = 2 * 2**30
@@ -286,6 +339,7 @@ class Launcher:
         self.running: set[subprocess.Popen] = set()
         self.lock = threading.Lock()
         self.results: list[tuple[Job, str]] = []
+        self.timings: dict[tuple[str, str], float | None] = {}  # --until: a seed's minutes
 
     def stop(self, signum: int, _frame) -> None:
         self.stopping.set()
@@ -346,6 +400,10 @@ class Launcher:
             while pending and not self.stopping.is_set():
                 disk_bound = False
                 for job in list(pending):
+                    if not self._ends_in_time(job):
+                        pending.remove(job)
+                        self._leave_for_later(job)
+                        continue
                     need = self.need(job)
                     if not (self.memory_held == 0 or self.memory_held + need <= self.memory_free):
                         continue
@@ -361,6 +419,30 @@ class Launcher:
                     disk_bound = True
                 self.room.wait(self.disk_poll if disk_bound else None)
             return None
+
+    def expected(self, job: Job) -> float | None:
+        """``expected_minutes`` of ``job``, read once a task and measure until a job ends."""
+        key = (job.task, job.measure)
+        if key not in self.timings:
+            self.timings[key] = expected_minutes(self.args.out, job.task, job.measure)
+        one = self.timings[key]
+        return None if one is None else (one - START_MINUTES) * len(job.seeds) + START_MINUTES
+
+    def _ends_in_time(self, job: Job) -> bool:
+        until = getattr(self.args, "until", None)
+        if until is None:
+            return True
+        minutes = self.expected(job)
+        return minutes is not None and time.time() + 60 * minutes <= until
+
+    def _leave_for_later(self, job: Job) -> None:
+        minutes = self.expected(job)
+        expected = ("no run of its kind has finished yet" if minutes is None
+                    else f"expected to take {minutes:.0f} min")
+        until = time.strftime("%H:%M", time.localtime(self.args.until))
+        state = f"left for the next launch ({expected}, --until {until})"
+        print(f"{time.strftime('%H:%M:%S')} {state}: {job.name}", flush=True)
+        self.results.append((job, state))
 
     def _refuse_for_disk(self, job: Job) -> None:
         need = self.disk_to_come(job) + self.DISK_MARGIN
@@ -430,6 +512,8 @@ class Launcher:
             return
         print(f"{time.strftime('%H:%M:%S')} done {job.name} in {minutes:.1f} min: "
               f"{len(written)} runs exported", flush=True)
+        with self.room:  # its run times the jobs still to start
+            self.timings.clear()
         self.results.append((job, "done"))
         if self.args.commit and written:
             study = "figure 3" if job.algorithm == "trpo" else f"{job.algorithm} study"
@@ -578,10 +662,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds between looks at the submitted jobs")
     parser.add_argument("--algorithm", choices=("trpo", "sac"), default="trpo",
                         help="sac: the cells under SAC (algorithm=sac, recipes/study/sac.sh)")
+    parser.add_argument("--until", type=deadline, default=None,
+                        help="HH:MM or YYYY-MM-DDTHH:MM: start only the jobs expected to end by "
+                             "then (timed by this study's finished runs; shorter cells fill the "
+                             "time left), e.g. before a session ends")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     args = parser.parse_args(argv)
     if args.workers < 1 or args.group < 1:
         parser.error("--workers and --group must be at least 1.")
+    if args.until is not None and args.launcher != "pool":
+        parser.error("--until times the pool's jobs; a cluster engine has its own time limits "
+                     "(--timeout-min).")
     jobs, _ = plan(args.tasks, args.measures, args.seeds, args.group, args.out, args.iterations,
                    args.algorithm)
     store = args.store or f"sqlite:///{args.scratch.resolve()}/mlflow.db"
@@ -609,8 +700,10 @@ def main(argv: list[str] | None = None) -> int:
         for number, handler in handlers.items():
             signal.signal(number, handler)
     failed = [job.name for job, state in launcher.results if state.startswith("failed")]
+    later = sum(state.startswith("left for") for _, state in launcher.results)
     print(f"{sum(state == 'done' for _, state in launcher.results)} jobs done, "
-          f"{len(failed)} failed" + (f": {', '.join(failed)}" if failed else ""), flush=True)
+          f"{len(failed)} failed" + (f": {', '.join(failed)}" if failed else "")
+          + (f"; {later} left for the next launch (--until)" if later else ""), flush=True)
     return 1 if failed or launcher.stopping.is_set() else 0
 
 
