@@ -1,6 +1,7 @@
 """recipes/study/paper_grid_report.py: the statistics and verdicts against direct computations."""
 
 import csv
+import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -235,3 +236,30 @@ def test_the_point_robot_claim_counts_runs_that_never_found_it(tmp_path):
     assert result == "reproduced" and seeds == "none 6, VASE 6"
     assert "(none): found by 2 of 6" in measured and "median beyond the budget" in measured
     assert "P(VASE finds it sooner than none) 1.00" in measured
+    sooner = report.logrank_p(report.first_reward_steps(runs["vase"]),
+                              report.first_reward_steps(runs["none"]), "sooner")
+    assert f"log-rank test, one-sided: p = {sooner:.2g} (sooner)" in measured and sooner < 0.05
+    # the other way round, the same evidence says "not reproduced"; alike, "inconclusive"
+    swapped = report.point_robot_row({"vase": runs["none"], "none": runs["vase"]})
+    assert swapped[1] == "not reproduced"
+    alike = report.point_robot_row({"vase": runs["vase"], "none": runs["vase"]})
+    assert alike[1] == "inconclusive"
+
+
+def test_the_log_rank_p_value_is_mantels_statistic_computed_by_hand():
+    inf = math.inf
+    vase = np.array([3.0, 5.0, 5.0, 8.0, inf])  # one run censored at the budget
+    none = np.array([4.0, 9.0, inf, inf, inf])
+    # by hand, at each time some run found it: observed minus expected finds of VASE's runs,
+    # and the hypergeometric variance, over the runs still searching
+    observed_minus_expected = variance = 0.0
+    for t in sorted(set(np.r_[vase, none][np.isfinite(np.r_[vase, none])])):
+        n1, n2 = (vase >= t).sum(), (none >= t).sum()
+        d1, d2 = (vase == t).sum(), (none == t).sum()
+        n, d = n1 + n2, d1 + d2
+        observed_minus_expected += d1 - d * n1 / n
+        variance += d * (n1 / n) * (n2 / n) * (n - d) / (n - 1)
+    z = observed_minus_expected / math.sqrt(variance)
+    expected = 0.5 * math.erfc(z / math.sqrt(2))  # P(Z > z): VASE's runs find it sooner
+    assert report.logrank_p(vase, none, "sooner") == pytest.approx(expected, rel=1e-9)
+    assert report.logrank_p(vase, none, "later") == pytest.approx(1 - expected, rel=1e-9)
