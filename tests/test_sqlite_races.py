@@ -1,6 +1,6 @@
 """Jobs racing on one SQLite store (tests/tracking_jobs.py): the set-up of fresh experiments
-and populations resumed on a store that does not exist yet. One set of four spawned jobs serves
-both tests (each job pays its imports)."""
+and populations resumed on a store that does not exist yet. One set of four concurrent jobs serves
+both tests (each job pays the imports beyond those its fork server preloads)."""
 
 from types import SimpleNamespace
 
@@ -13,7 +13,7 @@ FRESH_EXPERIMENTS = ("fresh0", "fresh1", "fresh2")
 
 @pytest.fixture(scope="module")
 def races(tmp_path_factory, fresh_store) -> SimpleNamespace:
-    """Four spawned jobs: three fresh experiments set up at once on a created store, each
+    """Four concurrent jobs: three fresh experiments set up at once on a created store, each
     round at once, then four populations of two resumed at once on a store that does not exist
     yet."""
     root = tmp_path_factory.mktemp("sqlite_races")

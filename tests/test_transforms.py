@@ -99,7 +99,8 @@ def test_torchrl_native_batched_env():
     from torchrl.envs.custom import HopperEnv
 
     transform = VASERewardTransform(seed=0)
-    env = TransformedEnv(HopperEnv(num_envs=2, backend="mujoco"), transform)
+    # in this process (a SerialEnv of two): test_parallel_env has the batch in workers
+    env = TransformedEnv(HopperEnv(num_envs=2, backend="mujoco", parallel=False), transform)
     check_env_specs(env, seed=0)
     obs_dim = env.observation_spec["observation"].shape[-1]
     assert transform.model.observation_dim == obs_dim
