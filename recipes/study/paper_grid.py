@@ -339,7 +339,7 @@ class Launcher:
         self.running: set[subprocess.Popen] = set()
         self.lock = threading.Lock()
         self.results: list[tuple[Job, str]] = []
-        self.timings: dict[tuple[str, str], float | None] = {}  # --until: a seed's minutes
+        self.timings: dict[tuple[str, str, int], float | None] = {}  # --until: a job's minutes
 
     def stop(self, signum: int, _frame) -> None:
         self.stopping.set()
@@ -421,12 +421,11 @@ class Launcher:
             return None
 
     def expected(self, job: Job) -> float | None:
-        """``expected_minutes`` of ``job``, read once a task and measure until a job ends."""
-        key = (job.task, job.measure)
+        """``expected_minutes`` of ``job``, the exports read again only once a job has ended."""
+        key = (job.task, job.measure, len(job.seeds))
         if key not in self.timings:
-            self.timings[key] = expected_minutes(self.args.out, job.task, job.measure)
-        one = self.timings[key]
-        return None if one is None else (one - START_MINUTES) * len(job.seeds) + START_MINUTES
+            self.timings[key] = expected_minutes(self.args.out, *key)
+        return self.timings[key]
 
     def _ends_in_time(self, job: Job) -> bool:
         until = getattr(self.args, "until", None)
