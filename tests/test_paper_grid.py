@@ -296,6 +296,39 @@ def test_until_starts_only_jobs_expected_to_end_by_then_and_shorter_ones_fill_th
     assert started == [ant, car]
 
 
+def test_until_times_a_resumed_job_by_what_its_run_has_left(tmp_path, monkeypatch, sqlite_uri):
+    out = tmp_path / "out"
+    for seed in range(3):
+        _export_run(out, "ant", "vase", seed, 60 * 50)  # Ant VASE's median run: 50 min
+    client = MlflowClient(tracking_uri=sqlite_uri)
+    experiment = client.create_experiment("figure3-ant")
+    for seed, surprise, frames, status in ((3, "nll", 2_400_000, "KILLED"),  # 80 % of 3 M
+                                           (3, "vime", 600_000, "KILLED"),
+                                           (4, "nll", 3_000_000, "FINISHED")):
+        run = client.create_run(experiment, tags={"seed": str(seed), "surprise": surprise})
+        client.log_metric(run.info.run_id, "train/frames", frames, step=frames)
+        client.set_terminated(run.info.run_id, status)
+    ant3, ant4 = paper_grid.Job("ant", "nll", (3,)), paper_grid.Job("ant", "nll", (4,))
+    vime3, car = paper_grid.Job("ant", "vime", (3,)), paper_grid.Job("mountain_car", "nll", (0,))
+    done = paper_grid.frames_done(sqlite_uri, [ant3, ant4, vime3, car])
+    assert done == {ant3: 2_400_000, vime3: 600_000}  # a finished run is nothing to resume
+    args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=1, out=out, iterations=None,
+                                         until=paper_grid.time.time() + 60 * 30)
+    launcher = paper_grid.Launcher(args, sqlite_uri)
+    launcher.frames_done = done
+    monkeypatch.setattr(launcher, "free_disk", lambda: 2**40)
+    # by hand: 1.25 × 50 min × the fraction left + 2 min
+    assert launcher.expected(ant3) == pytest.approx(1.25 * 50 * 0.2 + 2)
+    assert launcher.expected(vime3) == pytest.approx(1.25 * 50 * 0.8 + 2)
+    started = []
+    monkeypatch.setattr(launcher, "_run", started.append)
+    launcher.run([vime3, ant3])
+    assert started == [ant3]  # 14.5 min fits in 30; the VIME run's 52 do not
+    # no store yet: nothing begun, and no store made by asking
+    missing = tmp_path / "none.db"
+    assert paper_grid.frames_done(f"sqlite:///{missing}", [ant3]) == {} and not missing.exists()
+
+
 def test_until_reads_a_clock_time_or_a_date_and_refuses_anything_else():
     from datetime import datetime
 

@@ -267,16 +267,47 @@ def run_minutes(out: Path, task: str, measure: str) -> list[float]:
     return minutes
 
 
-def expected_minutes(out: Path, task: str, measure: str, seeds: int = 1) -> float | None:
+def expected_minutes(out: Path, task: str, measure: str, seeds: int = 1,
+                     left: float = 1.0) -> float | None:
     """How long a job of ``seeds`` seeds of ``measure`` on ``task`` should take: the median
     whole run of that task and measure (else of a measure of like cost, ``LIKE_COST``) on this
-    study's machines, for each seed, with a margin; ``None`` when neither has a finished run. A
-    job resumed from a checkpoint is timed as a whole run (an overestimate)."""
+    study's machines, for each seed, with a margin, times the fraction of the run ``left`` (a
+    resumed run's); ``None`` when neither has a finished run."""
     for like in (measure, LIKE_COST.get(measure)):
         minutes = sorted(run_minutes(out, task, like)) if like else []
         if minutes:
-            return TIME_MARGIN * minutes[len(minutes) // 2] * seeds + START_MINUTES
+            return TIME_MARGIN * minutes[len(minutes) // 2] * seeds * left + START_MINUTES
     return None
+
+
+def frames_done(store: str, jobs: list[Job]) -> dict[Job, int]:
+    """The frames each single-seed job's unfinished run in ``store`` has checkpointed (its last
+    logged ``train/frames``: the loop logs at each checkpoint), where it has one: what a resumed
+    job need not train again. A population's is not read (it would be timed whole)."""
+    from mlflow.tracking import MlflowClient
+
+    done: dict[Job, int] = {}
+    if store.startswith("sqlite:///") and not Path(store.removeprefix("sqlite:///")).exists():
+        return done  # no store yet, nothing begun (and none created here)
+    client = MlflowClient(tracking_uri=store)
+    for experiment in {job.experiment for job in jobs}:
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            continue
+        latest: dict[tuple[str, str], int] = {}
+        for run in client.search_runs([found.experiment_id], max_results=10_000,
+                                      filter_string="attributes.status != 'FINISHED'",
+                                      order_by=["attributes.start_time ASC"]):
+            key = (run.data.tags.get("seed", ""), run.data.tags.get("surprise", ""))
+            latest[key] = int(run.data.metrics.get("train/frames", 0))  # the newest wins
+        for job in jobs:
+            if job.experiment == experiment and len(job.seeds) == 1:
+                surprise = job.measure if job.measure in PRIMARY else None
+                frames = [value for (seed, tag), value in latest.items()
+                          if seed == str(job.seeds[0]) and surprise in (None, tag)]
+                if frames:
+                    done[job] = frames[-1]
+    return done
 
 
 def deadline(text: str, now: float | None = None) -> float:
@@ -312,7 +343,8 @@ class Launcher:
     is counted as used). A job held back by the disk alone is looked at again every
     ``disk_poll`` seconds (other programs free space too).
 
-    With ``--until``, a job starts only if it is expected to end by then (``expected_minutes``):
+    With ``--until``, a job starts only if it is expected to end by then (``expected_minutes``,
+    for a resumed run what it has left, ``frames_done``):
     before a session or a machine's loan ends, the time left goes to shorter cells further down
     the plan instead of to a long one that would be cut off and start again from nothing on a
     machine that keeps no scratch. A job never expected to fit is left for the next launch."""
@@ -339,7 +371,8 @@ class Launcher:
         self.running: set[subprocess.Popen] = set()
         self.lock = threading.Lock()
         self.results: list[tuple[Job, str]] = []
-        self.timings: dict[tuple[str, str, int], float | None] = {}  # --until: a job's minutes
+        self.timings: dict[tuple, float | None] = {}  # --until: a job's minutes
+        self.frames_done: dict[Job, int] = {}  # --until: what a resumed job has trained
 
     def stop(self, signum: int, _frame) -> None:
         self.stopping.set()
@@ -363,6 +396,8 @@ class Launcher:
                 self.needs[job.task, job.measure], self.disk_needs[job.task, job.measure] = (
                     member_estimates(job.task, job.measure))
             self.checkpoint_dirs[job] = job_checkpoint(job, self.command(job))
+        if getattr(self.args, "until", None) is not None:
+            self.frames_done = frames_done(self.store, jobs)
 
     def command(self, job: Job) -> list[str]:
         return job.command(self.store, self.checkpoints, self.args.python, self.args.iterations,
@@ -421,8 +456,11 @@ class Launcher:
             return None
 
     def expected(self, job: Job) -> float | None:
-        """``expected_minutes`` of ``job``, the exports read again only once a job has ended."""
-        key = (job.task, job.measure, len(job.seeds))
+        """``expected_minutes`` of ``job`` (what its run has left, if it resumes one), the
+        exports read again only once a job has ended."""
+        total = task_frames(job.task, getattr(self.args, "iterations", None), job.algorithm)
+        left = 1.0 - min(self.frames_done.get(job, 0), total) / total
+        key = (job.task, job.measure, len(job.seeds), left)
         if key not in self.timings:
             self.timings[key] = expected_minutes(self.args.out, *key)
         return self.timings[key]
