@@ -84,18 +84,19 @@ def run_script(capsys, monkeypatch):
         status = 0
         try:
             runpy.run_path(str(ROOT / script), run_name="__main__")
-        except SystemExit as exit_:
-            status = exit_.code if isinstance(exit_.code, int) else exit_.code is not None
-            if isinstance(exit_.code, str):
+        except SystemExit as exit_:  # as the interpreter ends on it
+            if isinstance(exit_.code, int):
+                status = exit_.code
+            elif exit_.code is not None:
                 print(exit_.code, file=sys.stderr)
+                status = 1
         finally:
             torch.set_num_threads(threads)
             _restore_logging(logging_state)
         captured = capsys.readouterr()
         if check:
             assert status == 0, captured.err[-3000:]
-        return subprocess.CompletedProcess([script, *args], int(status), captured.out,
-                                           captured.err)
+        return subprocess.CompletedProcess([script, *args], status, captured.out, captured.err)
 
     return run
 
