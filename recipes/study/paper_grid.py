@@ -38,6 +38,7 @@ to every job (``preset=former_defaults`` reruns the earlier study's settings; po
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import math
 import os
@@ -45,6 +46,7 @@ import platform
 import shlex
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -274,9 +276,9 @@ def expected_minutes(out: Path, task: str, measure: str, seeds: int = 1,
     study's machines, for each seed, with a margin, times the fraction of the run ``left`` (a
     resumed run's); ``None`` when neither has a finished run."""
     for like in (measure, LIKE_COST.get(measure)):
-        minutes = sorted(run_minutes(out, task, like)) if like else []
+        minutes = run_minutes(out, task, like) if like else []
         if minutes:
-            return TIME_MARGIN * minutes[len(minutes) // 2] * seeds * left + START_MINUTES
+            return TIME_MARGIN * statistics.median(minutes) * seeds * left + START_MINUTES
     return None
 
 
@@ -294,37 +296,41 @@ def frames_done(store: str, jobs: list[Job]) -> dict[Job, int]:
         found = client.get_experiment_by_name(experiment)
         if found is None:
             continue
-        latest: dict[tuple[str, str], int] = {}
+        # per seed, the newest unfinished run of each surprise tag: its checkpointed frames
+        latest: dict[str, dict[str, int]] = {}
         for run in client.search_runs([found.experiment_id], max_results=10_000,
                                       filter_string="attributes.status != 'FINISHED'",
                                       order_by=["attributes.start_time ASC"]):
-            key = (run.data.tags.get("seed", ""), run.data.tags.get("surprise", ""))
-            latest[key] = int(run.data.metrics.get("train/frames", 0))  # the newest wins
+            tags = run.data.tags
+            latest.setdefault(tags.get("seed", ""), {})[tags.get("surprise", "")] = int(
+                run.data.metrics.get("train/frames", 0))
         for job in jobs:
-            if job.experiment == experiment and len(job.seeds) == 1:
-                surprise = job.measure if job.measure in PRIMARY else None
-                frames = [value for (seed, tag), value in latest.items()
-                          if seed == str(job.seeds[0]) and surprise in (None, tag)]
-                if frames:
-                    done[job] = frames[-1]
+            runs = latest.get(str(job.seeds[0]), {})
+            if job.experiment != experiment or len(job.seeds) != 1 or not runs:
+                continue
+            # a secondary measure has its experiment to itself: whatever its surprise tag
+            frames = runs.get(job.measure) if job.measure in PRIMARY else max(runs.values())
+            if frames is not None:
+                done[job] = frames
     return done
 
 
 def deadline(text: str, now: float | None = None) -> float:
-    """``--until``: ``HH:MM`` (its next occurrence, local time) or an ISO date and time -> the
-    epoch seconds."""
+    """``--until``: an ISO date and time, or a clock time ``HH:MM`` (its next occurrence, local
+    time) -> the epoch seconds."""
     from datetime import datetime, timedelta
+    from datetime import time as clock_time
 
-    now_dt = datetime.fromtimestamp(time.time() if now is None else now)
-    try:
-        if len(text) <= 5 and ":" in text:
-            hours, minutes = map(int, text.split(":"))
-            when = now_dt.replace(hour=hours, minute=minutes, second=0, microsecond=0)
-            return (when if when > now_dt else when + timedelta(days=1)).timestamp()
+    with contextlib.suppress(ValueError):
         return datetime.fromisoformat(text).timestamp()
+    try:
+        clock = clock_time.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a time: HH:MM (e.g. 05:20) or YYYY-MM-DDTHH:MM") from None
+    now_dt = datetime.fromtimestamp(time.time() if now is None else now)
+    when = datetime.combine(now_dt.date(), clock)
+    return (when if when > now_dt else when + timedelta(days=1)).timestamp()
 
 
 class Launcher:
