@@ -1,4 +1,5 @@
 import functools
+import math
 
 import pytest
 import torch
@@ -20,7 +21,13 @@ from torchrl.modules import (
 from torchrl.modules.distributions import NormalParamExtractor
 from torchrl.objectives import ValueEstimators
 
-from torchrl_vase import TRPOLoss, conjugate_gradient, fit_critic
+from torchrl_vase import (
+    FiniteLogProbNormal,
+    TRPOLoss,
+    conjugate_gradient,
+    fit_critic,
+    gaussian_policy,
+)
 
 OBS, ACT = 3, 2
 
@@ -323,3 +330,65 @@ def test_explained_variance_is_nan_when_the_targets_do_not_vary_beyond_float_noi
     target = torch.tensor([1.0, 2.0, 4.0, 3.0])  # varying targets: the plain formula
     expected = 1 - (target - prediction).var(unbiased=False) / target.var(unbiased=False)
     torch.testing.assert_close(explained_variance(prediction, target), expected)
+
+
+def test_finite_log_prob_normal_is_torchs_bit_for_bit_at_ordinary_scales():
+    gen = torch.Generator().manual_seed(0)
+    loc = torch.randn(64, 3, generator=gen).requires_grad_()
+    log_scale = (3 * torch.randn(3, generator=gen)).requires_grad_()
+    action = loc.detach() + log_scale.detach().exp() * torch.randn(64, 3, generator=gen)
+    values, grads = [], []
+    for distribution in (IndependentNormal, FiniteLogProbNormal):
+        log_prob = distribution(loc, log_scale.exp()).log_prob(action)
+        values.append(log_prob)
+        grads.append(torch.autograd.grad(log_prob.square().sum(), (loc, log_scale)))
+    assert torch.equal(values[0], values[1])
+    for torch_grad, ours in zip(*grads, strict=True):
+        assert torch.equal(torch_grad, ours)
+
+
+def test_finite_log_prob_normal_takes_rllabs_standardised_form_where_torchs_overflows():
+    # Row 0 is ordinary. In rows 1-2 the second dimension's std exp(45) has a variance beyond
+    # float32: torch's (a - mu)^2 / (2 sigma^2) is inf / inf in row 1 and, silently, 0 in row 2.
+    # In row 3 the variance is finite but (a - mu)^2 is not; in row 4 the variance is subnormal.
+    loc = torch.tensor([[0.1, -0.2], [0.3, 1e3], [-0.5, 0.0], [0.0, 2.0], [1.0, 0.0]],
+                       requires_grad=True)
+    log_scale = torch.tensor([[0.0, 0.5], [-1.0, 45.0], [0.2, 45.0], [0.0, 44.0], [0.1, -45.0]],
+                             requires_grad=True)
+    noise = torch.tensor([[0.7, -1.1], [0.4, 2.0], [-1.5, -0.3], [0.2, 3.0], [-0.6, 1.3]])
+    action = (loc + log_scale.exp() * noise).detach()
+    torchs = IndependentNormal(loc, log_scale.exp()).log_prob(action)
+    assert torch.isnan(torchs[1]) and torch.isinf(torchs[3])
+    # row 2: torch's drops the wide dimension's quadratic term, -0.3^2 / 2
+    without_it = -0.5 * 1.5**2 - 0.2 - 45.0 - math.log(2 * math.pi)
+    assert torchs[2].item() == pytest.approx(without_it, abs=1e-4)
+
+    log_prob = FiniteLogProbNormal(loc, log_scale.exp()).log_prob(action)
+    loc64, log_scale64 = loc.detach().double().requires_grad_(), log_scale.detach().double()
+    log_scale64.requires_grad_()
+    rllab = (-0.5 * ((action.double() - loc64) / log_scale64.exp()) ** 2 - log_scale64
+             - 0.5 * math.log(2 * math.pi)).sum(-1)
+    torch.testing.assert_close(log_prob.double(), rllab, rtol=1e-6, atol=1e-5)
+    torch_row = IndependentNormal(loc[0], log_scale[0].exp()).log_prob(action[0])
+    assert torch.equal(log_prob[0], torch_row)
+
+    grads = torch.autograd.grad(log_prob.sum(), (loc, log_scale))
+    expected = torch.autograd.grad(rllab.sum(), (loc64, log_scale64))
+    for ours, closed_form in zip(grads, expected, strict=True):
+        assert torch.isfinite(ours).all()
+        torch.testing.assert_close(ours.double(), closed_form, rtol=1e-5, atol=1e-5)
+
+
+def test_a_policy_whose_std_passed_float32s_variance_still_takes_a_trpo_step():
+    # VIME on HalfCheetah drove a log-std past 44.4 after ~500 iterations: the collector's
+    # log-probs turned nan and the run failed.
+    actor = gaussian_policy(OBS, ACT, [8])
+    scale = next(m for m in actor.modules() if isinstance(m, AddStateIndependentNormalScale))
+    with torch.no_grad():
+        scale.state_independent_scale.copy_(torch.tensor([0.0, 46.0]))
+    loss = TRPOLoss(actor, _critic(), max_kl=0.01)
+    td = _batch(actor)
+    assert torch.isfinite(td[loss.tensor_keys.sample_log_prob]).all()
+    info = loss.natural_gradient_step(td)
+    assert bool(info["step_accepted"]) and info["kl"] <= 0.01
+    assert torch.isfinite(parameters_to_vector(loss._policy_parameters())).all()

@@ -30,6 +30,7 @@ from torchrl_vase._device import module_device
 from torchrl_vase._validation import check_positive_int
 from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import LeanVectorEnv, unit_to_bounds
+from torchrl_vase.modules.policy import FiniteLogProbNormal
 
 __all__ = ["VectorEnvCollector"]
 
@@ -110,14 +111,15 @@ def _gaussian_network(policy, *, squashed: bool = False) -> tuple[nn.Module, str
             and float(bounds.get("low", -1.0)) == -1.0 and float(bounds.get("high", 1.0)) == 1.0
             and not bounds.get("tanh_loc", False))
     if (
-        (distribution is not IndependentNormal and not tanh)
+        (distribution not in (IndependentNormal, FiniteLogProbNormal) and not tanh)
         or len(in_keys) != 1
         or out_keys != ["loc", "scale"]
         or not isinstance(network, nn.Module)
     ):
         raise TypeError(
             "VectorEnvCollector takes ProbabilisticActor(TensorDictModule(net, [observation], "
-            "['loc', 'scale']), in_keys=['loc', 'scale'], distribution_class=IndependentNormal)"
+            "['loc', 'scale']), in_keys=['loc', 'scale'], distribution_class=IndependentNormal "
+            "or FiniteLogProbNormal)"
             + (" or a TanhNormal with low=-1, high=1, tanh_loc=False (tanh_policy)"
                if squashed else "") + "; use torchrl's Collector for other policies."
         )
@@ -167,7 +169,8 @@ class VectorEnvCollector(BaseCollector):
     Args:
         env_id: a registered gymnasium id with a vector observation and a bounded ``Box`` action.
         policy: ``ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
-            in_keys=["loc", "scale"], distribution_class=IndependentNormal)``. A policy on
+            in_keys=["loc", "scale"], distribution_class=IndependentNormal)`` (or
+            ``FiniteLogProbNormal``, ``gaussian_policy``'s: the same samples). A policy on
             another device than the CPU (trained on a GPU) acts through a CPU copy of it, which
             ``update_policy_weights_`` refreshes; batches are always on the CPU.
 

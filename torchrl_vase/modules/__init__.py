@@ -1,4 +1,5 @@
-"""Neural network modules: the Bayesian dynamics model, the policy head, the critic."""
+"""Neural network modules: the Bayesian dynamics model, the policy head and its distribution,
+the critic."""
 
 from torchrl_vase.modules.bayesian_mlp import SAMPLINGS, BayesianMLP, LayerWeights
 from torchrl_vase.modules.critic import StandardizedRegressor
@@ -6,6 +7,7 @@ from torchrl_vase.modules.dynamics import DynamicsModel
 from torchrl_vase.modules.policy import (
     ACTIVATIONS,
     INITIALIZATIONS,
+    FiniteLogProbNormal,
     gaussian_policy,
     initialize_,
     q_value_network,
@@ -18,6 +20,7 @@ __all__ = [
     "SAMPLINGS",
     "BayesianMLP",
     "DynamicsModel",
+    "FiniteLogProbNormal",
     "LayerWeights",
     "StandardizedRegressor",
     "gaussian_policy",
