@@ -8,7 +8,7 @@ from mlflow.tracking import MlflowClient
 
 from torchrl_vase import TrainingRun
 from torchrl_vase.modules import gaussian_policy
-from torchrl_vase.tracking import RunLocked
+from torchrl_vase.tracking import ERROR_TAG_CHARS, RunLocked
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,18 @@ def test_the_end_status(uri, tmp_path, stopped_by, error, status):
                 raise error("end")
     except (KeyboardInterrupt, ValueError) as raised:
         assert type(raised) is error
-    assert MlflowClient(tracking_uri=uri).get_run(run.run_id).info.status == status
+    ended = MlflowClient(tracking_uri=uri).get_run(run.run_id)
+    assert ended.info.status == status
+    # a failed run says why in the UI; the others carry no error
+    assert ended.data.tags.get("error") == ("ValueError: end" if status == "FAILED" else None)
+
+
+def test_a_long_error_is_cut_to_what_mlflow_keeps(uri, tmp_path):
+    run = _run(uri, tmp_path, {"seed": 0}, experiment="long error")
+    with pytest.raises(RuntimeError), run:
+        raise RuntimeError("x" * 20_000)
+    tag = MlflowClient(tracking_uri=uri).get_run(run.run_id).data.tags["error"]
+    assert len(tag) == ERROR_TAG_CHARS and tag.startswith("RuntimeError: xxx") and tag[-1] == "…"
 
 
 def test_resume_without_checkpoints_is_refused_at_construction(uri):

@@ -17,8 +17,8 @@ second process continuing it is refused before it logs anything), the MLflow run
 tags in one request or continued, and params and ``config.yaml`` logged if the run has none.
 ``save`` writes the checkpoint atomically and the networks alone as ``weights.pt`` (an MLflow
 artifact, for ``load_policy``). On exit the run ends FINISHED, KILLED (a signal,
-``KeyboardInterrupt``) or FAILED; a store that stays unreachable leaves it RUNNING and says how to
-continue.
+``KeyboardInterrupt``) or FAILED (its exception's type and message in the run's ``error`` tag);
+a store that stays unreachable leaves it RUNNING and says how to continue.
 
 Examples:
     >>> flatten({"env": {"bnn": {"num_cells": [32]}, "id": "x"}, "seed": 0})
@@ -232,11 +232,14 @@ class TrainingRun(_Restores):
                     f"{error}. Stopped: {where}; once the store is back, continue with "
                     "resume=true (mlflow.retry_minutes sets how long to wait)."
                 ) from None
+            message = None
             if error is None:
                 status = "FINISHED" if self.stopped_by is None else "KILLED"
+            elif isinstance(error, KeyboardInterrupt):
+                status = "KILLED"
             else:
-                status = "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
-            self.tracker.end(status)
+                status, message = "FAILED", f"{type(error).__name__}: {error}"
+            self.tracker.end(status, error=message)
         finally:
             if self._held_lock is not None:
                 self._held_lock.release()

@@ -82,6 +82,8 @@ class RunLocked(RuntimeError):
 _TRANSIENT_CODES = {"TEMPORARILY_UNAVAILABLE", "INTERNAL_ERROR", "REQUEST_LIMIT_EXCEEDED"}
 
 
+#: a failed run's ``error`` tag is cut to this (MLflow's limit on a tag's value is 8,000)
+ERROR_TAG_CHARS = 5000
 _DISK_FULL = ("database or disk is full", "No space left on device", "Disk quota exceeded")
 
 
@@ -473,7 +475,12 @@ class MLflowTracker:
             self._call(lambda metrics=metrics: self.client.log_batch(
                 self.run_id, metrics=metrics, synchronous=True), "logging metrics")
 
-    def end(self, status: str) -> None:
-        """Mark the run ``FINISHED``, ``FAILED`` or ``KILLED``."""
+    def end(self, status: str, error: str | None = None) -> None:
+        """Mark the run ``FINISHED``, ``FAILED`` or ``KILLED``; a failed run's ``error`` (what
+        stopped it, shown in the MLflow UI beside its status) as its ``error`` tag."""
+        if error is not None:
+            message = error if len(error) <= ERROR_TAG_CHARS else error[:ERROR_TAG_CHARS - 1] + "…"
+            self._call(lambda: self.client.set_tag(self.run_id, "error", message),
+                       "recording its error")
         self._call(lambda: self.client.set_terminated(self.run_id, status),
                    f"marking it {status}")
