@@ -143,6 +143,54 @@ def test_export_writes_the_asked_seeds_of_a_measure_with_their_provenance(tmp_pa
     assert written == [out / "trpo_authors" / "seed0.csv"]
 
 
+def test_a_failed_job_is_recorded_with_its_error_and_kept_when_its_seed_runs_again(
+        tmp_path, sqlite_uri, capsys):
+    client = MlflowClient(tracking_uri=sqlite_uri)
+    experiment = client.create_experiment("figure3-half_cheetah",
+                                          artifact_location=(tmp_path / "a").as_uri())
+    failed = _log(client, experiment, "vime", 3, [1, 2, 3], finish=False)
+    client.log_batch(failed, metrics=[Metric("train/iteration", 2.0, 0, 3000)])
+    client.set_terminated(failed, "FAILED")
+    killed = _log(client, experiment, "vime", 4, [1], finish=False)  # stopped, not failed
+    client.set_terminated(killed, "KILLED")
+    args = paper_grid.argparse.Namespace(scratch=tmp_path / "scratch", out=tmp_path / "out",
+                                         commit=False, keep_checkpoints=True)
+    launcher = paper_grid.Launcher(args, sqlite_uri)
+    job = paper_grid.Job("half_cheetah", "vime", (3,))
+    launcher.log_path(job).write_text(
+        "Traceback (most recent call last):\n  File ...\n"
+        "ValueError: log-probs (key 'action_log_prob') contain non-finite values.\n\n"
+        "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n")
+    launcher.finish(job, 1, paper_grid.time.time(), "vm (2 cores)")
+    assert "failed (exit 1" in capsys.readouterr().out
+    path = args.out / "half_cheetah" / "vime" / "failures.csv"
+    with path.open(newline="") as handle:
+        [row] = list(csv.DictReader(handle))
+    assert (row["seed"], row["run_id"], row["git_commit"], row["iteration"]) == (
+        "3", failed, "c3", "2")
+    assert row["error"] == ("ValueError: log-probs (key 'action_log_prob') contain non-finite "
+                            "values.")
+    assert row["note"] == "started on vm (2 cores)" and not (path.parent / "seed3.csv").exists()
+    # the seed trained again and finished: exported beside its failure, which stays on record
+    again = _log(client, experiment, "vime", 3, [4, 5])
+    launcher.finish(job, 0, paper_grid.time.time(), "vm (2 cores)")
+    assert (path.parent / "seed3.csv").exists()
+    with path.open(newline="") as handle:
+        assert [r["run_id"] for r in csv.DictReader(handle)] == [failed]
+    # a run that says why it failed (the library's ``error`` tag) is taken at its word
+    client.set_tag(failed, "error", "RuntimeError: from the run")
+    export_runs.export_failures(sqlite_uri, "figure3-half_cheetah", args.out / "half_cheetah",
+                                measure="vime", error="from the log")
+    with path.open(newline="") as handle:
+        assert [r["error"] for r in csv.DictReader(handle)] == ["RuntimeError: from the run"]
+    assert again != failed
+    # a job stopped by the launcher (its SIGTERM) is no failure
+    launcher.stopping.set()
+    launcher.finish(paper_grid.Job("half_cheetah", "vime", (4,)), 1, 0.0, "vm")
+    with path.open(newline="") as handle:
+        assert len(list(csv.DictReader(handle))) == 1
+
+
 def test_compare_reads_the_exported_csvs_as_it_reads_the_store(tmp_path, sqlite_uri):
     uri, client, experiment = _store(sqlite_uri, tmp_path)
     rng = np.random.default_rng(0)

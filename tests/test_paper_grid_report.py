@@ -263,3 +263,22 @@ def test_the_log_rank_p_value_is_mantels_statistic_computed_by_hand():
     expected = 0.5 * math.erfc(z / math.sqrt(2))  # P(Z > z): VASE's runs find it sooner
     assert report.logrank_p(vase, none, "sooner") == pytest.approx(expected, rel=1e-9)
     assert report.logrank_p(vase, none, "later") == pytest.approx(1 - expected, rel=1e-9)
+
+
+def test_failed_runs_are_listed_with_whether_their_seed_finished_since(tmp_path):
+    cell = tmp_path / "half_cheetah" / "vime"
+    cell.mkdir(parents=True)
+    (cell / "failures.csv").write_text(
+        "seed,run_id,git_commit,start,end,iteration,error,note\n"
+        "9,r9,b2b53df1,2026-11-29T04:47:34Z,,449,ValueError: nan | inf,\n"
+        "0,r0,b2b53df1,2026-11-29T03:50:08Z,,499,ValueError: nan,\n")
+    (cell / "seed0.csv").write_text("frames,Return/mean\n5000,1.0\n")
+    failures = report.load_failures(tmp_path)
+    assert [(f["task"], f["measure"], f["seed"]) for f in failures] == [
+        ("half_cheetah", "vime", "0"), ("half_cheetah", "vime", "9")]
+    rows = [line for line in report.failures_table(failures, tmp_path).splitlines()
+            if line.startswith("| HalfCheetah")]
+    assert rows[0].startswith("| HalfCheetah | VIME | 0 | b2b53df | 499 | ValueError: nan |")
+    assert rows[0].endswith("finished (`runs.csv`: its commit) |")
+    assert "ValueError: nan / inf" in rows[1] and rows[1].endswith("not finished yet |")
+    assert report.failures_table([], tmp_path) == "No run has failed.\n"

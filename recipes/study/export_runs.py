@@ -9,7 +9,8 @@ runs are written, and an existing file is overwritten (a rerun of the same seed 
 Beside them, ``<out>/<measure>/runs.csv`` keeps one line per seed: the MLflow run, the commit it
 ran at (its ``git_commit`` tag), its start, end and minutes, its name (the overrides that made
 it), its config's identity, its population (or "single run"), and any ``--note`` (the machine and
-its load, say), so every figure drawn from the CSVs can state its provenance.
+its load, say), so every figure drawn from the CSVs can state its provenance. FAILED runs are
+recorded in ``<out>/<measure>/failures.csv`` (``export_failures``), never written as CSVs.
 
     python recipes/study/export_runs.py --store sqlite:///mlflow.db --experiment mountain_car \\
         --out docs/results/paper_grid/mountain_car
@@ -88,6 +89,54 @@ def export(store: str, experiment: str, out: Path, *, measure: str | None = None
             # whole config's hash (config.yaml in the run's artifacts)
             "run_name": run.info.run_name or "", "run_identity": tags.get("run_identity", ""),
             "population": tags.get("population", "single run"), "note": note})
+        written.append(path)
+    return written
+
+
+FAILURES = ("seed", "run_id", "git_commit", "start", "end", "iteration", "error", "note")
+
+
+def export_failures(store: str, experiment: str, out: Path, *, measure: str | None = None,
+                    seeds: Iterable[int] | None = None, surprise: str | None = None,
+                    error: str = "", note: str = "") -> list[Path]:
+    """Record the experiment's FAILED runs (of ``seeds`` and ``surprise``, where given) in
+    ``<out>/<measure>/failures.csv``, one row a run (kept when the seed is run again, so a
+    figure can say which of its seeds needed a second try and why): its commit, times, the last
+    iteration it logged and its ``error`` tag (else ``error``, e.g. read from its log); the
+    files written."""
+    client = MlflowClient(tracking_uri=store)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        raise SystemExit(f"no experiment {experiment!r} in {store}.")
+    wanted = None if seeds is None else {str(seed) for seed in seeds}
+    written = []
+    for run in client.search_runs([found.experiment_id], max_results=10_000,
+                                  filter_string="attributes.status = 'FAILED'",
+                                  order_by=["attributes.start_time ASC"]):
+        tags = run.data.tags
+        if ((wanted is not None and tags["seed"] not in wanted)
+                or (surprise is not None and tags["surprise"] != surprise)):
+            continue
+        algorithm = tags.get("algorithm", "trpo")
+        name = measure or ("" if algorithm == "trpo" else f"{algorithm}-") + tags["surprise"]
+        path = out / name / "failures.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows = {}
+        if path.exists():
+            with path.open(newline="") as handle:
+                rows = {row["run_id"]: row for row in csv.DictReader(handle)}
+        iteration = run.data.metrics.get("train/iteration")
+        rows[run.info.run_id] = {
+            "seed": tags["seed"], "run_id": run.info.run_id,
+            "git_commit": tags.get("git_commit", ""), "start": _time(run.info.start_time),
+            "end": _time(run.info.end_time),
+            "iteration": "" if iteration is None else str(int(iteration)),
+            "error": tags.get("error", error), "note": note}
+        with path.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, FAILURES)
+            writer.writeheader()
+            writer.writerows(sorted(rows.values(), key=lambda row: (int(row["seed"]),
+                                                                    row["start"])))
         written.append(path)
     return written
 

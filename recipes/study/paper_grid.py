@@ -43,6 +43,7 @@ import csv
 import math
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
@@ -54,7 +55,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from export_runs import export  # the study's exporter, beside this script
+from export_runs import export, export_failures  # the study's exporter, beside this script
 from omegaconf import OmegaConf
 
 from torchrl_vase.recipe import config as schema
@@ -196,6 +197,24 @@ def export_job(store: str, job: Job, out: Path, note: str = "") -> list[Path]:
     """The job's finished runs in ``store`` as CSVs under ``out/<task>/<measure>/``."""
     return export(store, job.experiment, out / job.task, measure=job.measure, seeds=job.seeds,
                   surprise=job.measure if job.measure in PRIMARY else None, note=note)
+
+
+def record_failure(store: str, job: Job, out: Path, log: Path, note: str = "") -> list[Path]:
+    """The job's FAILED runs in ``out/<task>/<measure>/failures.csv``, each with the error its
+    log ends on (where the run's own ``error`` tag has none)."""
+    return export_failures(store, job.experiment, out / job.task, measure=job.measure,
+                           seeds=job.seeds,
+                           surprise=job.measure if job.measure in PRIMARY else None,
+                           error=last_error(log), note=note)
+
+
+def last_error(log: Path) -> str:
+    """The last ``SomeError: message`` line of a job's log ("" when there is none)."""
+    if not log.exists():
+        return ""
+    lines = log.read_text(errors="replace").splitlines()
+    return next((line.strip() for line in reversed(lines)
+                 if re.match(r"^\w+(Error|Exception|Interrupt): ", line)), "")
 
 
 def recover(store: str, jobs: list[Job], out: Path) -> list[Path]:
@@ -543,6 +562,8 @@ class Launcher:
             state = "stopped" if self.stopping.is_set() else f"failed (exit {code}; see {log})"
             print(f"{time.strftime('%H:%M:%S')} {state}: {job.name}", flush=True)
             self.results.append((job, state))
+            if not self.stopping.is_set():
+                self.keep_failure(job, log, note)
             return
         try:
             written = export_job(self.store, job, self.args.out,
@@ -562,6 +583,19 @@ class Launcher:
             study = "figure 3" if job.algorithm == "trpo" else f"{job.algorithm} study"
             self.commit(written, f"{study}: {job.name}")
         self.remove_checkpoint(job)
+
+    def keep_failure(self, job: Job, log: Path, note: str) -> None:
+        """A failed job's runs recorded (and committed) in its cell's ``failures.csv``."""
+        try:
+            written = record_failure(self.store, job, self.args.out, log,
+                                     note=f"started on {note}")
+        except (Exception, SystemExit) as error:  # e.g. it failed before its run existed
+            print(f"{time.strftime('%H:%M:%S')} no failed run of {job.name} to record ({error})",
+                  flush=True)
+            return
+        if self.args.commit and written:
+            study = "figure 3" if job.algorithm == "trpo" else f"{job.algorithm} study"
+            self.commit(written, f"{study}: {job.name} failed", provenance=False)
 
     def run_checkpoints(self, job: Job) -> list[Path]:
         """A finished, exported job's checkpoint directories: its population's, or each seed's
@@ -592,8 +626,9 @@ class Launcher:
             print(f"{time.strftime('%H:%M:%S')} removed the checkpoint of {job.name} "
                   f"({size / 2**30:.1f} GiB, {directory})", flush=True)
 
-    def commit(self, written: list[Path], message: str) -> None:
-        paths = sorted({*map(str, written), *(str(p.parent / "runs.csv") for p in written)})
+    def commit(self, written: list[Path], message: str, *, provenance: bool = True) -> None:
+        paths = sorted({*map(str, written),
+                        *(str(p.parent / "runs.csv") for p in written if provenance)})
         repo = self.args.out.resolve()
         with self.lock:  # one git at a time here; a person's git beside it may hold the index
             for attempt in range(10):

@@ -1027,6 +1027,35 @@ reproduced* when both say the opposite, otherwise *inconclusive*.
 """
 
 
+def load_failures(study: Path) -> list[dict[str, str]]:
+    """Every run of the study that failed (``<task>/<measure>/failures.csv``), its task and
+    measure added; by task, measure and seed."""
+    rows = []
+    for path in study.glob("*/*/failures.csv"):
+        with path.open(newline="") as handle:
+            rows += [{"task": path.parent.parent.name, "measure": path.parent.name, **row}
+                     for row in csv.DictReader(handle)]
+    return sorted(rows, key=lambda r: (r["task"], r["measure"], int(r["seed"]), r["start"]))
+
+
+def failures_table(failures: list[dict[str, str]], study: Path) -> str:
+    """The failed runs, and whether each seed has finished since."""
+    if not failures:
+        return "No run has failed.\n"
+    lines = ["Runs that failed (each recorded in `failures.csv` beside its cell's CSVs, never "
+             "drawn; its seed is run again):\n",
+             "| task | measure | seed | commit | failed at iteration | error | the seed since |",
+             "|---|---|---:|---|---:|---|---|"]
+    for row in failures:
+        rerun = study / row["task"] / row["measure"] / f"seed{row['seed']}.csv"
+        since = "finished (`runs.csv`: its commit)" if rerun.exists() else "not finished yet"
+        title = TITLES.get(row["task"], row["task"].replace("_", " "))
+        lines.append(f"| {title} | {STUDY_LABELS.get(row['measure'], row['measure'])} | "
+                     f"{row['seed']} | {row['git_commit'][:7]} | {row['iteration'] or '–'} | "
+                     f"{row['error'].replace('|', '/')} | {since} |")
+    return "\n".join(lines) + "\n"
+
+
 def study_status(data: dict, robot: dict[str, list[Seed]]) -> str:
     measures = tuple(STUDY_BAR)
     lines = ["| task | iterations | " + " | ".join(STUDY_LABELS[m] for m in measures) + " |",
@@ -1102,6 +1131,7 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
     sections += ["### How far the study has come\n",
                  "Finished seeds per task and measure, against the bar:\n",
                  study_status(data, robot),
+                 failures_table(load_failures(study) if study.is_dir() else [], study),
                  f"\nCommits: {', '.join(commits) or '–'}; machines: "
                  f"{', '.join(machines) or '–'}.\n",
                  "Beside this study, the bonuses under an off-policy learner (SAC, not in the "
