@@ -29,6 +29,7 @@ from torchrl.modules import IndependentNormal
 from torchrl_vase._device import module_device
 from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import LeanVectorEnv, unit_to_bounds
+from torchrl_vase.modules.policy import FiniteLogProbNormal
 
 __all__ = ["VectorEnvCollector"]
 
@@ -104,15 +105,15 @@ def _gaussian_network(policy) -> tuple[nn.Module, str, str]:
     except (AttributeError, TypeError, ValueError):
         network = distribution = None
     if (
-        distribution is not IndependentNormal
+        distribution not in (IndependentNormal, FiniteLogProbNormal)
         or len(in_keys) != 1
         or out_keys != ["loc", "scale"]
         or not isinstance(network, nn.Module)
     ):
         raise TypeError(
             "VectorEnvCollector takes ProbabilisticActor(TensorDictModule(net, [observation], "
-            "['loc', 'scale']), in_keys=['loc', 'scale'], distribution_class=IndependentNormal)"
-            "; use torchrl's Collector for other policies."
+            "['loc', 'scale']), in_keys=['loc', 'scale'], distribution_class=IndependentNormal "
+            "or FiniteLogProbNormal); use torchrl's Collector for other policies."
         )
     return network, in_keys[0], log_prob_key
 
@@ -158,7 +159,8 @@ class VectorEnvCollector(BaseCollector):
     Args:
         env_id: a registered gymnasium id with a vector observation and a bounded ``Box`` action.
         policy: ``ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
-            in_keys=["loc", "scale"], distribution_class=IndependentNormal)``. A policy on
+            in_keys=["loc", "scale"], distribution_class=IndependentNormal)`` (or
+            ``FiniteLogProbNormal``, ``gaussian_policy``'s: the same samples). A policy on
             another device than the CPU (trained on a GPU) acts through a CPU copy of it, which
             ``update_policy_weights_`` refreshes; batches are always on the CPU.
 

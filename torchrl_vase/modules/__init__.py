@@ -1,10 +1,12 @@
-"""Neural network modules: the Bayesian dynamics model, the policy head, the critic."""
+"""Neural network modules: the Bayesian dynamics model, the policy head and its distribution,
+the critic."""
 
 from torchrl_vase.modules.bayesian_mlp import SAMPLINGS, BayesianMLP, LayerWeights
 from torchrl_vase.modules.critic import StandardizedRegressor
 from torchrl_vase.modules.dynamics import DynamicsModel
 from torchrl_vase.modules.policy import (
     INITIALIZATIONS,
+    FiniteLogProbNormal,
     gaussian_policy,
     initialize_,
 )
@@ -14,6 +16,7 @@ __all__ = [
     "SAMPLINGS",
     "BayesianMLP",
     "DynamicsModel",
+    "FiniteLogProbNormal",
     "LayerWeights",
     "StandardizedRegressor",
     "gaussian_policy",

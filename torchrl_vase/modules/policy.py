@@ -2,7 +2,8 @@
 
 The state-independent log-std of rllab's ``GaussianMLPPolicy`` is tensordict's
 ``AddStateIndependentNormalScale`` with ``scale_lb=0`` (``exp(log_std)``, no floor): the same
-numbers as rllab's head."""
+numbers as rllab's head. Its distribution is ``FiniteLogProbNormal``: torch's ``IndependentNormal``
+whose log-density stays finite for the very wide stds rllab's policy can learn."""
 
 from __future__ import annotations
 
@@ -10,12 +11,67 @@ import math
 
 import torch
 from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
-from torch import nn
+from torch import Tensor, nn
+from torch.distributions.utils import _sum_rightmost
 from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor
 
 from torchrl_vase._validation import check_layer_widths
 
 INITIALIZATIONS = ("torch", "glorot", "orthogonal")
+
+
+class FiniteLogProbNormal(IndependentNormal):
+    """torchrl's ``IndependentNormal`` whose ``log_prob`` stays right while the scale is finite.
+
+    torch's ``Normal.log_prob`` computes ``−(a − μ)²/(2σ²) − log σ − log √(2π)``: once ``σ²``
+    or ``(a − μ)²`` leaves float32's normal range (``|log σ|`` above ~43) the density turns
+    ``−inf`` or ``nan``, or silently drops its quadratic term (``σ² = inf``), while rllab's
+    ``DiagonalGaussian.log_likelihood`` standardises first, ``−((a − μ)/σ)²/2 − log σ − …``,
+    right until ``σ`` itself overflows (``log σ ≈ 88.7``). A state-independent log-std learned
+    by TRPO can pass 43 (VIME on HalfCheetah does, after ~500 iterations), so the standardised
+    form is used for the entries where torch's is not finite or ``σ²`` is not a normal float.
+    Everywhere else the result is torch's, bit for bit, graph and all, so runs that never reach
+    such stds are unchanged.
+
+    Examples:
+        >>> import torch
+        >>> from torchrl.modules import IndependentNormal
+        >>> loc, scale = torch.zeros(1, 2), torch.tensor([[1.0, 3e19]])
+        >>> action = torch.tensor([[0.5, 3e19]])
+        >>> IndependentNormal(loc, scale).log_prob(action).isnan().item()
+        True
+        >>> FiniteLogProbNormal(loc, scale).log_prob(action)  # −0.125 − 0.5 − 44.85 − 2 log √(2π)
+        tensor([-47.3106])
+    """
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        normal = self.base_dist
+        torch_form = normal.log_prob(value)
+        variance = normal.scale.detach() ** 2
+        outside = (
+            ~torch.isfinite(torch_form)
+            | ~torch.isfinite(variance)
+            | (variance < torch.finfo(variance.dtype).tiny)
+        )
+        if not outside.any():
+            return _sum_rightmost(torch_form, self.reinterpreted_batch_ndims)
+        # Both forms recomputed on inputs made harmless where each is not used, so that neither
+        # one's inf or nan reaches the gradients through torch.where.
+        loc, scale = normal.loc.expand_as(torch_form), normal.scale.expand_as(torch_form)
+        value = value.expand_as(torch_form)
+        one = torch.ones_like(torch_form)
+        torch_form = torch.distributions.Normal(
+            torch.where(outside, one, loc), torch.where(outside, one, scale)
+        ).log_prob(torch.where(outside, one, value))
+        wide_scale = torch.where(outside, scale, one)
+        deviation = torch.where(outside, value, one) - torch.where(outside, loc, one)
+        standardized_form = (
+            -0.5 * (deviation / wide_scale) ** 2
+            - wide_scale.log()
+            - math.log(math.sqrt(2 * math.pi))
+        )
+        log_prob = torch.where(outside, standardized_form, torch_form)
+        return _sum_rightmost(log_prob, self.reinterpreted_batch_ndims)
 
 
 @torch.no_grad()
@@ -63,10 +119,10 @@ def gaussian_policy(
 ) -> ProbabilisticActor:
     """rllab's ``GaussianMLPPolicy`` as a TorchRL actor: a tanh MLP for the mean (its last layer
     initialised small, gain 0.01 under ``"orthogonal"``), a state-independent log-std starting at
-    ``init_log_std`` (rllab: 0), an ``IndependentNormal`` over actions in [−1, 1] (envs scale them
-    to their bounds, so the std in the env's units is ``exp(init_log_std)`` times the half-range
-    of the bounds; sb3's policy acts in the env's units with std 1 at the start). The recipe's
-    policy, and what ``torchrl_vase.load_policy`` rebuilds; its parameters on ``device``.
+    ``init_log_std`` (rllab: 0), a ``FiniteLogProbNormal`` over actions in [−1, 1] (envs scale
+    them to their bounds, so the std in the env's units is ``exp(init_log_std)`` times the
+    half-range of the bounds; sb3's policy acts in the env's units with std 1 at the start). The
+    recipe's policy, and what ``torchrl_vase.load_policy`` rebuilds; its parameters on ``device``.
 
     Examples:
         >>> import torch
@@ -89,6 +145,6 @@ def gaussian_policy(
     return ProbabilisticActor(
         TensorDictModule(head, ["observation"], ["loc", "scale"]),
         in_keys=["loc", "scale"],
-        distribution_class=IndependentNormal,
+        distribution_class=FiniteLogProbNormal,
         return_log_prob=True,
     )
