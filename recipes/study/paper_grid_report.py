@@ -1004,7 +1004,12 @@ the measure differs), the paper's TRPO curve as the authors' script ran it (`pre
 bonus); VASE at the paper's text settings (`preset=paper`) on three tasks. Seeds 0–19 (the paper:
 "over 20 runs with a fixed set of seeds"), each run to the task's full iteration count, exported
 to `docs/results/figure3/<task>/<measure>/seed<k>.csv` with its `runs.csv` row (commit, machine,
-load, the run's name and config identity). The study runs, and resumes, over several sessions
+load, the run's name and config identity), all at one code: commit b2b53df until 2026-11-29
+05:45 UTC, then 82a8bde, which is b2b53df with one change, the policy's log-density taken in
+rllab's standardised form where torch's leaves float32 (`FiniteLogProbNormal`: four HalfCheetah
+VIME runs failed at b2b53df once a learned log-std passed 43, listed below); a run that never
+reaches such a std logs the same numbers at both, bit for bit (checked on 20 iterations of
+HalfCheetah VIME seed 1). The study runs, and resumes, over several sessions
 (`python recipes/study/paper_grid.py`, [the guide](guides/paper_grid.md)); this part of the page
 is written by `python recipes/study/paper_grid_report.py` from those files and says how far it has
 come.
