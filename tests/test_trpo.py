@@ -134,6 +134,16 @@ def test_accepted_step_respects_the_trust_region_and_improves_the_surrogate(make
     after = loss(td)
     torch.testing.assert_close(after["kl"], info["kl"], rtol=0.05, atol=1e-6)
     assert not torch.equal(parameters_to_vector(loss._policy_parameters()), before)
+    # its entropy too: the closed form of the updated policy's; none for tanh (no closed form)
+    if make_actor is _gaussian_actor:
+        log_std = next(m for m in actor.modules()
+                       if isinstance(m, AddStateIndependentNormalScale)).state_independent_scale
+        closed_form = (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum()
+        torch.testing.assert_close(info["entropy"], closed_form.detach(), rtol=1e-5, atol=1e-5)
+    elif make_actor is _tanh_actor:
+        assert torch.isnan(info["entropy"])
+    else:
+        torch.testing.assert_close(info["entropy"], after["entropy"])
 
 
 def test_rejected_step_restores_every_parameter_bit_for_bit():

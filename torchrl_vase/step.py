@@ -74,7 +74,8 @@ def logged_model_metrics(exploration: Exploration, metrics: Mapping[str, float]
 class TRPOUpdate:
     """One natural-gradient step of ``TRPOLoss`` on the batch (its advantages computed); returns
     ``trpo/kl``, ``trpo/surrogate_before``/``_after``, ``trpo/step_accepted``,
-    ``trpo/backtracks``. Stateless: the step depends on the batch and the policy alone."""
+    ``trpo/backtracks``, ``trpo/entropy`` (the policy's, after the step). Stateless: the step
+    depends on the batch and the policy alone."""
 
     def __init__(self, loss: TRPOLoss) -> None:
         if not isinstance(loss, TRPOLoss):
@@ -84,7 +85,8 @@ class TRPOUpdate:
     def __call__(self, batch: TensorDictBase) -> dict[str, float]:
         step = self.loss.natural_gradient_step(batch)
         return {f"trpo/{key}": float(step[key]) for key in
-                ("kl", "surrogate_before", "surrogate_after", "step_accepted", "backtracks")}
+                ("kl", "surrogate_before", "surrogate_after", "step_accepted", "backtracks",
+                 "entropy")}
 
 
 class PPOUpdate(nn.Module):

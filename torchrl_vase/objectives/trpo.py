@@ -259,8 +259,9 @@ class TRPOLoss(PPOLoss):
         Diagnostics: ``step_accepted``, ``kl`` (mean KL to the data's policy after the update),
         ``surrogate_before``, ``surrogate_after``, ``expected_improvement`` (first order, full
         step), ``backtracks`` (shrinks before acceptance, or all of them), ``step_fraction``
-        (0 when rejected), ``cg_residual`` and ``step_norm``. A failed line search is not an
-        error: the parameters are restored bit for bit and ``step_accepted`` is False.
+        (0 when rejected), ``cg_residual``, ``step_norm`` and ``entropy`` (the policy's after
+        the update, mean over the batch; NaN without a closed form). A failed line search is not
+        an error: the parameters are restored bit for bit and ``step_accepted`` is False.
         """
         tensordict = tensordict.clone(False)
         advantage = self._advantage(tensordict)
@@ -312,9 +313,20 @@ class TRPOLoss(PPOLoss):
                 "step_norm": (fraction * direction.norm()).detach()
                 if accepted
                 else direction.new_zeros(()),
+                "entropy": self._analytic_entropy(tensordict),
             },
             batch_size=[],
         )
+
+    @torch.no_grad()
+    def _analytic_entropy(self, tensordict: TensorDictBase) -> Tensor:
+        """The policy's mean entropy over the batch, where its distribution has a closed form
+        (NaN otherwise: a Monte-Carlo estimate would draw from the global generator and change
+        the run's later numbers). A learned log-std that runs away shows here first."""
+        try:
+            return self.actor_network.get_dist(tensordict).entropy().float().mean()
+        except NotImplementedError:
+            return torch.tensor(float("nan"))
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         """The critic loss (differentiable); the surrogate, KL and entropy (detached)."""
