@@ -191,6 +191,46 @@ def test_a_failed_job_is_recorded_with_its_error_and_kept_when_its_seed_runs_aga
         assert len(list(csv.DictReader(handle))) == 1
 
 
+def test_the_final_policy_log_std_is_read_from_the_run_s_weights_and_filled_in_later(
+        tmp_path, sqlite_uri):
+    import torch
+
+    from torchrl_vase.modules import gaussian_policy
+
+    uri, client, experiment = _store(sqlite_uri, tmp_path)
+    run = _log(client, experiment, "vime", 5, [1, 2])
+    actor = gaussian_policy(3, 2, [4])
+    with torch.no_grad():
+        next(v for k, v in actor.named_parameters() if k.endswith("state_independent_scale")
+             ).copy_(torch.tensor([-0.25, 41.3125]))
+    weights = tmp_path / "weights.pt"
+    torch.save({"actor": actor.state_dict(), "critic": {}}, weights)
+    client.log_artifact(run, str(weights))
+    no_weights = _log(client, experiment, "vime", 6, [1])  # never checkpointed
+    out = tmp_path / "out"
+    export_runs.export(uri, "grid", out, surprise="vime")
+    with (out / "vime" / "runs.csv").open(newline="") as handle:
+        rows = {row["seed"]: row for row in csv.DictReader(handle)}
+    assert rows["5"]["policy_log_std"] == "-0.250 41.312"
+    assert rows["6"]["policy_log_std"] == "" and rows["6"]["run_id"] == no_weights
+    # a runs.csv written before the column existed, with a run of another store: the column is
+    # filled where the run is here, and nothing else changes
+    old = out / "old" / "runs.csv"
+    old.parent.mkdir()
+    columns = [c for c in export_runs.PROVENANCE if c != "policy_log_std"]
+    with old.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        writer.writerow({**{c: "x" for c in columns}, "seed": "5", "run_id": run})
+        writer.writerow({**{c: "y" for c in columns}, "seed": "7", "run_id": "elsewhere"})
+    assert export_runs.fill_policy_log_std(uri, out / "old") == [old]
+    with old.open(newline="") as handle:
+        filled = list(csv.DictReader(handle))
+    assert [row["policy_log_std"] for row in filled] == ["-0.250 41.312", ""]
+    assert filled[0]["note"] == "x" and filled[1]["note"] == "y"
+    assert export_runs.fill_policy_log_std(uri, out / "old") == []  # nothing left to fill
+
+
 def test_compare_reads_the_exported_csvs_as_it_reads_the_store(tmp_path, sqlite_uri):
     uri, client, experiment = _store(sqlite_uri, tmp_path)
     rng = np.random.default_rng(0)

@@ -8,8 +8,9 @@ runs); only FINISHED
 runs are written, and an existing file is overwritten (a rerun of the same seed replaces it).
 Beside them, ``<out>/<measure>/runs.csv`` keeps one line per seed: the MLflow run, the commit it
 ran at (its ``git_commit`` tag), its start, end and minutes, its name (the overrides that made
-it), its config's identity, its population (or "single run"), and any ``--note`` (the machine and
-its load, say), so every figure drawn from the CSVs can state its provenance. FAILED runs are
+it), its config's identity, its population (or "single run"), any ``--note`` (the machine and
+its load, say), so every figure drawn from the CSVs can state its provenance, and the final
+policy's log-std per action dimension (``policy_log_std``, from its ``weights.pt``). FAILED runs are
 recorded in ``<out>/<measure>/failures.csv`` (``export_failures``), never written as CSVs.
 
     python recipes/study/export_runs.py --store sqlite:///mlflow.db --experiment mountain_car \\
@@ -20,14 +21,20 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
+import tempfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import torch
 from mlflow.tracking import MlflowClient
 
+# a weights.pt read for its log-std is no download a person waits on: no progress bars in the logs
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
 PROVENANCE = ("seed", "run_id", "git_commit", "start", "end", "minutes", "run_name",
-              "run_identity", "population", "note")
+              "run_identity", "population", "note", "policy_log_std")
 
 
 def _time(milliseconds: int | None) -> str:
@@ -47,6 +54,22 @@ def _record_provenance(path: Path, line: dict[str, str]) -> None:
         writer = csv.DictWriter(handle, PROVENANCE)
         writer.writeheader()
         writer.writerows(rows[seed] for seed in sorted(rows, key=int))
+
+
+def policy_log_std(client: MlflowClient, run_id: str) -> str:
+    """The run's last policy's state-independent log-std, one value per action dimension
+    (``"-0.512 41.300"``), from its ``weights.pt`` (written with each checkpoint); ``""`` when it
+    has none (no checkpoint yet, or a std that depends on the state: SAC's)."""
+    if "weights.pt" not in {artifact.path for artifact in client.list_artifacts(run_id)}:
+        return ""
+    with tempfile.TemporaryDirectory() as tmp:
+        weights = torch.load(client.download_artifacts(run_id, "weights.pt", tmp),
+                             weights_only=True, map_location="cpu")
+    scales = [value for key, value in (weights.get("actor") or {}).items()
+              if key.endswith("state_independent_scale")]
+    if len(scales) != 1:
+        return ""
+    return " ".join(f"{value:.3f}" for value in scales[0].flatten().tolist())
 
 
 def export(store: str, experiment: str, out: Path, *, measure: str | None = None,
@@ -88,12 +111,14 @@ def export(store: str, experiment: str, out: Path, *, measure: str | None = None
             # the config: the run's name holds the overrides that made it, its identity the
             # whole config's hash (config.yaml in the run's artifacts)
             "run_name": run.info.run_name or "", "run_identity": tags.get("run_identity", ""),
-            "population": tags.get("population", "single run"), "note": note})
+            "population": tags.get("population", "single run"), "note": note,
+            "policy_log_std": policy_log_std(client, run.info.run_id)})
         written.append(path)
     return written
 
 
-FAILURES = ("seed", "run_id", "git_commit", "start", "end", "iteration", "error", "note")
+FAILURES = ("seed", "run_id", "git_commit", "start", "end", "iteration", "error", "note",
+            "policy_log_std")
 
 
 def export_failures(store: str, experiment: str, out: Path, *, measure: str | None = None,
@@ -131,7 +156,8 @@ def export_failures(store: str, experiment: str, out: Path, *, measure: str | No
             "git_commit": tags.get("git_commit", ""), "start": _time(run.info.start_time),
             "end": _time(run.info.end_time),
             "iteration": "" if iteration is None else str(int(iteration)),
-            "error": tags.get("error", error), "note": note}
+            "error": tags.get("error", error), "note": note,
+            "policy_log_std": policy_log_std(client, run.info.run_id)}
         with path.open("w", newline="") as handle:
             writer = csv.DictWriter(handle, FAILURES)
             writer.writeheader()
@@ -141,10 +167,40 @@ def export_failures(store: str, experiment: str, out: Path, *, measure: str | No
     return written
 
 
+def fill_policy_log_std(store: str, directory: Path) -> list[Path]:
+    """Fill ``policy_log_std`` in the ``runs.csv`` and ``failures.csv`` files under
+    ``directory`` wherever it is empty and the run is in ``store`` (rows exported before the
+    column existed); every other value is left as it is. The files changed."""
+    client = MlflowClient(tracking_uri=store)
+    changed = []
+    for path in sorted([*directory.rglob("runs.csv"), *directory.rglob("failures.csv")]):
+        with path.open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        filled = 0
+        for row in rows:
+            if row.get("policy_log_std"):
+                continue
+            try:
+                client.get_run(row["run_id"])
+            except Exception:  # exported from another machine's store
+                row.setdefault("policy_log_std", "")
+                continue
+            row["policy_log_std"] = policy_log_std(client, row["run_id"])
+            filled += bool(row["policy_log_std"])
+        if filled:
+            columns = PROVENANCE if path.name == "runs.csv" else FAILURES
+            with path.open("w", newline="") as handle:
+                writer = csv.DictWriter(handle, columns)
+                writer.writeheader()
+                writer.writerows(rows)
+            changed.append(path)
+    return changed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", required=True, help="the MLflow tracking URI")
-    parser.add_argument("--experiment", required=True)
+    parser.add_argument("--experiment", help="required unless --fill-policy-log-std")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--measure", default=None,
                         help="the folder's name (default: the run's surprise tag)")
@@ -153,7 +209,16 @@ def main() -> None:
     parser.add_argument("--surprise", default=None,
                         help="only the runs of this measure (default: every measure)")
     parser.add_argument("--note", default="", help="a note kept in runs.csv beside each seed")
+    parser.add_argument("--fill-policy-log-std", action="store_true",
+                        help="only fill the empty policy_log_std of the runs.csv and "
+                             "failures.csv files under --out from --store")
     args = parser.parse_args()
+    if args.fill_policy_log_std:
+        changed = fill_policy_log_std(args.store, args.out)
+        print(f"{len(changed)} files filled: {', '.join(map(str, changed))}")
+        return
+    if args.experiment is None:
+        parser.error("--experiment is required (unless --fill-policy-log-std).")
     written = export(args.store, args.experiment, args.out, measure=args.measure,
                      seeds=args.seeds, surprise=args.surprise, note=args.note)
     print(f"{len(written)} runs written under {args.out}")

@@ -1061,6 +1061,43 @@ def failures_table(failures: list[dict[str, str]], study: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: a final log-std above this (a std of e² ≈ 7.4 half-ranges of the actions) sends nine in ten
+#: of that dimension's actions to a bound, at random
+RUNAWAY_LOG_STD = 2.0
+
+
+def policy_spread(study: Path) -> str:
+    """The runs whose policy ended with a runaway log-std (``policy_log_std`` in ``runs.csv``
+    and ``failures.csv``), by cell; and the largest among the others."""
+    runaway: dict[tuple[str, str], list[str]] = {}
+    recorded, calm = 0, []
+    for path in sorted([*study.glob("*/*/runs.csv"), *study.glob("*/*/failures.csv")]):
+        with path.open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                if not row.get("policy_log_std"):
+                    continue
+                recorded += 1
+                largest = max(map(float, row["policy_log_std"].split()))
+                if largest > RUNAWAY_LOG_STD:
+                    what = "failed" if path.name == "failures.csv" else "finished"
+                    runaway.setdefault((path.parent.parent.name, path.parent.name), []).append(
+                        f"seed {row['seed']} ({what}): {largest:.1f}")
+                else:
+                    calm.append(largest)
+    if not recorded:
+        return ""
+    lines = [f"The policies' final log-std (`policy_log_std` in `runs.csv` and `failures.csv`, "
+             f"{recorded} runs recorded; the largest over action dimensions, in [−1, 1] action "
+             f"units; above {RUNAWAY_LOG_STD:g}, nine in ten of a dimension's actions are clipped "
+             "to a bound at random):\n"]
+    for (task, measure), runs in sorted(runaway.items()):
+        lines.append(f"- {TITLES.get(task, task)} {STUDY_LABELS.get(measure, measure)}: "
+                     + "; ".join(runs))
+    if calm:
+        lines.append(f"- every other run recorded: at most {max(calm):.1f}")
+    return "\n".join(lines) + "\n"
+
+
 def study_status(data: dict, robot: dict[str, list[Seed]]) -> str:
     measures = tuple(STUDY_BAR)
     lines = ["| task | iterations | " + " | ".join(STUDY_LABELS[m] for m in measures) + " |",
@@ -1137,6 +1174,7 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                  "Finished seeds per task and measure, against the bar:\n",
                  study_status(data, robot),
                  failures_table(load_failures(study) if study.is_dir() else [], study),
+                 policy_spread(study) if study.is_dir() else "",
                  f"\nCommits: {', '.join(commits) or '–'}; machines: "
                  f"{', '.join(machines) or '–'}.\n",
                  "Beside this study, the bonuses under an off-policy learner (SAC, not in the "
