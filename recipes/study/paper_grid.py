@@ -199,6 +199,18 @@ def export_job(store: str, job: Job, out: Path, note: str = "") -> list[Path]:
                   surprise=job.measure if job.measure in PRIMARY else None, note=note)
 
 
+def cpu_model() -> str:
+    """The processor's name (``/proc/cpuinfo``'s model name, else ``platform.processor()``): a
+    run's floats depend on the instructions its kernels pick, so the same commit and seed on
+    another processor can take another path (measured: MountainCar VASE seed 0 diverged from its
+    second iteration between two machines)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown processor"
+
+
 def record_failure(store: str, job: Job, out: Path, log: Path, note: str = "") -> list[Path]:
     """The job's FAILED runs in ``out/<task>/<measure>/failures.csv``, each with the error its
     log ends on (where the run's own ``error`` tag has none)."""
@@ -411,7 +423,7 @@ class Launcher:
 
     def note(self) -> str:
         load = " ".join(f"{value:.1f}" for value in os.getloadavg())
-        return f"{platform.node()} ({os.cpu_count()} cores), load average {load}"
+        return f"{platform.node()} ({os.cpu_count()} cores, {cpu_model()}), load average {load}"
 
     def estimate(self, jobs: list[Job]) -> None:
         """Each job's memory, disk and checkpoint directory (in the main thread: Hydra's compose
