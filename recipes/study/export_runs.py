@@ -23,11 +23,12 @@ import argparse
 import csv
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
+from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 # a weights.pt read for its log-std is no download a person waits on: no progress bars in the logs
@@ -72,26 +73,34 @@ def policy_log_std(client: MlflowClient, run_id: str) -> str:
     return " ".join(f"{value:.3f}" for value in scales[0].flatten().tolist())
 
 
-def export(store: str, experiment: str, out: Path, *, measure: str | None = None,
-           seeds: Iterable[int] | None = None, surprise: str | None = None,
-           note: str = "") -> list[Path]:
-    """Write the experiment's finished runs (of ``seeds`` and with the ``surprise`` tag, where
-    given); the paths written."""
-    client = MlflowClient(tracking_uri=store)
+def _runs(client: MlflowClient, store: str, experiment: str, status: str, measure: str | None,
+          seeds: Iterable[int] | None, surprise: str | None) -> Iterator[tuple[Run, str]]:
+    """The experiment's runs that ended ``status`` (of ``seeds`` and with the ``surprise`` tag,
+    where given), oldest first, each with the folder its measure is written to."""
     found = client.get_experiment_by_name(experiment)
     if found is None:
         raise SystemExit(f"no experiment {experiment!r} in {store}.")
     wanted = None if seeds is None else {str(seed) for seed in seeds}
-    written = []
     for run in client.search_runs([found.experiment_id], max_results=10_000,
-                                  filter_string="attributes.status = 'FINISHED'",
+                                  filter_string=f"attributes.status = '{status}'",
                                   order_by=["attributes.start_time ASC"]):
         tags = run.data.tags
         if ((wanted is not None and tags["seed"] not in wanted)
                 or (surprise is not None and tags["surprise"] != surprise)):
             continue
         algorithm = tags.get("algorithm", "trpo")
-        name = measure or ("" if algorithm == "trpo" else f"{algorithm}-") + tags["surprise"]
+        yield run, measure or ("" if algorithm == "trpo" else f"{algorithm}-") + tags["surprise"]
+
+
+def export(store: str, experiment: str, out: Path, *, measure: str | None = None,
+           seeds: Iterable[int] | None = None, surprise: str | None = None,
+           note: str = "") -> list[Path]:
+    """Write the experiment's finished runs (of ``seeds`` and with the ``surprise`` tag, where
+    given); the paths written."""
+    client = MlflowClient(tracking_uri=store)
+    written = []
+    for run, name in _runs(client, store, experiment, "FINISHED", measure, seeds, surprise):
+        tags = run.data.tags
         rows: dict[int, dict[str, float]] = {}
         for key in sorted(run.data.metrics):
             for metric in client.get_metric_history(run.info.run_id, key):
@@ -130,20 +139,9 @@ def export_failures(store: str, experiment: str, out: Path, *, measure: str | No
     iteration it logged and its ``error`` tag (else ``error``, e.g. read from its log); the
     files written."""
     client = MlflowClient(tracking_uri=store)
-    found = client.get_experiment_by_name(experiment)
-    if found is None:
-        raise SystemExit(f"no experiment {experiment!r} in {store}.")
-    wanted = None if seeds is None else {str(seed) for seed in seeds}
     written = []
-    for run in client.search_runs([found.experiment_id], max_results=10_000,
-                                  filter_string="attributes.status = 'FAILED'",
-                                  order_by=["attributes.start_time ASC"]):
+    for run, name in _runs(client, store, experiment, "FAILED", measure, seeds, surprise):
         tags = run.data.tags
-        if ((wanted is not None and tags["seed"] not in wanted)
-                or (surprise is not None and tags["surprise"] != surprise)):
-            continue
-        algorithm = tags.get("algorithm", "trpo")
-        name = measure or ("" if algorithm == "trpo" else f"{algorithm}-") + tags["surprise"]
         path = out / name / "failures.csv"
         path.parent.mkdir(parents=True, exist_ok=True)
         rows = {}
