@@ -902,8 +902,12 @@ def aggregate(data: dict, measures: tuple[str, ...], window: str = "last10") -> 
 
 @legible
 def plot_aggregate(result: dict, path: Path, title: str) -> None:
-    figure, (iqm_ax, profile_ax, poi_ax) = plt.subplots(
-        1, 3, figsize=(11, 5.4), gridspec_kw={"width_ratios": [1, 1.2, 1]})
+    # the interval panels side by side, the profiles below at full width: three in a row left
+    # the rivals' names and the axis labels no room at a legible size
+    figure, axes = plt.subplot_mosaic([["iqm", "improvement"], ["profile", "profile"]],
+                                      figsize=(11, 8.6), layout="constrained",
+                                      height_ratios=[1, 1.1])
+    iqm_ax, profile_ax, poi_ax = axes["iqm"], axes["profile"], axes["improvement"]
     figure.suptitle(textwrap.fill(title, 110))
     measures = list(result["iqm"])
     for row, measure in enumerate(measures):
@@ -920,8 +924,8 @@ def plot_aggregate(result: dict, path: Path, title: str) -> None:
         profile_ax.fill_between(result["taus"], low, high, color=SAFE[measure], alpha=0.15, lw=0)
     profile_ax.set_xlabel("normalised score τ")
     profile_ax.set_ylabel("fraction of runs with score > τ")
-    profile_ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3,
-                      frameon=False)
+    figure.legend(*profile_ax.get_legend_handles_labels(), loc="outside lower center",
+                  ncols=len(measures), frameon=False)
     rivals = list(result["improvement"])
     for row, measure in enumerate(rivals):
         point, low, high = result["improvement"][measure]
@@ -931,7 +935,6 @@ def plot_aggregate(result: dict, path: Path, title: str) -> None:
     poi_ax.set_yticks(range(len(rivals)), [f"VASE vs {AGGREGATE_LABELS[m]}" for m in rivals])
     poi_ax.set_xlim(0, 1)
     poi_ax.set_xlabel("P(VASE > rival), averaged over tasks\n(95 % stratified bootstrap interval)")
-    figure.tight_layout(rect=(0, 0, 1, 0.9))
     figure.savefig(path, dpi=DPI)
     plt.close(figure)
 
