@@ -284,17 +284,21 @@ def test_failed_runs_are_listed_with_whether_their_seed_finished_since(tmp_path)
     assert report.failures_table([], tmp_path) == "No run has failed.\n"
 
 
-def test_runaway_policy_stds_are_listed_by_cell(tmp_path):
+def test_runaway_policy_stds_are_listed_by_cell_with_the_returns_beside_them(tmp_path):
     cell = tmp_path / "half_cheetah" / "vime"
     cell.mkdir(parents=True)
     (cell / "runs.csv").write_text("seed,run_id,policy_log_std\n5,a,-0.2 41.3\n6,b,0.5 1.2\n"
                                    "7,c,\n")
     (cell / "failures.csv").write_text("seed,run_id,policy_log_std\n0,d,42.5 0.1\n")
+    _write_seed(cell / "seed5.csv", [9.0] * 20 + [1.0] * 10)  # last 10 iterations: 1
+    _write_seed(cell / "seed6.csv", [0.0] * 20 + [40.0] * 10)
     other = tmp_path / "mountain_car" / "nll"
     other.mkdir(parents=True)
     (other / "runs.csv").write_text("seed,run_id,policy_log_std\n0,e,1.9\n")
     text = report.policy_spread(tmp_path)
     assert "4 runs recorded" in text  # the run without a value is not counted
-    assert "- HalfCheetah VIME: seed 0 (failed): 42.5; seed 5 (finished): 41.3\n" in text
-    assert "- every other run recorded: at most 1.9" in text
+    assert ("- HalfCheetah VIME: above 2 in 1 of 2 finished runs (seed 5: 41.3); before "
+            "failing, in seed 0: 42.5; last-10-iteration return of those finished runs 1.0 to "
+            "1.0; last-10-iteration return of the others 40.0 to 40.0\n") in text
+    assert "- every other finished run recorded: at most 1.9" in text
     assert report.policy_spread(tmp_path / "nothing") == ""

@@ -131,20 +131,28 @@ def load(grid: Path) -> dict[str, dict[str, list[Seed]]]:
     found: dict[str, dict[str, list[Seed]]] = {}
     for task in TASKS:
         for measure in REPORTED:
-            for path in sorted((grid / task / measure).glob("seed*.csv"),
-                               key=lambda p: int(p.stem.removeprefix("seed"))):
-                with path.open(newline="") as handle:
-                    rows = list(csv.DictReader(handle))
-                if not rows:
-                    continue
-                first = _column(rows, "train/first_reward_step")
-                first = first[np.isfinite(first)]
-                found.setdefault(task, {}).setdefault(measure, []).append(Seed(
-                    seed=int(path.stem.removeprefix("seed")), frames=_column(rows, "frames"),
-                    returns=_column(rows, "Return/mean"),
-                    first_reward=float(first[0]) if first.size else math.nan,
-                    agreement=_column(rows, "bonus/self_agreement")))
+            seeds = load_cell(grid, task, measure)
+            if seeds:
+                found.setdefault(task, {})[measure] = seeds
     return found
+
+
+def load_cell(grid: Path, task: str, measure: str) -> list[Seed]:
+    """One cell's exported runs, by seed (an empty CSV skipped)."""
+    seeds = []
+    for path in sorted((grid / task / measure).glob("seed*.csv"),
+                       key=lambda p: int(p.stem.removeprefix("seed"))):
+        with path.open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        if not rows:
+            continue
+        first = _column(rows, "train/first_reward_step")
+        first = first[np.isfinite(first)]
+        seeds.append(Seed(seed=int(path.stem.removeprefix("seed")), frames=_column(rows, "frames"),
+                          returns=_column(rows, "Return/mean"),
+                          first_reward=float(first[0]) if first.size else math.nan,
+                          agreement=_column(rows, "bonus/self_agreement")))
+    return seeds
 
 
 @dataclass
@@ -972,19 +980,9 @@ def plot_point_robot(runs: dict[str, list[Seed]], path: Path, title: str) -> Non
 
 
 def load_point_robot(study: Path) -> dict[str, list[Seed]]:
-    runs: dict[str, list[Seed]] = {}
-    for measure in ("none", "vase", "nll", "vime"):
-        for path in sorted((study / "point_robot" / measure).glob("seed*.csv"),
-                           key=lambda p: int(p.stem.removeprefix("seed"))):
-            with path.open(newline="") as handle:
-                rows = list(csv.DictReader(handle))
-            if rows:
-                first = _column(rows, "train/first_reward_step")
-                first = first[np.isfinite(first)]
-                runs.setdefault(measure, []).append(Seed(
-                    int(path.stem.removeprefix("seed")), _column(rows, "frames"),
-                    _column(rows, "Return/mean"), float(first[0]) if first.size else math.nan))
-    return runs
+    runs = {measure: load_cell(study, "point_robot", measure)
+            for measure in ("none", "vase", "nll", "vime")}
+    return {measure: seeds for measure, seeds in runs.items() if seeds}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1070,35 +1068,54 @@ RUNAWAY_LOG_STD = 2.0
 
 
 def policy_spread(study: Path) -> str:
-    """The runs whose policy ended with a runaway log-std (``policy_log_std`` in ``runs.csv``
-    and ``failures.csv``), by cell; and the largest among the others."""
-    runaway: dict[tuple[str, str], list[str]] = {}
-    recorded, calm = 0, []
+    """The cells whose runs' policies ended with a runaway log-std (``policy_log_std`` in
+    ``runs.csv`` and ``failures.csv``; the largest over action dimensions), each with the
+    last-10-iteration returns of its finished runs that ran away and of the others; and the
+    largest log-std of every other run recorded."""
+    largest: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
     for path in sorted([*study.glob("*/*/runs.csv"), *study.glob("*/*/failures.csv")]):
+        how = "failed" if path.name == "failures.csv" else "finished"
         with path.open(newline="") as handle:
             for row in csv.DictReader(handle):
-                if not row.get("policy_log_std"):
-                    continue
-                recorded += 1
-                largest = max(map(float, row["policy_log_std"].split()))
-                if largest > RUNAWAY_LOG_STD:
-                    what = "failed" if path.name == "failures.csv" else "finished"
-                    runaway.setdefault((path.parent.parent.name, path.parent.name), []).append(
-                        f"seed {row['seed']} ({what}): {largest:.1f}")
-                else:
-                    calm.append(largest)
-    if not recorded:
+                if row.get("policy_log_std"):
+                    cell = largest.setdefault((path.parent.parent.name, path.parent.name),
+                                              {"finished": {}, "failed": {}})
+                    cell[how][row["seed"]] = max(map(float, row["policy_log_std"].split()))
+    if not largest:
         return ""
+    recorded = sum(len(runs) for cell in largest.values() for runs in cell.values())
     lines = [f"The policies' final log-std (`policy_log_std` in `runs.csv` and `failures.csv`, "
              f"{recorded} runs recorded; the largest over action dimensions, in [−1, 1] action "
              f"units; above {RUNAWAY_LOG_STD:g}, nine in ten of a dimension's actions are clipped "
              "to a bound at random):\n"]
-    for (task, measure), runs in sorted(runaway.items()):
-        lines.append(f"- {TITLES.get(task, task)} {STUDY_LABELS.get(measure, measure)}: "
-                     + "; ".join(runs))
+    calm = []
+    for (task, measure), cell in sorted(largest.items()):
+        away = {seed: v for seed, v in cell["finished"].items() if v > RUNAWAY_LOG_STD}
+        failed = {seed: v for seed, v in cell["failed"].items() if v > RUNAWAY_LOG_STD}
+        calm += [v for seed, v in cell["finished"].items() if seed not in away]
+        if not away and not failed:
+            continue
+        line = (f"- {TITLES.get(task, task)} {STUDY_LABELS.get(measure, measure)}: above "
+                f"{RUNAWAY_LOG_STD:g} in {len(away)} of {len(cell['finished'])} finished runs ("
+                + ", ".join(f"seed {seed}: {v:.1f}" for seed, v in _by_seed(away)) + ")")
+        if failed:
+            line += ("; before failing, in " + ", ".join(f"seed {seed}: {v:.1f}"
+                                                          for seed, v in _by_seed(failed)))
+        returns = {seed.seed: seed.final for seed in load_cell(study, task, measure)}
+        for name, seeds in (("those finished runs", away),
+                            ("the others", set(cell["finished"]) - set(away))):
+            finals = [returns[int(seed)] for seed in seeds if int(seed) in returns]
+            if finals:
+                line += (f"; last-10-iteration return of {name} "
+                         f"{min(finals):.1f} to {max(finals):.1f}")
+        lines.append(line)
     if calm:
-        lines.append(f"- every other run recorded: at most {max(calm):.1f}")
+        lines.append(f"- every other finished run recorded: at most {max(calm):.1f}")
     return "\n".join(lines) + "\n"
+
+
+def _by_seed(values: dict[str, float]) -> list[tuple[str, float]]:
+    return sorted(values.items(), key=lambda item: int(item[0]))
 
 
 def study_status(data: dict, robot: dict[str, list[Seed]]) -> str:
