@@ -1045,20 +1045,22 @@ def load_failures(study: Path) -> list[dict[str, str]]:
 
 
 def failures_table(failures: list[dict[str, str]], study: Path) -> str:
-    """The failed runs, and whether each seed has finished since."""
+    """The failed runs, and whether each seed has finished since (at the commit its
+    ``runs.csv`` row names)."""
     if not failures:
         return "No run has failed.\n"
     lines = ["Runs that failed (each recorded in `failures.csv` beside its cell's CSVs, never "
-             "drawn; its seed is run again):\n",
-             "| task | measure | seed | commit | failed at iteration | error | the seed since |",
-             "|---|---|---:|---|---:|---|---|"]
+             "drawn; its seed runs again, and once finished its `runs.csv` row says at which "
+             "commit):\n",
+             "| cell | seed | commit | at iteration | error | run again |",
+             "|---|---:|---|---:|---|---|"]
     for row in failures:
         rerun = study / row["task"] / row["measure"] / f"seed{row['seed']}.csv"
-        since = "finished (`runs.csv`: its commit)" if rerun.exists() else "not finished yet"
         title = TITLES.get(row["task"], row["task"].replace("_", " "))
-        lines.append(f"| {title} | {STUDY_LABELS.get(row['measure'], row['measure'])} | "
+        lines.append(f"| {title} {STUDY_LABELS.get(row['measure'], row['measure'])} | "
                      f"{row['seed']} | {row['git_commit'][:7]} | {row['iteration'] or '–'} | "
-                     f"{row['error'].replace('|', '/')} | {since} |")
+                     f"{row['error'].replace('|', '/')} | "
+                     f"{'finished' if rerun.exists() else 'not yet'} |")
     return "\n".join(lines) + "\n"
 
 
