@@ -231,6 +231,35 @@ def test_the_final_policy_log_std_is_read_from_the_run_s_weights_and_filled_in_l
     assert export_runs.fill_policy_log_std(uri, out / "old") == []  # nothing left to fill
 
 
+def test_a_seed_that_failed_at_the_jobs_commit_is_not_started_again_unless_asked(
+        tmp_path, capsys):
+    out = tmp_path / "out"
+    cell = out / "mountain_car" / "vime"
+    cell.mkdir(parents=True)
+    here = paper_grid.git_commit(paper_grid.ROOT)
+    (cell / "failures.csv").write_text(
+        "seed,run_id,git_commit,start,end,iteration,error,note,policy_log_std\n"
+        f"1,r1,{here},s,e,7,ValueError: nan,,\n"
+        "2,r2,0123abc,s,e,9,ValueError: elsewhere,,\n")
+    population = paper_grid.Job("mountain_car", "vime", (0, 1, 2))
+    single = paper_grid.Job("mountain_car", "vime", (1,))
+    other = paper_grid.Job("mountain_car", "nll", (1,))
+    kept, skipped = paper_grid.without_failed([population, single, other], out, here)
+    # the seed that failed at this commit leaves every job it is in; one that failed at another
+    # commit (a fix since) runs
+    assert kept == [paper_grid.Job("mountain_car", "vime", (0, 2)), other]
+    assert skipped == [(single, "ValueError: nan"), (single, "ValueError: nan")]
+    args = ["--tasks", "mountain_car", "--measures", "vime", "--seeds", "0-2", "--out", str(out),
+            "--scratch", str(tmp_path / "scratch"), "--dry-run"]
+    assert paper_grid.main(args) == 0
+    printed = capsys.readouterr().out
+    assert f"skipped, failed at {here[:7]} before (--retry-failed runs it): mountain_car vime " \
+           "seed1: ValueError: nan" in printed
+    assert "0 cells done, 2 to run in 2 jobs" in printed
+    assert paper_grid.main([*args, "--retry-failed"]) == 0
+    assert "0 cells done, 3 to run in 3 jobs" in capsys.readouterr().out
+
+
 def test_compare_reads_the_exported_csvs_as_it_reads_the_store(tmp_path, sqlite_uri):
     uri, client, experiment = _store(sqlite_uri, tmp_path)
     rng = np.random.default_rng(0)

@@ -59,6 +59,7 @@ from export_runs import export, export_failures  # the study's exporter, beside 
 from omegaconf import OmegaConf
 
 from torchrl_vase.recipe import config as schema
+from torchrl_vase.runs import git_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -191,6 +192,28 @@ def plan(tasks: list[str], measures: list[str], seeds: list[int], group: int,
             jobs.extend(Job(task, measure, tuple(todo[i:i + size]), algorithm)
                         for i in range(0, len(todo), size))
     return jobs, done
+
+
+def without_failed(jobs: list[Job], out: Path, commit: str
+                   ) -> tuple[list[Job], list[tuple[Job, str]]]:
+    """The jobs less the seeds whose run failed before at ``commit`` (a row of their cell's
+    ``failures.csv``): the same code fails the same way, so starting it again only spends the
+    time it took; and those seeds, each as a one-seed job with its recorded error."""
+    kept, skipped = [], []
+    for job in jobs:
+        path = out / job.task / job.measure / "failures.csv"
+        errors = {}
+        if path.exists():
+            with path.open(newline="") as handle:
+                errors = {int(row["seed"]): row["error"] for row in csv.DictReader(handle)
+                          if row["git_commit"] == commit}
+        seeds = tuple(seed for seed in job.seeds if seed not in errors)
+        skipped += [(Job(job.task, job.measure, (seed,), job.algorithm), errors[seed])
+                    for seed in job.seeds if seed in errors]
+        if seeds:
+            kept.append(job if seeds == job.seeds else
+                        Job(job.task, job.measure, seeds, job.algorithm))
+    return kept, skipped
 
 
 def export_job(store: str, job: Job, out: Path, note: str = "") -> list[Path]:
@@ -756,6 +779,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="HH:MM or YYYY-MM-DDTHH:MM: start only the jobs expected to end by "
                              "then (timed by this study's finished runs; shorter cells fill the "
                              "time left), e.g. before a session ends")
+    parser.add_argument("--retry-failed", action="store_true",
+                        help="run again the seeds whose run failed at the jobs' commit before "
+                             "(default: skipped, their failures.csv says why)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     args = parser.parse_args(argv)
     if args.workers < 1 or args.group < 1:
@@ -775,6 +801,12 @@ def main(argv: list[str] | None = None) -> int:
             launcher.commit(recovered, "figure 3: runs finished before, exported")
     jobs, done = plan(args.tasks, args.measures, args.seeds, args.group, args.out,
                       args.iterations, args.algorithm)
+    if not args.retry_failed:
+        commit = git_commit(args.code or ROOT)
+        jobs, skipped = without_failed(jobs, args.out, commit)
+        for job, error in skipped:
+            print(f"  skipped, failed at {commit[:7]} before (--retry-failed runs it): "
+                  f"{job.name}: {error}", flush=True)
     print(f"{len(done)} cells done, {sum(len(j.seeds) for j in jobs)} to run in {len(jobs)} jobs",
           flush=True)
     for job in jobs:
