@@ -49,7 +49,8 @@ class FiniteLogProbNormal(IndependentNormal):
         >>> action = torch.tensor([[0.5, 3e19]])
         >>> IndependentNormal(loc, scale).log_prob(action).isnan().item()
         True
-        >>> FiniteLogProbNormal(loc, scale).log_prob(action)  # −0.125 − 0.5 − 44.85 − 2 log √(2π)
+        >>> # rllab's form: −0.5²/2 − 1²/2 − log 3e19 − log 2π
+        >>> FiniteLogProbNormal(loc, scale).log_prob(action)
         tensor([-47.3106])
     """
 
