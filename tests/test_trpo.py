@@ -402,3 +402,17 @@ def test_a_policy_whose_std_passed_float32s_variance_still_takes_a_trpo_step():
     info = loss.natural_gradient_step(td)
     assert bool(info["step_accepted"]) and info["kl"] <= 0.01
     assert torch.isfinite(parameters_to_vector(loss._policy_parameters())).all()
+
+
+def test_the_trpo_update_logs_the_policys_entropy_after_its_step():
+    from torchrl_vase import TRPOUpdate
+
+    actor = _gaussian_actor()
+    update = TRPOUpdate(TRPOLoss(actor, _critic(), max_kl=0.01))
+    metrics = update(_batch(actor))
+    assert set(metrics) == {f"trpo/{key}" for key in ("kl", "surrogate_before", "surrogate_after",
+                                                       "step_accepted", "backtracks", "entropy")}
+    log_std = next(m for m in actor.modules()
+                   if isinstance(m, AddStateIndependentNormalScale)).state_independent_scale
+    assert metrics["trpo/entropy"] == pytest.approx(
+        float((0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum()), rel=1e-5)
