@@ -197,7 +197,10 @@ class TRPOLoss(PPOLoss):
             )
         if not torch.isfinite(log_prob).all():
             raise ValueError(
-                f"log-probs (key {self.tensor_keys.sample_log_prob!r}) contain non-finite values."
+                f"log-probs (key {self.tensor_keys.sample_log_prob!r}) contain non-finite values. "
+                "A Gaussian policy whose log-std passed ~43 overflows torch's Normal.log_prob in "
+                "float32: torchrl_vase.FiniteLogProbNormal (gaussian_policy's distribution) "
+                "computes it in rllab's standardised form."
             )
         return log_prob.reshape(shape)
 
