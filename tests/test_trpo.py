@@ -228,7 +228,7 @@ def test_non_finite_advantages_or_log_probs_raise():
     key = loss.tensor_keys.sample_log_prob
     bad[key] = bad[key].clone()
     bad[key][0] = -float("inf")
-    with pytest.raises(ValueError, match=r"log-probs .* FiniteLogProbNormal"):
+    with pytest.raises(ValueError, match=r"log-probs .*FiniteLogProbNormal"):
         loss.natural_gradient_step(bad)
 
 
