@@ -111,6 +111,11 @@ class Job:
         return f"{study}-{self.task}{suffix}"
 
     @property
+    def study(self) -> str:
+        """How the study's commits name it: "figure 3", or "sac study"."""
+        return "figure 3" if self.algorithm == "trpo" else f"{self.algorithm} study"
+
+    @property
     def name(self) -> str:
         first, last = self.seeds[0], self.seeds[-1]
         if self.seeds != tuple(range(first, last + 1)):  # not a range: every seed
@@ -615,8 +620,7 @@ class Launcher:
             self.timings.clear()
         self.results.append((job, "done"))
         if self.args.commit and written:
-            study = "figure 3" if job.algorithm == "trpo" else f"{job.algorithm} study"
-            self.commit(written, f"{study}: {job.name}")
+            self.commit(written, f"{job.study}: {job.name}")
         self.remove_checkpoint(job)
 
     def keep_failure(self, job: Job, log: Path, note: str) -> None:
@@ -629,8 +633,7 @@ class Launcher:
                   flush=True)
             return
         if self.args.commit and written:
-            study = "figure 3" if job.algorithm == "trpo" else f"{job.algorithm} study"
-            self.commit(written, f"{study}: {job.name} failed", provenance=False)
+            self.commit(written, f"{job.study}: {job.name} failed", provenance=False)
 
     def run_checkpoints(self, job: Job) -> list[Path]:
         """A finished, exported job's checkpoint directories: its population's, or each seed's
