@@ -5,7 +5,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -51,24 +50,26 @@ def server():
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def _sweep(uri: str, workdir: Path, *extra: str) -> subprocess.CompletedProcess:
-    command = [
-        sys.executable, str(ROOT / "recipes" / "trpo_vase.py"), "-m",
+def _sweep(run_script, uri: str, workdir: Path, *extra: str) -> subprocess.CompletedProcess:
+    # the sweep's launcher in this process (seconds of imports less), its jobs in the processes
+    # submitit's local executor starts
+    return run_script(
+        "recipes/trpo_vase.py", "-m",
         "hydra/launcher=submitit_local", "seed=0", "trpo.gamma=0.99,0.995", "surprise=none",
         "num_envs=2", "env.frames_per_batch=64", "trpo.critic_minibatch=32", "collection=rllab",
         "progress_bar=false", "checkpoint.every=1", "threads=1", "eval.every=0",
         f"mlflow.tracking_uri={uri}",
         f"checkpoint.dir={workdir / 'checkpoints'}", f"hydra.sweep.dir={workdir / 'sweep'}",
         *extra,
-    ]
-    return subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600)
+    )
 
 
 def test_a_submitit_sweep_into_the_postgres_server_logs_every_step_and_resumes(server,
-                                                                                tmp_path):
+                                                                                tmp_path,
+                                                                                run_script):
     uri, directory = server
     assert uri.startswith("http://127.0.0.1:")
-    first = _sweep(uri, tmp_path, "iterations=2")
+    first = _sweep(run_script, uri, tmp_path, "iterations=2")
     assert first.returncode == 0, first.stderr[-3000:]
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("mountain_car")
@@ -86,7 +87,7 @@ def test_a_submitit_sweep_into_the_postgres_server_logs_every_step_and_resumes(s
     assert any((directory / "artifacts").rglob("weights.pt"))
     assert not (tmp_path / "mlflow-artifacts:").exists()
     # the same sweep resumed against the server: each job continues its own run
-    again = _sweep(uri, tmp_path, "iterations=3", "resume=true")
+    again = _sweep(run_script, uri, tmp_path, "iterations=3", "resume=true")
     assert again.returncode == 0, again.stderr[-3000:]
     resumed = client.search_runs([experiment.experiment_id])
     assert sorted(r.info.run_id for r in resumed) == sorted(r.info.run_id for r in runs)
