@@ -300,4 +300,8 @@ def test_runaway_policy_stds_are_listed_by_cell_with_the_returns_beside_them(tmp
             "failing, in seed 0: 42.5; last-10-iteration return of those finished runs 1.0 to "
             "1.0; last-10-iteration return of the others 40.0 to 40.0\n") in text
     assert "- every other finished run recorded: at most 1.9" in text
+    assert text.endswith("(guides/transforms.md#watch-the-policys-std-under-vime)\n")
+    (cell / "runs.csv").write_text("seed,run_id,policy_log_std\n5,a,0.3\n")
+    (cell / "failures.csv").unlink()
+    assert "transforms.md" not in report.policy_spread(tmp_path)  # no runaway, no pointer
     assert report.policy_spread(tmp_path / "nothing") == ""

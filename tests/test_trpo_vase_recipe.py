@@ -747,6 +747,58 @@ def test_evaluate_script_of_an_unknown_run_says_so_without_a_traceback(store, ru
     assert out.stderr.startswith("evaluate.py: ") and "0" * 32 in out.stderr
 
 
+def test_bonus_vs_action_noise_reads_a_finished_run_and_refuses_one_without_a_bonus(
+        store, run_script):
+    result = recipe.train(_config(store, "surprise=vime", "seed=36", "trpo.init_log_std=0.7",
+                                  "checkpoint.every=1", "mlflow.experiment=noise"))
+    out = run_script("recipes/study/bonus_vs_action_noise.py", result["run_id"],
+                     "--tracking-uri", store[0], check=True).stdout
+    assert f"run {result['run_id']} (mountain_car, vime, seed 36): one batch of 64 " in out
+    [row] = [line.split() for line in out.splitlines() if line.startswith("        0 ")]
+    # the printed log-std is the run's final policy's, read back from its weights.pt
+    weights = torch.load(MlflowClient(tracking_uri=store[0]).download_artifacts(
+        result["run_id"], "weights.pt"), weights_only=True)
+    [log_std] = [value for key, value in weights["actor"].items() if key.endswith("scale")]
+    assert float(row[1]) == pytest.approx(log_std.item(), abs=0.006)
+    assert all(-1 <= float(rho) <= 1 for rho in row[2:])
+    plain = recipe.train(_config(store, "surprise=none", "seed=36", "mlflow.experiment=noise"))
+    refused = run_script("recipes/study/bonus_vs_action_noise.py", plain["run_id"],
+                         "--tracking-uri", store[0])
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "surprise=none" in refused.stderr
+
+
+def test_the_noise_table_ranks_each_dimensions_noise_against_raw_and_applied_surprise():
+    noise = load_recipe("study/bonus_vs_action_noise")
+    torch.manual_seed(0)
+    loc = torch.zeros(400, 2)
+    scale = torch.tensor([[3.0, 0.5]]).expand(400, 2)
+    action = loc + scale * torch.randn(400, 2)
+    seen = []
+
+    class Bonus:  # a surprise that grows with the size of the first action input
+        def surprise(self, obs, acted, next_obs, generator):
+            seen.append((acted.clone(), generator.initial_seed()))
+            return acted[:, 0] ** 2
+
+    batch = TensorDict({"observation": torch.randn(400, 3), "action": action, "loc": loc,
+                        "scale": scale, "next": {"observation": torch.randn(400, 3)}}, [400])
+    exploration = type("Exploration", (), {"bonus": Bonus()})()
+    rows, means = noise.noise_table(batch, exploration, torch.tensor([-1.0, -1.0]),
+                              torch.tensor([1.0, 1.0]), seed=5)
+    # the raw surprise is a monotone function of dimension 0's z^2: rank correlation 1 exactly
+    assert rows[0]["rho_raw"] == pytest.approx(1.0)
+    assert abs(rows[1]["rho_raw"]) < 0.15  # unrelated to dimension 1's noise
+    assert rows[0]["log_std"] == pytest.approx(np.log(3.0))
+    assert rows[1]["log_std"] == pytest.approx(np.log(0.5))
+    # the applied actions are the raw ones clipped to the bounds, under the same draws
+    (raw, raw_seed), (applied, applied_seed) = seen
+    assert torch.equal(raw, action) and torch.equal(applied, action.clamp(-1, 1))
+    assert raw_seed == applied_seed == 5
+    assert means == {"raw": pytest.approx((action[:, 0] ** 2).mean().item()),
+                     "applied": pytest.approx((action[:, 0].clamp(-1, 1) ** 2).mean().item())}
+
+
 def test_with_video_on_the_run_logs_an_mp4_of_one_episode(store, tmp_path):
     cfg = _config(store, "env=point_robot", "surprise=none", "seed=35", "iterations=1",
                   "eval.video=true", "mlflow.experiment=video")

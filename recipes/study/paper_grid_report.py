@@ -1113,6 +1113,10 @@ def policy_spread(study: Path) -> str:
         lines.append(line)
     if calm:
         lines.append(f"- every other finished run recorded: at most {max(calm):.1f}")
+    if len(lines) > 1 + bool(calm):
+        lines.append("- why a bonus pays for it, measured on the HalfCheetah VIME runs with "
+                     "`recipes/study/bonus_vs_action_noise.py`: [the transforms guide]"
+                     "(guides/transforms.md#watch-the-policys-std-under-vime)")
     return "\n".join(lines) + "\n"
 
 
