@@ -760,7 +760,8 @@ def test_bonus_vs_action_noise_reads_a_finished_run_and_refuses_one_without_a_bo
         result["run_id"], "weights.pt"), weights_only=True)
     [log_std] = [value for key, value in weights["actor"].items() if key.endswith("scale")]
     assert float(row[1]) == pytest.approx(log_std.item(), abs=0.006)
-    assert all(-1 <= float(rho) <= 1 for rho in row[2:])
+    assert all(-1 <= float(rho) <= 1 for rho in row[2:4])
+    assert 0 <= float(row[4]) <= float(row[5])  # the model's input: median, 99th percentile
     plain = recipe.train(_config(store, "surprise=none", "seed=36", "mlflow.experiment=noise"))
     refused = run_script("recipes/study/bonus_vs_action_noise.py", plain["run_id"],
                          "--tracking-uri", store[0])
@@ -776,7 +777,13 @@ def test_the_noise_table_ranks_each_dimensions_noise_against_raw_and_applied_sur
     action = loc + scale * torch.randn(400, 2)
     seen = []
 
+    class Model:  # standardises actions by a stale pool's statistics
+        def prepare(self, obs, acted, next_obs):
+            return obs, (acted - 1.0) / 0.5, next_obs
+
     class Bonus:  # a surprise that grows with the size of the first action input
+        model = Model()
+
         def surprise(self, obs, acted, next_obs, generator):
             seen.append((acted.clone(), generator.initial_seed()))
             return acted[:, 0] ** 2
@@ -791,6 +798,9 @@ def test_the_noise_table_ranks_each_dimensions_noise_against_raw_and_applied_sur
     assert abs(rows[1]["rho_raw"]) < 0.15  # unrelated to dimension 1's noise
     assert rows[0]["log_std"] == pytest.approx(np.log(3.0))
     assert rows[1]["log_std"] == pytest.approx(np.log(0.5))
+    model_input = ((action - 1.0) / 0.5).abs()  # the raw action as the model takes it in
+    assert rows[0]["input_median"] == model_input[:, 0].median().item()
+    assert rows[1]["input_p99"] == pytest.approx(model_input[:, 1].quantile(0.99).item())
     # the applied actions are the raw ones clipped to the bounds, under the same draws
     (raw, raw_seed), (applied, applied_seed) = seen
     assert torch.equal(raw, action) and torch.equal(applied, action.clamp(-1, 1))

@@ -4,7 +4,8 @@ The run's policy collects one batch (its own seed, or ``--seed``); each transiti
 computed under the run's model as the run computes it, on the policy's raw action, and again on
 the action the env applied (clipped to the action space's bounds). Per action dimension it
 prints the policy's log-std and Spearman's ρ between the surprise and z² = ((a − μ)/σ)², the
-dimension's standardised noise squared. The policy gradient of a log-std is the advantage times
+dimension's standardised noise squared, and the action's size as the model takes it in (after
+its pool's standardisation). The policy gradient of a log-std is the advantage times
 (z² − 1), so a bonus that grows with z² (ρ > 0) pays the policy to widen that dimension; where ρ
 holds on raw actions but vanishes on the applied ones, the model is rewarding the size of an
 input the env never sees.
@@ -64,7 +65,8 @@ def trained_parts(run_id: str, tracking_uri: str):
 
 def noise_table(batch, exploration, low: torch.Tensor, high: torch.Tensor,
                 seed: int) -> tuple[list[dict[str, float]], dict[str, float]]:
-    """Per action dimension: log-std and ρ(surprise, z²) on raw and applied actions; and each
+    """Per action dimension: log-std, ρ(surprise, z²) on raw and applied actions and the median
+    and 99th percentile of the raw action's magnitude as the model takes it in; and each
     surprise's mean. ``batch`` a collected batch with the policy's ``loc`` and ``scale``."""
     flat = batch.reshape(-1)
     obs, action = flat["observation"], flat["action"]
@@ -75,9 +77,13 @@ def noise_table(batch, exploration, low: torch.Tensor, high: torch.Tensor,
                                                                    high))):
         generator = torch.Generator().manual_seed(seed)  # the same draws for both
         surprise[name] = exploration.bonus.surprise(obs, acted, next_obs, generator=generator)
+    # the action as the model takes it in (standardised by its pool's statistics, if it is)
+    _, seen, _ = exploration.bonus.model.prepare(obs, action, next_obs)
     rows = [{"dimension": d, "log_std": flat["scale"][:, d].log().mean().item(),
              **{f"rho_{name}": spearmanr(values.numpy(), z2[:, d].numpy()).statistic
-                for name, values in surprise.items()}}
+                for name, values in surprise.items()},
+             "input_median": seen[:, d].abs().median().item(),
+             "input_p99": seen[:, d].abs().quantile(0.99).item()}
             for d in range(action.shape[-1])]
     return rows, {name: values.mean().item() for name, values in surprise.items()}
 
@@ -102,10 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"run {args.run_id} ({cfg.env.name}, {cfg.surprise.name}, seed {cfg.seed}): one batch "
           f"of {batch.numel()} transitions; mean surprise {means['raw']:.4g} on the policy's "
           f"actions, {means['applied']:.4g} on the applied (clipped) ones")
-    print("dimension  log-std  rho(surprise, z^2) raw  applied")
+    print("dimension  log-std  rho(surprise, z^2) raw  applied  |model's input| median  99 %")
     for row in rows:
         print(f"{row['dimension']:>9}  {row['log_std']:7.2f}  {row['rho_raw']:+22.3f}  "
-              f"{row['rho_applied']:+7.3f}")
+              f"{row['rho_applied']:+7.3f}  {row['input_median']:22.3g}  "
+              f"{row['input_p99']:.3g}")
     return 0
 
 
