@@ -73,8 +73,7 @@ def noise_table(batch, exploration, low: torch.Tensor, high: torch.Tensor,
     next_obs = flat["next", "observation"]
     z2 = ((action - flat["loc"]) / flat["scale"]) ** 2
     surprise = {}
-    for name, acted in (("raw", action), ("applied", torch.minimum(torch.maximum(action, low),
-                                                                   high))):
+    for name, acted in (("raw", action), ("applied", action.clamp(low, high))):
         generator = torch.Generator().manual_seed(seed)  # the same draws for both
         surprise[name] = exploration.bonus.surprise(obs, acted, next_obs, generator=generator)
     # the action as the model takes it in (standardised by its pool's statistics, if it is)

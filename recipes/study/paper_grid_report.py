@@ -1111,9 +1111,10 @@ def policy_spread(study: Path) -> str:
                 line += (f"; last-10-iteration return of {name} "
                          f"{min(finals):.1f} to {max(finals):.1f}")
         lines.append(line)
+    runaway = len(lines) > 1
     if calm:
         lines.append(f"- every other finished run recorded: at most {max(calm):.1f}")
-    if len(lines) > 1 + bool(calm):
+    if runaway:
         lines.append("- why a bonus pays for it, measured on the HalfCheetah VIME runs with "
                      "`recipes/study/bonus_vs_action_noise.py`: [the transforms guide]"
                      "(guides/transforms.md#watch-the-policys-std-under-vime)")
