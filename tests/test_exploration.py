@@ -120,6 +120,55 @@ def test_an_unstandardised_model_sees_raw_data():
     torch.testing.assert_close(target, data["next", "observation"].float())
 
 
+def test_a_model_with_action_bounds_trains_and_rewards_on_the_applied_action():
+    # surprise.model_action=applied: the model sees the action the env applies, the clipped one,
+    # in its statistics, the ELBO's data and the bonus alike
+    torch.manual_seed(0)
+    obs, next_obs = torch.randn(200, 3), torch.randn(200, 3)
+    action = torch.randn(200, 2) * 4  # a wide policy: most samples beyond the bounds
+    low, high = torch.tensor([-1.0, -1.0]), torch.tensor([1.0, 0.5])
+    applied = torch.maximum(torch.minimum(action, high), low)
+    clipping = VASERewardTransform(
+        DynamicsModel.build(3, 2, [16], action_bounds=(-1.0, high)), seed=5)
+    raw = VASERewardTransform(DynamicsModel.build(3, 2, [16]), seed=5)
+    raw.model.network.load_state_dict(clipping.model.network.state_dict())
+    raw_loss, clipping_loss = raw.make_loss(), clipping.make_loss()
+
+    def transitions(acted):
+        return TensorDict({"observation": obs, "action": acted, ("next", "observation"): next_obs,
+                           ("next", "reward"): torch.zeros(200, 1)}, [200])
+
+    clipping.fit_statistics(transitions(action))
+    raw.fit_statistics(transitions(applied))
+    torch.testing.assert_close(clipping.model.action_loc, applied.mean(0))
+    assert not torch.allclose(clipping.model.action_loc, action.mean(0), atol=0.05)
+    for ours, theirs in zip(clipping_loss.model_inputs(transitions(action)),
+                            raw_loss.model_inputs(transitions(applied)), strict=True):
+        torch.testing.assert_close(ours, theirs)
+    bonus, expected = clipping(transitions(action)), raw(transitions(applied))
+    torch.testing.assert_close(bonus["next", "intrinsic_reward"],
+                               expected["next", "intrinsic_reward"])
+    # the clip does not hide a broken action, and a model without bounds is as it always was
+    with pytest.raises(ValueError, match="action contains non-finite"):
+        clipping.model.prepare(obs[:2], torch.tensor([[0.0, float("inf")]] * 2), next_obs[:2])
+    assert "action_low" not in raw.model.state_dict() and not raw.model.clips_actions
+    restored = DynamicsModel.build(3, 2, [16], action_bounds=(-1.0, 1.0))
+    restored.load_state_dict(clipping.model.state_dict())
+    torch.testing.assert_close(restored.action_high, high)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"action_bounds": (-1.0, 1.0), "action_classes": 2}, ValueError, "a discrete one"),
+    ({"action_bounds": (1.0, -1.0)}, ValueError, "low < high"),
+    ({"action_bounds": (-1.0, float("inf"))}, ValueError, "finite"),
+    ({"action_bounds": ([-1.0, -1.0, -1.0], 1.0)}, ValueError, "2 values each"),
+    ({"action_bounds": 1.0}, TypeError, r"a pair \(low, high\)"),
+])
+def test_bad_action_bounds_are_refused_at_construction(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        DynamicsModel.build(3, 2, [8], **kwargs)
+
+
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [

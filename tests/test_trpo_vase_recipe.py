@@ -1,5 +1,6 @@
 """recipes/trpo_vase.py through Hydra's compose API, tiny budgets, a throw-away MLflow store."""
 
+import copy
 import json
 import os
 import signal
@@ -997,6 +998,31 @@ def test_logger_csv_writes_the_history_mlflow_gets_and_the_artifacts(store, tmp_
     assert not client.get_run(in_files["run_id"]).data.metrics
     assert client.get_run(in_files["run_id"]).data.tags["run_identity"] == \
         client.get_run(logged["run_id"]).data.tags["run_identity"]
+
+
+@pytest.mark.parametrize("measure", ["vase", "nll", "vime"])
+def test_model_action_applied_clips_the_models_actions_to_the_policys_unit_box(measure):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        default = schema.typed_config(compose("trpo_vase", overrides=[f"surprise={measure}"]))
+        applied = schema.typed_config(compose("trpo_vase", overrides=[
+            f"surprise={measure}", "surprise.model_action=applied"]))
+        with pytest.raises(ValueError, match=r"surprise.model_action must be one of "
+                                             r"\['applied', 'raw'\], got 'clipped'"):
+            schema.typed_config(compose("trpo_vase", overrides=[
+                f"surprise={measure}", "surprise.model_action=clipped"]))
+    assert not assembly.make_exploration(default, 2, 2, iterations=2).bonus.model.clips_actions
+    model = assembly.make_exploration(applied, 2, 2, iterations=2).bonus.model
+    # the batch holds the policy's sample in [-1, 1] units; the env clips there, then scales
+    torch.testing.assert_close(model.action_low, torch.full((2,), -1.0))
+    torch.testing.assert_close(model.action_high, torch.full((2,), 1.0))
+    # a key added after runs existed: at its default, a config keeps the identity it had
+    config = OmegaConf.to_container(default, resolve=True)
+    ignores = schema.identity_ignores(default)
+    before = copy.deepcopy(config)
+    del before["surprise"]["model_action"]
+    assert config_identity(config, ignores) == config_identity(before, ignores)
+    assert config_identity(OmegaConf.to_container(applied, resolve=True),
+                           schema.identity_ignores(applied)) != config_identity(config, ignores)
 
 
 def test_rnds_training_settings_are_under_their_own_name():

@@ -2,7 +2,8 @@
 
 The run's policy collects one batch (its own seed, or ``--seed``); each transition's surprise is
 computed under the run's model as the run computes it, on the policy's raw action, and again on
-the action the env applied (clipped to the action space's bounds). Per action dimension it
+the action the env applied (clipped to [−1, 1], the policy's units, where the env clips it before
+scaling it to its bounds). Per action dimension it
 prints the policy's log-std and Spearman's ρ between the surprise and z² = ((a − μ)/σ)², the
 dimension's standardised noise squared, and the action's size as the model takes it in (after
 its pool's standardisation). The policy gradient of a log-std is the advantage times
@@ -36,7 +37,7 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 def trained_parts(run_id: str, tracking_uri: str):
     """The run's config and its loop's parts, built as the recipe builds them and loaded with the
-    run's final weights (``weights.pt``): ``(cfg, collector, state, action_space)``."""
+    run's final weights (``weights.pt``): ``(cfg, collector, state)``."""
     client = MlflowClient(tracking_uri=tracking_uri)
     with tempfile.TemporaryDirectory() as folder:
         cfg = OmegaConf.load(client.download_artifacts(run_id, "config.yaml", folder))
@@ -60,7 +61,7 @@ def trained_parts(run_id: str, tracking_uri: str):
             if left:
                 raise ValueError(f"run {run_id}'s weights.pt does not fit its config's {name}: "
                                  f"{', '.join(left)}")
-    return cfg, collector, state, action_space
+    return cfg, collector, state
 
 
 def noise_table(batch, exploration, low: torch.Tensor, high: torch.Tensor,
@@ -96,13 +97,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="the batch's seed (default: the run's)")
     args = parser.parse_args(argv)
     with reported_errors("bonus_vs_action_noise.py", (MlflowException, ValueError, OSError)):
-        cfg, collector, state, action_space = trained_parts(args.run_id, args.tracking_uri)
+        cfg, collector, state = trained_parts(args.run_id, args.tracking_uri)
     seed = cfg.seed if args.seed is None else args.seed
     torch.manual_seed(seed)
     batch = next(iter(collector))
     collector.shutdown()
-    low, high = (torch.as_tensor(bound, dtype=torch.float32)
-                 for bound in (action_space.low, action_space.high))
+    # the batch holds the policy's actions in [-1, 1] units, where the env clips them
+    low, high = torch.tensor(-1.0), torch.tensor(1.0)
     rows, means = noise_table(batch, state["exploration"], low, high, seed)
     print(f"run {args.run_id} ({cfg.env.name}, {cfg.surprise.name}, seed {cfg.seed}): one batch "
           f"of {batch.numel()} transitions; mean surprise {means['raw']:.4g} on the policy's "

@@ -51,6 +51,26 @@ def _merge_moments(moments: dict, count: int, rows: dict[str, Tensor]) -> int:
     return total
 
 
+def _check_action_bounds(bounds, action_dim: int, action_classes: int | None
+                         ) -> tuple[Tensor, Tensor]:
+    """``(low, high)`` as float64 tensors of ``action_dim`` values, or a clear error."""
+    if action_classes is not None:
+        raise ValueError("action_bounds clip a continuous action; a discrete one (action_classes) "
+                         "has none.")
+    if not isinstance(bounds, (tuple, list)) or len(bounds) != 2:
+        raise TypeError(f"action_bounds must be a pair (low, high), got {bounds!r}.")
+    try:
+        low, high = (torch.as_tensor(bound, dtype=torch.float64).broadcast_to(action_dim).clone()
+                     for bound in bounds)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise ValueError(f"action_bounds must be numbers or {action_dim} values each (one per "
+                         f"action feature): {error}") from None
+    if not (torch.isfinite(low).all() and torch.isfinite(high).all() and (low < high).all()):
+        raise ValueError(f"action_bounds must be finite with low < high, got low {low.tolist()}, "
+                         f"high {high.tolist()}.")
+    return low, high
+
+
 class DynamicsModel(nn.Module):
     """A Bayesian dynamics model ``f_m(s, a; θ)`` that owns how its data is prepared.
 
@@ -83,6 +103,13 @@ class DynamicsModel(nn.Module):
         standardize: standardise inputs and target by ``update_statistics``'s data.
         action_classes: for a discrete action, its number of classes; integer actions (indices)
             are then one-hot encoded, float actions are taken as one-hot already.
+        action_bounds: ``(low, high)`` (numbers, or one per action feature): a continuous action
+            is clipped to them before the model sees it (statistics, ELBO and bonus alike), i.e.
+            the model sees the action the env applies, not the policy's sample. ``None`` (the
+            default, the authors' code): the policy's raw sample. The raw sample of a wide policy
+            lies far outside the bounds and outside the pool's statistics, and a bonus that
+            grows with its input's size then pays the policy to widen further
+            (docs/guides/transforms.md, "Watch the policy's std under VIME").
 
     Examples:
         >>> import torch
@@ -105,6 +132,7 @@ class DynamicsModel(nn.Module):
         target: str = "next_observation",
         standardize: bool = True,
         action_classes: int | None = None,
+        action_bounds: tuple[float | Tensor, float | Tensor] | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(network, BayesianMLP):
@@ -135,6 +163,12 @@ class DynamicsModel(nn.Module):
         self.observation_dim = obs_dim
         self.action_dim = action_dim
         factory = {"dtype": network.mu.dtype, "device": network.mu.device}
+        self.clips_actions = action_bounds is not None
+        if self.clips_actions:
+            low, high = _check_action_bounds(action_bounds, action_dim, action_classes)
+            # buffers only when set: an unbounded model's state_dict is what it always was
+            self.register_buffer("action_low", low.to(**factory))
+            self.register_buffer("action_high", high.to(**factory))
         for name, size in (("observation", obs_dim), ("action", action_dim), ("delta", obs_dim)):
             self.register_buffer(f"{name}_loc", torch.zeros(size, **factory))
             self.register_buffer(f"{name}_scale", torch.ones(size, **factory))
@@ -159,6 +193,7 @@ class DynamicsModel(nn.Module):
         target: str = "next_observation",
         standardize: bool = True,
         action_classes: int | None = None,
+        action_bounds: tuple[float | Tensor, float | Tensor] | None = None,
         sampling: str = "weights",
         dtype: torch.dtype | None = None,
     ) -> DynamicsModel:
@@ -185,6 +220,7 @@ class DynamicsModel(nn.Module):
             target=target,
             standardize=standardize,
             action_classes=action_classes,
+            action_bounds=action_bounds,
         )
 
     # ----------------------------------------------------------------------------------------
@@ -202,7 +238,8 @@ class DynamicsModel(nn.Module):
     # Data
     # ----------------------------------------------------------------------------------------
     def encode_action(self, action: Tensor, batch_shape: torch.Size) -> Tensor:
-        """The action as the network sees it: one-hot for integer actions, the network's dtype."""
+        """The action as the network sees it: one-hot for integer actions, clipped to
+        ``action_bounds`` if the model has them, the network's dtype."""
         if not isinstance(action, Tensor):
             raise TypeError(f"action must be a torch.Tensor, got {type(action).__name__}.")
         one_hot_shape = (*batch_shape, self.action_dim)
@@ -222,7 +259,12 @@ class DynamicsModel(nn.Module):
             if action.numel() and (action.min() < 0 or action.max() >= self.action_classes):
                 raise ValueError(f"action indices must lie in [0, {self.action_classes}).")
             action = F.one_hot(action.long(), self.action_classes)
-        return action.to(self.network.mu.device, self.network.mu.dtype)
+        action = action.to(self.network.mu.device, self.network.mu.dtype)
+        if self.clips_actions and action.dtype.is_floating_point:
+            # a non-finite action is refused by _check, not hidden by the clip
+            return torch.where(action.isfinite(), action.clamp(self.action_low, self.action_high),
+                               action)
+        return action
 
     def _check(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> tuple[Tensor, ...]:
         for name, tensor in (("observation", obs), ("next observation", next_obs)):
@@ -355,5 +397,5 @@ class DynamicsModel(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"sigma_c={self.sigma_c}, target={self.target!r}, standardize={self.standardize}, "
-            f"action_classes={self.action_classes}"
+            f"action_classes={self.action_classes}, clips_actions={self.clips_actions}"
         )

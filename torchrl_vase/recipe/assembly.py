@@ -112,7 +112,9 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
         model = DynamicsModel.build(
             obs_dim, action_dim, list(e.bnn.num_cells), ACTIVATIONS[e.bnn.activation],
             prior_std=s.prior_std, init_mean=s.init_mean, sigma_c=s.sigma_c, target=s.target,
-            standardize=s.standardize, sampling=s.sampling)
+            standardize=s.standardize, sampling=s.sampling,
+            # the policy acts in [-1, 1] units; the env clips there before scaling to its bounds
+            action_bounds=(-1.0, 1.0) if s.model_action == "applied" else None)
         bonus = SurpriseRewardTransform(
             model, measure=s.name, eta=s.eta, delta=s.get("delta", 0.0),
             num_samples=s.num_samples, reward_normalization=s.reward_normalization,

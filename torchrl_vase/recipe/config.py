@@ -108,6 +108,7 @@ class BNNSurprise:
     reward_normalization: str | None = None
     delta: float = 0.0
     sampling: str = "weights"
+    model_action: str = "raw"
 
 
 @dataclass
@@ -271,7 +272,8 @@ CHOICES = {
     "env.bnn.activation": ACTIVATIONS,
 }
 # keys that only exist in some config groups (BNN surprises): checked where present
-OPTIONAL_CHOICES = {"surprise.elbo.backend": BACKENDS}
+OPTIONAL_CHOICES = {"surprise.elbo.backend": BACKENDS,
+                    "surprise.model_action": ("raw", "applied")}
 # hidden-layer widths: lists of positive ints ([] is no hidden layer)
 LAYER_WIDTHS = ("env.policy_cells", "env.critic_cells", "env.bnn.num_cells", "surprise.num_cells",
                 "sac.num_cells")
@@ -596,7 +598,7 @@ PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations",
 
 # keys added after runs existed: at these values a config keeps the identity it had before
 LATER_KEYS = {"algorithm": "trpo", "surprise.sampling": "weights", "seeds": None,
-              "whole_paths": True}
+              "whole_paths": True, "surprise.model_action": "raw"}
 
 
 # what another algorithm's run does not read: its blocks, and for SAC the on-policy learner's
