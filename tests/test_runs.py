@@ -1,6 +1,8 @@
 """TrainingRun: a run's MLflow life, its identity, resume lookup and end status, on a SQLite
 store (the recipe's end-to-end tests exercise it with real training)."""
 
+import subprocess
+
 import pytest
 import torch
 import yaml
@@ -8,6 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from torchrl_vase import TrainingRun
 from torchrl_vase.modules import gaussian_policy
+from torchrl_vase.runs import git_commit
 from torchrl_vase.tracking import ERROR_TAG_CHARS, RunLocked
 
 
@@ -105,3 +108,28 @@ def test_a_long_error_is_cut_to_what_mlflow_keeps(uri, tmp_path):
 def test_resume_without_checkpoints_is_refused_at_construction(uri):
     with pytest.raises(ValueError, match="resume needs checkpoints"):
         TrainingRun(uri, "x", config={}, run_name="x", resume=True)
+
+
+def test_git_commit_says_dirty_when_the_code_a_run_executes_differs_from_head(tmp_path):
+    assert git_commit(tmp_path) == "unknown"  # not a work tree
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+
+    (tmp_path / "torchrl_vase").mkdir()
+    (tmp_path / "torchrl_vase" / "loss.py").write_text("ETA = 1e-4\n")
+    (tmp_path / ".gitignore").write_text("*.log\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "first")
+    head = git("rev-parse", "HEAD").strip()
+    assert git_commit(tmp_path) == head
+    (tmp_path / "notes.md").write_text("not code a run executes\n")
+    (tmp_path / "torchrl_vase" / "run.log").write_text("ignored\n")
+    assert git_commit(tmp_path) == head
+    (tmp_path / "torchrl_vase" / "loss.py").write_text("ETA = 1.0\n")  # an uncommitted change
+    assert git_commit(tmp_path) == f"{head}-dirty"
+    git("checkout", "--", "torchrl_vase/loss.py")
+    (tmp_path / "torchrl_vase" / "new.py").write_text("")  # a new module
+    assert git_commit(tmp_path) == f"{head}-dirty"

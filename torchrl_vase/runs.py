@@ -100,13 +100,24 @@ def reported_errors(program: str,
         raise SystemExit(f"{program}: {redact(str(error))}") from None
 
 
+# what a run executes: a change here (uncommitted, or a new file) means HEAD did not produce it
+_RUN_CODE = ("torchrl_vase", "recipes", "conf")
+
+
 def git_commit(directory: str | os.PathLike) -> str:
-    """The commit checked out where ``directory`` is (``unknown`` outside a git work tree)."""
+    """The commit checked out where ``directory`` (a repository's root) is, with ``-dirty``
+    after it when the code a run executes (``torchrl_vase/``, ``recipes/``, ``conf/``) differs
+    from that commit: a file changed and not committed, or a new one not ignored (as
+    ``git describe --dirty``); ``unknown`` outside a git work tree."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True,
+                              check=True).stdout.strip()
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True,
-                              text=True, check=True).stdout.strip()
+        commit = git("rev-parse", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=normal", "--", *_RUN_CODE)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return f"{commit}-dirty" if changed else commit
 
 
 def _check_artifact_store(location: str) -> None:
