@@ -1116,7 +1116,9 @@ def policy_spread(study: Path) -> str:
         lines.append(f"- every other finished run recorded: at most {max(calm):.1f}")
     if runaway:
         lines.append("- why a bonus pays for it, measured on the HalfCheetah VIME runs with "
-                     "`recipes/study/bonus_vs_action_noise.py`: [the transforms guide]"
+                     "`recipes/study/bonus_vs_action_noise.py`, and what the model fed the "
+                     "applied (clipped) action does instead (`surprise.model_action=applied`, "
+                     "not the authors' code): [the transforms guide]"
                      "(guides/transforms.md#watch-the-policys-std-under-vime)")
     return "\n".join(lines) + "\n"
 
