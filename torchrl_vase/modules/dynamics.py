@@ -163,8 +163,7 @@ class DynamicsModel(nn.Module):
         self.observation_dim = obs_dim
         self.action_dim = action_dim
         factory = {"dtype": network.mu.dtype, "device": network.mu.device}
-        self.clips_actions = action_bounds is not None
-        if self.clips_actions:
+        if action_bounds is not None:
             low, high = _check_action_bounds(action_bounds, action_dim, action_classes)
             # buffers only when set: an unbounded model's state_dict is what it always was
             self.register_buffer("action_low", low.to(**factory))
@@ -222,6 +221,11 @@ class DynamicsModel(nn.Module):
             action_classes=action_classes,
             action_bounds=action_bounds,
         )
+
+    @property
+    def clips_actions(self) -> bool:
+        """Whether continuous actions are clipped to ``action_bounds`` (its buffers exist)."""
+        return "action_low" in self._buffers
 
     # ----------------------------------------------------------------------------------------
     # The posterior, for logging and the VASE confidence term
