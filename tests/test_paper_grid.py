@@ -256,6 +256,7 @@ def test_a_seed_that_failed_at_the_jobs_commit_is_not_started_again_unless_asked
     assert f"skipped, failed at {here[:7]} before (--retry-failed runs it): mountain_car vime " \
            "seed1: ValueError: nan" in printed
     assert "0 cells done, 2 to run in 2 jobs" in printed
+    assert "2 jobs not timed (no run of their kind)" in printed  # nothing has finished
     assert paper_grid.main([*args, "--retry-failed"]) == 0
     assert "0 cells done, 3 to run in 3 jobs" in capsys.readouterr().out
 
@@ -411,6 +412,35 @@ def test_until_starts_only_jobs_expected_to_end_by_then_and_shorter_ones_fill_th
     started.clear()
     launcher.run([ant, car])
     assert started == [ant, car]
+
+
+def test_until_times_a_job_by_the_runs_of_its_own_commit_and_machine_first(tmp_path):
+    out, here = tmp_path / "out", ("c" * 40, "vm (2 cores, AMD EPYC)")
+    old = "vm (2 cores)"
+    rows = {("ant", "vase"): [(0, 90, "b" * 40, old), (1, 100, "b" * 40, old)],
+            ("ant", "nll"): [(0, 30, *here), (1, 40, "c" * 40, old), (2, 34, *here)],
+            ("ant", "vime"): [(0, 80, "b" * 40, old)]}
+    for (task, measure), runs in rows.items():
+        lines = ["seed,run_id,git_commit,start,end,minutes,run_name,run_identity,population,note"]
+        for seed, minutes, commit, machine in runs:
+            _export_run(out, task, measure, seed, 60 * minutes)
+            lines.append(f'{seed},r,{commit},s,e,{minutes},n,i,single run,"started on {machine}, '
+                         'load average 4.2 4.1 4.1; ended at load average 6.0 4.6 3.9"')
+        (out / task / measure / "runs.csv").write_text("\n".join(lines) + "\n")
+    assert paper_grid.started_on("started on vm (2 cores, AMD EPYC), load average 1.0 1.0 1.0; "
+                                 "ended at load average 2.0") == "vm (2 cores, AMD EPYC)"
+    assert paper_grid.started_on("exported by hand") == ""
+    # by hand: NLL's two runs at this commit on this machine (30, 34 min: median 32), not the
+    # one at this commit elsewhere; VASE has none here, so it is timed by NLL's here (like cost)
+    # before its own at another commit and machine; VIME's chain (VASE, NLL) reaches NLL's too
+    for measure in ("nll", "vase", "vime"):
+        assert paper_grid.expected_minutes(out, "ant", measure, setup=here) == pytest.approx(
+            1.25 * 32 + 2), measure
+    # nothing of this setup on the task: every run counts, as without a setup
+    assert paper_grid.expected_minutes(out, "ant", "vase", setup=("d" * 40, here[1])) == \
+        paper_grid.expected_minutes(out, "ant", "vase") == pytest.approx(1.25 * 95 + 2)
+    assert paper_grid.like_costs("vase_paper") == ["vase_paper", "vase", "nll"]
+    assert paper_grid.like_costs("none") == ["none", "trpo_authors"]
 
 
 def test_until_times_a_resumed_job_by_what_its_run_has_left(tmp_path, monkeypatch, sqlite_uri):

@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import functools
 import math
 import os
 import platform
@@ -239,6 +240,20 @@ def cpu_model() -> str:
     return platform.processor() or "unknown processor"
 
 
+def machine() -> str:
+    """This machine as a cell's ``runs.csv`` note names it: ``"vm (2 cores, AMD EPYC)"``."""
+    return f"{platform.node()} ({os.cpu_count()} cores, {cpu_model()})"
+
+
+def started_on(note: str) -> str:
+    """The machine a ``runs.csv`` note says its run started on (``"started on vm (2 cores, AMD
+    EPYC), load average …; ended …"`` → ``"vm (2 cores, AMD EPYC)"``); ``""`` for a note that
+    names none (e.g. a run exported by hand)."""
+    if not note.startswith("started on "):
+        return ""
+    return note.removeprefix("started on ").split(", load average")[0].split(";")[0]
+
+
 def record_failure(store: str, job: Job, out: Path, log: Path, note: str = "") -> list[Path]:
     """The job's FAILED runs in ``out/<task>/<measure>/failures.csv``, each with the error its
     log ends on (where the run's own ``error`` tag has none)."""
@@ -316,11 +331,24 @@ LIKE_COST = {"nll": "vase", "vime": "vase", "vase_paper": "vase", "rnd": "vase",
 TIME_MARGIN, START_MINUTES = 1.25, 2.0
 
 
-def run_minutes(out: Path, task: str, measure: str) -> list[float]:
+def run_minutes(out: Path, task: str, measure: str,
+                setup: tuple[str, str] | None = None) -> list[float]:
     """The wall-clock minutes of the whole runs exported under ``out/<task>/<measure>/`` (each
-    CSV's last ``train/wall_time``: the run's own clock, resumed runs' pauses left out)."""
+    CSV's last ``train/wall_time``: the run's own clock, resumed runs' pauses left out); with
+    ``setup`` (a commit and a ``machine()``), only those its ``runs.csv`` row says ran at that
+    commit and started on that machine."""
+    cell = out / task / measure
+    seeds = None
+    if setup is not None:
+        seeds = set()
+        if (cell / "runs.csv").exists():
+            with (cell / "runs.csv").open(newline="") as handle:
+                seeds = {f"seed{row['seed']}.csv" for row in csv.DictReader(handle)
+                         if (row["git_commit"], started_on(row["note"])) == setup}
     minutes = []
-    for path in sorted((out / task / measure).glob("seed*.csv")):
+    for path in sorted(cell.glob("seed*.csv")):
+        if seeds is not None and path.name not in seeds:
+            continue
         with path.open(newline="") as handle:
             rows = list(csv.DictReader(handle))
         if rows and rows[-1].get("train/wall_time"):
@@ -328,16 +356,27 @@ def run_minutes(out: Path, task: str, measure: str) -> list[float]:
     return minutes
 
 
-def expected_minutes(out: Path, task: str, measure: str, seeds: int = 1,
-                     left: float = 1.0) -> float | None:
+def like_costs(measure: str) -> list[str]:
+    """``measure`` and, in turn, the measures of like cost that time it (``LIKE_COST``)."""
+    chain = [measure]
+    while (like := LIKE_COST.get(chain[-1])) is not None and like not in chain:
+        chain.append(like)
+    return chain
+
+
+def expected_minutes(out: Path, task: str, measure: str, seeds: int = 1, left: float = 1.0,
+                     setup: tuple[str, str] | None = None) -> float | None:
     """How long a job of ``seeds`` seeds of ``measure`` on ``task`` should take: the median
-    whole run of that task and measure (else of a measure of like cost, ``LIKE_COST``) on this
-    study's machines, for each seed, with a margin, times the fraction of the run ``left`` (a
-    resumed run's); ``None`` when neither has a finished run."""
-    for like in (measure, LIKE_COST.get(measure)):
-        minutes = run_minutes(out, task, like) if like else []
-        if minutes:
-            return TIME_MARGIN * statistics.median(minutes) * seeds * left + START_MINUTES
+    whole run of that task and measure (else of a measure of like cost, ``like_costs``) for each
+    seed, with a margin, times the fraction of the run ``left`` (a resumed run's); ``None`` when
+    none has a finished run. With ``setup`` (the study's commit and this ``machine()``) the runs
+    of that setup are asked first, then all the study's: the same cell has run two to four times
+    faster at one commit and machine than at another, and a stale estimate leaves cores idle at
+    the end of a session."""
+    for pick in ((setup, None) if setup is not None else (None,)):
+        for like in like_costs(measure):
+            if minutes := run_minutes(out, task, like, pick):
+                return TIME_MARGIN * statistics.median(minutes) * seeds * left + START_MINUTES
     return None
 
 
@@ -451,7 +490,7 @@ class Launcher:
 
     def note(self) -> str:
         load = " ".join(f"{value:.1f}" for value in os.getloadavg())
-        return f"{platform.node()} ({os.cpu_count()} cores, {cpu_model()}), load average {load}"
+        return f"{machine()}, load average {load}"
 
     def estimate(self, jobs: list[Job]) -> None:
         """Each job's memory, disk and checkpoint directory (in the main thread: Hydra's compose
@@ -527,8 +566,13 @@ class Launcher:
         left = 1.0 - min(self.frames_done.get(job, 0), total) / total
         key = (job.task, job.measure, len(job.seeds), left)
         if key not in self.timings:
-            self.timings[key] = expected_minutes(self.args.out, *key)
+            self.timings[key] = expected_minutes(self.args.out, *key, setup=self.setup)
         return self.timings[key]
+
+    @functools.cached_property
+    def setup(self) -> tuple[str, str]:
+        """The commit the jobs run and this machine: what their runs' times are read by first."""
+        return git_commit(self.code), machine()
 
     def _ends_in_time(self, job: Job) -> bool:
         until = getattr(self.args, "until", None)
@@ -812,8 +856,20 @@ def main(argv: list[str] | None = None) -> int:
                   f"{job.name}: {error}", flush=True)
     print(f"{len(done)} cells done, {sum(len(j.seeds) for j in jobs)} to run in {len(jobs)} jobs",
           flush=True)
+    setup = (git_commit(args.code or ROOT), machine())
+    expected = {job: expected_minutes(args.out, job.task, job.measure, len(job.seeds),
+                                      setup=setup) for job in jobs}
     for job in jobs:
-        print(f"  {job.name}", flush=True)
+        minutes = expected[job]
+        print(f"  {job.name}" + ("" if minutes is None else f"  (~{minutes:.0f} min)"),
+              flush=True)
+    if jobs:
+        known = [m for m in expected.values() if m is not None]
+        unknown = len(jobs) - len(known)
+        print(f"expected: {sum(known) / 60:.1f} core-hours from the start of each job "
+              f"({sum(known) / 60 / args.workers:.1f} h at --workers {args.workers})"
+              + (f"; {unknown} jobs not timed (no run of their kind)" if unknown else ""),
+              flush=True)
     if launcher is None or not jobs:
         return 0
     launcher.estimate(jobs)

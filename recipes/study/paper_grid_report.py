@@ -56,6 +56,7 @@ import numpy as np
 import scipy.stats
 from compare import iqm_interval  # rliable's IQM and its bootstrap CI (beside this script)
 from omegaconf import OmegaConf
+from paper_grid import started_on  # the launcher's note (beside this script)
 from study_statistics import (  # the statistics of issue 38 (beside this script)
     WINDOWS,
     aggregate_improvement,
@@ -410,9 +411,7 @@ def provenance(grid: Path) -> tuple[list[str], list[str]]:
         with path.open(newline="") as handle:
             for row in csv.DictReader(handle):
                 commits.add(row["git_commit"][:7])
-                # "started on vm (2 cores), load average ...; ended ..." -> "vm (2 cores)"
-                machine = row["note"].removeprefix("started on ").split(", load")[0]
-                if machine and not machine.startswith("exported"):
+                if machine := started_on(row["note"]):
                     notes.add(machine)
     return sorted(commits), sorted(notes)
 
