@@ -40,6 +40,7 @@ from torchrl_vase.evaluation import acting_policy
 from torchrl_vase.recipe import config as schema
 from torchrl_vase.recipe.assembly import (
     evaluation_metrics,
+    journal_replay,
     log_figures,
     run_logger,
     seeded_build,
@@ -73,9 +74,8 @@ def train(cfg: DictConfig) -> dict:
     collector, step, state = seeded_build(cfg, *spaces)
     first_reward, actor = state["first_reward"], state["actor"]
     with run:
-        if state.get("replay") is not None and run.checkpointer is not None:
-            # SAC's buffer: each checkpoint appends its new transitions here
-            state["replay"].attach(run.checkpointer.directory / "replay")
+        if run.checkpointer is not None:  # each checkpoint appends the new transitions there
+            journal_replay(state, run.checkpointer.directory)
         logger = run_logger(cfg, run)
         loop = TrainingLoop(
             collector, step, iterations=schema.iterations(cfg), seed=cfg.seed, state=state,

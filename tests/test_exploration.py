@@ -321,6 +321,99 @@ def test_the_pool_s_state_is_its_filled_part_and_survives_a_wrap_around():
                        exploration.pool.storage[:500]["observation"])
 
 
+def _pool_of(exploration: Exploration) -> tuple:
+    """The pool's slots and its writer's cursor and count: what a restore must give back."""
+    writer = exploration.pool.writer.state_dict()
+    return (exploration.pool.storage[:len(exploration.pool)].to_dict(), int(writer["_cursor"]),
+            int(writer["_write_count"]))
+
+
+def _assert_same_pool(a: Exploration, b: Exploration) -> None:
+    (rows_a, *counts_a), (rows_b, *counts_b) = _pool_of(a), _pool_of(b)
+    assert counts_a == counts_b
+    assert rows_a.keys() == rows_b.keys()
+    for key, value in rows_a.items():
+        if isinstance(value, dict):
+            for inner, tensor in value.items():
+                assert torch.equal(tensor, rows_b[key][inner])
+        else:
+            assert torch.equal(value, rows_b[key])
+
+
+def test_a_journaled_pool_checkpoints_only_its_new_transitions_and_restores_slot_for_slot(
+        tmp_path):
+    chunks_dir = tmp_path / "pool"
+    exploration = _exploration(pool_size=500)
+    exploration.journal_pool(chunks_dir)
+    whole = _exploration(pool_size=500)  # the same pool, checkpointed whole: the reference
+    states = []
+    for seed in range(4):  # 1,200 transitions through 500 slots: the cursor wraps twice
+        batch = _rollout(300, seed=seed)
+        exploration.add_to_pool(batch)
+        whole.add_to_pool(batch)
+        states.append(exploration.state_dict())
+    # the checkpoint holds the count, not one transition; the files hold each batch once
+    assert states[-1]["_extra_state"]["pool"] == {
+        "journal": {"write_count": 1200, "capacity": 500}}
+    chunks = sorted(path.name for path in chunks_dir.iterdir())
+    # the first batch was overwritten before the previous checkpoint: no checkpoint needs it
+    assert chunks == ["chunk-000000000300-000000000600.pt", "chunk-000000000600-000000000900.pt",
+                      "chunk-000000000900-000000001200.pt"]
+    resumed = _exploration(pool_size=500)
+    resumed.journal_pool(chunks_dir)
+    torch.save(states[-1], tmp_path / "last.pt")  # as a checkpoint is read back
+    resumed.load_state_dict(torch.load(tmp_path / "last.pt", weights_only=True))
+    reference = _exploration(pool_size=500)
+    reference.load_state_dict(whole.state_dict())
+    _assert_same_pool(resumed, exploration)
+    _assert_same_pool(resumed, reference)
+    # the next write lands on the same (oldest) slots; the next sample draws the same rows
+    batch = _rollout(100, seed=7)
+    for pool in (exploration, resumed):
+        pool.pool.extend(batch.select(*pool.bonus.transition_keys))
+    _assert_same_pool(resumed, exploration)
+    torch.manual_seed(3)
+    drawn = exploration.pool.sample(20)
+    torch.manual_seed(3)
+    assert torch.equal(resumed.pool.sample(20)["observation"], drawn["observation"])
+
+
+def test_a_whole_pool_checkpoint_loads_into_a_journaled_exploration_which_then_writes_it_all(
+        tmp_path):
+    old = _exploration(pool_size=500)
+    for seed in range(2):
+        old.add_to_pool(_rollout(300, seed=seed))
+    state = old.state_dict()  # written whole (no journal), e.g. by an earlier version
+    (tmp_path / "chunk-000000000000-000000000700.pt").write_bytes(b"left by a killed process")
+    resumed = _exploration(pool_size=500)
+    resumed.journal_pool(tmp_path)
+    resumed.load_state_dict(state)
+    _assert_same_pool(resumed, old)
+    assert list(tmp_path.iterdir()) == []  # no checkpoint counts a chunk that was there
+    journal = resumed.state_dict()["_extra_state"]["pool"]["journal"]
+    assert journal == {"write_count": 600, "capacity": 500}
+    again = _exploration(pool_size=500)
+    again.journal_pool(tmp_path)
+    again.load_state_dict(resumed.state_dict())
+    _assert_same_pool(again, old)
+
+
+def test_a_journaled_checkpoint_needs_its_directory_and_a_learners_buffer_has_no_journal(
+        tmp_path):
+    exploration = _exploration()
+    exploration.journal_pool(tmp_path)
+    exploration.add_to_pool(_rollout(150, seed=0))
+    with pytest.raises(ValueError, match=r"journal_pool\(that directory\)"):
+        _exploration().load_state_dict(exploration.state_dict())
+    from torchrl.data import LazyTensorStorage, ReplayBuffer
+
+    buffer = ReplayBuffer(storage=LazyTensorStorage(1000))
+    bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=0.1)
+    learner = Exploration(bonus, pool=buffer, pool_min=100, updates_per_iteration=2)
+    with pytest.raises(ValueError, match="its owner checkpoints it"):
+        learner.journal_pool(tmp_path)
+
+
 def test_the_transform_s_own_rollouts_train_the_model_discrete_nested_float64():
     env = TransformedEnv(GymEnv("CartPole-v1"), VASERewardTransform(eta=1e-4))
     batch = env.rollout(40, break_when_any_done=False)  # one-hot discrete actions

@@ -494,19 +494,27 @@ def test_jobs_start_only_as_far_as_the_disk_holds_their_checkpoints(tmp_path, mo
     args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=3)
     launcher = paper_grid.Launcher(args, "sqlite:///unused.db")
     launcher.DISK_MARGIN, launcher.disk_poll = 0, 0.02
-    free = [20]
+    free = [11]
     monkeypatch.setattr(launcher, "free_disk", lambda: free[0])
     ant01, ant23 = paper_grid.Job("ant", "vase", (0, 1)), paper_grid.Job("ant", "vase", (2, 3))
     car, ant4 = paper_grid.Job("mountain_car", "vase", (0,)), paper_grid.Job("ant", "vase", (4,))
-    launcher.disk_needs = {("ant", "vase"): 4, ("mountain_car", "vase"): 1}
-    # a checkpoint is written whole beside the last one: twice its final size, less what a
-    # resumed job's directory already holds
-    assert launcher.disk_to_come(ant01) == 16 and launcher.disk_to_come(car) == 2
+    launcher.disk_needs = {("ant", "vase"): (2, 1), ("mountain_car", "vase"): (0, 1)}  # pool, rest
+    # a member's pool is appended once, the rest written whole beside the last one (twice);
+    # less what a resumed job's directory already holds, its pool's directory included
+    assert launcher.pool_appended  # this checkout's code
+    assert launcher.disk_to_come(ant01) == 2 * (2 + 2 * 1) and launcher.disk_to_come(car) == 2
+    older = paper_grid.Launcher(paper_grid.argparse.Namespace(
+        scratch=tmp_path, workers=1, code=tmp_path / "old"), "sqlite:///unused.db")
+    (tmp_path / "old" / "torchrl_vase").mkdir(parents=True)
+    (tmp_path / "old" / "torchrl_vase" / "exploration.py").write_text("class Exploration: ...")
+    older.disk_needs = launcher.disk_needs  # code that writes the pool whole: twice
+    assert not older.pool_appended and older.disk_to_come(ant01) == 2 * (2 * 2 + 2 * 1)
     directory = tmp_path / "checkpoints" / "population-23"
-    directory.mkdir()
-    (directory / "last.pt").write_bytes(b"012345")
+    (directory / "seed2" / "pool").mkdir(parents=True)
+    (directory / "last.pt").write_bytes(b"0")
+    (directory / "seed2" / "pool" / "chunk-000000000000-000000000001.pt").write_bytes(b"1")
     launcher.checkpoint_dirs[ant23] = directory
-    assert launcher.disk_to_come(ant23) == 10
+    assert launcher.disk_to_come(ant23) == 8 - 2
     running, peak, started, lock = [], [], [], paper_grid.threading.Lock()
     seconds = [0.2]  # a job's run
 
@@ -521,33 +529,34 @@ def test_jobs_start_only_as_far_as_the_disk_holds_their_checkpoints(tmp_path, mo
 
     monkeypatch.setattr(launcher, "_run", fake_run)
     launcher.run([ant01, ant23, car, ant4])
-    # ant01 (16) and the car (2) together; ant23 (10) and ant4 (8) wait for ant01's room
+    # ant01 (8) and the car (2) together; ant23 (6) and ant4 (4) wait for ant01's room
     assert started[:2] == [ant01, car] and set(started[2:]) == {ant23, ant4}
-    assert max(peak) <= 20 and launcher.active == []
+    assert max(peak) <= 11 and launcher.active == []
     # a job the disk cannot hold even alone is refused before it trains; the others run
-    launcher.disk_needs[("ant", "vase")] = 40
+    launcher.disk_needs[("ant", "vase")] = (20, 1)
     started.clear()
     launcher.run([ant01, car])
     assert started == [car]
     [(job, state)] = [result for result in launcher.results if result[1].startswith("failed")]
     assert job == ant01 and "checkpoint needs about" in state and "--group" in state
     # a job held back by the disk starts when space is freed, with no job ending
-    launcher.disk_needs[("ant", "vase")] = 4
-    free[0], started[:] = 17, []
+    launcher.disk_needs[("ant", "vase")] = (2, 1)
+    free[0], started[:] = 9, []
     paper_grid.threading.Timer(0.3, lambda: free.__setitem__(0, 40)).start()
     seconds[0] = 1.0
     launcher.run([car, ant01])
     assert started == [car, ant01]
-    assert peak[-1] == 18  # ant01 began while the car still ran: the freed space, not its end
+    assert peak[-1] == 10  # ant01 began while the car still ran: the freed space, not its end
 
 
 def test_the_recipe_s_estimates_grow_with_the_task_s_pool():
     (ant, ant_disk), (car, car_disk) = (paper_grid.member_estimates(task, "vase")
                                         for task in ("ant", "mountain_car"))
     assert ant > 2**31 > 2**28 > car  # Ant's 3 M transitions of 258 floats; MountainCar's few
-    assert ant_disk > 2**31 > car_disk and ant - ant_disk == car - car_disk  # the same pools
+    assert ant_disk[0] > 2**31 > car_disk[0] and ant - ant_disk[0] == car - car_disk[0]  # pools
     none, none_disk = paper_grid.member_estimates("ant", "none")  # plain TRPO keeps no pool
-    assert none < car and none_disk == paper_grid.CHECKPOINT_OVERHEAD
+    assert none < car and none_disk == (0, paper_grid.CHECKPOINT_OVERHEAD)
+    assert ant_disk[1] == car_disk[1] == paper_grid.CHECKPOINT_OVERHEAD  # the rest: networks
 
 
 @pytest.mark.parametrize("keep", [False, True])

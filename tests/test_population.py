@@ -2,9 +2,11 @@
 recipe's ``seeds=[...]`` gives runs equal to the single runs of those seeds."""
 
 import copy
+import itertools
 import math
 import os
 import signal
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -282,6 +284,14 @@ def test_a_killed_population_resumes_to_the_uninterrupted_histories(store, monke
     for ours, theirs in zip(resumed["run_ids"], whole["run_ids"], strict=True):
         assert client.get_run(ours).info.status == "FINISHED"
         assert _history(store[0], ours) == _history(store[0], theirs)
+    # each member's pool appended beside the population's checkpoint, in a directory of its own
+    directories = list((Path(store[1]) / "checkpoints").glob("*/population-*"))
+    assert len(directories) == 2  # the uninterrupted population's and the resumed one's
+    for directory, seed in ((d, s) for d in directories for s in (2, 4)):
+        spans = sorted(tuple(map(int, chunk.stem.split("-")[1:]))
+                       for chunk in (directory / f"seed{seed}" / "pool").iterdir())
+        assert spans[0][0] == 0 and spans[-1][1] == 4 * 64
+        assert all(end == start for (_, end), (start, _) in itertools.pairwise(spans))
 
 
 def test_a_population_killed_before_its_first_checkpoint_starts_over_in_its_runs(

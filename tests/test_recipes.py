@@ -62,6 +62,16 @@ def test_benchmark_surprise_prints_its_tables(run_script):
     assert "VASE/VIME loop" in out and "% of the collection" in out
 
 
+def test_benchmark_checkpoint_writes_the_pool_once_and_resumes_both_alike(run_script, tmp_path):
+    out = run_script("recipes/benchmarks/benchmark_checkpoint.py", "--pool", "30000", "--new",
+                     "500", "--rounds", "1", "--obs", "4", "--action", "2", "--dir",
+                     str(tmp_path), check=True).stdout  # it asserts the two resumes' pools equal
+    assert re.search(r"whole save: +[\d.]+ s", out) and re.search(r"journal resume: +[\d.]+ s", out)
+    sizes = dict(re.findall(r"^ *(\w+) checkpoint writes +([\d.]+) MiB$", out, flags=re.MULTILINE))
+    assert 5 * float(sizes["appended"]) < float(sizes["whole"])  # 500 transitions, not 30,500
+    assert list(tmp_path.iterdir()) == []  # its files removed
+
+
 def test_benchmark_trpo_runs_on_a_tiny_budget(run_script):
     out = run_script(
         "recipes/benchmarks/benchmark_trpo.py", "--learn-iterations", "2", "--fps-iterations", "2",

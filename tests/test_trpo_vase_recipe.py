@@ -189,13 +189,46 @@ def test_kill_and_resume_ends_with_the_uninterrupted_runs_metric_values(store, m
     resumed = _history(store[0], result["run_id"])
     assert resumed == _history(store[0], uninterrupted["run_id"])
     assert [step for step, _ in resumed["trpo/kl"]] == [64, 128, 192, 256, 320]
-    # one checkpoint per run, under its run id; plain tensors (weights_only) and only the part
-    # of the pool the run filled (the pool is as large as the run collects: 5 x 64)
+    # one checkpoint per run, under its run id; plain tensors (weights_only); the pool not in
+    # it but appended beside it, each of its 5 x 64 transitions once
     path = Path(store[1]) / "checkpoints" / "mountain_car" / result["run_id"] / "last.pt"
     state = torch.load(path, weights_only=True)
     assert state["iterations_done"] == 5 and state["frames"] == 320 and state["pending_metrics"]
     pool = state["parts"]["exploration"]["_extra_state"]["pool"]
-    assert len(pool["transitions"]["observation"]) == 320
+    assert list(pool) == ["journal"] and pool["journal"]["write_count"] == 320
+    chunks = sorted(path.parent.joinpath("pool").iterdir())
+    spans = [tuple(map(int, chunk.stem.split("-")[1:])) for chunk in chunks]
+    # the kill left its checkpoint at iteration 2 (128 transitions); the resumed run wrote the
+    # rest at its checkpoints, every 2 iterations and at the end
+    assert spans == [(0, 128), (128, 256), (256, 320)]
+
+
+def test_a_run_checkpointed_with_its_pool_whole_resumes_exactly_and_journals_from_then_on(
+        store, monkeypatch):
+    # a checkpoint of the version before the pool's journal held the pool whole: a run killed
+    # then and resumed now must continue as if never stopped (the study resumes such runs)
+    overrides = ("env=mountain_car", "surprise=vase", "seed=23", "iterations=4",
+                 "checkpoint.every=1")
+    uninterrupted = recipe.train(_config(store, *overrides, "mlflow.experiment=uninterrupted"))
+    with monkeypatch.context() as before:
+        before.setattr(recipe, "journal_replay", lambda state, directory: None)
+        train_killed_in_critic_fit(3, _config(store, *overrides), monkeypatch)
+    client = MlflowClient(tracking_uri=store[0])
+    [killed] = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id],
+                                  filter_string="tags.seed = '23'")
+    directory = Path(store[1]) / "checkpoints" / "mountain_car" / killed.info.run_id
+    saved = torch.load(directory / "last.pt", weights_only=True)
+    assert len(saved["parts"]["exploration"]["_extra_state"]["pool"]["transitions"][
+        "observation"]) == 128 and not (directory / "pool").exists()
+    result = recipe.train(_config(store, *overrides, "resume=true"))
+    assert result["run_id"] == killed.info.run_id
+    assert _history(store[0], result["run_id"]) == _history(store[0], uninterrupted["run_id"])
+    pool = torch.load(directory / "last.pt", weights_only=True)["parts"]["exploration"][
+        "_extra_state"]["pool"]
+    assert pool["journal"]["write_count"] == 256
+    # the resumed run's first checkpoint wrote the whole pool once, then each batch
+    assert sorted(chunk.name for chunk in (directory / "pool").iterdir()) == [
+        "chunk-000000000000-000000000192.pt", "chunk-000000000192-000000000256.pt"]
 
 
 def test_resume_with_the_checkpoint_elsewhere_is_refused_and_logs_nothing(store, tmp_path):

@@ -22,6 +22,7 @@ from torchrl_vase.objectives.elbo_steps import (
     compiled_steps_unavailable,
     run_elbo_steps,
 )
+from torchrl_vase.replay import ReplayJournal
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 from torchrl_vase.transforms.surprise_reward import SurpriseRewardTransform
 
@@ -190,6 +191,9 @@ class Exploration(nn.Module):
         self.pool = pool if pool is not None else ReplayBuffer(
             storage=LazyTensorStorage(self.pool_size, device=module_device(bonus))
         )
+        # how the own pool goes into a checkpoint: whole in this object's state until
+        # ``journal_pool`` gives the journal a directory, appended there from then on
+        self._pool_journal = ReplayJournal(self.pool) if self.owns_pool else None
         self.bonus_before_training = bool(bonus_before_training)
         self.novelty_k = check_positive_int("novelty_k", novelty_k)
         self.novelty_queries = check_positive_int("novelty_queries", novelty_queries)
@@ -403,13 +407,52 @@ class Exploration(nn.Module):
     # ----------------------------------------------------------------------------------------
     # State
     # ----------------------------------------------------------------------------------------
+    def journal_pool(self, directory: str | os.PathLike) -> None:
+        """Checkpoint the pool by appending to ``directory`` (a ``ReplayJournal``): each
+        ``state_dict`` from now on writes there the transitions added since the previous one
+        and holds only their count, instead of the whole pool (3 GB of Ant's by the end of its
+        run, every few iterations); ``load_state_dict`` reads them back from there. Call it
+        before the first save or load, with the directory the checkpoint lives beside (the
+        recipe's: ``pool/`` in the run's checkpoint directory). A checkpoint that holds the
+        pool whole (written before this, or by an earlier version) still loads.
+
+        Examples:
+            >>> import tempfile, torch
+            >>> from tensordict import TensorDict
+            >>> from torchrl_vase import DynamicsModel, VASERewardTransform
+            >>> def make():
+            ...     bonus = VASERewardTransform(DynamicsModel.build(2, 1, [8], sigma_c=0.5))
+            ...     return Exploration(bonus, pool_min=20, updates_per_iteration=2)
+            >>> directory = tempfile.mkdtemp()
+            >>> exploration = make(); exploration.journal_pool(directory)
+            >>> batch = TensorDict({"observation": torch.randn(30, 2), "action": torch.randn(30, 1),
+            ...                     "next": {"observation": torch.randn(30, 2)}}, [30])
+            >>> _ = exploration.add_to_pool(batch)
+            >>> state = exploration.state_dict()  # the 30 transitions go to a file there
+            >>> state["_extra_state"]["pool"]
+            {'journal': {'write_count': 30, 'capacity': 100000}}
+            >>> restored = make(); restored.journal_pool(directory)
+            >>> _ = restored.load_state_dict(state)
+            >>> torch.equal(restored.pool.storage[:30]["observation"], batch["observation"])
+            True
+        """
+        if not self.owns_pool:
+            raise ValueError("the pool is a learner's replay buffer: its owner checkpoints it "
+                             "(a ReplayJournal of that buffer), not this object.")
+        self._pool_journal.attach(directory)
+
     def get_extra_state(self) -> dict:
-        """The optimiser and the pool's *filled* part (not its preallocated capacity), as plain
-        tensors and numbers (``torch.load(..., weights_only=True)`` reads them back). The filled
-        rows share the pool's memory (``checkpointing.saveable_prefix``: no second copy of a
-        pool of gigabytes at each checkpoint), so save the state before the pool changes."""
+        """The optimiser and the pool: with ``journal_pool``, the count of the transitions
+        appended to its files; otherwise its *filled* part (not its preallocated capacity).
+        Plain tensors and numbers (``torch.load(..., weights_only=True)`` reads them back). The
+        filled rows share the pool's memory (``checkpointing.saveable_prefix``: no second copy
+        of a pool of gigabytes at each checkpoint), so save the state before the pool
+        changes."""
         if not self.owns_pool:  # a learner's buffer: its owner saves it
             return {"optimizer": self.optimizer.state_dict(), "pool": None}
+        if self._pool_journal.directory is not None:
+            return {"optimizer": self.optimizer.state_dict(),
+                    "pool": {"journal": self._pool_journal.state_dict()}}
         filled = len(self.pool)
         writer = self.pool.writer.state_dict()
         transitions = None
@@ -434,6 +477,13 @@ class Exploration(nn.Module):
                 "with a pool of its own") + "; this one's pool is the other kind.")
         if pool is None:
             return
+        if "journal" in pool:
+            if self._pool_journal.directory is None:
+                raise ValueError(
+                    "the checkpoint's pool is in the files of a journal beside it (pool/ in the "
+                    "run's checkpoint directory): call journal_pool(that directory) first.")
+            self._pool_journal.load_state_dict(pool["journal"])
+            return
         self.pool.empty()
         if pool["transitions"] is not None:
             transitions = TensorDict(pool["transitions"]).auto_batch_size_(batch_dims=1)
@@ -449,6 +499,8 @@ class Exploration(nn.Module):
             self.pool.writer.load_state_dict(
                 {"_cursor": cursor, "_write_count": pool["write_count"]}
             )
+        if self._pool_journal.directory is not None:  # the journal starts again from here
+            self._pool_journal.reset()
 
 
 class ReplayBonus:

@@ -1,15 +1,16 @@
 """A replay buffer's share of a run's checkpoint, written as the buffer grows.
 
 An off-policy run's replay buffer is most of its state: 1 M transitions of HalfCheetah are about
-200 MB. Writing it whole into every checkpoint (every few iterations) would cost more than the
-training; saving it once at the end would lose it to a kill. ``ReplayJournal`` writes at each
-checkpoint only the transitions added since the previous one, as a file of its own
-(``chunk-<first>-<end>.pt``, numbered by the buffer's write count), and puts in the checkpoint
-only the write count. Loading it rebuilds the buffer exactly: every transition back in the slot
-it had (so a sampled index draws the transition it drew before the kill) and the writer's
-cursor where it was. Chunks that no checkpoint can need any more (all their transitions
-overwritten before the previous checkpoint) are deleted; chunks written after the checkpoint
-a run resumes from are deleted when it loads.
+200 MB (and the bonus's own pool under TRPO, ``Exploration.journal_pool``: 3 M transitions of
+Ant by the end of its run, about 3 GB). Writing it whole into every checkpoint (every few
+iterations) would cost more than the training; saving it once at the end would lose it to a
+kill. ``ReplayJournal`` writes at each checkpoint only the transitions added since the previous
+one, as a file of its own (``chunk-<first>-<end>.pt``, numbered by the buffer's write count),
+and puts in the checkpoint only the write count. Loading it rebuilds the buffer exactly: every
+transition back in the slot it had (so a sampled index draws the transition it drew before the
+kill) and the writer's cursor where it was. Chunks that no checkpoint can need any more (all
+their transitions overwritten before the previous checkpoint) are deleted; chunks written after
+the checkpoint a run resumes from are deleted when it loads.
 
 A checkpoint and its chunks agree whatever instant a process is killed at: a chunk is written
 (atomically) before the checkpoint that counts it, and a chunk that no checkpoint counts is
@@ -40,7 +41,7 @@ import re
 from pathlib import Path
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDict
 from torchrl.data import ReplayBuffer
 
 from torchrl_vase.checkpointing import Checkpointer, check_writable, load_checkpoint
@@ -120,34 +121,39 @@ class ReplayJournal:
             if start >= written:  # written by a process killed before its checkpoint
                 path.unlink()
         first = max(0, written - self.capacity)
-        pieces, covered = [], first
+        plan, covered = [], first  # (chunk, its rows to take): found whole before any change
         for start, end, path in self._chunks():
             if end <= covered:
                 continue
             if start > covered:
                 break
-            rows = TensorDict(load_checkpoint(path, what=f"the replay chunk {path}"))
             taken = min(end, written)
-            pieces.append(rows.auto_batch_size_(batch_dims=1)[covered - start: taken - start])
+            plan.append((path, covered - start, taken - start))
             covered = taken
         if covered != written:
             raise FileNotFoundError(
                 f"the replay buffer's chunks in {self.directory} hold its transitions up to "
                 f"{covered} of {written}: a chunk is missing (deleted, or the checkpoint was "
-                "moved without its replay/ directory).")
+                "moved without its directory).")
+        # the writer set at transition ``first``'s slot, each chunk extends the buffer from
+        # there (slot = number mod capacity, wrapping as it did): in memory the buffer and one
+        # chunk, never a second copy of a pool of gigabytes
         self.buffer.empty()
-        if pieces:
-            self._restore(torch.cat(pieces) if len(pieces) > 1 else pieces[0], first, written)
+        self.buffer.writer.load_state_dict(
+            {"_cursor": first % self.capacity, "_write_count": first})
+        for path, begin, stop in plan:
+            rows = TensorDict(load_checkpoint(path, what=f"the replay chunk {path}"))
+            self.buffer.extend(rows.auto_batch_size_(batch_dims=1)[begin:stop])
         self._saved = written
 
-    def _restore(self, transitions: TensorDictBase, first: int, written: int) -> None:
-        """Transitions ``first .. written-1`` back in slot ``number % capacity``."""
-        # from an empty buffer, extend fills slots 0, 1, ...: slot s gets transition
-        # first + ((s - first) mod capacity), the one numbered s mod capacity
-        order = (torch.arange(len(transitions)) - first) % len(transitions)
-        self.buffer.extend(transitions[order])
-        self.buffer.writer.load_state_dict(
-            {"_cursor": written % self.capacity, "_write_count": written})
+    def reset(self) -> None:
+        """Forget what was written: the buffer was restored by other means (a checkpoint that
+        held it whole), so no chunk here is any checkpoint's (they are deleted) and the next
+        ``state_dict`` writes its transitions anew."""
+        for _, _, path in self._chunks():
+            with contextlib.suppress(OSError):
+                path.unlink()
+        self._saved = 0
 
     def _directory(self) -> Path:
         if self.directory is None:

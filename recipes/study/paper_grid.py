@@ -305,23 +305,23 @@ def job_checkpoint(job: Job, command: list[str]) -> Path | None:
 CHECKPOINT_OVERHEAD = 16 * 2**20
 
 
-def member_estimates(task: str, measure: str) -> tuple[int, int]:
+def member_estimates(task: str, measure: str) -> tuple[int, tuple[int, int]]:
     """One member's memory at the end of its run (its replay pool and the rest, as
     ``trpo_vase_config`` checks a population against the machine's) and its checkpoint's bytes on
-    disk then (the pool saved as it is held, and the rest)."""
+    disk then: its pool's (appended beside ``last.pt`` as it is held) and the rest's."""
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(str(ROOT / "conf"), version_base=None):
         cfg = compose("trpo_vase", overrides=[f"env={task}", *MEASURES[measure]])
     pool = schema.population_pool_bytes(cfg)
-    return pool + schema.MEMBER_OVERHEAD, pool + CHECKPOINT_OVERHEAD
+    return pool + schema.MEMBER_OVERHEAD, (pool, CHECKPOINT_OVERHEAD)
 
 
 def directory_bytes(directory: Path | None) -> int:
-    """The bytes of the files directly in ``directory`` (0 when there is none)."""
+    """The bytes of the files in ``directory`` and below it (0 when there is none)."""
     if directory is None or not directory.is_dir():
         return 0
-    return sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
+    return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
 
 
 #: a measure without finished runs of its own is timed by a measure of like cost on its task
@@ -463,7 +463,7 @@ class Launcher:
         self.memory_free = 0.8 * schema.available_memory()
         self.memory_held = 0  # by the running jobs
         self.needs: dict[tuple[str, str], int] = {}
-        self.disk_needs: dict[tuple[str, str], int] = {}
+        self.disk_needs: dict[tuple[str, str], tuple[int, int]] = {}  # pool, rest
         self.checkpoint_dirs: dict[Job, Path | None] = {}
         self.checkpoints = args.scratch / "checkpoints"
         self.checkpoints.mkdir(parents=True, exist_ok=True)
@@ -517,11 +517,20 @@ class Launcher:
         return len(job.seeds) * self.needs.get((job.task, job.measure), 0)
 
     def disk_to_come(self, job: Job) -> int:
-        """What ``job``'s checkpoint may still add to the disk: twice its final size (the new
-        one is written whole before the last one goes) less what it holds there now (a single
-        seed's directory is the recipe's to name: counted as empty)."""
-        final = len(job.seeds) * self.disk_needs.get((job.task, job.measure), 0)
-        return max(0, 2 * final - directory_bytes(self.checkpoint_dirs.get(job)))
+        """What ``job``'s checkpoints may still add to the disk: their pools once (appended
+        beside ``last.pt``; twice where the code writes them whole into it) and the rest twice
+        (a new ``last.pt`` is written whole before the last one goes), less what they hold
+        there now (a single seed's directory is the recipe's to name: counted as empty)."""
+        pool, rest = self.disk_needs.get((job.task, job.measure), (0, 0))
+        final = len(job.seeds) * ((1 if self.pool_appended else 2) * pool + 2 * rest)
+        return max(0, final - directory_bytes(self.checkpoint_dirs.get(job)))
+
+    @functools.cached_property
+    def pool_appended(self) -> bool:
+        """Whether the jobs' code appends the pool beside the checkpoint (``journal_pool``);
+        a study pinned to an older commit writes it whole into every checkpoint."""
+        exploration = self.code / "torchrl_vase" / "exploration.py"
+        return exploration.exists() and "def journal_pool(" in exploration.read_text()
 
     def free_disk(self) -> int:
         return shutil.disk_usage(self.checkpoints).free

@@ -173,8 +173,8 @@ def build_sac(cfg: DictConfig, observation_space, action_space,
               make_collector=make_collector) -> tuple:
     """SAC's ``(collector, step, state)``: torchrl's ``SACLoss`` on a ``tanh_policy`` and twin
     ``q_value_network`` critics as torchrl's SAC example builds them, its replay buffer (the
-    bonus's pool too, checkpointed by a ``ReplayJournal``: ``state["replay"].attach(directory)``
-    before the loop saves or restores), ``OffPolicyStep``."""
+    bonus's pool too, checkpointed by a ``ReplayJournal``: ``journal_replay``),
+    ``OffPolicyStep``."""
     obs_dim, action_dim = observation_space.shape[0], action_space.shape[0]
     s, activation = cfg.sac, ACTIVATIONS[cfg.sac.activation]
     actor = tanh_policy(obs_dim, action_dim, list(s.num_cells), activation=activation,
@@ -204,6 +204,17 @@ def build_sac(cfg: DictConfig, observation_space, action_space,
              "first_reward": coverage_watcher(cfg, observation_space)}
     step = OffPolicyStep(replay, update, exploration, learning_starts=s.init_random_frames)
     return collector, step, state
+
+
+def journal_replay(state: dict, directory: Path) -> None:
+    """Checkpoint a run's transitions by appending them beside its checkpoint in ``directory``
+    (``ReplayJournal``), not whole in it: SAC's replay buffer in ``replay/``, the bonus's own
+    pool (TRPO, PPO) in ``pool/``. Call it before the loop saves or restores."""
+    if state.get("replay") is not None:
+        state["replay"].attach(directory / "replay")
+    exploration = state.get("exploration")
+    if exploration is not None and exploration.owns_pool:
+        exploration.journal_pool(directory / "pool")
 
 
 def build(cfg: DictConfig, observation_space, action_space, make_collector=make_collector) -> tuple:

@@ -25,7 +25,12 @@ from torchrl_vase.population import (
     PopulationStep,
 )
 from torchrl_vase.recipe import config as schema
-from torchrl_vase.recipe.assembly import evaluation_metrics, run_logger, seeded_build
+from torchrl_vase.recipe.assembly import (
+    evaluation_metrics,
+    journal_replay,
+    run_logger,
+    seeded_build,
+)
 from torchrl_vase.runs import PopulationRun, git_commit
 
 
@@ -78,6 +83,9 @@ def train_population(cfg: DictConfig, root: Path) -> dict:
     watchers = [schema.episode_watchers(cfg, state["first_reward"]) for state in states]
     policies = [state["actor"] for state in states]  # no observation standardisation
     with population:
+        if population.checkpointer is not None:  # each member's pool appended beside it
+            for seed, state in zip(seeds, states, strict=True):
+                journal_replay(state, population.checkpointer.directory / f"seed{seed}")
         loop = TrainingLoop(
             collector, PopulationStep([step for _, step, _ in built], streams),
             members=PopulationMembers(
