@@ -4,7 +4,7 @@ history with an uninterrupted run of the same config, value for value.
     .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 10            # MountainCar, VASE
     .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 3 -- env=point_robot surprise=rnd
     .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 10 -- algorithm=ppo    # PPO
-    .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 10 -- seeds=[0,1,2] collection=rllab
+    .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 6 -- seeds=[0,1] collection=rllab
 
 The reference run goes first (its duration sets the range of the kill instants); then the
 run under test is started, killed after a uniformly random delay, resumed with ``resume=true``,
