@@ -25,7 +25,7 @@ from torchrl.envs import GymEnv
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import torchrl_vase
-from torchrl_vase import CSVLogger
+from torchrl_vase import CSVLogger, Exploration
 from torchrl_vase import step as algorithm
 from torchrl_vase.checkpointing import config_identity
 from torchrl_vase.envs import PointRobot2DEnv, make_training_env
@@ -211,7 +211,7 @@ def test_a_run_checkpointed_with_its_pool_whole_resumes_exactly_and_journals_fro
                  "checkpoint.every=1")
     uninterrupted = recipe.train(_config(store, *overrides, "mlflow.experiment=uninterrupted"))
     with monkeypatch.context() as before:
-        before.setattr(recipe, "journal_replay", lambda state, directory: None)
+        before.setattr(Exploration, "journal_pool", lambda self, directory: None)
         train_killed_in_critic_fit(3, _config(store, *overrides), monkeypatch)
     client = MlflowClient(tracking_uri=store[0])
     [killed] = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id],
