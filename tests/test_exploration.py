@@ -398,6 +398,22 @@ def test_a_whole_pool_checkpoint_loads_into_a_journaled_exploration_which_then_w
     _assert_same_pool(again, old)
 
 
+def test_a_journal_moved_to_another_directory_writes_the_whole_pool_there(tmp_path):
+    exploration = _exploration()
+    exploration.journal_pool(tmp_path / "first")
+    exploration.add_to_pool(_rollout(150, seed=0))
+    exploration.state_dict()
+    exploration.add_to_pool(_rollout(50, seed=1))
+    exploration.journal_pool(tmp_path / "second")  # e.g. a copy of the run elsewhere
+    state = exploration.state_dict()
+    assert [p.name for p in (tmp_path / "second").iterdir()] == [
+        "chunk-000000000000-000000000200.pt"]
+    resumed = _exploration()
+    resumed.journal_pool(tmp_path / "second")
+    resumed.load_state_dict(state)
+    _assert_same_pool(resumed, exploration)
+
+
 def test_a_journaled_checkpoint_needs_its_directory_and_a_learners_buffer_has_no_journal(
         tmp_path):
     exploration = _exploration()

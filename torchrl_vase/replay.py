@@ -79,8 +79,13 @@ class ReplayJournal:
             self.attach(directory)
 
     def attach(self, directory: str | os.PathLike) -> None:
-        """Write the chunks to ``directory`` (created, and checked writable, now)."""
-        self.directory = check_writable(directory, "replay buffer directory")
+        """Write the chunks to ``directory`` (created, and checked writable, now). Another
+        directory than before holds none of the chunks written so far: the next ``state_dict``
+        writes every transition there."""
+        directory = check_writable(directory, "replay buffer directory")
+        if directory != self.directory:
+            self._saved = 0
+        self.directory = directory
 
     @property
     def write_count(self) -> int:
