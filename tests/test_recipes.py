@@ -72,6 +72,14 @@ def test_benchmark_checkpoint_writes_the_pool_once_and_resumes_both_alike(run_sc
     assert list(tmp_path.iterdir()) == []  # its files removed
 
 
+def test_benchmark_sac_times_each_bonus_against_none(run_script):
+    out = run_script("recipes/benchmarks/benchmark_sac.py", "--updates", "3", "--rounds", "1",
+                     "--obs", "3", "--action", "1", "--bnn", "8", check=True).stdout
+    rows = re.findall(r"^ *(none|vase|rnd): +[\d.]+ ms/update \(([\d.]+)x none\), sample and "
+                      r"bonus +[\d.]+ ms$", out, flags=re.MULTILINE)
+    assert [kind for kind, _ in rows] == ["none", "vase", "rnd"] and rows[0][1] == "1.00"
+
+
 def test_benchmark_trpo_runs_on_a_tiny_budget(run_script):
     out = run_script(
         "recipes/benchmarks/benchmark_trpo.py", "--learn-iterations", "2", "--fps-iterations", "2",
