@@ -245,6 +245,12 @@ def machine() -> str:
     return f"{platform.node()} ({os.cpu_count()} cores, {cpu_model()})"
 
 
+def study_setup(code: Path) -> tuple[str, str]:
+    """The commit the jobs run (``code``'s checkout) and this ``machine()``: the runs whose
+    times time a job first (``expected_minutes``)."""
+    return git_commit(code), machine()
+
+
 def started_on(note: str) -> str:
     """The machine a ``runs.csv`` note says its run started on (``"started on vm (2 cores, AMD
     EPYC), load average …; ended …"`` → ``"vm (2 cores, AMD EPYC)"``); ``""`` for a note that
@@ -581,7 +587,7 @@ class Launcher:
     @functools.cached_property
     def setup(self) -> tuple[str, str]:
         """The commit the jobs run and this machine: what their runs' times are read by first."""
-        return git_commit(self.code), machine()
+        return study_setup(self.code)
 
     def _ends_in_time(self, job: Job) -> bool:
         until = getattr(self.args, "until", None)
@@ -865,7 +871,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{job.name}: {error}", flush=True)
     print(f"{len(done)} cells done, {sum(len(j.seeds) for j in jobs)} to run in {len(jobs)} jobs",
           flush=True)
-    setup = (git_commit(args.code or ROOT), machine())
+    setup = study_setup(Path(args.code or ROOT))
     expected = {job: expected_minutes(args.out, job.task, job.measure, len(job.seeds),
                                       setup=setup) for job in jobs}
     for job in jobs:
