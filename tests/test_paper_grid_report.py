@@ -1,4 +1,5 @@
-"""recipes/study/paper_grid_report.py: the statistics and verdicts against direct computations."""
+"""recipes/study/paper_grid_report.py and the modules it assembles (study_runs, study_figures,
+earlier_study_report, figure3_report): the statistics and verdicts against direct computations."""
 
 import csv
 import math
@@ -10,12 +11,16 @@ import pytest
 from recipe_modules import load_recipe
 
 report = load_recipe("study/paper_grid_report")
+runs_of = load_recipe("study/study_runs")
+style = load_recipe("study/study_figures")
+earlier = load_recipe("study/earlier_study_report")
+figure3 = load_recipe("study/figure3_report")
 
 
 def _seed(seed: int, returns, first_reward: float = np.nan, frames_per_batch: int = 5000):
     returns = np.asarray(returns, dtype=float)
     frames = frames_per_batch * np.arange(1, returns.size + 1, dtype=float)
-    return report.Seed(seed, frames, returns, first_reward)
+    return runs_of.Seed(seed, frames, returns, first_reward)
 
 
 def test_final_early_and_whole_run_returns_are_their_means():
@@ -25,10 +30,10 @@ def test_final_early_and_whole_run_returns_are_their_means():
     assert run.whole == pytest.approx(19.5)
     values = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
     expected = [np.mean(values[max(0, i - 2): i + 1]) for i in range(values.size)]
-    np.testing.assert_allclose(report.running_mean(values, window=3), expected)
+    np.testing.assert_allclose(style.running_mean(values, window=3), expected)
     # an iteration without a finished episode has no return: left out, not counted as 0
     gappy = np.array([2.0, np.nan, 4.0, np.nan, np.nan, np.nan])
-    np.testing.assert_allclose(report.running_mean(gappy, window=3),
+    np.testing.assert_allclose(style.running_mean(gappy, window=3),
                                [2.0, 2.0, 3.0, 4.0, 4.0, np.nan])
 
 
@@ -37,58 +42,58 @@ def test_the_paired_difference_is_the_mean_over_shared_seeds_with_a_bootstrap_in
     diffs = rng.normal(2.0, 1.0, size=8)
     a = [_seed(s, [0.0] * 10 + [d] * 10) for s, d in enumerate(diffs)]
     b = [_seed(s, [0.0] * 20) for s in range(8)] + [_seed(99, [50.0] * 20)]  # 99 unpaired
-    difference = report.paired_difference(a, b)
+    difference = earlier.paired_difference(a, b)
     assert difference.pairs == 8 and difference.mean == pytest.approx(diffs.mean())
     resampled = diffs[np.random.default_rng(11).integers(0, 8, size=(20_000, 8))].mean(1)
     assert difference.low == pytest.approx(np.percentile(resampled, 2.5), abs=0.1)
     assert difference.high == pytest.approx(np.percentile(resampled, 97.5), abs=0.1)
     assert difference.verdict == "above"
-    assert report.paired_difference(b[:8], a).verdict == "below"
-    assert report.paired_difference(a[:4], b).verdict == "not measured yet"  # 4 < 5 pairs
+    assert earlier.paired_difference(b[:8], a).verdict == "below"
+    assert earlier.paired_difference(a[:4], b).verdict == "not measured yet"  # 4 < 5 pairs
 
 
 def test_claims_are_reproduced_refuted_inconclusive_or_not_measured_as_their_intervals_say():
-    claim = report.Claim("half_cheetah", "VASE above NLL", above=(("vase", "nll", "final"),))
+    claim = earlier.Claim("half_cheetah", "VASE above NLL", above=(("vase", "nll", "final"),))
     high = [_seed(s, [10.0 + s] * 10) for s in range(6)]
     low = [_seed(s, [1.0 + 0.5 * s] * 10) for s in range(6)]
     noisy = [_seed(s, [10.0 + (-1) ** s * 20.0] * 10) for s in range(6)]
-    assert report.judge(claim, {"vase": high, "nll": low})[0] == "reproduced"
-    assert report.judge(claim, {"vase": low, "nll": high})[0] == "not reproduced"
-    assert report.judge(claim, {"vase": noisy, "nll": high})[0] == "inconclusive"
-    verdict, evidence = report.judge(claim, {"vase": high[:3], "nll": low})
+    assert earlier.judge(claim, {"vase": high, "nll": low})[0] == "reproduced"
+    assert earlier.judge(claim, {"vase": low, "nll": high})[0] == "not reproduced"
+    assert earlier.judge(claim, {"vase": noisy, "nll": high})[0] == "inconclusive"
+    verdict, evidence = earlier.judge(claim, {"vase": high[:3], "nll": low})
     assert verdict == "not measured yet" and "(3)" in evidence[0]
     # the paper's DoublePendulum: VIME ahead early, VASE ahead at the end
-    double = report.Claim("double_pendulum", "", above=(("vime", "vase", "early"),
+    double = earlier.Claim("double_pendulum", "", above=(("vime", "vase", "early"),
                                                          ("vase", "vime", "final")))
     vime = [_seed(s, [5.0 + s] * 10 + [5.0] * 30) for s in range(5)]
     vase = [_seed(s, [1.0] * 10 + [9.0 + s] * 30) for s in range(5)]
-    assert report.judge(double, {"vime": vime, "vase": vase})[0] == "reproduced"
-    alike = report.Claim("lunar_lander", "", alike=(("vase", "none"),))
-    assert report.judge(alike, {"vase": noisy, "none": high})[0] == "reproduced"
-    assert report.judge(alike, {"vase": high, "none": low})[0] == "not reproduced"
+    assert earlier.judge(double, {"vime": vime, "vase": vase})[0] == "reproduced"
+    alike = earlier.Claim("lunar_lander", "", alike=(("vase", "none"),))
+    assert earlier.judge(alike, {"vase": noisy, "none": high})[0] == "reproduced"
+    assert earlier.judge(alike, {"vase": high, "none": low})[0] == "not reproduced"
 
 
 def test_a_claim_about_no_surprise_is_judged_against_both_trpo_curves():
-    for claim in report.CLAIMS:
+    for claim in earlier.CLAIMS:
         pairs = [(a, b) for a, b, _ in claim.above] + list(claim.alike)
         assert {a for a, b in pairs if b == "none"} == {a for a, b in pairs if b == "trpo_authors"}
-    [lunar] = [claim for claim in report.CLAIMS if claim.alike]
+    [lunar] = [claim for claim in earlier.CLAIMS if claim.alike]
     control = [_seed(s, [100.0 + (-1) ** s * 5.0] * 10) for s in range(5)]
     bonus = [_seed(s, [100.0 + (-1) ** (s + 1) * 5.0] * 10) for s in range(5)]
     below = [_seed(s, [40.0 + s] * 10) for s in range(5)]
     runs = {"vase": bonus, "nll": bonus, "vime": bonus, "none": control}
-    assert report.judge(lunar, {**runs, "trpo_authors": control})[0] == "reproduced"
+    assert earlier.judge(lunar, {**runs, "trpo_authors": control})[0] == "reproduced"
     # alike the control but far above the paper's TRPO curve: not "alike no surprise"
-    verdict, evidence = report.judge(lunar, {**runs, "trpo_authors": below})
+    verdict, evidence = earlier.judge(lunar, {**runs, "trpo_authors": below})
     assert verdict == "not reproduced" and len(evidence) == 6
-    assert report.judge(lunar, runs)[0] == "not measured yet"  # the authors' TRPO not run
+    assert earlier.judge(lunar, runs)[0] == "not measured yet"  # the authors' TRPO not run
 
 
 def test_the_first_batch_touch_count_reads_each_run_s_first_reward_frame():
     runs = {"none": [_seed(0, [0.0] * 5, first_reward=5000.0), _seed(1, [0.0] * 5)],
             "vase": [_seed(0, [0.0] * 5, first_reward=1200.0),
                      _seed(1, [0.0] * 5, first_reward=10_000.0)]}
-    assert report.first_batch_touches(runs) == (2, 4)
+    assert earlier.first_batch_touches(runs) == (2, 4)
 
 
 def _export(path: Path, returns, first_reward=None, agreement=None) -> None:
@@ -107,15 +112,15 @@ def _export(path: Path, returns, first_reward=None, agreement=None) -> None:
 def _text_pixels_in_the_docs_column(figure) -> list[tuple[float, str]]:
     """Each visible text's height in pixels where the docs show the figure: saved at the
     report's dpi, shown at most ``COLUMN_PX`` wide."""
-    width = figure.get_figwidth() * report.DPI
-    shrink = min(1.0, report.COLUMN_PX / width)
-    return [(text.get_fontsize() * report.DPI / 72 * shrink, text.get_text())
+    width = figure.get_figwidth() * style.DPI
+    shrink = min(1.0, style.COLUMN_PX / width)
+    return [(text.get_fontsize() * style.DPI / 72 * shrink, text.get_text())
             for text in figure.findobj(plt.Text) if text.get_visible() and text.get_text()]
 
 
 def test_the_report_writes_its_figures_and_tables_from_exported_runs(tmp_path, monkeypatch):
     drawn = []
-    monkeypatch.setattr(report.plt, "close", drawn.append)
+    monkeypatch.setattr(plt, "close", drawn.append)
     grid = tmp_path / "grid"
     for seed in range(5):
         _export(grid / "half_cheetah" / "vase" / f"seed{seed}.csv", [0.0] * 5 + [8.0 + seed] * 15,
@@ -163,8 +168,8 @@ def test_the_studys_figures_are_legible_in_the_docs_column(tmp_path, monkeypatch
     _study(tmp_path / "study", "half_cheetah", {"vase": (5, 9), "nll": (1, 1), "vime": (1, 2),
                                                 "trpo_authors": (0, 0), "none": (0, 1)})
     drawn = []
-    monkeypatch.setattr(report.plt, "close", drawn.append)
-    _, written = report.study_section(tmp_path / "study", tmp_path / "figures", "figures")
+    monkeypatch.setattr(plt, "close", drawn.append)
+    _, written = figure3.study_section(tmp_path / "study", tmp_path / "figures", "figures")
     assert {"curves", "extras"} <= set(written) and len(drawn) >= 2
     for figure in drawn:
         texts = _text_pixels_in_the_docs_column(figure)
@@ -205,19 +210,19 @@ def test_the_studys_claims_follow_the_three_windows(tmp_path):
                              "trpo_authors": (4, 4), "none": (4, 4)})
     _study(tmp_path, "lunar_lander", {m: (-100, 50) for m in
                                       ("vase", "nll", "vime", "trpo_authors", "none")})
-    data = report.load(tmp_path)
-    quotes = {quote: key for key, quote in report.QUOTES.items()}
+    data = runs_of.load(tmp_path, figure3.STUDY_MEASURES)
+    quotes = {quote: key for key, quote in figure3.QUOTES.items()}
     claims = {(quotes[quote], task): (final, per_window)
-              for quote, task, per_window, final, _ in report.study_claims(data, resamples=2000)}
+              for quote, task, per_window, final, _ in figure3.study_claims(data, resamples=2000)}
     assert claims["good", "half_cheetah"][0] == "reproduced"
     final, per_window = claims["good", "ant"]
     assert final == "inconclusive"
-    assert [per_window[w][0] for w in report.WINDOWS] == ["reproduced", "reproduced",
+    assert [per_window[w][0] for w in figure3.WINDOWS] == ["reproduced", "reproduced",
                                                           "not reproduced"]
     assert claims["nll", "half_cheetah"][0] == "reproduced"
     assert claims["lunar_lander", "lunar_lander"][0] == "reproduced"
     assert claims["good", "cartpole_swingup"][0] == "not measured yet"
-    page = report.study_claims_table(data, resamples=2000)
+    page = figure3.study_claims_table(data, resamples=2000)
     assert "| **inconclusive** |" in page and "margin ±" in page
 
 
@@ -229,20 +234,20 @@ def test_the_point_robot_claim_counts_runs_that_never_found_it(tmp_path):
         steps = 500 if seed >= 2 else 400
         _write_seed(tmp_path / "point_robot" / "none" / f"seed{seed}.csv", [0.0] * steps,
                     first_reward=None if seed >= 2 else 1_900_000)
-    runs = report.load_point_robot(tmp_path)
-    assert np.isinf(report.first_reward_steps(runs["none"])).sum() == 4
-    assert report.kaplan_meier_median(report.first_reward_steps(runs["vase"])) == 22_500
-    measured, result, seeds = report.point_robot_row(runs)
+    runs = figure3.load_point_robot(tmp_path)
+    assert np.isinf(figure3.first_reward_steps(runs["none"])).sum() == 4
+    assert figure3.kaplan_meier_median(figure3.first_reward_steps(runs["vase"])) == 22_500
+    measured, result, seeds = figure3.point_robot_row(runs)
     assert result == "reproduced" and seeds == "none 6, VASE 6"
     assert "(none): found by 2 of 6" in measured and "median beyond the budget" in measured
     assert "P(VASE finds it sooner than none) 1.00" in measured
-    sooner = report.logrank_p(report.first_reward_steps(runs["vase"]),
-                              report.first_reward_steps(runs["none"]), "sooner")
+    sooner = figure3.logrank_p(figure3.first_reward_steps(runs["vase"]),
+                              figure3.first_reward_steps(runs["none"]), "sooner")
     assert f"log-rank test, one-sided: p = {sooner:.2g} (sooner)" in measured and sooner < 0.05
     # the other way round, the same evidence says "not reproduced"; alike, "inconclusive"
-    swapped = report.point_robot_row({"vase": runs["none"], "none": runs["vase"]})
+    swapped = figure3.point_robot_row({"vase": runs["none"], "none": runs["vase"]})
     assert swapped[1] == "not reproduced"
-    alike = report.point_robot_row({"vase": runs["vase"], "none": runs["vase"]})
+    alike = figure3.point_robot_row({"vase": runs["vase"], "none": runs["vase"]})
     assert alike[1] == "inconclusive"
 
 
@@ -261,8 +266,8 @@ def test_the_log_rank_p_value_is_mantels_statistic_computed_by_hand():
         variance += d * (n1 / n) * (n2 / n) * (n - d) / (n - 1)
     z = observed_minus_expected / math.sqrt(variance)
     expected = 0.5 * math.erfc(z / math.sqrt(2))  # P(Z > z): VASE's runs find it sooner
-    assert report.logrank_p(vase, none, "sooner") == pytest.approx(expected, rel=1e-9)
-    assert report.logrank_p(vase, none, "later") == pytest.approx(1 - expected, rel=1e-9)
+    assert figure3.logrank_p(vase, none, "sooner") == pytest.approx(expected, rel=1e-9)
+    assert figure3.logrank_p(vase, none, "later") == pytest.approx(1 - expected, rel=1e-9)
 
 
 def test_failed_runs_are_listed_with_whether_their_seed_finished_since(tmp_path):
@@ -273,14 +278,14 @@ def test_failed_runs_are_listed_with_whether_their_seed_finished_since(tmp_path)
         "9,r9,b2b53df1,2026-11-29T04:47:34Z,,449,ValueError: nan | inf,\n"
         "0,r0,b2b53df1,2026-11-29T03:50:08Z,,499,ValueError: nan,\n")
     (cell / "seed0.csv").write_text("frames,Return/mean\n5000,1.0\n")
-    failures = report.load_failures(tmp_path)
+    failures = figure3.load_failures(tmp_path)
     assert [(f["task"], f["measure"], f["seed"]) for f in failures] == [
         ("half_cheetah", "vime", "0"), ("half_cheetah", "vime", "9")]
-    rows = [line for line in report.failures_table(failures, tmp_path).splitlines()
+    rows = [line for line in figure3.failures_table(failures, tmp_path).splitlines()
             if line.startswith("| HalfCheetah")]
     assert rows[0] == "| HalfCheetah VIME | 0 | b2b53df | 499 | ValueError: nan | finished |"
     assert "ValueError: nan / inf" in rows[1] and rows[1].endswith("| not yet |")
-    assert report.failures_table([], tmp_path) == "No run has failed.\n"
+    assert figure3.failures_table([], tmp_path) == "No run has failed.\n"
 
 
 def test_runaway_policy_stds_are_listed_by_cell_with_the_returns_beside_them(tmp_path):
@@ -294,7 +299,7 @@ def test_runaway_policy_stds_are_listed_by_cell_with_the_returns_beside_them(tmp
     other = tmp_path / "mountain_car" / "nll"
     other.mkdir(parents=True)
     (other / "runs.csv").write_text("seed,run_id,policy_log_std\n0,e,1.9\n")
-    text = report.policy_spread(tmp_path)
+    text = figure3.policy_spread(tmp_path)
     assert "4 runs recorded" in text  # the run without a value is not counted
     assert ("- HalfCheetah VIME: above 2 in 1 of 2 finished runs (seed 5: 41.3); before "
             "failing, in seed 0: 42.5; last-10-iteration return of those finished runs 1.0 to "
@@ -303,5 +308,5 @@ def test_runaway_policy_stds_are_listed_by_cell_with_the_returns_beside_them(tmp
     assert text.endswith("(guides/transforms.md#watch-the-policys-std-under-vime)\n")
     (cell / "runs.csv").write_text("seed,run_id,policy_log_std\n5,a,0.3\n")
     (cell / "failures.csv").unlink()
-    assert "transforms.md" not in report.policy_spread(tmp_path)  # no runaway, no pointer
-    assert report.policy_spread(tmp_path / "nothing") == ""
+    assert "transforms.md" not in figure3.policy_spread(tmp_path)  # no runaway, no pointer
+    assert figure3.policy_spread(tmp_path / "nothing") == ""
