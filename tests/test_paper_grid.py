@@ -2,6 +2,7 @@
 compare.py on CSVs."""
 
 import csv
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +26,33 @@ def _write_run(path: Path, frames: list[int]) -> None:
         writer = csv.writer(handle)
         writer.writerow(["frames", "Return/mean"])
         writer.writerows([frame, 0.0] for frame in frames)
+
+
+def test_the_workers_log_lines_never_run_into_each_other(capsys):
+    # two workers' threads report side by side; print() writes a line and its newline in two
+    # writes, and two threads' lines ran together in the launcher's log (with print, this test
+    # found such lines in 4 runs of 4 with threads switching this often)
+    import threading
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def report(worker: int) -> None:
+        for i in range(10_000):
+            paper_grid.say(f"start worker{worker} job{i} (vm)")
+
+    threads = [threading.Thread(target=report, args=(k,)) for k in range(2)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switch)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 20_000
+    pattern = r"\d\d:\d\d:\d\d start worker[01] job\d+ \(vm\)"
+    assert all(re.fullmatch(pattern, line) for line in lines)
 
 
 def test_the_plan_skips_whole_runs_only_and_follows_the_issues_order(tmp_path):

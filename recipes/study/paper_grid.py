@@ -64,6 +64,13 @@ from torchrl_vase.runs import git_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 
+
+def say(message: str) -> None:
+    """A line of the launcher's log, timestamped, in one write: the workers' threads print
+    side by side, and ``print`` writes the text and its newline in two."""
+    sys.stdout.write(f"{time.strftime('%H:%M:%S')} {message}\n")
+    sys.stdout.flush()
+
 TASKS = ("half_cheetah", "cartpole_swingup", "ant", "mountain_car", "double_pendulum",
          "lunar_lander", "point_robot")
 PRIMARY = ("none", "vase", "nll", "vime", "rnd")
@@ -602,7 +609,7 @@ class Launcher:
                     else f"expected to take {minutes:.0f} min")
         until = time.strftime("%H:%M", time.localtime(self.args.until))
         state = f"left for the next launch ({expected}, --until {until})"
-        print(f"{time.strftime('%H:%M:%S')} {state}: {job.name}", flush=True)
+        say(f"{state}: {job.name}")
         self.results.append((job, state))
 
     def _refuse_for_disk(self, job: Job) -> None:
@@ -610,7 +617,7 @@ class Launcher:
         state = (f"failed (its checkpoint needs about {need / 2**30:.1f} GiB free on "
                  f"{self.checkpoints}'s disk, {self.free_disk() / 2**30:.1f} GiB are: free "
                  "space there, or run fewer seeds a job with --group)")
-        print(f"{time.strftime('%H:%M:%S')} {state}: {job.name}", flush=True)
+        say(f"{state}: {job.name}")
         self.results.append((job, state))
 
     def serve(self, pending: list[Job]) -> None:
@@ -642,7 +649,7 @@ class Launcher:
         if self.stopping.is_set():
             return
         started, note = time.time(), self.note()
-        print(f"{time.strftime('%H:%M:%S')} start {job.name} ({note})", flush=True)
+        say(f"start {job.name} ({note})")
         with self.log_path(job).open("a") as handle, self.lock:
             process = subprocess.Popen(self.command(job), stdout=handle,
                                        stderr=subprocess.STDOUT, cwd=self.code,
@@ -659,7 +666,7 @@ class Launcher:
         minutes = (time.time() - started) / 60
         if code != 0 or self.stopping.is_set():
             state = "stopped" if self.stopping.is_set() else f"failed (exit {code}; see {log})"
-            print(f"{time.strftime('%H:%M:%S')} {state}: {job.name}", flush=True)
+            say(f"{state}: {job.name}")
             self.results.append((job, state))
             if not self.stopping.is_set():
                 self.keep_failure(job, log, note)
@@ -669,12 +676,11 @@ class Launcher:
                                  note=f"started on {note}; ended at load average "
                                       + " ".join(f"{v:.1f}" for v in os.getloadavg()))
         except Exception as error:  # the runs are safe in the store: say so, go on
-            print(f"{time.strftime('%H:%M:%S')} trained but not exported: {job.name} ({error}); "
-                  "the next launch exports it from the store", flush=True)
+            say(f"trained but not exported: {job.name} ({error}); the next launch exports it "
+                "from the store")
             self.results.append((job, f"failed (export: {error})"))
             return
-        print(f"{time.strftime('%H:%M:%S')} done {job.name} in {minutes:.1f} min: "
-              f"{len(written)} runs exported", flush=True)
+        say(f"done {job.name} in {minutes:.1f} min: {len(written)} runs exported")
         with self.room:  # its run times the jobs still to start
             self.timings.clear()
         self.results.append((job, "done"))
@@ -688,8 +694,7 @@ class Launcher:
             written = record_failure(self.store, job, self.args.out, log,
                                      note=f"started on {note}")
         except (Exception, SystemExit) as error:  # e.g. it failed before its run existed
-            print(f"{time.strftime('%H:%M:%S')} no failed run of {job.name} to record ({error})",
-                  flush=True)
+            say(f"no failed run of {job.name} to record ({error})")
             return
         if self.args.commit and written:
             self.commit(written, f"{job.study}: {job.name} failed", provenance=False)
@@ -720,8 +725,7 @@ class Launcher:
                 continue
             size = directory_bytes(directory)
             shutil.rmtree(directory, ignore_errors=True)
-            print(f"{time.strftime('%H:%M:%S')} removed the checkpoint of {job.name} "
-                  f"({size / 2**30:.1f} GiB, {directory})", flush=True)
+            say(f"removed the checkpoint of {job.name} ({size / 2**30:.1f} GiB, {directory})")
 
     def commit(self, written: list[Path], message: str, *, provenance: bool = True) -> None:
         paths = sorted({*map(str, written),
@@ -780,8 +784,7 @@ class SubmititLauncher(Launcher):
             logged = ["bash", "-c", f"exec {shlex.join(self.command(job))} "
                                     f">> {shlex.quote(str(self.log_path(job)))} 2>&1"]
             future = self.executor.submit(CommandFunction(logged, cwd=str(self.code)))
-            print(f"{time.strftime('%H:%M:%S')} submitted {job.name} as job {future.job_id}",
-                  flush=True)
+            say(f"submitted {job.name} as job {future.job_id}")
             self.submitted.append((job, future, (time.time(), note)))
         waiting = list(self.submitted)
         while waiting and not self.stopping.is_set():
@@ -792,8 +795,7 @@ class SubmititLauncher(Launcher):
                     future.result()
                     code = 0
                 except Exception as error:  # the recipe's exit code, a node lost, a timeout
-                    print(f"{time.strftime('%H:%M:%S')} {job.name}: "
-                          f"{str(error).strip().splitlines()[-1][:300]}", flush=True)
+                    say(f"{job.name}: {str(error).strip().splitlines()[-1][:300]}")
                     code = 1
                 self.finish(job, code, started, note)
             time.sleep(self.args.poll)
