@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import mlflow
@@ -32,8 +33,6 @@ def test_the_workers_log_lines_never_run_into_each_other(capsys):
     # two workers' threads report side by side; print() writes a line and its newline in two
     # writes, and two threads' lines ran together in the launcher's log (with print, this test
     # found such lines in 4 runs of 4 with threads switching this often)
-    import threading
-
     switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
 
