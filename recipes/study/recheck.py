@@ -1,0 +1,198 @@
+"""Does a study's newer commit reproduce the cells an earlier one finished? Rerun a random draw of
+them, whole, at the newer commit and compare every metric, value for value.
+
+A study pinned to one commit that had to move to another (``recipes/study/figure3.sh``: b2b53df,
+then 82a8bde, which only changes what happens where the older one failed) keeps its earlier
+cells when the new commit gives them the same numbers. This checks that on a sample: from every
+cell (task × measure) with runs finished at ``--commit`` (their ``runs.csv`` rows), it draws
+``--per-cell`` of those seeds (a seeded generator: the draw is fixed before anything runs), reruns
+each through ``paper_grid.py`` at ``--code``'s commit into a scratch store and folder, and
+compares the exported CSV with the study's: the same iterations, the same config identity, and
+every metric equal (NaN equal to NaN) except the clocks (``TIME_METRICS``). Each result is
+appended to ``--record`` (a CSV beside the study; a cell already there is not run again).
+
+    python recipes/study/recheck.py --study docs/results/figure3 --commit b2b53df \\
+        --code studies/figure3/code --tasks mountain_car lunar_lander --dry-run
+
+    >>> same_values(["1.5", "nan", ""], ["1.5", "nan", ""])
+    True
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from paper_grid import MEASURES, TASKS, expected_minutes, study_setup  # beside this script
+
+from torchrl_vase.runs import git_commit
+
+ROOT = Path(__file__).resolve().parents[2]
+#: metrics that read a clock: they differ between any two runs
+TIME_METRICS = ("train/fps", "train/wall_time")
+RECORD_FIELDS = ("task", "measure", "seed", "earlier_commit", "commit", "iterations",
+                 "metrics_compared", "metrics_differing", "identity_equal", "result")
+
+
+def finished_at(study: Path, commit: str, tasks: list[str], measures: list[str]
+                ) -> dict[tuple[str, str], list[int]]:
+    """``(task, measure) -> seeds`` whose ``runs.csv`` row says they ran at ``commit`` (a prefix
+    of the hash) and whose CSV is there."""
+    cells = {}
+    for task in tasks:
+        for measure in measures:
+            rows = study / task / measure / "runs.csv"
+            if not rows.exists():
+                continue
+            with rows.open(newline="") as handle:
+                seeds = sorted({int(row["seed"]) for row in csv.DictReader(handle)
+                                if row["git_commit"].startswith(commit)
+                                and (rows.parent / f"seed{row['seed']}.csv").exists()})
+            if seeds:
+                cells[task, measure] = seeds
+    return cells
+
+
+def draw(cells: dict[tuple[str, str], list[int]], per_cell: int, rng_seed: int
+         ) -> list[tuple[str, str, int]]:
+    """``per_cell`` seeds of each cell (all of them where it has fewer), drawn by one generator
+    in the cells' sorted order."""
+    rng = np.random.default_rng(rng_seed)
+    drawn = []
+    for (task, measure), seeds in sorted(cells.items()):
+        chosen = rng.choice(seeds, size=min(per_cell, len(seeds)), replace=False)
+        drawn += [(task, measure, int(seed)) for seed in sorted(chosen)]
+    return drawn
+
+
+def same_values(a: list[str], b: list[str]) -> bool:
+    """Two CSV columns equal value for value: as numbers where they are (NaN equal to NaN), as
+    text otherwise."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x == y:
+            continue
+        try:
+            fx, fy = float(x), float(y)
+        except ValueError:
+            return False
+        if not (fx == fy or (math.isnan(fx) and math.isnan(fy))):
+            return False
+    return True
+
+
+def _table(path: Path) -> dict[str, list[str]]:
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return {name: [row[name] for row in rows] for name in (rows[0] if rows else {})}
+
+
+def _identity(cell: Path, seed: int) -> str:
+    with (cell / "runs.csv").open(newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if int(row["seed"]) == seed]
+    return rows[-1].get("run_identity", "") if rows else ""
+
+
+def compare_run(earlier: Path, rerun: Path, seed: int) -> dict[str, object]:
+    """The rerun of ``seed`` (under ``rerun/``) against the study's (under ``earlier/``): the
+    record's comparison fields."""
+    old, new = _table(earlier / f"seed{seed}.csv"), _table(rerun / f"seed{seed}.csv")
+    names = sorted((set(old) | set(new)) - set(TIME_METRICS))
+    differing = [n for n in names if n not in old or n not in new
+                 or not same_values(old[n], new[n])]
+    identity_equal = _identity(earlier, seed) == _identity(rerun, seed) != ""
+    same = not differing and identity_equal
+    return {"iterations": len(next(iter(new.values()), [])),
+            "metrics_compared": len(names), "metrics_differing": " ".join(differing),
+            "identity_equal": identity_equal, "result": "equal" if same else "DIFFERENT"}
+
+
+def recorded(record: Path) -> set[tuple[str, str, int]]:
+    if not record.exists():
+        return set()
+    with record.open(newline="") as handle:
+        return {(r["task"], r["measure"], int(r["seed"])) for r in csv.DictReader(handle)}
+
+
+def append(record: Path, row: dict[str, object]) -> None:
+    new = not record.exists()
+    with record.open("a", newline="") as handle:
+        writer = csv.DictWriter(handle, RECORD_FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", type=Path, default=ROOT / "docs" / "results" / "figure3")
+    parser.add_argument("--commit", required=True, help="the earlier commit (a prefix)")
+    parser.add_argument("--code", type=Path, required=True,
+                        help="the checkout of the newer commit the reruns run")
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+    parser.add_argument("--measures", nargs="+", default=list(MEASURES), choices=list(MEASURES))
+    parser.add_argument("--per-cell", type=int, default=1)
+    parser.add_argument("--rng", type=int, default=0, help="the draw's generator seed")
+    parser.add_argument("--scratch", type=Path, default=ROOT / "studies" / "recheck")
+    parser.add_argument("--record", type=Path, default=None,
+                        help="default: <study>/recheck_<commit>.csv")
+    parser.add_argument("--overrides", nargs="*", default=[],
+                        help="passed to paper_grid.py (settings outside a run's numbers)")
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="rerun only the drawn seeds expected to take at most this long (the "
+                             "rest stay drawn, for a later call)")
+    parser.add_argument("--dry-run", action="store_true", help="list the draw and stop")
+    args = parser.parse_args(argv)
+    if args.per_cell < 1:
+        parser.error("--per-cell must be at least 1.")
+    commit = git_commit(args.code)
+    if commit.startswith(args.commit):
+        parser.error(f"--code is at {commit[:7]}, the commit being checked: point it at the "
+                     "newer one.")
+    record = args.record or args.study / f"recheck_{args.commit[:7]}.csv"
+    drawn = draw(finished_at(args.study, args.commit, args.tasks, args.measures), args.per_cell,
+                 args.rng)
+    setup = study_setup(args.code)
+    todo, minutes = [], []
+    for cell in drawn:
+        expected = expected_minutes(args.study, cell[0], cell[1], setup=setup)
+        if cell not in recorded(record) and (args.max_minutes is None or (
+                expected is not None and expected <= args.max_minutes)):
+            todo.append(cell)
+            minutes.append(expected)
+    print(f"{len(drawn)} drawn, {len(todo)} to rerun at {commit[:7]} (~"
+          f"{sum(m for m in minutes if m is not None):.0f} min):")
+    for (task, measure, seed), expected in zip(todo, minutes, strict=True):
+        print(f"  {task} {measure} seed{seed}"
+              + ("" if expected is None else f"  (~{expected:.0f} min)"))
+    if args.dry_run:
+        return 0
+    out = args.scratch / "out"
+    for task, measure, seed in todo:
+        command = [sys.executable, str(Path(__file__).with_name("paper_grid.py")),
+                   "--code", str(args.code), "--scratch", str(args.scratch), "--out", str(out),
+                   "--tasks", task, "--measures", measure, "--seeds", str(seed),
+                   "--workers", "1"]
+        if args.overrides:
+            command += ["--overrides", *args.overrides]
+        if subprocess.run(command).returncode != 0 or not (
+                out / task / measure / f"seed{seed}.csv").exists():
+            print(f"{task} {measure} seed{seed}: the rerun did not finish", flush=True)
+            return 1
+        result = compare_run(args.study / task / measure, out / task / measure, seed)
+        append(record, {"task": task, "measure": measure, "seed": seed,
+                        "earlier_commit": args.commit, "commit": commit[:7], **result})
+        print(f"{task} {measure} seed{seed}: {result['result']}"
+              + (f" ({result['metrics_differing']})" if result["metrics_differing"] else ""),
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
