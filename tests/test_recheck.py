@@ -1,0 +1,121 @@
+"""recipes/study/recheck.py: the draw of an earlier commit's cells and the value-for-value check."""
+
+import csv
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from recipe_modules import load_recipe
+
+recheck = load_recipe("study/recheck")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cell(study: Path, task: str, measure: str, rows: list[tuple[int, str]],
+          values=(1.0, 2.5, float("nan")), identity: str = "abc") -> Path:
+    """A cell whose runs.csv says which seed ran at which commit, each seed's CSV beside it."""
+    cell = study / task / measure
+    cell.mkdir(parents=True, exist_ok=True)
+    with (cell / "runs.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["seed", "run_id", "git_commit", "run_identity", "note"])
+        for seed, commit in rows:
+            writer.writerow([seed, f"r{seed}", commit, identity, "started on vm, load average 1"])
+            _seed_csv(cell / f"seed{seed}.csv", values)
+    return cell
+
+
+def _seed_csv(path: Path, values, wall=(1.0, 2.0, 3.0)) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["frames", "Return/mean", "train/wall_time", "train/fps"])
+        for i, (value, clock) in enumerate(zip(values, wall[:len(values)], strict=True)):
+            writer.writerow([5000 * (i + 1), value, clock, 1000.0 / clock])
+
+
+def test_the_draw_takes_only_seeds_finished_at_the_commit_and_is_fixed_by_its_seed(tmp_path):
+    _cell(tmp_path, "mountain_car", "vase", [(s, "b2b53df1" if s < 6 else "82a8bde1")
+                                             for s in range(10)])
+    _cell(tmp_path, "mountain_car", "nll", [(0, "b2b53df1"), (1, "b2b53df1")])
+    (tmp_path / "mountain_car" / "nll" / "seed1.csv").unlink()  # a row without its CSV
+    _cell(tmp_path, "lunar_lander", "vase", [(0, "82a8bde1")])  # nothing at the earlier commit
+    cells = recheck.finished_at(tmp_path, "b2b53df", ["mountain_car", "lunar_lander"],
+                                ["vase", "nll"])
+    assert cells == {("mountain_car", "vase"): [0, 1, 2, 3, 4, 5], ("mountain_car", "nll"): [0]}
+    first = recheck.draw(cells, 2, rng_seed=0)
+    assert first == recheck.draw(cells, 2, rng_seed=0)
+    assert [(t, m) for t, m, _ in first] == [("mountain_car", "nll"), ("mountain_car", "vase"),
+                                             ("mountain_car", "vase")]
+    assert {s for _, m, s in first if m == "vase"} <= set(range(6))
+    draws = {tuple(recheck.draw(cells, 2, rng_seed=k)) for k in range(20)}
+    assert len(draws) > 1  # the generator's seed decides it, not the order of the seeds
+
+
+def test_a_rerun_is_equal_only_when_every_metric_but_the_clocks_and_the_identity_agree(tmp_path):
+    earlier = _cell(tmp_path / "study", "mountain_car", "vase", [(3, "b2b53df1")])
+    rerun = _cell(tmp_path / "out", "mountain_car", "vase", [(3, "82a8bde1")])
+    _seed_csv(rerun / "seed3.csv", (1.0, 2.5, float("nan")), wall=(9.0, 9.5, 9.9))
+    assert recheck.compare_run(earlier, rerun, 3) == {
+        "iterations": 3, "metrics_compared": 2, "metrics_differing": "",
+        "identity_equal": True, "result": "equal"}
+    _seed_csv(rerun / "seed3.csv", (1.0, 2.5000000000000004, float("nan")))  # one ulp off
+    result = recheck.compare_run(earlier, rerun, 3)
+    assert result["result"] == "DIFFERENT" and result["metrics_differing"] == "Return/mean"
+    _seed_csv(rerun / "seed3.csv", (1.0, 2.5, 0.0))  # NaN is not 0
+    assert recheck.compare_run(earlier, rerun, 3)["result"] == "DIFFERENT"
+    _seed_csv(rerun / "seed3.csv", (1.0, 2.5))  # an iteration short
+    assert recheck.compare_run(earlier, rerun, 3)["metrics_differing"] == "Return/mean frames"
+    other = _cell(tmp_path / "other", "mountain_car", "vase", [(3, "82a8bde1")], identity="xyz")
+    result = recheck.compare_run(earlier, other, 3)
+    assert result["result"] == "DIFFERENT" and result["identity_equal"] is False
+
+
+def test_each_drawn_seed_is_rerun_once_recorded_and_skipped_the_next_time(tmp_path,
+                                                                         monkeypatch):
+    study = tmp_path / "study"
+    _cell(study, "mountain_car", "vase", [(s, "0000000a") for s in range(3)])
+    _cell(study, "mountain_car", "nll", [(0, "0000000a")], values=(4.0, 4.0, 4.0))
+    runs, real_run = [], subprocess.run
+
+    def fake_paper_grid(command, **kwargs):
+        """paper_grid.py as the reruns call it: writes the seed's CSV (the NLL cell's a value
+        off) and its runs.csv row into --out; any other command (git) runs."""
+        if not str(command[1]).endswith("paper_grid.py"):
+            return real_run(command, **kwargs)
+        out = Path(command[command.index("--out") + 1])
+        task, measure = command[command.index("--tasks") + 1], command[command.index(
+            "--measures") + 1]
+        seed = int(command[command.index("--seeds") + 1])
+        runs.append((task, measure, seed, command[command.index("--code") + 1]))
+        source = study / task / measure
+        cell = _cell(out, task, measure, [(seed, "1234567f")])
+        shutil.copy(source / f"seed{seed}.csv", cell / f"seed{seed}.csv")
+        if measure == "nll":
+            _seed_csv(cell / f"seed{seed}.csv", (4.0, 4.0, 4.5))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(recheck.subprocess, "run", fake_paper_grid)
+    monkeypatch.setattr(recheck, "git_commit", lambda code: "1234567f" + "0" * 32)
+    args = ["--study", str(study), "--commit", "0000000a", "--code", str(tmp_path),
+            "--tasks", "mountain_car", "--measures", "vase", "nll", "--scratch",
+            str(tmp_path / "scratch")]
+    assert recheck.main(args) == 0
+    assert [r[:3] for r in runs] == recheck.draw(
+        recheck.finished_at(study, "0000000a", ["mountain_car"], ["vase", "nll"]), 1, 0)
+    assert {r[3] for r in runs} == {str(tmp_path)}
+    with (study / "recheck_0000000.csv").open(newline="") as handle:
+        rows = {r["measure"]: r for r in csv.DictReader(handle)}
+    assert rows["vase"]["result"] == "equal" and rows["vase"]["commit"] == "1234567"
+    assert rows["nll"]["result"] == "DIFFERENT"
+    assert rows["nll"]["metrics_differing"] == "Return/mean"
+    assert recheck.main(args) == 0 and len(runs) == 2  # recorded: not run again
+
+
+def test_the_newer_code_must_not_be_the_commit_being_checked(capsys):
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    with pytest.raises(SystemExit) as exit_info:
+        recheck.main(["--commit", head[:7], "--code", str(ROOT), "--dry-run"])
+    assert exit_info.value.code == 2
+    assert "point it at the newer one" in capsys.readouterr().err
