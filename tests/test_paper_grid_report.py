@@ -310,3 +310,19 @@ def test_runaway_policy_stds_are_listed_by_cell_with_the_returns_beside_them(tmp
     (cell / "failures.csv").unlink()
     assert "transforms.md" not in figure3.policy_spread(tmp_path)  # no runaway, no pointer
     assert figure3.policy_spread(tmp_path / "nothing") == ""
+
+
+def test_a_recheck_of_an_earlier_commit_is_reported_with_each_run_that_differed(tmp_path):
+    assert figure3.rechecks(tmp_path) == ""
+    (tmp_path / "recheck_b2b53df.csv").write_text(
+        "task,measure,seed,earlier_commit,commit,iterations,metrics_compared,metrics_differing,"
+        "identity_equal,result\n"
+        "mountain_car,vase,5,b2b53df,82a8bde,50,29,,True,equal\n"
+        "mountain_car,nll,7,b2b53df,82a8bde,50,29,,True,equal\n"
+        "lunar_lander,vime,2,b2b53df,82a8bde,100,29,Return/mean bnn/kl,True,DIFFERENT\n")
+    text = figure3.rechecks(tmp_path)
+    assert text.startswith("Rechecked (recheck_b2b53df.csv, `python recipes/study/recheck.py`): "
+                           "3 runs that finished at b2b53df, drawn at random from 3 cells, rerun "
+                           "whole at 82a8bde: 2 equal")
+    assert text.endswith("; **different**: LunarLanderContinuous VIME seed 2 (Return/mean "
+                         "bnn/kl).\n")

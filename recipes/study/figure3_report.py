@@ -549,6 +549,33 @@ def policy_spread(study: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rechecks(study: Path) -> str:
+    """What ``recipes/study/recheck.py`` found (``recheck_<commit>.csv`` beside the cells): runs
+    finished at an earlier commit of the study, drawn at random and rerun whole at the later
+    one, each equal in every metric (clocks aside) and in its config identity, or not."""
+    lines = []
+    for path in sorted(study.glob("recheck_*.csv")):
+        with path.open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        if not rows:
+            continue
+        equal = [r for r in rows if r["result"] == "equal"]
+        differing = [r for r in rows if r["result"] != "equal"]
+        cells = len({(r["task"], r["measure"]) for r in rows})
+        line = (f"Rechecked ({path.name}, `python recipes/study/recheck.py`): {len(rows)} runs "
+                f"that finished at {rows[0]['earlier_commit'][:7]}, drawn at random from {cells} "
+                f"cells, rerun whole at {', '.join(sorted({r['commit'] for r in rows}))}: "
+                f"{len(equal)} equal to the study's in every metric (clocks aside) and in their "
+                f"config identity")
+        if differing:
+            line += "; **different**: " + ", ".join(
+                f"{TITLES.get(r['task'], r['task'])} {STUDY_LABELS.get(r['measure'], r['measure'])}"
+                f" seed {r['seed']} ({r['metrics_differing'] or 'config identity'})"
+                for r in differing)
+        lines.append(line + ".")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def _by_seed(values: dict[str, float]) -> list[tuple[str, float]]:
     return sorted(values.items(), key=lambda item: int(item[0]))
 
@@ -627,6 +654,7 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                  policy_spread(study) if study.is_dir() else "",
                  f"\nCommits: {', '.join(commits) or '–'}; machines: "
                  f"{', '.join(machines) or '–'}.\n",
+                 rechecks(study) if study.is_dir() else "",
                  "Beside this study, the bonuses under an off-policy learner (SAC, not in the "
                  "paper): [SAC with and without a bonus](results/sac.md).\n"]
     return "\n".join(sections), written
