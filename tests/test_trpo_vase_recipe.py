@@ -2,6 +2,7 @@
 
 import copy
 import json
+import math
 import os
 import signal
 import subprocess
@@ -801,6 +802,54 @@ def test_bonus_vs_action_noise_reads_a_finished_run_and_refuses_one_without_a_bo
                          "--tracking-uri", store[0])
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert "surprise=none" in refused.stderr
+
+
+def test_bonus_by_dimension_splits_a_runs_surprise_into_its_dimensions_exactly(
+        store, run_script):
+    split = load_recipe("study/bonus_by_dimension")
+    result = recipe.train(_config(store, "surprise=vase", "seed=37", "checkpoint.every=1",
+                                  "mlflow.experiment=split"))
+    out = run_script("recipes/study/bonus_by_dimension.py", result["run_id"],
+                     "--tracking-uri", store[0], check=True).stdout
+    assert f"run {result['run_id']} (mountain_car, vase, seed 37): one batch of 64 " in out
+    lines = out.splitlines()
+    rows = [line.split() for line in lines[lines.index(next(
+        line for line in lines if line.startswith("dimension"))) + 1:]]
+    assert sorted(int(row[0]) for row in rows) == [0, 1]  # both of MountainCar's dimensions
+    assert sum(float(row[1]) for row in rows) == pytest.approx(100.0, abs=0.15)
+    # the split sums to VASE's surprise (δ = 0) less its constant, draw for draw
+    _, collector, state = split.trained_parts(result["run_id"], store[0])
+    batch = next(iter(collector)).reshape(-1)
+    collector.shutdown()
+    bonus = state["exploration"].bonus
+    transition = (batch["observation"], batch["action"], batch["next", "observation"])
+    parts = split.per_dimension_surprise(bonus, *transition,
+                                         generator=torch.Generator().manual_seed(4))
+    sigma_c, dims = bonus.model.sigma_c, parts.shape[-1]
+    constant = dims * (math.log(sigma_c) + 0.5 * math.log(2 * math.pi))
+    assert bonus.delta == 0.0
+    torch.testing.assert_close(parts.sum(-1) + constant, bonus.surprise(
+        *transition, generator=torch.Generator().manual_seed(4)))
+    vime = recipe.train(_config(store, "surprise=vime", "seed=37", "checkpoint.every=1",
+                                "mlflow.experiment=split"))
+    refused = run_script("recipes/study/bonus_by_dimension.py", vime["run_id"],
+                         "--tracking-uri", store[0])
+    assert refused.returncode == 1 and "surprise=vime" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_a_bonus_split_reports_each_parts_share_and_the_top_percents_concentration():
+    split = load_recipe("study/bonus_by_dimension")
+    per_dimension = torch.tensor([[1.0, 0.0, 3.0], [1.0, 2.0, 1.0]])  # means 1, 1, 2
+    assert split.part_shares(per_dimension, (("a", 1), ("bc", 2))) == [
+        ("a", pytest.approx(0.25)), ("bc", pytest.approx(0.75))]
+    with pytest.raises(ValueError, match="cover 2 dimensions, the observation has 3"):
+        split.part_shares(per_dimension, (("a", 2),))
+    values = torch.cat([torch.full((99,), 1.0), torch.tensor([99.0])])  # one carries half
+    assert split.concentration(values) == pytest.approx(0.5)
+    assert split.concentration(values, top=0.02) == pytest.approx(100 / 198)
+    assert sum(size for _, size in split.PARTS["ant"]) == 125
+    assert sum(size for _, size in split.PARTS["half_cheetah"]) == 20
 
 
 def test_the_noise_table_ranks_each_dimensions_noise_against_raw_and_applied_surprise():
