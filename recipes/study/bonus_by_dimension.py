@@ -95,9 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     model = bonus.model  # the target's pool std: of s', or of s' − s
     scale = model.delta_scale if model.target == "delta" else model.observation_scale
     print(f"run {args.run_id} ({cfg.env.name}, {cfg.surprise.name}, seed {cfg.seed}): one batch "
-          f"of {batch.numel()} transitions, {means.numel()} dimensions; mean squared-error "
-          f"surprise {float(per_transition.mean()):.4g} (η × that: "
-          f"{cfg.surprise.eta * float(per_transition.mean()):.3g} a step); its most surprising "
+          f"of {batch.numel()} transitions, {means.numel()} dimensions; squared-error surprise "
+          f"mean {float(per_transition.mean()):.4g}, std {float(per_transition.std()):.4g} "
+          f"(η × that: {cfg.surprise.eta * float(per_transition.mean()):.3g} and "
+          f"{cfg.surprise.eta * float(per_transition.std()):.3g} a step), "
+          f"{float(per_transition.mean()) / means.numel():.3g} a dimension; its most surprising "
           f"1 % of transitions carry {100 * concentration(per_transition):.0f} % of the total")
     if cfg.env.name in PARTS:
         print("part                share of the mean")
