@@ -326,3 +326,34 @@ def test_a_recheck_of_an_earlier_commit_is_reported_with_each_run_that_differed(
                            "whole at 82a8bde: 2 equal")
     assert text.endswith("; **different**: LunarLanderContinuous VIME seed 2 (Return/mean "
                          "bnn/kl).\n")
+
+
+def test_the_observation_sizes_the_page_gives_are_the_envs():
+    import gymnasium
+    from omegaconf import OmegaConf
+
+    import torchrl_vase.envs  # noqa: F401  (registers the tasks)
+
+    for task, dims in figure3.OBSERVATION_DIMS.items():
+        env = gymnasium.make(OmegaConf.load(runs_of.ROOT / "conf" / "env" / f"{task}.yaml").id)
+        assert env.observation_space.shape == (dims,), task
+        env.close()
+
+
+def test_the_bonus_reach_table_splits_runs_by_whether_the_bonus_still_drove_them():
+    late = figure3.LATE
+
+    def run(seed, share, final, bonus):
+        returns = np.r_[np.zeros(60), np.full(10, final)]
+        shares = np.r_[np.full(70 - late, 0.5), np.full(late, share)]
+        return runs_of.Seed(seed, 5000.0 * np.arange(1, 71), returns, np.nan,
+                            advantage_share=shares, bonus_mean=np.full(70, bonus))
+
+    data = {"ant": {"vase": [run(0, 1.0, 0.0, 200.0), run(1, 0.9, 0.2, 220.0),
+                             run(2, 0.0, 12.0, 1e7)]},  # a run whose bonus blew up: the median
+            "half_cheetah": {"none": [run(0, np.nan, 5.0, np.nan)]}}  # no bonus, no row
+    table = figure3.bonus_reach(data)
+    rows = [line for line in table.splitlines() if line.startswith("| Ant")]
+    assert rows == ["| Ant (125) | VASE | 3 | 0.90 [0.00, 1.00] | 0.1 (2) | 12 (1) | 0.022 |"]
+    assert "HalfCheetah" not in table
+    assert figure3.bonus_reach({}) == ""

@@ -600,6 +600,67 @@ def study_status(data: dict, robot: dict[str, list[Seed]]) -> str:
     return ("\n".join(lines) + f"\n\nThe point robot's VASE: {robot_vase} / 20 runs.\n")
 
 
+#: each task's observation size, the dimensions a surprise sums over (checked against the envs
+#: by tests/test_paper_grid_report.py)
+OBSERVATION_DIMS = {"mountain_car": 2, "cartpole_swingup": 4, "double_pendulum": 6,
+                    "half_cheetah": 20, "ant": 125, "lunar_lander": 8}
+#: the iterations at a run's end that ``bonus_reach`` reads
+LATE = 50
+#: the bonuses' weight η at the authors' configuration, every task
+ETA = 1e-4
+
+
+def _late(seed: Seed, metric: str, how) -> float:
+    """``how`` (``np.mean``, ``np.median``) of ``metric`` over the seed's last ``LATE``
+    iterations that logged it; NaN if none did."""
+    late = getattr(seed, metric)[-LATE:]
+    late = late[np.isfinite(late)]
+    return float(how(late)) if late.size else math.nan
+
+
+def _median_of(values: np.ndarray, mask: np.ndarray) -> str:
+    """``"4.2 (3)"``: the median of ``values[mask]`` and how many; ``"–"`` for none."""
+    return f"{np.median(values[mask]):.3g} ({mask.sum()})" if mask.any() else "–"
+
+
+def bonus_reach(data: dict) -> str:
+    """Per task, for VASE, NLL and VIME: how much of the advantage TRPO used was the bonus's at
+    the end of training (``bonus/advantage_share``, the ratio of the variances), the final
+    returns of the runs it drove and of the others, and the bonus's size per step (η ×
+    ``bonus/mean``)."""
+    rows = []
+    for task in TASKS:
+        for measure in ("vase", "nll", "vime"):
+            seeds = [s for s in data.get(task, {}).get(measure, [])
+                     if np.isfinite(_late(s, "advantage_share", np.mean))]
+            if not seeds:
+                continue
+            shares = np.array([_late(s, "advantage_share", np.mean) for s in seeds])
+            driven = shares >= 0.5
+            finals = np.array([s.final for s in seeds])
+            size = np.median([_late(s, "bonus_mean", np.median) for s in seeds])
+            rows.append(f"| {TITLES[task]} ({OBSERVATION_DIMS[task]}) | {STUDY_LABELS[measure]} "
+                        f"| {len(seeds)} | {np.median(shares):.2f} [{shares.min():.2f}, "
+                        f"{shares.max():.2f}] | {_median_of(finals, driven)} | "
+                        f"{_median_of(finals, ~driven)} | {ETA * size:.2g} |")
+    if not rows:
+        return ""
+    return (f"Over each run's last {LATE} iterations: the bonus's share of the variance of the "
+            "advantage TRPO used (`bonus/advantage_share`: the variance of the bonus's own "
+            "advantage over that of the advantage used), its mean over those iterations. It is "
+            "about 1 in an iteration whose batch met no extrinsic reward (the bonus is then all "
+            "the update sees) and near 0 in one that met it, so a run's mean is near the "
+            "fraction of its last batches that found nothing. Beside it, the last-10-iteration "
+            "return of the runs the bonus still drove (share ≥ 0.5) and of the others, and the "
+            f"bonus a step, η = {ETA:g} times its median `bonus/mean` (VIME's an information "
+            "gain, on another scale). VASE's and NLL's surprise sums a squared error over the "
+            "observation's dimensions (their number beside the task; [how a run's splits over "
+            "them](guides/diagnostics.md#2c-where-a-bonus-comes-from)).\n\n"
+            "| task (observation dimensions) | measure | seeds | bonus's share: median over "
+            "seeds [range] | return of the runs it drove (runs) | return of the others (runs) "
+            "| η·U a step |\n|---|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n")
+
+
 def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str, Path]]:
     """The page's first part, and the figures it wrote (into ``figures``)."""
     data = load(study, STUDY_MEASURES) if study.is_dir() else {}
@@ -641,6 +702,8 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                          f"with ≥ {MIN_SEEDS} seeds of each: {tasks}.\n",
                          figure(link, "figure3_aggregate.png",
                                 "IQM, performance profiles, probability of improvement")]
+    if reach := bonus_reach(data):
+        sections += ["### What the policy update sees of the bonus\n", reach]
     if robot:
         figures.mkdir(parents=True, exist_ok=True)
         written["point_robot"] = figures / "point_robot_first_reward.png"

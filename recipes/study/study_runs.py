@@ -41,6 +41,9 @@ class Seed:
     returns: np.ndarray
     first_reward: float  # the frame of the first extrinsic reward; NaN: never
     agreement: np.ndarray = field(default_factory=lambda: np.array([]))
+    #: the bonus's share of the policy's advantage variance, and its mean (U, before η)
+    advantage_share: np.ndarray = field(default_factory=lambda: np.array([]))
+    bonus_mean: np.ndarray = field(default_factory=lambda: np.array([]))
 
     @property
     def final(self) -> float:
@@ -86,7 +89,9 @@ def load_cell(grid: Path, task: str, measure: str) -> list[Seed]:
         seeds.append(Seed(seed=int(path.stem.removeprefix("seed")), frames=_column(rows, "frames"),
                           returns=_column(rows, "Return/mean"),
                           first_reward=float(first[0]) if first.size else math.nan,
-                          agreement=_column(rows, "bonus/self_agreement")))
+                          agreement=_column(rows, "bonus/self_agreement"),
+                          advantage_share=_column(rows, "bonus/advantage_share"),
+                          bonus_mean=_column(rows, "bonus/mean")))
     return seeds
 
 
