@@ -648,9 +648,9 @@ def bonus_reach(data: dict) -> str:
     return (f"Over each run's last {LATE} iterations: the bonus's share of the variance of the "
             "advantage TRPO used (`bonus/advantage_share`: the variance of the bonus's own "
             "advantage over that of the advantage used), its mean over those iterations. It is "
-            "about 1 in an iteration whose batch met no extrinsic reward (the bonus is then all "
-            "the update sees) and near 0 in one that met it, so a run's mean is near the "
-            "fraction of its last batches that found nothing. Beside it, the last-10-iteration "
+            "1 in an iteration whose batch met no extrinsic reward (the bonus is then all the "
+            "update sees) and smaller in one that met it, near 0 where the extrinsic returns "
+            "vary far more than the bonus's. Beside it, the last-10-iteration "
             "return of the runs the bonus still drove (share ≥ 0.5) and of the others, and the "
             f"bonus a step, η = {ETA:g} times its median `bonus/mean` (VIME's an information "
             "gain, on another scale). VASE's and NLL's surprise sums a squared error over the "
@@ -702,14 +702,14 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                          f"with ≥ {MIN_SEEDS} seeds of each: {tasks}.\n",
                          figure(link, "figure3_aggregate.png",
                                 "IQM, performance profiles, probability of improvement")]
-    if reach := bonus_reach(data):
-        sections += ["### What the policy update sees of the bonus\n", reach]
     if robot:
         figures.mkdir(parents=True, exist_ok=True)
         written["point_robot"] = figures / "point_robot_first_reward.png"
         plot_point_robot(robot, written["point_robot"],
                          f"2D point robot: runs still searching for the reward ({caption})")
         sections.append(figure(link, "point_robot_first_reward.png", "Steps to the first reward"))
+    if reach := bonus_reach(data):
+        sections += ["### What the policy update sees of the bonus\n", reach]
     sections += ["### How far the study has come\n",
                  "Finished seeds per task and measure, against the bar:\n",
                  study_status(data, robot),
