@@ -17,11 +17,8 @@ Written for the Figure 3 study's Ant, where the bonus ends up dominating the pol
 
 from __future__ import annotations
 
-import argparse
-import os
-
 import torch
-from bonus_vs_action_noise import trained_parts  # beside this script
+from bonus_vs_action_noise import run_arguments, trained_parts  # beside this script
 from mlflow.exceptions import MlflowException
 from torch import Tensor
 
@@ -69,12 +66,7 @@ def part_shares(per_dimension: Tensor, parts: tuple[tuple[str, int], ...]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_id")
-    parser.add_argument("--tracking-uri",
-                        default=os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db"))
-    parser.add_argument("--seed", type=int, default=None,
-                        help="the batch's seed (default: the run's)")
+    parser = run_arguments(__doc__)
     parser.add_argument("--top", type=int, default=15, help="dimensions listed")
     args = parser.parse_args(argv)
     with reported_errors("bonus_by_dimension.py", (MlflowException, ValueError, OSError)):

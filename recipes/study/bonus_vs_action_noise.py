@@ -88,14 +88,20 @@ def noise_table(batch, exploration, low: torch.Tensor, high: torch.Tensor,
     return rows, {name: values.mean().item() for name, values in surprise.items()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def run_arguments(doc: str) -> argparse.ArgumentParser:
+    """The arguments of a script that reads one finished run and collects one batch with it: the
+    run's id, its store and the batch's seed (``doc``'s first paragraph the description)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("run_id")
     parser.add_argument("--tracking-uri",
                         default=os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db"))
     parser.add_argument("--seed", type=int, default=None,
                         help="the batch's seed (default: the run's)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = run_arguments(__doc__).parse_args(argv)
     with reported_errors("bonus_vs_action_noise.py", (MlflowException, ValueError, OSError)):
         cfg, collector, state = trained_parts(args.run_id, args.tracking_uri)
     seed = cfg.seed if args.seed is None else args.seed
