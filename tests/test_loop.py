@@ -181,6 +181,33 @@ def test_evaluation_every_k_iterations_and_at_the_last(tmp_path):
     assert seen == [2, 5, 6] and result.metrics["eval/x"] == 6.0
 
 
+def test_a_run_stopped_by_a_signal_and_resumed_evaluates_as_an_uninterrupted_one(tmp_path):
+    def evaluate(iteration):
+        return {"eval/x": float(iteration)}
+
+    expected_logger = ListLogger()
+    loop, _, _ = _loop(expected_logger, iterations=7, evaluate=evaluate, eval_every=3)
+    loop.run()
+    logger, checkpointer = ListLogger(), Checkpointer(tmp_path / "run")
+    loop, step, _ = _loop(logger, checkpointer, iterations=7, every=50, evaluate=evaluate,
+                          eval_every=3)
+    original = step.forward
+
+    def signal_in_the_second(batch):  # off the evaluation schedule (iterations 3 and 6)
+        if step.calls == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(batch)
+
+    step.forward = signal_in_the_second
+    assert loop.run().stopped_by == "SIGTERM"
+    assert not any("eval/x" in metrics for _, metrics in logger.steps)  # none at the stop
+    loop, _, _ = _loop(logger, checkpointer, iterations=7, evaluate=evaluate, eval_every=3)
+    loop.load_state_dict(checkpointer.load())
+    loop.run()
+    assert _without_timings(logger.steps) == _without_timings(expected_logger.steps)
+    assert [m["eval/x"] for _, m in logger.steps if "eval/x" in m] == [2.0, 5.0, 6.0]
+
+
 def test_evaluation_does_not_change_the_training(tmp_path):
     expected = _uninterrupted(tmp_path)
     logger = ListLogger()

@@ -315,10 +315,12 @@ class TrainingLoop:
                     metrics = self._iteration(batches)
                     # read once: a signal arriving after this is handled after the next iteration
                     result.stopped_by = signals.received
-                    last = (self.iteration >= self.iterations or result.stopped_by is not None
-                            or self.stop_when())
+                    # a signal ends this process, not the run: no evaluation off the schedule,
+                    # which the resumed run would log and an uninterrupted one would not
+                    ends = self.iteration >= self.iterations or self.stop_when()
+                    last = ends or result.stopped_by is not None
                     if self.evaluate is not None and self.eval_every and (
-                        self.iteration % self.eval_every == 0 or last
+                        self.iteration % self.eval_every == 0 or ends
                     ):
                         evaluated = self.members.per_member(self.evaluate(self.iteration - 1))
                         for member, more in zip(metrics, evaluated, strict=True):
