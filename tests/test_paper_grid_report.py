@@ -324,8 +324,9 @@ def test_a_recheck_of_an_earlier_commit_is_reported_with_each_run_that_differed(
     assert text.startswith("Rechecked (recheck_b2b53df.csv, `python recipes/study/recheck.py`): "
                            "3 runs that finished at b2b53df, drawn at random from 3 cells, rerun "
                            "whole at 82a8bde: 2 equal")
-    assert text.endswith("; **different**: LunarLanderContinuous VIME seed 2 (Return/mean "
+    assert text.endswith("; **different**: LunarLanderContinuous VIME seed 2 (Return/mean, "
                          "bnn/kl).\n")
+    assert figure3._first_three("a b c d e") == "a, b, c and 2 more"
 
 
 def test_the_observation_sizes_the_page_gives_are_the_envs():
