@@ -8,7 +8,8 @@ cell (task × measure) with runs finished at ``--commit`` (their ``runs.csv`` ro
 ``--per-cell`` of those seeds (a seeded generator: the draw is fixed before anything runs), reruns
 each through ``paper_grid.py`` at ``--code``'s commit into a scratch store and folder, and
 compares the exported CSV with the study's: the same iterations, the same config identity, and
-every metric equal (NaN equal to NaN) except the clocks (``TIME_METRICS``). Each result is
+every metric equal (NaN equal to NaN) except the clocks (the loop's ``TIMING_METRICS``).
+Each result is
 appended to ``--record`` (a CSV beside the study; a cell already there is not run again).
 
     python recipes/study/recheck.py --study docs/results/figure3 --commit b2b53df \\
@@ -30,11 +31,10 @@ from pathlib import Path
 import numpy as np
 from paper_grid import MEASURES, TASKS, expected_minutes, study_setup  # beside this script
 
+from torchrl_vase.loop import TIMING_METRICS  # the clocks: they differ between any two runs
 from torchrl_vase.runs import git_commit
 
 ROOT = Path(__file__).resolve().parents[2]
-#: metrics that read a clock: they differ between any two runs
-TIME_METRICS = ("train/fps", "train/wall_time")
 RECORD_FIELDS = ("task", "measure", "seed", "earlier_commit", "commit", "iterations",
                  "metrics_compared", "metrics_differing", "identity_equal", "result")
 
@@ -103,7 +103,7 @@ def compare_run(earlier: Path, rerun: Path, seed: int) -> dict[str, object]:
     """The rerun of ``seed`` (under ``rerun/``) against the study's (under ``earlier/``): the
     record's comparison fields."""
     old, new = _table(earlier / f"seed{seed}.csv"), _table(rerun / f"seed{seed}.csv")
-    names = sorted((set(old) | set(new)) - set(TIME_METRICS))
+    names = sorted((set(old) | set(new)) - set(TIMING_METRICS))
     differing = [n for n in names if n not in old or n not in new
                  or not same_values(old[n], new[n])]
     identity_equal = _identity(earlier, seed) == _identity(rerun, seed) != ""
@@ -159,10 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     drawn = draw(finished_at(args.study, args.commit, args.tasks, args.measures), args.per_cell,
                  args.rng)
     setup = study_setup(args.code)
-    todo, minutes = [], []
+    todo, minutes, done = [], [], recorded(record)
     for cell in drawn:
         expected = expected_minutes(args.study, cell[0], cell[1], setup=setup)
-        if cell not in recorded(record) and (args.max_minutes is None or (
+        if cell not in done and (args.max_minutes is None or (
                 expected is not None and expected <= args.max_minutes)):
             todo.append(cell)
             minutes.append(expected)
