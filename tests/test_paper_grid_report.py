@@ -327,6 +327,19 @@ def test_a_recheck_of_an_earlier_commit_is_reported_with_each_run_that_differed(
     assert text.endswith("; **different**: LunarLanderContinuous VIME seed 2 (Return/mean, "
                          "bnn/kl).\n")
     assert figure3._first_three("a b c d e") == "a, b, c and 2 more"
+    # where the runs part, and the earlier commit rerun on this machine (recheck.py's fields)
+    (tmp_path / "recheck_b2b53df.csv").write_text(
+        "task,measure,seed,earlier_commit,commit,iterations,metrics_compared,metrics_differing,"
+        "identity_equal,result,first_difference,earlier_here,earlier_here_differing\n"
+        "lunar_lander,vime,2,b2b53df,82a8bde,100,29,Return/mean bnn/kl,True,DIFFERENT,"
+        "iteration 3: bnn/kl,equal,\n"
+        "mountain_car,nll,7,b2b53df,82a8bde,50,29,bnn/kl,True,DIFFERENT,iteration 0: bnn/kl,"
+        "DIFFERENT from iteration 4: bnn/kl,bnn/elbo bnn/kl\n")
+    assert figure3.rechecks(tmp_path).endswith(
+        "; **different**: LunarLanderContinuous VIME seed 2 (from iteration 3: bnn/kl; b2b53df "
+        "rerun here equals 82a8bde here: not the commit); MountainCar NLL seed 7 (from "
+        "iteration 0: bnn/kl; b2b53df rerun here parts from 82a8bde here from iteration 4: "
+        "bnn/kl, and differs in bnn/elbo, bnn/kl).\n")
 
 
 def test_the_observation_sizes_the_page_gives_are_the_envs():

@@ -58,10 +58,11 @@ def test_a_rerun_is_equal_only_when_every_metric_but_the_clocks_and_the_identity
     _seed_csv(rerun / "seed3.csv", (1.0, 2.5, float("nan")), wall=(9.0, 9.5, 9.9))
     assert recheck.compare_run(earlier, rerun, 3) == {
         "iterations": 3, "metrics_compared": 2, "metrics_differing": "",
-        "identity_equal": True, "result": "equal"}
+        "identity_equal": True, "result": "equal", "first_difference": ""}
     _seed_csv(rerun / "seed3.csv", (1.0, 2.5000000000000004, float("nan")))  # one ulp off
     result = recheck.compare_run(earlier, rerun, 3)
     assert result["result"] == "DIFFERENT" and result["metrics_differing"] == "Return/mean"
+    assert result["first_difference"] == "iteration 1: Return/mean"
     _seed_csv(rerun / "seed3.csv", (1.0, 2.5, 0.0))  # NaN is not 0
     assert recheck.compare_run(earlier, rerun, 3)["result"] == "DIFFERENT"
     _seed_csv(rerun / "seed3.csv", (1.0, 2.5))  # an iteration short
@@ -119,3 +120,76 @@ def test_the_newer_code_must_not_be_the_commit_being_checked(capsys):
         recheck.main(["--commit", head[:7], "--code", str(ROOT), "--dry-run"])
     assert exit_info.value.code == 2
     assert "point it at the newer one" in capsys.readouterr().err
+
+
+def test_the_first_difference_names_the_first_iteration_where_the_runs_part():
+    old = {"frames": ["1", "2", "3", "4"], "a": ["1", "2", "3", "4"], "b": ["1", "2", "3", "4"]}
+    new = {"frames": ["1", "2", "3", "4"], "a": ["1", "2", "3", "5"], "b": ["1", "2", "9", "9"]}
+    assert recheck.first_difference(old, new, ["a", "b"]) == "iteration 2: b"
+    new["a"][2] = "3.0000001"
+    assert recheck.first_difference(old, new, ["a", "b"]) == "iteration 2: a b"
+    assert recheck.first_difference(old, old, []) == ""
+    short = {name: column[:3] for name, column in old.items()}  # a run an iteration short
+    assert recheck.first_difference(old, short, ["a", "b", "frames"]) == "iteration 3: a b frames"
+
+
+def test_a_differing_seed_is_rerun_at_the_earlier_commit_here_to_tell_the_commit_from_the_machine(
+        tmp_path, monkeypatch):
+    """The study's NLL seed differs from its rerun at the newer commit; rerun at the earlier one
+    here, it equals the newer (not the commit) on one seed and parts from it on another; a
+    record written before the attribution's fields existed is completed by a later call."""
+    study = tmp_path / "study"
+    _cell(study, "mountain_car", "nll", [(0, "0000000a"), (1, "0000000a")], values=(4.0,) * 3)
+    newer_code, earlier_code = tmp_path / "newer", tmp_path / "earlier"
+    runs, real_run = [], subprocess.run
+
+    def fake_paper_grid(command, **kwargs):
+        """Both commits give (4, 4, 4.5) for seed 0; for seed 1 the newer (4, 4, 4.5) and
+        the earlier (4, 4.25, 4.5)."""
+        if not str(command[1]).endswith("paper_grid.py"):
+            return real_run(command, **kwargs)
+        out = Path(command[command.index("--out") + 1])
+        code = Path(command[command.index("--code") + 1])
+        seed = int(command[command.index("--seeds") + 1])
+        runs.append((code.name, seed))
+        cell = _cell(out, "mountain_car", "nll", [(seed, code.name)])
+        second = 4.25 if (code == earlier_code and seed == 1) else 4.0
+        _seed_csv(cell / f"seed{seed}.csv", (4.0, second, 4.5))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(recheck.subprocess, "run", fake_paper_grid)
+    monkeypatch.setattr(recheck, "git_commit", lambda code: (
+        "0000000a" if Path(code) == earlier_code else "1234567f") + "0" * 32)
+    args = ["--study", str(study), "--commit", "0000000a", "--code", str(newer_code),
+            "--tasks", "mountain_car", "--measures", "nll", "--per-cell", "2", "--scratch",
+            str(tmp_path / "scratch")]
+    assert recheck.main(args) == 0  # without --earlier-code: no attribution
+    record = study / "recheck_0000000.csv"
+    rows = {r["seed"]: r for r in recheck.read_record(record)}
+    assert rows["0"]["result"] == "DIFFERENT"
+    assert rows["0"]["first_difference"] == "iteration 2: Return/mean"
+    assert rows["0"]["earlier_here"] == "" and runs == [("newer", 0), ("newer", 1)]
+    # as an older version of the tool wrote it: without the attribution's three fields
+    old_fields = recheck.RECORD_FIELDS[:-3]
+    with record.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, old_fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows.values())
+    assert recheck.main([*args, "--earlier-code", str(earlier_code)]) == 0
+    rows = {r["seed"]: r for r in recheck.read_record(record)}
+    assert rows["0"]["first_difference"] == "iteration 2: Return/mean"
+    assert rows["0"]["earlier_here"] == "equal" and rows["0"]["earlier_here_differing"] == ""
+    assert rows["1"]["earlier_here"] == "DIFFERENT from iteration 1: Return/mean"
+    assert rows["1"]["earlier_here_differing"] == "Return/mean"
+    assert sorted(runs[2:]) == [("earlier", 0), ("earlier", 1), ("newer", 0), ("newer", 1)]
+    assert recheck.main([*args, "--earlier-code", str(earlier_code)]) == 0
+    assert len(runs) == 6  # attributed: nothing runs again
+
+
+def test_the_earlier_code_must_be_at_the_commit_being_checked(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(recheck, "git_commit", lambda code: "1234567f" + "0" * 32)
+    with pytest.raises(SystemExit) as exit_info:
+        recheck.main(["--commit", "0000000a", "--code", str(tmp_path), "--earlier-code",
+                      str(tmp_path), "--dry-run", "--study", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "--earlier-code is at 1234567, not at 0000000a" in capsys.readouterr().err

@@ -559,6 +559,24 @@ def _first_three(names: str) -> str:
     return ", ".join(names[:3]) + more
 
 
+def _differing_rerun(row: dict[str, str]) -> str:
+    """A rerun that differs from the study's run: where they part and, where it was rerun at
+    the earlier commit on this machine too, whether that one parts from the newer."""
+    where = (f"from {row['first_difference']}" if row.get("first_difference")
+             else _first_three(row["metrics_differing"]) or "config identity")
+    text = (f"{TITLES.get(row['task'], row['task'])} "
+            f"{STUDY_LABELS.get(row['measure'], row['measure'])} seed {row['seed']} ({where}")
+    here = row.get("earlier_here", "")
+    if here == "equal":
+        text += (f"; {row['earlier_commit'][:7]} rerun here equals {row['commit']} here: not "
+                 "the commit")
+    elif here:
+        text += (f"; {row['earlier_commit'][:7]} rerun here parts from {row['commit']} here "
+                 f"{here.removeprefix('DIFFERENT ')}, and differs in "
+                 f"{_first_three(row['earlier_here_differing'])}")
+    return text + ")"
+
+
 def rechecks(study: Path) -> str:
     """What ``recipes/study/recheck.py`` found (``recheck_<commit>.csv`` beside the cells): runs
     finished at an earlier commit of the study, drawn at random and rerun whole at the later
@@ -578,10 +596,7 @@ def rechecks(study: Path) -> str:
                 f"{len(equal)} equal to the study's in every metric (clocks aside) and in their "
                 f"config identity")
         if differing:
-            line += "; **different**: " + ", ".join(
-                f"{TITLES.get(r['task'], r['task'])} {STUDY_LABELS.get(r['measure'], r['measure'])}"
-                f" seed {r['seed']} ({_first_three(r['metrics_differing']) or 'config identity'})"
-                for r in differing)
+            line += "; **different**: " + "; ".join(_differing_rerun(r) for r in differing)
         lines.append(line + ".")
     return "\n".join(lines) + "\n" if lines else ""
 

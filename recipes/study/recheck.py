@@ -10,7 +10,15 @@ each through ``paper_grid.py`` at ``--code``'s commit into a scratch store and f
 compares the exported CSV with the study's: the same iterations, the same config identity, and
 every metric equal (NaN equal to NaN) except the clocks (the loop's ``TIMING_METRICS``).
 Each result is
-appended to ``--record`` (a CSV beside the study; a cell already there is not run again).
+appended to ``--record`` (a CSV beside the study; a cell already there is not run again), with
+the first iteration where a differing rerun parts from the study's.
+
+A difference has three possible sources: the commit, the machine (the study's run may have run on
+another processor, whose kernels round differently) and the run's own history. With
+``--earlier-code`` (a checkout of the earlier commit) every differing seed is also rerun at the
+earlier commit on this machine and the two reruns compared: equal, the commit is not the cause
+(``earlier_here``: "equal"); else where and in which metrics the two reruns here part, which
+is the commit's effect or this machine's run-to-run variation.
 
     python recipes/study/recheck.py --study docs/results/figure3 --commit b2b53df \\
         --code studies/figure3/code --tasks mountain_car lunar_lander --dry-run
@@ -36,7 +44,8 @@ from torchrl_vase.runs import git_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD_FIELDS = ("task", "measure", "seed", "earlier_commit", "commit", "iterations",
-                 "metrics_compared", "metrics_differing", "identity_equal", "result")
+                 "metrics_compared", "metrics_differing", "identity_equal", "result",
+                 "first_difference", "earlier_here", "earlier_here_differing")
 
 
 def finished_at(study: Path, commit: str, tasks: list[str], measures: list[str]
@@ -99,6 +108,19 @@ def _identity(cell: Path, seed: int) -> str:
     return rows[-1].get("run_identity", "") if rows else ""
 
 
+def first_difference(old: dict[str, list[str]], new: dict[str, list[str]],
+                     differing: list[str]) -> str:
+    """``"iteration i: a b"``, the first row where the two runs part and the metrics that part
+    there ("" when no metric differs); a run longer than the other parts where the shorter ends."""
+    rows = max((len(column) for column in (*old.values(), *new.values())), default=0)
+    for i in range(rows):
+        here = [name for name in differing
+                if not same_values(old.get(name, [])[i:i + 1], new.get(name, [])[i:i + 1])]
+        if here:
+            return f"iteration {i}: {' '.join(here)}"
+    return ""
+
+
 def compare_run(earlier: Path, rerun: Path, seed: int) -> dict[str, object]:
     """The rerun of ``seed`` (under ``rerun/``) against the study's (under ``earlier/``): the
     record's comparison fields."""
@@ -110,23 +132,70 @@ def compare_run(earlier: Path, rerun: Path, seed: int) -> dict[str, object]:
     same = not differing and identity_equal
     return {"iterations": len(next(iter(new.values()), [])),
             "metrics_compared": len(names), "metrics_differing": " ".join(differing),
-            "identity_equal": identity_equal, "result": "equal" if same else "DIFFERENT"}
+            "identity_equal": identity_equal, "result": "equal" if same else "DIFFERENT",
+            "first_difference": first_difference(old, new, differing)}
+
+
+def read_record(record: Path) -> list[dict[str, str]]:
+    """The record's rows, each with every field of ``RECORD_FIELDS`` (a record written before a
+    field existed has it empty)."""
+    if not record.exists():
+        return []
+    with record.open(newline="") as handle:
+        return [{name: row.get(name) or "" for name in RECORD_FIELDS}
+                for row in csv.DictReader(handle)]
+
+
+def write_record(record: Path, rows: list[dict[str, object]]) -> None:
+    """The whole record, rewritten (atomically: a stopped call leaves the old one)."""
+    partial = record.with_suffix(".partial")
+    with partial.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, RECORD_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    partial.replace(record)
 
 
 def recorded(record: Path) -> set[tuple[str, str, int]]:
-    if not record.exists():
-        return set()
-    with record.open(newline="") as handle:
-        return {(r["task"], r["measure"], int(r["seed"])) for r in csv.DictReader(handle)}
+    return {(r["task"], r["measure"], int(r["seed"])) for r in read_record(record)}
 
 
 def append(record: Path, row: dict[str, object]) -> None:
-    new = not record.exists()
-    with record.open("a", newline="") as handle:
-        writer = csv.DictWriter(handle, RECORD_FIELDS)
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
+    write_record(record, [*read_record(record), {name: row.get(name, "")
+                                                 for name in RECORD_FIELDS}])
+
+
+def rerun(code: Path, scratch: Path, cell: tuple[str, str, int], overrides: list[str]) -> Path:
+    """``cell`` run whole at ``code`` through ``paper_grid.py`` into ``scratch`` (skipped there
+    when its CSV is already whole); the folder of its exported CSV, or ``SystemExit`` when the
+    run did not finish."""
+    task, measure, seed = cell
+    out = scratch / "out"
+    command = [sys.executable, str(Path(__file__).with_name("paper_grid.py")),
+               "--code", str(code), "--scratch", str(scratch), "--out", str(out),
+               "--tasks", task, "--measures", measure, "--seeds", str(seed), "--workers", "1"]
+    if overrides:
+        command += ["--overrides", *overrides]
+    if subprocess.run(command).returncode != 0 or not (
+            out / task / measure / f"seed{seed}.csv").exists():
+        raise SystemExit(f"{task} {measure} seed{seed}: the rerun at {code} did not finish")
+    return out / task / measure
+
+
+def attribute(row: dict[str, str], study: Path, newer: Path, earlier: Path) -> dict[str, str]:
+    """``row`` with ``earlier_here``: the rerun at the newer commit (under ``newer``) against the
+    one at the earlier commit on this machine (under ``earlier``); and ``first_difference``
+    where a row recorded before that field lacks it (the study's run, under ``study``, against
+    the newer rerun)."""
+    seed = int(row["seed"])
+    here = compare_run(newer, earlier, seed)
+    differing = here["metrics_differing"].split() + ([] if here["identity_equal"]
+                                                      else ["config identity"])
+    return {**row, "first_difference": row["first_difference"] or compare_run(
+                study, newer, seed)["first_difference"],
+            "earlier_here": ("equal" if here["result"] == "equal"
+                             else f"DIFFERENT from {here['first_difference'] or 'the start'}"),
+            "earlier_here_differing": " ".join(differing)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="rerun only the drawn seeds expected to take at most this long (the "
                              "rest stay drawn, for a later call)")
+    parser.add_argument("--earlier-code", type=Path, default=None,
+                        help="a checkout of --commit: each differing seed is rerun there too, "
+                             "on this machine, to tell the commit from the machine")
     parser.add_argument("--dry-run", action="store_true", help="list the draw and stop")
     args = parser.parse_args(argv)
     if args.per_cell < 1:
@@ -155,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     if commit.startswith(args.commit):
         parser.error(f"--code is at {commit[:7]}, the commit being checked: point it at the "
                      "newer one.")
+    if args.earlier_code is not None and not git_commit(args.earlier_code).startswith(
+            args.commit):
+        parser.error(f"--earlier-code is at {git_commit(args.earlier_code)[:7]}, not at "
+                     f"{args.commit}.")
     record = args.record or args.study / f"recheck_{args.commit[:7]}.csv"
     drawn = draw(finished_at(args.study, args.commit, args.tasks, args.measures), args.per_cell,
                  args.rng)
@@ -171,26 +247,37 @@ def main(argv: list[str] | None = None) -> int:
     for (task, measure, seed), expected in zip(todo, minutes, strict=True):
         print(f"  {task} {measure} seed{seed}"
               + ("" if expected is None else f"  (~{expected:.0f} min)"))
+    to_attribute = [] if args.earlier_code is None else [
+        (r["task"], r["measure"], int(r["seed"])) for r in read_record(record)
+        if r["result"] != "equal" and not r["earlier_here"]]
+    if to_attribute:
+        print(f"{len(to_attribute)} differing seeds recorded before, to rerun at {args.commit} "
+              "here: " + ", ".join(f"{t} {m} seed{s}" for t, m, s in to_attribute))
     if args.dry_run:
         return 0
-    out = args.scratch / "out"
-    for task, measure, seed in todo:
-        command = [sys.executable, str(Path(__file__).with_name("paper_grid.py")),
-                   "--code", str(args.code), "--scratch", str(args.scratch), "--out", str(out),
-                   "--tasks", task, "--measures", measure, "--seeds", str(seed),
-                   "--workers", "1"]
-        if args.overrides:
-            command += ["--overrides", *args.overrides]
-        if subprocess.run(command).returncode != 0 or not (
-                out / task / measure / f"seed{seed}.csv").exists():
-            print(f"{task} {measure} seed{seed}: the rerun did not finish", flush=True)
-            return 1
-        result = compare_run(args.study / task / measure, out / task / measure, seed)
+    earlier_scratch = args.scratch / f"at-{args.commit[:7]}"
+    for cell in todo:
+        task, measure, seed = cell
+        result = compare_run(args.study / task / measure,
+                             rerun(args.code, args.scratch, cell, args.overrides), seed)
         append(record, {"task": task, "measure": measure, "seed": seed,
                         "earlier_commit": args.commit, "commit": commit[:7], **result})
         print(f"{task} {measure} seed{seed}: {result['result']}"
-              + (f" ({result['metrics_differing']})" if result["metrics_differing"] else ""),
+              + (f" from {result['first_difference']}" if result["first_difference"] else ""),
               flush=True)
+        if result["result"] != "equal" and args.earlier_code is not None:
+            to_attribute.append(cell)
+    for cell in to_attribute:
+        newer = rerun(args.code, args.scratch, cell, args.overrides)  # kept, or run again
+        earlier = rerun(args.earlier_code, earlier_scratch, cell, args.overrides)
+        rows = read_record(record)
+        for i, row in enumerate(rows):
+            if (row["task"], row["measure"], int(row["seed"])) == cell:
+                rows[i] = attribute(row, args.study / cell[0] / cell[1], newer, earlier)
+                print(f"{' '.join(map(str, cell))} at {args.commit} here against "
+                      f"{commit[:7]} here: {rows[i]['earlier_here']} "
+                      f"{rows[i]['earlier_here_differing']}".rstrip(), flush=True)
+        write_record(record, rows)
     return 0
 
 
