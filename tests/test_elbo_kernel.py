@@ -201,3 +201,66 @@ def test_an_exploration_picks_the_kernel_or_refuses_it_at_construction():
         Exploration(bonus, loss, optimizer=sgd, backend="numba")
     with pytest.raises(ValueError, match="backend must be one of"):
         Exploration(bonus, backend="fast")
+
+
+#: Run in a process of its own: the kernel's module imported from its folder (no torch), the
+#: weight-sampling steps on fixed float32 arrays (a MountainCar-sized model, 50 steps), their
+#: outputs' digest printed
+_KERNEL_RUN = """
+import hashlib, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import elbo_kernel as ek
+sizes = np.array([[3, 32], [32, 2]], dtype=np.int64)
+size = int((sizes[:, 0] + 1) @ sizes[:, 1])
+f = np.float32
+consts = ek.make_consts(np.dtype(f), kl_weight=0.2, prior_std=0.5, sigma_c=0.5, per_row=1.0,
+                        lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, out_features=2)
+rng = np.random.default_rng(0)
+state = [rng.normal(size=(1, size)).astype(f), np.full((1, size), -3.0, f)]
+state += [np.zeros((1, size), f) for _ in range(4)]
+terms = np.empty((1, 50, 3), f)
+ek.weight_steps(*state, np.zeros(1, np.int64), rng.normal(size=(1, 50, 10, 3)).astype(f),
+                rng.normal(size=(1, 50, 10, 2)).astype(f),
+                rng.normal(size=(1, 50, 10, size)).astype(f), terms, sizes, False, consts)
+print("digest", hashlib.sha1(b"".join(array.tobytes() for array in (terms, *state))).hexdigest())
+"""
+
+
+def test_a_process_that_compiles_the_kernel_computes_what_one_that_loads_it_computes(tmp_path):
+    """The first process compiles the weight-sampling steps into an empty cache, the second
+    loads them from there: the same steps give the same bits (each step's NLL, KL and entropy,
+    μ, ρ and Adam's moments). With the helpers compiled as functions of their own, the two
+    logged KLs a float32 step apart (docs/benchmarks.md). One entry point only: its compilation
+    is 20 s of a core; the next test keeps the other's helpers inlined the same way."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_DEBUG_CACHE": "1"}
+    runs = []
+    for _ in range(2):
+        run = subprocess.run([sys.executable, "-c", _KERNEL_RUN,
+                              os.path.dirname(elbo_kernel.__file__)], env=env,
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr[-2000:]
+        runs.append(run.stdout)
+    compiled, loaded = ([line for line in out.splitlines() if line.startswith("digest")]
+                        for out in runs)
+    assert "data saved" in runs[0] and "data loaded" not in runs[0]
+    assert "data loaded" in runs[1] and "data saved" not in runs[1]
+    assert compiled == loaded and len(compiled) == 1
+
+
+def test_every_helper_that_reassociates_is_inlined_into_the_entry_points():
+    """A helper compiled with the entry points' flags but as a function of its own is what
+    made a compiling process and a loading one round differently; the scalar math helpers (no
+    reassociation, LLVM inlines them) and the two entry points are the only functions left."""
+    dispatchers = {name: f for name, f in vars(elbo_kernel).items()
+                   if isinstance(f, numba.core.registry.CPUDispatcher)}
+    reassociating = {name for name, f in dispatchers.items()
+                     if "reassoc" in (f.targetoptions.get("fastmath") or set())}
+    assert {"local_steps", "weight_steps", "_posterior", "_local_forward"} <= reassociating
+    not_inlined = {name for name in reassociating
+                   if dispatchers[name].targetoptions.get("inline") != "always"}
+    assert not_inlined == {"local_steps", "weight_steps"}

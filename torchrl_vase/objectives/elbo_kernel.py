@@ -141,6 +141,13 @@ def fast_tanh(x, pow2):
 # gives inf, not an exception) lets the loops with divisions vectorise
 _JIT = {"cache": True, "error_model": "numpy",
         "fastmath": {"contract", "reassoc", "nsz", "arcp"}}
+# The helpers of the two entry points are inlined by numba, before LLVM sees them (they share
+# the entry points' flags): a helper left a function of its own was compiled twice, alone and
+# inside the entry point, and a process that compiled the kernel ran the one while a process
+# that loaded it from numba's cache ran the other, which rounded differently (measured: VIME's
+# logged KL a float32 step apart at some iterations; docs/benchmarks.md). The small scalar
+# helpers above (their own flags, no reassociation) LLVM inlines both ways.
+_HELPER = {**_JIT, "inline": "always"}
 
 #: Indices into ``consts``.
 (KL_WEIGHT, PRIOR_VAR, SIGMA_C_SQ, PER_ROW, LR, BETA1, BETA2, EPS, LOG_PRIOR_STD,
@@ -175,7 +182,7 @@ def _as(value, like):
     return out[0]
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_HELPER)
 def _posterior(mu, rho, sigma, variance, dsigma, consts, work):
     """σ = softplus(ρ), σ², dσ/dρ = sigmoid(ρ) into the buffers; returns ``(KL, H)``.
 
@@ -213,7 +220,7 @@ def _posterior(mu, rho, sigma, variance, dsigma, consts, work):
     return kl, log_sigma + count * consts[HALF_LOG_2PI_E]
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_HELPER)
 def _prior_and_adam(mu, rho, grad_mean, grad_sigma, sigma, dsigma, m_mu, v_mu, m_rho, v_rho,
                     step, consts):
     """The prior's gradients added (KL weight · ∂KL/∂μ, ∂KL/∂σ), ∂/∂σ → ∂/∂ρ, then Adam's update
@@ -239,7 +246,7 @@ def _prior_and_adam(mu, rho, grad_mean, grad_sigma, sigma, dsigma, m_mu, v_mu, m
         rho[i] -= step_size * m / (math.sqrt(v) / bias2_sqrt + eps)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_HELPER)
 def _activate(h, relu, consts):
     """The hidden activation, in place on pre-activations ``h`` ``[rows, width]``."""
     zero = consts[ZERO]
@@ -257,7 +264,7 @@ def _activate(h, relu, consts):
         h[:] = np.tanh(h)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_HELPER)
 def _backward_hidden(grad_h, h, relu, consts):
     """``grad_h ⊙ act'`` in place, the derivative from the activation's output ``h``
     (ReLU: ``h > 0``, which is ``z > 0``; tanh: ``1 − h²``)."""
@@ -272,7 +279,7 @@ def _backward_hidden(grad_h, h, relu, consts):
                 g[j] *= one - out[j] * out[j]
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_HELPER)
 def _nll_gradient(output, y, num_samples, batch, consts):
     """The data term on the N·B predictions ``output`` ``[N·B, D]`` against ``y`` ``[B, D]``
     (mean over draws, summed or averaged over rows) and its gradient (a new array)."""
@@ -293,7 +300,7 @@ def _nll_gradient(output, y, num_samples, batch, consts):
     return loss, grad
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_HELPER)
 def _local_data_term(mu, variance, x, y, xi, sizes, relu, grad_mean, grad_var, consts):
     """Local reparameterisation's data term of one model on one minibatch, its gradients with
     respect to the means and variances written into ``grad_mean`` and ``grad_var``.
@@ -308,7 +315,7 @@ def _local_data_term(mu, variance, x, y, xi, sizes, relu, grad_mean, grad_var, c
     return loss
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_HELPER)
 def _local_forward(mu, variance, x, xi, sizes, relu, consts):
     """The forward pass: the output ``[N·B, out]`` and each layer's input, its square and its
     pre-activations' std (the first layer's per row of ``x``, the others' per row and draw)."""
@@ -356,7 +363,7 @@ def _local_forward(mu, variance, x, xi, sizes, relu, consts):
     return h, inputs, squares, stds
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_HELPER)
 def _local_backward(mu, variance, xi, sizes, relu, grad_z, inputs, squares, stds, grad_mean,
                     grad_var, consts):
     """The backward pass from ``grad_z``, ∂loss/∂output: ``∂z/∂M = h``, ``∂z/∂S = h² ξ /
@@ -441,7 +448,7 @@ def local_steps(mu, rho, m_mu, v_mu, m_rho, v_rho, step0, x, y, noise, terms, si
                             v_mu[k], m_rho[k], v_rho[k], step0[k] + s + 1, consts)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_HELPER)
 def _weight_data_term(mu, sigma, x, y, eps, sizes, relu, theta, grad_mean, grad_sigma, consts):
     """Weight sampling's data term of one model on one minibatch: the N networks ``θ_n = μ +
     σ ⊙ ε_n`` (``eps`` ``[N, |Θ|]``) forward, then back by hand; ``∂/∂μ = Σ_n ∂/∂θ_n`` and
