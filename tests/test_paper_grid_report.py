@@ -336,10 +336,10 @@ def test_a_recheck_of_an_earlier_commit_is_reported_with_each_run_that_differed(
         "mountain_car,nll,7,b2b53df,82a8bde,50,29,bnn/kl,True,DIFFERENT,iteration 0: bnn/kl,"
         "DIFFERENT from iteration 4: bnn/kl,bnn/elbo bnn/kl\n")
     assert figure3.rechecks(tmp_path).endswith(
-        "; **different**: LunarLanderContinuous VIME seed 2 (from iteration 3: bnn/kl; b2b53df "
+        "; **different**: LunarLanderContinuous VIME seed 2 (from iteration 3 (bnn/kl); b2b53df "
         "rerun here equals 82a8bde here: not the commit); MountainCar NLL seed 7 (from "
-        "iteration 0: bnn/kl; b2b53df rerun here parts from 82a8bde here from iteration 4: "
-        "bnn/kl, and differs in bnn/elbo, bnn/kl).\n")
+        "iteration 0 (bnn/kl); b2b53df rerun here differs from 82a8bde here in bnn/elbo, "
+        "bnn/kl, from iteration 4).\n")
 
 
 def test_the_observation_sizes_the_page_gives_are_the_envs():

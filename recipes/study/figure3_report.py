@@ -437,10 +437,14 @@ rllab's standardised form where torch's leaves float32 (`FiniteLogProbNormal`: f
 VIME runs failed at b2b53df once a learned log-std passed 43, listed below); a run that never
 reaches such a std logs the same numbers at both, bit for bit (checked on 20 iterations of
 HalfCheetah VIME seed 1; for a random draw of whole runs, rerun at 82a8bde, see "Rechecked" below:
-a model's ELBO steps are not always bit-reproducible from one run to the next, even at one commit
-on one machine — MountainCar VIME seed 1 run twice at 82a8bde here gave two histories that part at
-float32 rounding in the first iteration's ELBO). The study runs, and resumes, over several sessions
-(`python recipes/study/paper_grid.py`, [the guide](guides/paper_grid.md)); this part of the page
+a rerun that parts from the study's run is rerun at b2b53df on the same machine too, which tells
+the commit from the machine the study's run first ran on; the one run-to-run difference found on
+one machine is in VIME's logged KL, by one float32 step, between a process that compiled the ELBO
+kernel and one that loaded it from numba's cache, the training alike (fixed in the library
+since, not in the study's commit:
+[benchmarks](benchmarks.md#the-elbos-steps-in-one-compiled-call))). The study runs, and
+resumes, over several sessions (`python recipes/study/paper_grid.py`,
+[the guide](guides/paper_grid.md)); this part of the page
 is written by `python recipes/study/paper_grid_report.py` from those files and says how far it has
 come.
 
@@ -559,10 +563,17 @@ def _first_three(names: str) -> str:
     return ", ".join(names[:3]) + more
 
 
+def _parting(text: str) -> str:
+    """``"iteration 3: a b c d"`` (recheck.py's ``first_difference``) → ``"from iteration 3 (a,
+    b, c and 1 more)"``."""
+    where, _, names = text.partition(": ")
+    return f"from {where}" + (f" ({_first_three(names)})" if names else "")
+
+
 def _differing_rerun(row: dict[str, str]) -> str:
     """A rerun that differs from the study's run: where they part and, where it was rerun at
     the earlier commit on this machine too, whether that one parts from the newer."""
-    where = (f"from {row['first_difference']}" if row.get("first_difference")
+    where = (_parting(row["first_difference"]) if row.get("first_difference")
              else _first_three(row["metrics_differing"]) or "config identity")
     text = (f"{TITLES.get(row['task'], row['task'])} "
             f"{STUDY_LABELS.get(row['measure'], row['measure'])} seed {row['seed']} ({where}")
@@ -571,9 +582,9 @@ def _differing_rerun(row: dict[str, str]) -> str:
         text += (f"; {row['earlier_commit'][:7]} rerun here equals {row['commit']} here: not "
                  "the commit")
     elif here:
-        text += (f"; {row['earlier_commit'][:7]} rerun here parts from {row['commit']} here "
-                 f"{here.removeprefix('DIFFERENT ')}, and differs in "
-                 f"{_first_three(row['earlier_here_differing'])}")
+        parting = here.removeprefix("DIFFERENT from ").partition(":")[0]
+        text += (f"; {row['earlier_commit'][:7]} rerun here differs from {row['commit']} here "
+                 f"in {_first_three(row['earlier_here_differing'])}, from {parting}")
     return text + ")"
 
 

@@ -26,7 +26,7 @@ TASKS = ("mountain_car", "cartpole_swingup", "double_pendulum", "half_cheetah", 
          "lunar_lander")
 TITLES = {"mountain_car": "MountainCar", "cartpole_swingup": "CartpoleSwingup",
           "double_pendulum": "DoublePendulum", "half_cheetah": "HalfCheetah", "ant": "Ant",
-          "lunar_lander": "LunarLanderContinuous"}
+          "lunar_lander": "LunarLanderContinuous", "point_robot": "point robot"}
 #: the paper's four curves, then ours
 #: the iterations of a seed's *final return*
 FINAL = 10
