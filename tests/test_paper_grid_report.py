@@ -371,3 +371,14 @@ def test_the_bonus_reach_table_splits_runs_by_whether_the_bonus_still_drove_them
     assert rows == ["| Ant (125) | VASE | 3 | 0.90 [0.00, 1.00] | 0.1 (2) | 12 (1) | 0.022 |"]
     assert "HalfCheetah" not in table
     assert figure3.bonus_reach({}) == ""
+
+
+def test_the_status_table_counts_each_cell_against_its_bar_the_point_robot_in_its_own_columns():
+    seeds = lambda n: list(range(n))  # noqa: E731 (only their number is read)
+    table = figure3.study_status({"ant": {"vase": seeds(12), "vase_paper": seeds(2)}},
+                                 {"vase": seeds(20), "none": seeds(11), "nll": seeds(13)})
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[2:] for line in
+            table.splitlines()[2:]}
+    assert rows["Ant"] == ["12 / 20", "0 / 20", "0 / 10", "0 / 10", "0 / 10", "2 / 10 |"]
+    assert rows["MountainCar"][-1] == " |"  # the text settings run on three tasks only
+    assert rows["point robot"] == ["20 / 20", "–", "13", "0", "11 / 20", "– |"]
