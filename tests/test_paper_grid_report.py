@@ -382,3 +382,16 @@ def test_the_status_table_counts_each_cell_against_its_bar_the_point_robot_in_it
     assert rows["Ant"] == ["12 / 20", "0 / 20", "0 / 10", "0 / 10", "0 / 10", "2 / 10 |"]
     assert rows["MountainCar"][-1] == " |"  # the text settings run on three tasks only
     assert rows["point robot"] == ["20 / 20", "–", "13", "0", "11 / 20", "– |"]
+
+
+def test_only_the_ants_text_settings_change_its_reward_and_the_page_says_so():
+    import gymnasium
+
+    assert {task: figure3.text_reward(task) for task in figure3.TASKS} == {
+        "mountain_car": "", "cartpole_swingup": "", "double_pendulum": "", "half_cheetah": "",
+        "ant": "goal=position", "lunar_lander": ""}
+    # the argument is the env's: the text's Ant is rewarded where the authors' is not
+    from torchrl_vase.envs.locomotion_v1 import RllabAntEnv
+
+    assert gymnasium.make("torchrl_vase/SparseAnt-v1", goal="position").unwrapped.goal == (
+        "position") and RllabAntEnv().goal == "velocity"

@@ -273,20 +273,41 @@ def smoothed(returns: np.ndarray) -> np.ndarray:
     return running_mean(returns, window=max(1, int(0.05 * returns.size)))
 
 
+#: where the envs guide says how the Ant's two rewards differ
+ANT_ENV_DOCS = "guides/envs.md#ant-v-envsant_env_xpy-r-vendormujoco_modelsantxml"
+
+
+def text_reward(task: str) -> str:
+    """The env arguments by which the paper's text settings (``preset=paper``) change ``task``'s
+    reward, as ``"goal=position"`` ("" where they keep the authors' reward: every task but
+    Ant). Their runs' returns are then on another reward than the other measures'."""
+    paper = OmegaConf.load(ROOT / "conf" / "env" / f"{task}.yaml").get("paper") or {}
+    return ", ".join(f"{k}={v}" for k, v in (paper.get("make_kwargs") or {}).items())
+
+
 @legible
 def plot_curves(data: dict, measures: tuple[str, ...], path: Path, title: str,
                 reference: str | None = None) -> None:
     """Per task, each measure's median over seeds (each seed smoothed over 5 % of its run) with
-    the interquartile range shaded; ``reference`` dashed, unshaded."""
-    figure, axes = plt.subplots(2, 3, figsize=(11, 8.6))
+    the interquartile range shaded; ``reference`` dashed, unshaded. VASE at the text settings
+    where they change the task's reward (``text_reward``) on an axis of its own, right."""
+    # constrained layout: it makes room for a twin axis, which tight_layout did not (the right
+    # column's labels ran past the edge)
+    figure, axes = plt.subplots(2, 3, figsize=(11, 8.6), layout="constrained")
     figure.suptitle(textwrap.fill(title, 110))
     handles = {}
-    for task, ax in zip(TASKS, axes.ravel(), strict=True):
-        ax.set_title(TITLES[task])
+    for task, panel in zip(TASKS, axes.ravel(), strict=True):
+        panel.set_title(TITLES[task])
         for measure in (*measures, *([reference] if reference else [])):
             seeds = data.get(task, {}).get(measure, [])
             if not seeds:
                 continue
+            ax = panel
+            if measure == "vase_paper" and text_reward(task):
+                ax = panel.twinx()
+                ax.set_ylabel(f"{AGGREGATE_LABELS[measure]}, {text_reward(task)}",
+                              color=SAFE[measure])
+                ax.tick_params(axis="y", colors=SAFE[measure])
             length = min(len(s.returns) for s in seeds)
             curves = np.stack([smoothed(s.returns[:length]) for s in seeds])
             with warnings.catch_warnings():
@@ -299,16 +320,15 @@ def plot_curves(data: dict, measures: tuple[str, ...], path: Path, title: str,
             if not dashed:
                 ax.fill_between(steps, q1, q3, color=SAFE[measure], alpha=0.18, lw=0)
             handles[measure] = (line, len(seeds))
-        ax.set_xlabel("steps (millions; 5,000 an iteration)")
-        ax.set_ylabel("extrinsic return")
+        panel.set_xlabel("steps (millions; 5,000 an iteration)")
+        panel.set_ylabel("extrinsic return")
         if not data.get(task):
-            ax.text(0.5, 0.5, "not run yet", ha="center", transform=ax.transAxes)
+            panel.text(0.5, 0.5, "not run yet", ha="center", transform=panel.transAxes)
     order = [m for m in (*measures, reference) if m in handles]
     figure.legend([handles[m][0] for m in order],
                   [STUDY_LABELS[m] + (" (dashed, for reference)" if m == reference and
                                       m not in measures else "") for m in order],
-                  loc="lower center", ncol=len(order), frameon=False)
-    figure.tight_layout(rect=(0, 0.05, 1, 0.96))
+                  loc="outside lower center", ncol=len(order), frameon=False)
     figure.savefig(path, dpi=DPI)
     plt.close(figure)
 
@@ -724,10 +744,18 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
         written["extras"] = figures / "figure3_extras.png"
         plot_curves(data, EXTRAS, written["extras"],
                     "Beside Figure 3: the control (the bonuses' own TRPO without a bonus), VASE at "
-                    f"the paper's text settings, RND; VASE dashed ({caption})", reference="vase")
+                    "the paper's text settings (on Ant on the text's reward, right axis), RND; "
+                    f"VASE dashed ({caption})", reference="vase")
         sections += ["### Figure 3\n", "(Click a figure for its full size.)\n",
                      figure(link, "figure3_curves.png", "The paper's four curves per task"),
                      figure(link, "figure3_extras.png", "The control and VASE's variants")]
+        if text_reward("ant") and data.get("ant", {}).get("vase_paper"):
+            sections.append(
+                f"On Ant the paper's text settings also change the reward (`{text_reward('ant')}`"
+                ": 1 a step while the torso's x exceeds 3 m, where the authors' code rewards an "
+                f"x-velocity above 3 m/s; [the envs]({ANT_ENV_DOCS})), so the text settings' "
+                "curve there has an axis of its own, right: its returns are not comparable with "
+                "the other curves'.\n")
         summary = aggregate(data, ("vase", "nll", "vime", "trpo_authors", "none"))
         if summary["tasks"]:
             written["aggregate"] = figures / "figure3_aggregate.png"
