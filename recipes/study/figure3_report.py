@@ -448,7 +448,9 @@ means from N(0, 1), the bonus added uncentred, rllab's TRPO with Glorot initiali
 and not tuned towards the paper. Measures: VASE, NLL and VIME (the same model and settings, only
 the measure differs), the paper's TRPO curve as the authors' script ran it (`preset=authors_trpo`:
 γ = 0.99, λ = 1), and the control `none` (the bonuses' own TRPO, γ = 0.995, λ = 0.95, without a
-bonus); VASE at the paper's text settings (`preset=paper`) on three tasks. Seeds 0–19 (the paper:
+bonus); VASE at the paper's text settings (`preset=paper`: σ_c = 5, δ = 1e-3, observations
+normalised, tanh models on HalfCheetah and Ant, and on Ant the text's reward, for its position,
+not the authors' for its speed) on three tasks. Seeds 0–19 (the paper:
 "over 20 runs with a fixed set of seeds"), each run to the task's full iteration count, exported
 to `docs/results/figure3/<task>/<measure>/seed<k>.csv` with its `runs.csv` row (commit, machine,
 load, the run's name and config identity), all at one code: commit b2b53df until 2026-11-29
