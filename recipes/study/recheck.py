@@ -79,21 +79,31 @@ def draw(cells: dict[tuple[str, str], list[int]], per_cell: int, rng_seed: int
     return drawn
 
 
+def _same(x: str, y: str) -> bool:
+    """Two CSV cells equal: as numbers where they are (NaN equal to NaN), as text otherwise."""
+    if x == y:
+        return True
+    try:
+        fx, fy = float(x), float(y)
+    except ValueError:
+        return False
+    return fx == fy or (math.isnan(fx) and math.isnan(fy))
+
+
+def first_mismatch(a: list[str], b: list[str]) -> int | None:
+    """The first row where two CSV columns differ (a shorter column differs where it ends), or
+    ``None`` when they are equal value for value."""
+    pairs = enumerate(zip(a, b, strict=False))  # the shorter one ends the walk
+    index = next((i for i, (x, y) in pairs if not _same(x, y)), None)
+    if index is None and len(a) != len(b):
+        return min(len(a), len(b))
+    return index
+
+
 def same_values(a: list[str], b: list[str]) -> bool:
     """Two CSV columns equal value for value: as numbers where they are (NaN equal to NaN), as
     text otherwise."""
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b, strict=True):
-        if x == y:
-            continue
-        try:
-            fx, fy = float(x), float(y)
-        except ValueError:
-            return False
-        if not (fx == fy or (math.isnan(fx) and math.isnan(fy))):
-            return False
-    return True
+    return first_mismatch(a, b) is None
 
 
 def _table(path: Path) -> dict[str, list[str]]:
@@ -112,13 +122,12 @@ def first_difference(old: dict[str, list[str]], new: dict[str, list[str]],
                      differing: list[str]) -> str:
     """``"iteration i: a b"``, the first row where the two runs part and the metrics that part
     there ("" when no metric differs); a run longer than the other parts where the shorter ends."""
-    rows = max((len(column) for column in (*old.values(), *new.values())), default=0)
-    for i in range(rows):
-        here = [name for name in differing
-                if not same_values(old.get(name, [])[i:i + 1], new.get(name, [])[i:i + 1])]
-        if here:
-            return f"iteration {i}: {' '.join(here)}"
-    return ""
+    at = {name: first_mismatch(old.get(name, []), new.get(name, [])) for name in differing}
+    at = {name: index for name, index in at.items() if index is not None}
+    if not at:
+        return ""
+    first = min(at.values())
+    return f"iteration {first}: {' '.join(name for name in differing if at.get(name) == first)}"
 
 
 def compare_run(earlier: Path, rerun: Path, seed: int) -> dict[str, object]:
@@ -256,10 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         return 0
     earlier_scratch = args.scratch / f"at-{args.commit[:7]}"
+    newer_runs: dict[tuple[str, str, int], Path] = {}
     for cell in todo:
         task, measure, seed = cell
-        result = compare_run(args.study / task / measure,
-                             rerun(args.code, args.scratch, cell, args.overrides), seed)
+        newer_runs[cell] = rerun(args.code, args.scratch, cell, args.overrides)
+        result = compare_run(args.study / task / measure, newer_runs[cell], seed)
         append(record, {"task": task, "measure": measure, "seed": seed,
                         "earlier_commit": args.commit, "commit": commit[:7], **result})
         print(f"{task} {measure} seed{seed}: {result['result']}"
@@ -268,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         if result["result"] != "equal" and args.earlier_code is not None:
             to_attribute.append(cell)
     for cell in to_attribute:
-        newer = rerun(args.code, args.scratch, cell, args.overrides)  # kept, or run again
+        # a seed recorded by an earlier call: its rerun kept in the scratch, or run again
+        newer = newer_runs.get(cell) or rerun(args.code, args.scratch, cell, args.overrides)
         earlier = rerun(args.earlier_code, earlier_scratch, cell, args.overrides)
         rows = read_record(record)
         for i, row in enumerate(rows):
