@@ -28,8 +28,10 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
+# one worker a core, each given whole test modules (a module's fixtures are made once) in the order
+# conftest.py collects them, the longest first; PYTEST_ARGS="-n 0" runs the suite in one process
 test: lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 	$(MAKE) docs
 
 # the documentation site; --strict turns every warning (a broken link, an unknown reference, a

@@ -7,6 +7,7 @@ copied wherever a test needs a fresh store rather than its creation: MLflow's mi
 seconds a store. tests/test_tracking.py and tests/test_sqlite_races.py create theirs."""
 
 import logging
+import os
 import runpy
 import shutil
 import sqlite3
@@ -17,6 +18,41 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent
+
+# `make test` runs the suite in pytest-xdist workers, one a core, and tests start processes of
+# their own. An idle OpenMP (torch) or OpenBLAS (the ELBO kernel's np.dot) thread spins on its core
+# for up to a tenth of a second, waiting for the next parallel region, and so starves a process
+# beside it: two tests run at once on two cores took 35 s and 40 s, against 15 s and 27 s
+# asleep-when-idle, and the whole suite in two workers used 959 s of CPU against 592 s in one
+# process. Asleep when idle, the threads leave the core to the other process; their number, and so
+# every number a test computes, stays as it is. Set here, before anything loads torch or SciPy, and
+# so inherited by every process a test starts.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # 2**4 cycles of spinning, OpenBLAS' least
+
+# The test modules that take longest, longest first (seconds in one process on a quiet two-core
+# machine). `--dist loadfile` hands each worker whole modules, so that a module's fixtures (a
+# PostgreSQL server, four racing jobs) are made once, and `--no-loadscope-reorder` hands them out
+# in the order collected: the long ones first, the short ones even out the end. Left to xdist's
+# own order (most tests first), one worker ran the PostgreSQL module alone for the last 53 s; in
+# this order the two workers ended 12 s apart. Only a schedule: the modules pass in any order.
+LONGEST_FIRST = (
+    "test_trpo_vase_recipe.py",  # 148 s
+    "test_tracking_server.py",  # 71 s
+    "test_docs.py",  # 50 s
+    "test_tracking.py",  # 40 s
+    "test_paper_grid.py",  # 37 s
+    "test_elbo_kernel.py",  # 30 s
+    "test_population.py",  # 28 s
+    "test_recipes.py",  # 25 s
+    "test_sqlite_races.py",  # 18 s
+    "test_device.py",  # 16 s
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: in-module order kept
 
 
 @pytest.fixture(autouse=True)

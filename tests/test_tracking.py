@@ -323,6 +323,7 @@ def test_a_server_that_goes_away_mid_run_costs_the_run_nothing(tmp_path, fresh_s
         run_id = line.split()[2]
         client = MlflowClient(tracking_uri=uri)
         while len(_steps(uri, run_id)) < 3:
+            assert job.poll() is None, "".join(seen)[-3000:]  # ended before its third step
             time.sleep(0.2)
         outage.cut()
         for line in job.stdout:  # the run says it waits for the store, and waits
