@@ -11,7 +11,9 @@
 # HOST (default 127.0.0.1: this machine only); the database listens on PGPORT (default 5433) on
 # 127.0.0.1 only and asks for a password (scram-sha-256), which the server reads from DIR/pgpass.
 # PostgreSQL comes from Debian's package (installed with apt-get when missing); the database
-# driver from the `server` extra. Restarting with the same DIR keeps every run.
+# driver from the `server` extra. Restarting with the same DIR keeps every run. MLflow's job runner
+# (GenAI jobs, nothing this library logs needs) stays off unless
+# MLFLOW_SERVER_ENABLE_JOB_EXECUTION=true.
 #
 # MLflow's server has no authentication: whoever reaches HOST:PORT reads and writes every run.
 # HOST=0.0.0.0 (jobs on other hosts: MLFLOW_TRACKING_URI=http://<this host>:PORT) exposes it to
@@ -90,7 +92,10 @@ start)
         echo "http://$here:$port"
         exit 0
     fi
-    nohup "$mlflow_bin" server --host "$host" --port "$port" --workers 2 \
+    # without MLflow's job runner (its GenAI jobs: evaluations, trace roll-ups), which starts
+    # seven huey worker processes beside the server's
+    MLFLOW_SERVER_ENABLE_JOB_EXECUTION=${MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false} \
+        nohup "$mlflow_bin" server --host "$host" --port "$port" --workers 2 \
         --backend-store-uri "postgresql+psycopg2://postgres@127.0.0.1:$pgport/mlflow" \
         --artifacts-destination "$dir/artifacts" >"$dir/mlflow.log" 2>&1 &
     echo $! >"$dir/mlflow.pid"
