@@ -93,7 +93,7 @@ start)
         exit 0
     fi
     # without MLflow's job runner (its GenAI jobs: evaluations, trace roll-ups), which starts
-    # seven huey worker processes beside the server's
+    # eight processes beside the server's (a runner and seven huey consumers)
     MLFLOW_SERVER_ENABLE_JOB_EXECUTION=${MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false} \
         nohup "$mlflow_bin" server --host "$host" --port "$port" --workers 2 \
         --backend-store-uri "postgresql+psycopg2://postgres@127.0.0.1:$pgport/mlflow" \

@@ -214,7 +214,7 @@ def _serve(backend_store: str, artifacts: Path, port: int) -> subprocess.Popen:
          "--artifacts-destination", str(artifacts)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         # without MLflow's GenAI job runner, as recipes/tracking_server.sh starts it: no test
-        # uses its seven worker processes, which made the start-up 25-35 s instead of 14 s here
+        # uses its eight processes, which made the start-up 25-35 s instead of 14 s here
         env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
     for _ in range(120):
         try:

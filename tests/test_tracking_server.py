@@ -41,6 +41,7 @@ def server():
     directory = Path(tempfile.mkdtemp(prefix="vase-tracking-"))
     directory.chmod(0o755)
     environment = {**os.environ, "PGPORT": str(_free_port())}
+    environment.pop("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", None)  # the script's default
     port = _free_port()
     started = subprocess.run(["bash", str(SCRIPT), "start", str(directory), str(port)],
                              capture_output=True, text=True, timeout=600, env=environment)
@@ -125,3 +126,32 @@ def test_the_server_listens_on_loopback_and_the_database_asks_for_a_password(ser
     socket_dir = directory / "socket"
     assert socket_dir.stat().st_mode & 0o777 == 0o700
     assert (directory / "pgpass").stat().st_mode & 0o777 == 0o600
+
+
+def _descendants(pid: int) -> list[str]:
+    """The command lines of every process below ``pid``."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:  # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        try:
+            found.append((Path("/proc") / str(child) / "cmdline").read_bytes()
+                         .replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+        todo += children.get(child, [])
+    return found
+
+
+def test_the_server_runs_without_mlflows_job_runner(server):
+    # MLflow's GenAI job runner (huey workers beside the server's) is off unless asked for
+    _, directory = server
+    processes = _descendants(int((directory / "mlflow.pid").read_text()))
+    assert any("uvicorn" in command for command in processes), processes  # the server's own
+    assert not [command for command in processes if "mlflow.server.jobs" in command]
