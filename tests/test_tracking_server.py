@@ -129,23 +129,14 @@ def test_the_server_listens_on_loopback_and_the_database_asks_for_a_password(ser
 
 
 def _descendants(pid: int) -> list[str]:
-    """The command lines of every process below ``pid``."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:  # "pid (comm) state ppid ...": comm may hold spaces and parentheses
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # ended meanwhile
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], list(children.get(pid, []))
-    while todo:
-        child = todo.pop()
-        try:
-            found.append((Path("/proc") / str(child) / "cmdline").read_bytes()
-                         .replace(b"\0", b" ").decode())
-        except OSError:
-            continue
-        todo += children.get(child, [])
+    """The command lines of every process below ``pid`` (from one ``ps`` listing)."""
+    listing = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,args="], capture_output=True,
+                             text=True, check=True).stdout
+    rows = [line.split(None, 2) for line in listing.splitlines()]
+    found, parents = [], {str(pid)}
+    while below := [row for row in rows if row[1] in parents and row[0] not in parents]:
+        found += [row[2] if len(row) > 2 else "" for row in below]
+        parents |= {row[0] for row in below}
     return found
 
 
