@@ -2,8 +2,6 @@
 
 import copy
 import shutil
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -293,7 +291,7 @@ def test_state_dict_round_trip_continues_identically():
     torch.testing.assert_close(exploration.bonus.model.network.mu, resumed.bonus.model.network.mu)
 
 
-def test_the_pool_s_state_is_its_filled_part_and_survives_a_wrap_around():
+def test_the_pool_s_state_is_its_filled_part_and_survives_a_wrap_around(tmp_path):
     exploration = _exploration(pool_size=500)
     for seed in range(3):  # 900 transitions through a pool of 500: the cursor wrapped
         exploration.update(_rollout(300, seed=seed))
@@ -308,7 +306,7 @@ def test_the_pool_s_state_is_its_filled_part_and_survives_a_wrap_around():
     # checkpoint), and a file of them alone
     assert rows.data_ptr() == small.pool.storage[:300]["observation"].data_ptr()
     assert rows.untyped_storage().nbytes() == rows.numel() * rows.element_size()
-    path = Path(tempfile.mkdtemp()) / "state.pt"
+    path = tmp_path / "state.pt"
     torch.save(state, path)
     resumed = _exploration(pool_size=500)
     resumed.load_state_dict(torch.load(path, weights_only=True))
