@@ -1,8 +1,13 @@
 """recipes/study/recheck.py: the draw of an earlier commit's cells and the value-for-value check."""
 
 import csv
+import os
 import shutil
+import signal
 import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -77,13 +82,12 @@ def test_each_drawn_seed_is_rerun_once_recorded_and_skipped_the_next_time(tmp_pa
     study = tmp_path / "study"
     _cell(study, "mountain_car", "vase", [(s, "0000000a") for s in range(3)])
     _cell(study, "mountain_car", "nll", [(0, "0000000a")], values=(4.0, 4.0, 4.0))
-    runs, real_run = [], subprocess.run
+    runs = []
 
-    def fake_paper_grid(command, **kwargs):
+    def fake_paper_grid(command: list[str]) -> int:
         """paper_grid.py as the reruns call it: writes the seed's CSV (the NLL cell's a value
-        off) and its runs.csv row into --out; any other command (git) runs."""
-        if not str(command[1]).endswith("paper_grid.py"):
-            return real_run(command, **kwargs)
+        off) and its runs.csv row into --out."""
+        assert str(command[1]).endswith("paper_grid.py")
         out = Path(command[command.index("--out") + 1])
         task, measure = command[command.index("--tasks") + 1], command[command.index(
             "--measures") + 1]
@@ -94,9 +98,9 @@ def test_each_drawn_seed_is_rerun_once_recorded_and_skipped_the_next_time(tmp_pa
         shutil.copy(source / f"seed{seed}.csv", cell / f"seed{seed}.csv")
         if measure == "nll":
             _seed_csv(cell / f"seed{seed}.csv", (4.0, 4.0, 4.5))
-        return subprocess.CompletedProcess(command, 0)
+        return 0
 
-    monkeypatch.setattr(recheck.subprocess, "run", fake_paper_grid)
+    monkeypatch.setattr(recheck, "run_paper_grid", fake_paper_grid)
     monkeypatch.setattr(recheck, "git_commit", lambda code: "1234567f" + "0" * 32)
     args = ["--study", str(study), "--commit", "0000000a", "--code", str(tmp_path),
             "--tasks", "mountain_car", "--measures", "vase", "nll", "--scratch",
@@ -141,13 +145,12 @@ def test_a_differing_seed_is_rerun_at_the_earlier_commit_here_to_tell_the_commit
     study = tmp_path / "study"
     _cell(study, "mountain_car", "nll", [(0, "0000000a"), (1, "0000000a")], values=(4.0,) * 3)
     newer_code, earlier_code = tmp_path / "newer", tmp_path / "earlier"
-    runs, real_run = [], subprocess.run
+    runs = []
 
-    def fake_paper_grid(command, **kwargs):
+    def fake_paper_grid(command: list[str]) -> int:
         """Both commits give (4, 4, 4.5) for seed 0; for seed 1 the newer (4, 4, 4.5) and
         the earlier (4, 4.25, 4.5)."""
-        if not str(command[1]).endswith("paper_grid.py"):
-            return real_run(command, **kwargs)
+        assert str(command[1]).endswith("paper_grid.py")
         out = Path(command[command.index("--out") + 1])
         code = Path(command[command.index("--code") + 1])
         seed = int(command[command.index("--seeds") + 1])
@@ -155,9 +158,9 @@ def test_a_differing_seed_is_rerun_at_the_earlier_commit_here_to_tell_the_commit
         cell = _cell(out, "mountain_car", "nll", [(seed, code.name)])
         second = 4.25 if (code == earlier_code and seed == 1) else 4.0
         _seed_csv(cell / f"seed{seed}.csv", (4.0, second, 4.5))
-        return subprocess.CompletedProcess(command, 0)
+        return 0
 
-    monkeypatch.setattr(recheck.subprocess, "run", fake_paper_grid)
+    monkeypatch.setattr(recheck, "run_paper_grid", fake_paper_grid)
     monkeypatch.setattr(recheck, "git_commit", lambda code: (
         "0000000a" if Path(code) == earlier_code else "1234567f") + "0" * 32)
     args = ["--study", str(study), "--commit", "0000000a", "--code", str(newer_code),
@@ -193,3 +196,31 @@ def test_the_earlier_code_must_be_at_the_commit_being_checked(tmp_path, monkeypa
                       str(tmp_path), "--dry-run", "--study", str(tmp_path)])
     assert exit_info.value.code == 2
     assert "--earlier-code is at 1234567, not at 0000000a" in capsys.readouterr().err
+
+
+def test_a_sigterm_to_the_recheck_reaches_its_paper_grid_which_stops_as_it_would(tmp_path):
+    """Paused with ``pkill -TERM -f study/recheck.py``, the recheck passes the signal on to the
+    paper_grid.py it runs (whose jobs checkpoint and stop) instead of dying and leaving it
+    running; its own SIGTERM handling is back afterwards."""
+    ready, stopped = tmp_path / "ready", tmp_path / "stopped"
+    child = (  # a paper_grid.py's part: a SIGTERM is recorded, then status 3
+        "import pathlib, signal, sys, time\n"
+        f"def stop(signum, frame): pathlib.Path({str(stopped)!r}).write_text('SIGTERM'); "
+        "sys.exit(3)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"
+        "time.sleep(60)\n")
+
+    def sigterm_once_the_child_runs() -> None:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)  # to this process, as pkill sends it
+
+    before = signal.getsignal(signal.SIGTERM)
+    sender = threading.Thread(target=sigterm_once_the_child_runs)
+    sender.start()
+    status = recheck.run_paper_grid([sys.executable, "-c", child])
+    sender.join()
+    assert status == 3 and stopped.read_text() == "SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) is before

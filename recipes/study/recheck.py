@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -174,6 +175,31 @@ def append(record: Path, row: dict[str, object]) -> None:
                                                  for name in RECORD_FIELDS}])
 
 
+def run_paper_grid(command: list[str]) -> int:
+    """``command`` (a ``paper_grid.py`` call) run to its end; its exit status. A SIGTERM sent to
+    this process meanwhile is passed on to it, whose jobs then checkpoint and stop (as
+    ``figure3.sh stop`` stops the study's): ``pkill -TERM -f study/recheck.py`` pauses a recheck
+    and leaves no job running without it."""
+    child: subprocess.Popen | None = None
+    pending = False
+
+    def pass_on(signum: int, frame) -> None:
+        nonlocal pending
+        if child is None:
+            pending = True  # between the handler and the child's start
+        else:
+            child.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, pass_on)
+    try:
+        child = subprocess.Popen(command)
+        if pending:
+            child.send_signal(signal.SIGTERM)
+        return child.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def rerun(code: Path, scratch: Path, cell: tuple[str, str, int], overrides: list[str]) -> Path:
     """``cell`` run whole at ``code`` through ``paper_grid.py`` into ``scratch`` (skipped there
     when its CSV is already whole); the folder of its exported CSV, or ``SystemExit`` when the
@@ -185,8 +211,7 @@ def rerun(code: Path, scratch: Path, cell: tuple[str, str, int], overrides: list
                "--tasks", task, "--measures", measure, "--seeds", str(seed), "--workers", "1"]
     if overrides:
         command += ["--overrides", *overrides]
-    if subprocess.run(command).returncode != 0 or not (
-            out / task / measure / f"seed{seed}.csv").exists():
+    if run_paper_grid(command) != 0 or not (out / task / measure / f"seed{seed}.csv").exists():
         raise SystemExit(f"{task} {measure} seed{seed}: the rerun at {code} did not finish")
     return out / task / measure
 
