@@ -320,12 +320,12 @@ def test_a_recheck_of_an_earlier_commit_is_reported_with_each_run_that_differed(
         "mountain_car,vase,5,b2b53df,82a8bde,50,29,,True,equal\n"
         "mountain_car,nll,7,b2b53df,82a8bde,50,29,,True,equal\n"
         "lunar_lander,vime,2,b2b53df,82a8bde,100,29,Return/mean bnn/kl,True,DIFFERENT\n")
-    text = figure3.rechecks(tmp_path)
+    text = figure3.rechecks(tmp_path).splitlines()[0]
     assert text.startswith("Rechecked (recheck_b2b53df.csv, `python recipes/study/recheck.py`): "
                            "3 runs that finished at b2b53df, drawn at random from 3 cells, rerun "
                            "whole at 82a8bde: 2 equal")
     assert text.endswith("; **different**: LunarLanderContinuous VIME seed 2 (Return/mean, "
-                         "bnn/kl).\n")
+                         "bnn/kl).")
     assert figure3._first_three("a b c d e") == "a, b, c and 2 more"
     # where the runs part, and the earlier commit rerun on this machine (recheck.py's fields)
     (tmp_path / "recheck_b2b53df.csv").write_text(
@@ -335,11 +335,45 @@ def test_a_recheck_of_an_earlier_commit_is_reported_with_each_run_that_differed(
         "iteration 3: bnn/kl,equal,\n"
         "mountain_car,nll,7,b2b53df,82a8bde,50,29,bnn/kl,True,DIFFERENT,iteration 0: bnn/kl,"
         "DIFFERENT from iteration 4: bnn/kl,bnn/elbo bnn/kl\n")
-    assert figure3.rechecks(tmp_path).endswith(
+    assert figure3.rechecks(tmp_path).splitlines()[0].endswith(
         "; **different**: LunarLanderContinuous VIME seed 2 (from iteration 3 (bnn/kl); b2b53df "
         "rerun here equals 82a8bde here: not the commit); MountainCar NLL seed 7 (from "
         "iteration 0 (bnn/kl); b2b53df rerun here differs from 82a8bde here in bnn/elbo, "
-        "bnn/kl, from iteration 4).\n")
+        "bnn/kl, from iteration 4).")
+
+
+def test_a_rerun_that_differs_only_by_an_evaluation_at_a_pause_is_told_apart(tmp_path):
+    """recheck.py's "equal where both logged": one run evaluated off the schedule (at a stop,
+    before 67d98e2); and how many of the study's runs did, counted from their CSVs."""
+    (tmp_path / "recheck_b2b53df.csv").write_text(
+        "task,measure,seed,earlier_commit,commit,iterations,metrics_compared,metrics_differing,"
+        "identity_equal,result,first_difference,earlier_here,earlier_here_differing,"
+        "logged_by_one_run\n"
+        "lunar_lander,trpo_authors,6,b2b53df,82a8bde,100,19,,True,equal where both logged,,,,"
+        "iteration 48: eval/return\n"
+        "half_cheetah,nll,0,b2b53df,82a8bde,600,30,bnn/kl,True,DIFFERENT,iteration 1: bnn/kl,"
+        "equal where both logged (iteration 578: eval/return logged by one run only),,"
+        "iteration 578: eval/return\n")
+    every = figure3.EVAL_EVERY
+    cell = tmp_path / "lunar_lander" / "vase"
+    cell.mkdir(parents=True)
+    schedule = ["" if (i + 1) % every else "1.0" for i in range(3 * every)]
+    for seed, evaluated in enumerate([
+            schedule,  # on the schedule only
+            [*schedule[:4], "2.0", *schedule[5:]],  # paused after iteration 4
+            [*schedule[:every + 1], "2.0"]]):  # its last iteration (a stop_when): not a pause
+        rows = "".join(f"{5000 * (i + 1)},{value}\n" for i, value in enumerate(evaluated))
+        (cell / f"seed{seed}.csv").write_text("frames,eval/return\n" + rows)
+    assert figure3.off_schedule_evaluations(tmp_path) == (1, 3)
+    first, second = figure3.rechecks(tmp_path).splitlines()
+    assert ("0 equal to the study's in every metric (clocks aside) and in their config identity; "
+            "1 equal in every value, the evaluation's wherever both runs evaluated, one of the two "
+            "evaluating off the schedule (LunarLanderContinuous TRPO (authors') seed 6, iteration "
+            "48); **different**: HalfCheetah NLL seed 0 (from iteration 1 (bnn/kl); b2b53df rerun "
+            "here equals 82a8bde here wherever both evaluated, one of them evaluating off the "
+            "schedule at iteration 578: not the commit).") in first
+    assert f"off the {every}-iteration schedule" in second
+    assert "1 of the study's 3 runs carry at least one" in second
 
 
 def test_the_observation_sizes_the_page_gives_are_the_envs():

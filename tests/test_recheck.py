@@ -63,7 +63,8 @@ def test_a_rerun_is_equal_only_when_every_metric_but_the_clocks_and_the_identity
     _seed_csv(rerun / "seed3.csv", (1.0, 2.5, float("nan")), wall=(9.0, 9.5, 9.9))
     assert recheck.compare_run(earlier, rerun, 3) == {
         "iterations": 3, "metrics_compared": 2, "metrics_differing": "",
-        "identity_equal": True, "result": "equal", "first_difference": ""}
+        "identity_equal": True, "result": "equal", "first_difference": "",
+        "logged_by_one_run": ""}
     _seed_csv(rerun / "seed3.csv", (1.0, 2.5000000000000004, float("nan")))  # one ulp off
     result = recheck.compare_run(earlier, rerun, 3)
     assert result["result"] == "DIFFERENT" and result["metrics_differing"] == "Return/mean"
@@ -75,6 +76,63 @@ def test_a_rerun_is_equal_only_when_every_metric_but_the_clocks_and_the_identity
     other = _cell(tmp_path / "other", "mountain_car", "vase", [(3, "82a8bde1")], identity="xyz")
     result = recheck.compare_run(earlier, other, 3)
     assert result["result"] == "DIFFERENT" and result["identity_equal"] is False
+
+
+def _eval_csv(path: Path, evaluations: list[str], first_reward=("", "", "")) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["frames", "Return/mean", "eval/return", "train/first_reward_step"])
+        for i, (evaluation, reward) in enumerate(zip(evaluations, first_reward, strict=True)):
+            writer.writerow([5000 * (i + 1), 1.0, evaluation, reward])
+
+
+def test_an_evaluation_one_run_made_alone_is_no_different_value_but_is_named(tmp_path):
+    """A run paused at iteration 1 (before 67d98e2 it evaluated at the stop) against one that
+    was not: equal where both evaluated, the row named; any other metric that one run logged
+    and the other did not is a different value."""
+    earlier = _cell(tmp_path / "study", "ant", "vase", [(2, "b2b53df1")])
+    rerun = _cell(tmp_path / "out", "ant", "vase", [(2, "82a8bde1")])
+    _eval_csv(earlier / "seed2.csv", ["", "", "7.5"])
+    _eval_csv(rerun / "seed2.csv", ["", "3.0", "7.5"])
+    result = recheck.compare_run(earlier, rerun, 2)
+    assert result["result"] == "equal where both logged" and result["metrics_differing"] == ""
+    assert result["logged_by_one_run"] == "iteration 1: eval/return"
+    assert result["first_difference"] == ""
+    _eval_csv(rerun / "seed2.csv", ["", "3.0", "7.25"])  # and a different evaluation after
+    result = recheck.compare_run(earlier, rerun, 2)
+    assert result["result"] == "DIFFERENT" and result["metrics_differing"] == "eval/return"
+    assert result["first_difference"] == "iteration 2: eval/return"
+    _eval_csv(rerun / "seed2.csv", ["", "", "7.5"], first_reward=("", "", "15000"))
+    result = recheck.compare_run(earlier, rerun, 2)  # the reward found by one run only
+    assert result["result"] == "DIFFERENT"
+    assert result["first_difference"] == "iteration 2: train/first_reward_step"
+    assert result["logged_by_one_run"] == ""
+
+
+def test_the_record_is_compared_again_from_the_kept_reruns_without_running_any(
+        tmp_path, monkeypatch):
+    """--recompare: the record's comparison fields, the attribution's too, recomputed from the
+    reruns under --scratch (here an evaluation the study's run made at its pause, which an
+    earlier version of the comparison called different); nothing runs."""
+    study, scratch = tmp_path / "study", tmp_path / "scratch"
+    earlier = _cell(study, "ant", "vase", [(2, "0000000a")])
+    _eval_csv(earlier / "seed2.csv", ["", "3.0", "7.5"])
+    for folder in (scratch / "out", scratch / "at-0000000" / "out"):
+        _eval_csv(_cell(folder, "ant", "vase", [(2, "1234567f")]) / "seed2.csv", ["", "", "7.5"])
+    recheck.write_record(study / "recheck_0000000.csv", [{
+        "task": "ant", "measure": "vase", "seed": 2, "earlier_commit": "0000000a",
+        "commit": "1234567", "iterations": 3, "metrics_compared": 3,
+        "metrics_differing": "eval/return", "identity_equal": True, "result": "DIFFERENT",
+        "first_difference": "iteration 1: eval/return", "earlier_here": "equal"}])
+    monkeypatch.setattr(recheck, "run_paper_grid", lambda command: pytest.fail("it ran"))
+    monkeypatch.setattr(recheck, "git_commit", lambda code: "1234567f" + "0" * 32)
+    assert recheck.main(["--study", str(study), "--commit", "0000000a", "--code",
+                         str(tmp_path), "--scratch", str(scratch), "--recompare"]) == 0
+    [row] = recheck.read_record(study / "recheck_0000000.csv")
+    assert row["result"] == "equal where both logged" and row["metrics_differing"] == ""
+    assert row["logged_by_one_run"] == "iteration 1: eval/return"
+    assert row["first_difference"] == "" and row["earlier_here"] == "equal"
+    assert row["commit"] == "1234567" and row["iterations"] == "3"
 
 
 def test_each_drawn_seed_is_rerun_once_recorded_and_skipped_the_next_time(tmp_path,

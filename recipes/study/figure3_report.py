@@ -45,6 +45,10 @@ from study_statistics import (  # the statistics of issue 38 (beside this script
     window_mean,
 )
 
+#: iterations between the evaluations of the deterministic policy (the recipe's ``eval.every``)
+EVAL_EVERY = OmegaConf.load(ROOT / "conf" / "trpo_vase.yaml").eval.every
+#: recheck.py's result for a rerun equal but for an evaluation one of the two runs made alone
+EQUAL_WHERE_BOTH_LOGGED = "equal where both logged"
 #: the paper's four curves (its "TRPO" is the authors' plain-TRPO script) and the extras
 PAPER_CURVES = ("vase", "nll", "vime", "trpo_authors")
 EXTRAS = ("none", "vase_paper", "rnd")
@@ -603,6 +607,10 @@ def _differing_rerun(row: dict[str, str]) -> str:
     if here == "equal":
         text += (f"; {row['earlier_commit'][:7]} rerun here equals {row['commit']} here: not "
                  "the commit")
+    elif here.startswith(EQUAL_WHERE_BOTH_LOGGED):
+        text += (f"; {row['earlier_commit'][:7]} rerun here equals {row['commit']} here "
+                 "wherever both evaluated, one of them evaluating off the schedule at "
+                 f"{here.partition('(')[2].partition(':')[0]}: not the commit")
     elif here:
         parting = here.removeprefix("DIFFERENT from ").partition(":")[0]
         text += (f"; {row['earlier_commit'][:7]} rerun here differs from {row['commit']} here "
@@ -621,17 +629,46 @@ def rechecks(study: Path) -> str:
         if not rows:
             continue
         equal = [r for r in rows if r["result"] == "equal"]
-        differing = [r for r in rows if r["result"] != "equal"]
+        alike = [r for r in rows if r["result"] == EQUAL_WHERE_BOTH_LOGGED]
+        differing = [r for r in rows if r["result"] == "DIFFERENT"]
         cells = len({(r["task"], r["measure"]) for r in rows})
         line = (f"Rechecked ({path.name}, `python recipes/study/recheck.py`): {len(rows)} runs "
                 f"that finished at {rows[0]['earlier_commit'][:7]}, drawn at random from {cells} "
                 f"cells, rerun whole at {', '.join(sorted({r['commit'] for r in rows}))}: "
                 f"{len(equal)} equal to the study's in every metric (clocks aside) and in their "
                 f"config identity")
+        if alike:
+            line += (f"; {len(alike)} equal in every value, the evaluation's wherever both runs "
+                     "evaluated, one of the two evaluating off the schedule (" + "; ".join(
+                         f"{TITLES.get(r['task'], r['task'])} "
+                         f"{STUDY_LABELS.get(r['measure'], r['measure'])} seed {r['seed']}, "
+                         f"{r['logged_by_one_run'].partition(':')[0]}" for r in alike) + ")")
         if differing:
             line += "; **different**: " + "; ".join(_differing_rerun(r) for r in differing)
         lines.append(line + ".")
+    if lines:
+        paused, runs = off_schedule_evaluations(study)
+        lines.append(
+            f"Up to 82a8bde, the study's commit, a run stopped by a signal evaluated its policy "
+            f"at the stop (67d98e2 ended that): a run paused by `figure3.sh stop` carries one "
+            f"evaluation off the {EVAL_EVERY}-iteration schedule, which a rerun that was not "
+            f"paused there lacks. {paused} of the study's {runs} runs carry at least one; no "
+            "figure or verdict on this page reads an evaluation's metric (`eval/*`).")
     return "\n".join(lines) + "\n" if lines else ""
+
+
+def off_schedule_evaluations(study: Path) -> tuple[int, int]:
+    """How many of the study's runs (``seed<k>.csv``) evaluated off the schedule (an
+    ``eval/return`` at an iteration ``i`` with ``i + 1`` not a multiple of ``eval.every``,
+    other than the run's last), and how many runs there are."""
+    paused = runs = 0
+    for path in sorted(study.glob("*/*/seed*.csv")):
+        with path.open(newline="") as handle:
+            evaluated = [row.get("eval/return", "") != "" for row in csv.DictReader(handle)]
+        runs += 1
+        paused += any(done and (i + 1) % EVAL_EVERY and i != len(evaluated) - 1
+                      for i, done in enumerate(evaluated))
+    return paused, runs
 
 
 def _by_seed(values: dict[str, float]) -> list[tuple[str, float]]:

@@ -9,6 +9,9 @@ cell (task × measure) with runs finished at ``--commit`` (their ``runs.csv`` ro
 each through ``paper_grid.py`` at ``--code``'s commit into a scratch store and folder, and
 compares the exported CSV with the study's: the same iterations, the same config identity, and
 every metric equal (NaN equal to NaN) except the clocks (the loop's ``TIMING_METRICS``).
+An evaluation that one run logged and the other did not (off the schedule: at a stop, before
+67d98e2) is not a value that differs: such a run is "equal where both logged", the rows named in
+``logged_by_one_run``.
 Each result is
 appended to ``--record`` (a CSV beside the study; a cell already there is not run again), with
 the first iteration where a differing rerun parts from the study's.
@@ -46,7 +49,12 @@ from torchrl_vase.runs import git_commit
 ROOT = Path(__file__).resolve().parents[2]
 RECORD_FIELDS = ("task", "measure", "seed", "earlier_commit", "commit", "iterations",
                  "metrics_compared", "metrics_differing", "identity_equal", "result",
-                 "first_difference", "earlier_here", "earlier_here_differing")
+                 "first_difference", "earlier_here", "earlier_here_differing",
+                 "logged_by_one_run")
+# every value equal, the evaluation's where both runs evaluated, but one run evaluated off the
+# schedule where the other did not
+EQUAL_WHERE_BOTH_LOGGED = "equal where both logged"
+EVALUATION = "eval/"  # the evaluation's metrics (torchrl_vase.recipe.assembly.evaluation_metrics)
 
 
 def finished_at(study: Path, commit: str, tasks: list[str], measures: list[str]
@@ -91,20 +99,45 @@ def _same(x: str, y: str) -> bool:
     return fx == fy or (math.isnan(fx) and math.isnan(fy))
 
 
-def first_mismatch(a: list[str], b: list[str]) -> int | None:
+def logged_by_one(x: str, y: str) -> bool:
+    """A row where one run logged the metric and the other did not (an empty CSV cell)."""
+    return (x == "") != (y == "")
+
+
+def first_mismatch(a: list[str], b: list[str], evaluation: bool = False) -> int | None:
     """The first row where two CSV columns differ (a shorter column differs where it ends), or
-    ``None`` when they are equal value for value."""
+    ``None`` when they are equal value for value. An ``evaluation`` column (``eval/*``) differs
+    only where both runs evaluated: a row where one run alone did is an evaluation off the
+    schedule (``rows_logged_by_one``), not a different value."""
     pairs = enumerate(zip(a, b, strict=False))  # the shorter one ends the walk
-    index = next((i for i, (x, y) in pairs if not _same(x, y)), None)
+    index = next((i for i, (x, y) in pairs
+                  if not (_same(x, y) or (evaluation and logged_by_one(x, y)))), None)
     if index is None and len(a) != len(b):
         return min(len(a), len(b))
     return index
 
 
-def same_values(a: list[str], b: list[str]) -> bool:
+def same_values(a: list[str], b: list[str], evaluation: bool = False) -> bool:
     """Two CSV columns equal value for value: as numbers where they are (NaN equal to NaN), as
-    text otherwise."""
-    return first_mismatch(a, b) is None
+    text otherwise (an ``evaluation`` column: wherever both runs evaluated)."""
+    return first_mismatch(a, b, evaluation) is None
+
+
+def rows_logged_by_one(old: dict[str, list[str]], new: dict[str, list[str]]) -> str:
+    """``"iterations 48, 578: eval/a eval/b"``: the rows of two runs of one length where one run
+    alone evaluated, and those metrics ("" when none; runs of different lengths already differ
+    where the shorter ends). At 82a8bde and before, a run stopped by a signal evaluated at its
+    stop, off the schedule (67d98e2 ended that): a run paused once has one such row."""
+    if len(next(iter(old.values()), [])) != len(next(iter(new.values()), [])):
+        return ""
+    alone = {name: [i for i, (x, y) in enumerate(zip(old[name], new[name], strict=True))
+                    if logged_by_one(x, y)]
+             for name in sorted(set(old) & set(new)) if name.startswith(EVALUATION)}
+    rows = sorted({i for found in alone.values() for i in found})
+    if not rows:
+        return ""
+    names = " ".join(name for name, found in alone.items() if found)
+    return f"iteration{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows))}: {names}"
 
 
 def _table(path: Path) -> dict[str, list[str]]:
@@ -123,7 +156,8 @@ def first_difference(old: dict[str, list[str]], new: dict[str, list[str]],
                      differing: list[str]) -> str:
     """``"iteration i: a b"``, the first row where the two runs part and the metrics that part
     there ("" when no metric differs); a run longer than the other parts where the shorter ends."""
-    at = {name: first_mismatch(old.get(name, []), new.get(name, [])) for name in differing}
+    at = {name: first_mismatch(old.get(name, []), new.get(name, []), name.startswith(EVALUATION))
+          for name in differing}
     at = {name: index for name, index in at.items() if index is not None}
     if not at:
         return ""
@@ -137,13 +171,16 @@ def compare_run(earlier: Path, rerun: Path, seed: int) -> dict[str, object]:
     old, new = _table(earlier / f"seed{seed}.csv"), _table(rerun / f"seed{seed}.csv")
     names = sorted((set(old) | set(new)) - set(TIMING_METRICS))
     differing = [n for n in names if n not in old or n not in new
-                 or not same_values(old[n], new[n])]
+                 or not same_values(old[n], new[n], n.startswith(EVALUATION))]
     identity_equal = _identity(earlier, seed) == _identity(rerun, seed) != ""
-    same = not differing and identity_equal
+    alone = rows_logged_by_one(old, new)
+    result = ("DIFFERENT" if differing or not identity_equal
+              else EQUAL_WHERE_BOTH_LOGGED if alone else "equal")
     return {"iterations": len(next(iter(new.values()), [])),
             "metrics_compared": len(names), "metrics_differing": " ".join(differing),
-            "identity_equal": identity_equal, "result": "equal" if same else "DIFFERENT",
-            "first_difference": first_difference(old, new, differing)}
+            "identity_equal": identity_equal, "result": result,
+            "first_difference": first_difference(old, new, differing),
+            "logged_by_one_run": alone}
 
 
 def read_record(record: Path) -> list[dict[str, str]]:
@@ -227,9 +264,29 @@ def attribute(row: dict[str, str], study: Path, newer: Path, earlier: Path) -> d
                                                       else ["config identity"])
     return {**row, "first_difference": row["first_difference"] or compare_run(
                 study, newer, seed)["first_difference"],
-            "earlier_here": ("equal" if here["result"] == "equal"
-                             else f"DIFFERENT from {here['first_difference'] or 'the start'}"),
+            "earlier_here": (
+                f"DIFFERENT from {here['first_difference'] or 'the start'}"
+                if here["result"] == "DIFFERENT" else here["result"]
+                + (f" ({here['logged_by_one_run']} logged by one run only)"
+                   if here["logged_by_one_run"] else "")),
             "earlier_here_differing": " ".join(differing)}
+
+
+def recompared(row: dict[str, str], study: Path, scratch: Path, earlier_scratch: Path
+               ) -> dict[str, str]:
+    """``row`` compared again from the reruns kept in the scratch folders (after the
+    comparison's rules change): the study's run against the newer rerun (under
+    ``scratch/out``) and, where it was attributed, the newer against the earlier rerun (under
+    ``earlier_scratch/out``). A rerun no longer kept leaves its fields as they were."""
+    task, measure, seed = row["task"], row["measure"], int(row["seed"])
+    newer, earlier = (folder / "out" / task / measure for folder in (scratch, earlier_scratch))
+    if not (newer / f"seed{seed}.csv").exists():
+        return row
+    row = {**row, **{name: str(value) for name, value in
+                     compare_run(study / task / measure, newer, seed).items()}}
+    if row["earlier_here"] and (earlier / f"seed{seed}.csv").exists():
+        row = attribute(row, study / task / measure, newer, earlier)
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--earlier-code", type=Path, default=None,
                         help="a checkout of --commit: each differing seed is rerun there too, "
                              "on this machine, to tell the commit from the machine")
+    parser.add_argument("--recompare", action="store_true",
+                        help="compare every recorded seed again from the reruns kept under "
+                             "--scratch, run nothing, and stop")
     parser.add_argument("--dry-run", action="store_true", help="list the draw and stop")
     args = parser.parse_args(argv)
     if args.per_cell < 1:
@@ -266,6 +326,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--earlier-code is at {git_commit(args.earlier_code)[:7]}, not at "
                      f"{args.commit}.")
     record = args.record or args.study / f"recheck_{args.commit[:7]}.csv"
+    earlier_scratch = args.scratch / f"at-{args.commit[:7]}"
+    if args.recompare:
+        rows = [recompared(row, args.study, args.scratch, earlier_scratch)
+                for row in read_record(record)]
+        write_record(record, rows)
+        for row in rows:
+            print(f"{row['task']} {row['measure']} seed{row['seed']}: {row['result']} "
+                  f"{row['logged_by_one_run']}".rstrip())
+        return 0
     drawn = draw(finished_at(args.study, args.commit, args.tasks, args.measures), args.per_cell,
                  args.rng)
     setup = study_setup(args.code)
@@ -283,13 +352,12 @@ def main(argv: list[str] | None = None) -> int:
               + ("" if expected is None else f"  (~{expected:.0f} min)"))
     to_attribute = [] if args.earlier_code is None else [
         (r["task"], r["measure"], int(r["seed"])) for r in read_record(record)
-        if r["result"] != "equal" and not r["earlier_here"]]
+        if r["result"] == "DIFFERENT" and not r["earlier_here"]]
     if to_attribute:
         print(f"{len(to_attribute)} differing seeds recorded before, to rerun at {args.commit} "
               "here: " + ", ".join(f"{t} {m} seed{s}" for t, m, s in to_attribute))
     if args.dry_run:
         return 0
-    earlier_scratch = args.scratch / f"at-{args.commit[:7]}"
     newer_runs: dict[tuple[str, str, int], Path] = {}
     for cell in todo:
         task, measure, seed = cell
@@ -300,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{task} {measure} seed{seed}: {result['result']}"
               + (f" from {result['first_difference']}" if result["first_difference"] else ""),
               flush=True)
-        if result["result"] != "equal" and args.earlier_code is not None:
+        if result["result"] == "DIFFERENT" and args.earlier_code is not None:
             to_attribute.append(cell)
     for cell in to_attribute:
         # a seed recorded by an earlier call: its rerun kept in the scratch, or run again
