@@ -223,7 +223,26 @@ def test_the_studys_claims_follow_the_three_windows(tmp_path):
     assert claims["lunar_lander", "lunar_lander"][0] == "reproduced"
     assert claims["good", "cartpole_swingup"][0] == "not measured yet"
     page = figure3.study_claims_table(data, resamples=2000)
-    assert "| **inconclusive** |" in page and "margin ±" in page
+    # the verdicts' table: Ant's windows disagree and are listed; HalfCheetah's agree
+    assert ("| Ant | **inconclusive** | reproduced · reproduced · not reproduced ([the numbers]"
+            "(#claim-good-ant)) |") in page
+    assert ("| HalfCheetah | **reproduced** | the same in all three ([the numbers]"
+            "(#claim-good-half-cheetah)) |") in page
+    assert "| CartpoleSwingup | **not measured yet** | – |" in page
+    assert "#claim-good-cartpole-swingup" not in page  # no numbers to link to
+    # each claim's numbers: a row per comparison, a column per window, the figures the claim's
+    _, per_window = claims["good", "ant"]
+    block = page[page.index("{: #claim-good-ant }"):].split("\n\n")[1].splitlines()
+    assert block[0] == "| A − B | " + " | ".join(figure3.WINDOWS.values()) + " |"
+    rows = {line.split(" | ")[0].removeprefix("| "): line for line in block[2:]}
+    assert list(rows) == ["VASE − VIME", "VASE − NLL", "VASE − TRPO (authors')",
+                          "VASE − none (control)", "*the window's verdict*"]
+    whole = dict(per_window["whole"][1])["VASE − NLL"]
+    assert rows["VASE − NLL"].endswith(f" | {whole} |") and whole.startswith("-")
+    assert rows["*the window's verdict*"] == ("| *the window's verdict* | *reproduced* | "
+                                              "*reproduced* | *not reproduced* |")
+    lander = page[page.index("{: #claim-lunar-lander-lunar-lander }"):]
+    assert lander.split("\n\n")[1].splitlines()[2].startswith("| equivalence margin | ±")
 
 
 def test_the_point_robot_claim_counts_runs_that_never_found_it(tmp_path):

@@ -106,8 +106,12 @@ def _figure(comparison) -> str:
     return f"{comparison.difference:+.3g} [{low:+.3g}, {high:+.3g}]"
 
 
+#: a comparison's row of the claims' numbers: ("A − B", its figure)
+Figure = tuple[str, str]
+
+
 def judge_window(runs: dict[str, list[Seed]], above: list[tuple[str, str]], window: str,
-                 **kwargs) -> tuple[str, list[str]]:
+                 **kwargs) -> tuple[str, list[Figure]]:
     """One window of a claim "a above b" for each pair (Holm-corrected together); its verdict
     and each comparison's figure."""
     if any(len(runs.get(m, [])) < MIN_SEEDS for pair in above for m in pair):
@@ -115,7 +119,8 @@ def judge_window(runs: dict[str, list[Seed]], above: list[tuple[str, str]], wind
     a_sets = [seed_windows(runs[a], window) for a, _ in above]
     b_sets = [seed_windows(runs[b], window) for _, b in above]
     signs = holm_signs(a_sets, b_sets, **kwargs)
-    figures = [f"{STUDY_LABELS[a]} − {STUDY_LABELS[b]} {_figure(compare(x, y, **kwargs))}"
+    figures = [(f"{AGGREGATE_LABELS[a]} − {AGGREGATE_LABELS[b]}",
+                _figure(compare(x, y, **kwargs)))
                for (a, b), x, y in zip(above, a_sets, b_sets, strict=True)]
     if all(sign > 0 for sign in signs):
         return "reproduced", figures
@@ -137,7 +142,7 @@ def return_margin(runs: dict[str, list[Seed]], measures: tuple[str, ...]) -> flo
 
 
 def judge_alike_window(runs: dict[str, list[Seed]], pairs: list[tuple[str, str]], window: str,
-                       **kwargs) -> tuple[str, list[str]]:
+                       **kwargs) -> tuple[str, list[Figure]]:
     """One window of "each pair alike": two one-sided tests against ±``return_margin``."""
     if any(len(runs.get(m, [])) < MIN_SEEDS for pair in pairs for m in pair):
         return "not measured yet", []
@@ -146,8 +151,8 @@ def judge_alike_window(runs: dict[str, list[Seed]], pairs: list[tuple[str, str]]
     a_sets = [seed_windows(runs[a], window) for a, _ in pairs]
     b_sets = [seed_windows(runs[b], window) for _, b in pairs]
     alike = [equivalent(x, y, margin, **kwargs) for x, y in zip(a_sets, b_sets, strict=True)]
-    figures = [f"margin ±{margin:.3g}"] + [
-        f"{STUDY_LABELS[a]} − {STUDY_LABELS[b]} {_figure(compare(x, y, **kwargs))}"
+    figures = [("equivalence margin", f"±{margin:.3g}")] + [
+        (f"{AGGREGATE_LABELS[a]} − {AGGREGATE_LABELS[b]}", _figure(compare(x, y, **kwargs)))
         for (a, b), x, y in zip(pairs, a_sets, b_sets, strict=True)]
     if all(alike):
         return "reproduced", figures
@@ -155,7 +160,7 @@ def judge_alike_window(runs: dict[str, list[Seed]], pairs: list[tuple[str, str]]
     return ("not reproduced" if any(signs) else "inconclusive"), figures
 
 
-def study_claims(data: dict, **kwargs) -> list[tuple[str, str, dict[str, tuple[str, list[str]]],
+def study_claims(data: dict, **kwargs) -> list[tuple[str, str, dict[str, tuple[str, list[Figure]]],
                                                       str, str]]:
     """Each claim: (the paper's sentence, the task, per window (verdict, figures), the verdict,
     the seeds it rests on)."""
@@ -180,7 +185,7 @@ def study_claims(data: dict, **kwargs) -> list[tuple[str, str, dict[str, tuple[s
         both = {early[0], late[0]}
         result = (early[0] if len(both) == 1 else "not measured yet" if "not measured yet" in both
                   else "not reproduced" if "not reproduced" in both else "inconclusive")
-        return result, [f"first quarter: {f}" for f in early[1]] + late[1]
+        return result, [(f"first quarter: {label}", figure) for label, figure in early[1]] + late[1]
 
     add(QUOTES["double_pendulum"], "double_pendulum", ("vime", "vase"), pendulum)
     for task in ("cartpole_swingup", "half_cheetah", "ant"):
@@ -196,15 +201,45 @@ def study_claims(data: dict, **kwargs) -> list[tuple[str, str, dict[str, tuple[s
     return rows
 
 
+def _claim_anchor(quote: str, task: str) -> str:
+    key = next(key for key, text in QUOTES.items() if text == quote)
+    return f"claim-{key}-{task}".replace("_", "-")
+
+
 def study_claims_table(data: dict, **kwargs) -> str:
-    lines = ["| the paper says | task | we measured (A − B, difference of means [95 % interval]) "
-             "| verdict | seeds |", "|---|---|---|---|---|"]
-    for quote, task, per_window, final, seeds in study_claims(data, **kwargs):
-        cells = [f"*{WINDOWS[window]}*: {result}" + ("; " + "; ".join(figures) if figures else "")
-                 for window, (result, figures) in per_window.items()]
-        measured = "–" if final == "not measured yet" else "<br>".join(cells)
-        lines.append(f"| “{quote}” | {TITLES[task]} | {measured} | **{final}** | {seeds} |")
-    return "\n".join(lines) + "\n"
+    """The claims: a table of the verdicts, each with its three windows' verdicts and a link to
+    its numbers; then, per claim, the numbers: each comparison (rows) in each window
+    (columns), the window's verdict last."""
+    claims = study_claims(data, **kwargs)
+    short = {"last10": "last 10 iterations", "last10pct": "last 10 %", "whole": "whole run"}
+    lines = ["| the paper says | task | verdict | the three windows ("
+             + " · ".join(short.values()) + ") | seeds |", "|---|---|---|---|---|"]
+    for quote, task, per_window, final, seeds in claims:
+        results = [result for result, _ in per_window.values()]
+        windows = "the same in all three" if len(set(results)) == 1 else " · ".join(results)
+        link = ("–" if final == "not measured yet"
+                else f"{windows} ([the numbers](#{_claim_anchor(quote, task)}))")
+        lines.append(f"| “{quote}” | {TITLES[task]} | **{final}** | {link} | {seeds} |")
+    details = ["\nEach claim's numbers: A − B is the difference of two measures' mean returns "
+               "(each seed's mean over the window, averaged over the measure's seeds) [the "
+               "wider of its 95 % percentile-bootstrap and Welch t-intervals]; a window's "
+               "verdict Holm-corrects the claim's comparisons together.\n"]
+    for quote, task, per_window, final, seeds in claims:
+        if final == "not measured yet":
+            continue
+        rows = {label: {} for _, figures in per_window.values() for label, _ in figures}
+        for window, (_, figures) in per_window.items():
+            for label, figure in figures:
+                rows[label][window] = figure
+        details += [f"**{TITLES[task]}**, “{quote}” ({seeds}): **{final}**",
+                    f"{{: #{_claim_anchor(quote, task)} }}\n",
+                    "| A − B | " + " | ".join(WINDOWS.values()) + " |",
+                    "|---|" + "---:|" * len(WINDOWS)]
+        details += [f"| {label} | " + " | ".join(values.get(w, "–") for w in WINDOWS) + " |"
+                    for label, values in rows.items()]
+        details.append("| *the window's verdict* | "
+                       + " | ".join(f"*{result}*" for result, _ in per_window.values()) + " |\n")
+    return "\n".join(lines) + "\n" + "\n".join(details)
 
 
 # ------------------------------------------------------------------------------------------------
