@@ -185,7 +185,7 @@ def study_claims(data: dict, **kwargs) -> list[tuple[str, str, dict[str, tuple[s
         both = {early[0], late[0]}
         result = (early[0] if len(both) == 1 else "not measured yet" if "not measured yet" in both
                   else "not reproduced" if "not reproduced" in both else "inconclusive")
-        return result, [(f"first quarter: {label}", figure) for label, figure in early[1]] + late[1]
+        return result, [(f"first quarter: {label}", value) for label, value in early[1]] + late[1]
 
     add(QUOTES["double_pendulum"], "double_pendulum", ("vime", "vase"), pendulum)
     for task in ("cartpole_swingup", "half_cheetah", "ant"):
@@ -229,8 +229,8 @@ def study_claims_table(data: dict, **kwargs) -> str:
             continue
         rows = {label: {} for _, figures in per_window.values() for label, _ in figures}
         for window, (_, figures) in per_window.items():
-            for label, figure in figures:
-                rows[label][window] = figure
+            for label, value in figures:
+                rows[label][window] = value
         details += [f"**{TITLES[task]}**, “{quote}” ({seeds}): **{final}**",
                     f"{{: #{_claim_anchor(quote, task)} }}\n",
                     "| A − B | " + " | ".join(WINDOWS.values()) + " |",
