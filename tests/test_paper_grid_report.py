@@ -1,5 +1,6 @@
 """recipes/study/paper_grid_report.py and the modules it assembles (study_runs, study_figures,
-earlier_study_report, figure3_report): the statistics and verdicts against direct computations."""
+earlier_study_report, figure3_report with figure3_claims and figure3_status): the statistics and
+verdicts against direct computations."""
 
 import csv
 import math
@@ -15,6 +16,8 @@ runs_of = load_recipe("study/study_runs")
 style = load_recipe("study/study_figures")
 earlier = load_recipe("study/earlier_study_report")
 figure3 = load_recipe("study/figure3_report")
+claims_of = load_recipe("study/figure3_claims")
+status = load_recipe("study/figure3_status")
 
 
 def _seed(seed: int, returns, first_reward: float = np.nan, frames_per_batch: int = 5000):
@@ -210,19 +213,19 @@ def test_the_studys_claims_follow_the_three_windows(tmp_path):
                              "trpo_authors": (4, 4), "none": (4, 4)})
     _study(tmp_path, "lunar_lander", {m: (-100, 50) for m in
                                       ("vase", "nll", "vime", "trpo_authors", "none")})
-    data = runs_of.load(tmp_path, figure3.STUDY_MEASURES)
-    quotes = {quote: key for key, quote in figure3.QUOTES.items()}
+    data = runs_of.load(tmp_path, claims_of.STUDY_MEASURES)
+    quotes = {quote: key for key, quote in claims_of.QUOTES.items()}
     claims = {(quotes[quote], task): (final, per_window)
-              for quote, task, per_window, final, _ in figure3.study_claims(data, resamples=2000)}
+              for quote, task, per_window, final, _ in claims_of.study_claims(data, resamples=2000)}
     assert claims["good", "half_cheetah"][0] == "reproduced"
     final, per_window = claims["good", "ant"]
     assert final == "inconclusive"
-    assert [per_window[w][0] for w in figure3.WINDOWS] == ["reproduced", "reproduced",
+    assert [per_window[w][0] for w in claims_of.WINDOWS] == ["reproduced", "reproduced",
                                                           "not reproduced"]
     assert claims["nll", "half_cheetah"][0] == "reproduced"
     assert claims["lunar_lander", "lunar_lander"][0] == "reproduced"
     assert claims["good", "cartpole_swingup"][0] == "not measured yet"
-    page = figure3.study_claims_table(data, resamples=2000)
+    page = claims_of.study_claims_table(data, resamples=2000)
     # the verdicts' table: Ant's windows disagree and are listed; HalfCheetah's agree
     assert ("| Ant | **inconclusive** | reproduced · reproduced · not reproduced ([the numbers]"
             "(#claim-good-ant)) |") in page
@@ -233,7 +236,7 @@ def test_the_studys_claims_follow_the_three_windows(tmp_path):
     # each claim's numbers: a row per comparison, a column per window, the figures the claim's
     _, per_window = claims["good", "ant"]
     block = page[page.index("{: #claim-good-ant }"):].split("\n\n")[1].splitlines()
-    assert block[0] == "| A − B | " + " | ".join(figure3.WINDOWS.values()) + " |"
+    assert block[0] == "| A − B | " + " | ".join(claims_of.WINDOWS.values()) + " |"
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in block[2:]}
     assert list(rows) == ["VASE − VIME", "VASE − NLL", "VASE − TRPO (authors')",
                           "VASE − none (control)", "*the window's verdict*"]
@@ -253,20 +256,20 @@ def test_the_point_robot_claim_counts_runs_that_never_found_it(tmp_path):
         steps = 500 if seed >= 2 else 400
         _write_seed(tmp_path / "point_robot" / "none" / f"seed{seed}.csv", [0.0] * steps,
                     first_reward=None if seed >= 2 else 1_900_000)
-    runs = figure3.load_point_robot(tmp_path)
-    assert np.isinf(figure3.first_reward_steps(runs["none"])).sum() == 4
-    assert figure3.kaplan_meier_median(figure3.first_reward_steps(runs["vase"])) == 22_500
-    measured, result, seeds = figure3.point_robot_row(runs)
+    runs = claims_of.load_point_robot(tmp_path)
+    assert np.isinf(claims_of.first_reward_steps(runs["none"])).sum() == 4
+    assert claims_of.kaplan_meier_median(claims_of.first_reward_steps(runs["vase"])) == 22_500
+    measured, result, seeds = claims_of.point_robot_row(runs)
     assert result == "reproduced" and seeds == "none 6, VASE 6"
     assert "(none): found by 2 of 6" in measured and "median beyond the budget" in measured
     assert "P(VASE finds it sooner than none) 1.00" in measured
-    sooner = figure3.logrank_p(figure3.first_reward_steps(runs["vase"]),
-                              figure3.first_reward_steps(runs["none"]), "sooner")
+    sooner = claims_of.logrank_p(claims_of.first_reward_steps(runs["vase"]),
+                              claims_of.first_reward_steps(runs["none"]), "sooner")
     assert f"log-rank test, one-sided: p = {sooner:.2g} (sooner)" in measured and sooner < 0.05
     # the other way round, the same evidence says "not reproduced"; alike, "inconclusive"
-    swapped = figure3.point_robot_row({"vase": runs["none"], "none": runs["vase"]})
+    swapped = claims_of.point_robot_row({"vase": runs["none"], "none": runs["vase"]})
     assert swapped[1] == "not reproduced"
-    alike = figure3.point_robot_row({"vase": runs["vase"], "none": runs["vase"]})
+    alike = claims_of.point_robot_row({"vase": runs["vase"], "none": runs["vase"]})
     assert alike[1] == "inconclusive"
 
 
@@ -285,8 +288,8 @@ def test_the_log_rank_p_value_is_mantels_statistic_computed_by_hand():
         variance += d * (n1 / n) * (n2 / n) * (n - d) / (n - 1)
     z = observed_minus_expected / math.sqrt(variance)
     expected = 0.5 * math.erfc(z / math.sqrt(2))  # P(Z > z): VASE's runs find it sooner
-    assert figure3.logrank_p(vase, none, "sooner") == pytest.approx(expected, rel=1e-9)
-    assert figure3.logrank_p(vase, none, "later") == pytest.approx(1 - expected, rel=1e-9)
+    assert claims_of.logrank_p(vase, none, "sooner") == pytest.approx(expected, rel=1e-9)
+    assert claims_of.logrank_p(vase, none, "later") == pytest.approx(1 - expected, rel=1e-9)
 
 
 def test_failed_runs_are_listed_with_whether_their_seed_finished_since(tmp_path):
@@ -297,14 +300,14 @@ def test_failed_runs_are_listed_with_whether_their_seed_finished_since(tmp_path)
         "9,r9,b2b53df1,2026-11-29T04:47:34Z,,449,ValueError: nan | inf,\n"
         "0,r0,b2b53df1,2026-11-29T03:50:08Z,,499,ValueError: nan,\n")
     (cell / "seed0.csv").write_text("frames,Return/mean\n5000,1.0\n")
-    failures = figure3.load_failures(tmp_path)
+    failures = status.load_failures(tmp_path)
     assert [(f["task"], f["measure"], f["seed"]) for f in failures] == [
         ("half_cheetah", "vime", "0"), ("half_cheetah", "vime", "9")]
-    rows = [line for line in figure3.failures_table(failures, tmp_path).splitlines()
+    rows = [line for line in status.failures_table(failures, tmp_path).splitlines()
             if line.startswith("| HalfCheetah")]
     assert rows[0] == "| HalfCheetah VIME | 0 | b2b53df | 499 | ValueError: nan | finished |"
     assert "ValueError: nan / inf" in rows[1] and rows[1].endswith("| not yet |")
-    assert figure3.failures_table([], tmp_path) == "No run has failed.\n"
+    assert status.failures_table([], tmp_path) == "No run has failed.\n"
 
 
 def test_runaway_policy_stds_are_listed_by_cell_with_the_returns_beside_them(tmp_path):
@@ -318,7 +321,7 @@ def test_runaway_policy_stds_are_listed_by_cell_with_the_returns_beside_them(tmp
     other = tmp_path / "mountain_car" / "nll"
     other.mkdir(parents=True)
     (other / "runs.csv").write_text("seed,run_id,policy_log_std\n0,e,1.9\n")
-    text = figure3.policy_spread(tmp_path)
+    text = status.policy_spread(tmp_path)
     assert "4 runs recorded" in text  # the run without a value is not counted
     assert ("- HalfCheetah VIME: above 2 in 1 of 2 finished runs (seed 5: 41.3); before "
             "failing, in seed 0: 42.5; last-10-iteration return of those finished runs 1.0 to "
@@ -327,25 +330,25 @@ def test_runaway_policy_stds_are_listed_by_cell_with_the_returns_beside_them(tmp
     assert text.endswith("(guides/transforms.md#watch-the-policys-std-under-vime)\n")
     (cell / "runs.csv").write_text("seed,run_id,policy_log_std\n5,a,0.3\n")
     (cell / "failures.csv").unlink()
-    assert "transforms.md" not in figure3.policy_spread(tmp_path)  # no runaway, no pointer
-    assert figure3.policy_spread(tmp_path / "nothing") == ""
+    assert "transforms.md" not in status.policy_spread(tmp_path)  # no runaway, no pointer
+    assert status.policy_spread(tmp_path / "nothing") == ""
 
 
 def test_a_recheck_of_an_earlier_commit_is_reported_with_each_run_that_differed(tmp_path):
-    assert figure3.rechecks(tmp_path) == ""
+    assert status.rechecks(tmp_path) == ""
     (tmp_path / "recheck_b2b53df.csv").write_text(
         "task,measure,seed,earlier_commit,commit,iterations,metrics_compared,metrics_differing,"
         "identity_equal,result\n"
         "mountain_car,vase,5,b2b53df,82a8bde,50,29,,True,equal\n"
         "mountain_car,nll,7,b2b53df,82a8bde,50,29,,True,equal\n"
         "lunar_lander,vime,2,b2b53df,82a8bde,100,29,Return/mean bnn/kl,True,DIFFERENT\n")
-    text = figure3.rechecks(tmp_path).splitlines()[0]
+    text = status.rechecks(tmp_path).splitlines()[0]
     assert text.startswith("Rechecked (recheck_b2b53df.csv, `python recipes/study/recheck.py`): "
                            "3 runs that finished at b2b53df, drawn at random from 3 cells, rerun "
                            "whole at 82a8bde: 2 equal")
     assert text.endswith("; **different**: LunarLanderContinuous VIME seed 2 (Return/mean, "
                          "bnn/kl).")
-    assert figure3._first_three("a b c d e") == "a, b, c and 2 more"
+    assert status._first_three("a b c d e") == "a, b, c and 2 more"
     # where the runs part, and the earlier commit rerun on this machine (recheck.py's fields)
     (tmp_path / "recheck_b2b53df.csv").write_text(
         "task,measure,seed,earlier_commit,commit,iterations,metrics_compared,metrics_differing,"
@@ -354,7 +357,7 @@ def test_a_recheck_of_an_earlier_commit_is_reported_with_each_run_that_differed(
         "iteration 3: bnn/kl,equal,\n"
         "mountain_car,nll,7,b2b53df,82a8bde,50,29,bnn/kl,True,DIFFERENT,iteration 0: bnn/kl,"
         "DIFFERENT from iteration 4: bnn/kl,bnn/elbo bnn/kl\n")
-    assert figure3.rechecks(tmp_path).splitlines()[0].endswith(
+    assert status.rechecks(tmp_path).splitlines()[0].endswith(
         "; **different**: LunarLanderContinuous VIME seed 2 (from iteration 3 (bnn/kl); b2b53df "
         "rerun here equals 82a8bde here: not the commit); MountainCar NLL seed 7 (from "
         "iteration 0 (bnn/kl); b2b53df rerun here differs from 82a8bde here in bnn/elbo, "
@@ -373,7 +376,7 @@ def test_a_rerun_that_differs_only_by_an_evaluation_at_a_pause_is_told_apart(tmp
         "half_cheetah,nll,0,b2b53df,82a8bde,600,30,bnn/kl,True,DIFFERENT,iteration 1: bnn/kl,"
         "equal where both logged (iteration 578: eval/return logged by one run only),,"
         "iteration 578: eval/return\n")
-    every = figure3.EVAL_EVERY
+    every = status.EVAL_EVERY
     cell = tmp_path / "lunar_lander" / "vase"
     cell.mkdir(parents=True)
     schedule = ["" if (i + 1) % every else "1.0" for i in range(3 * every)]
@@ -383,8 +386,8 @@ def test_a_rerun_that_differs_only_by_an_evaluation_at_a_pause_is_told_apart(tmp
             [*schedule[:every + 1], "2.0"]]):  # its last iteration (a stop_when): not a pause
         rows = "".join(f"{5000 * (i + 1)},{value}\n" for i, value in enumerate(evaluated))
         (cell / f"seed{seed}.csv").write_text("frames,eval/return\n" + rows)
-    assert figure3.off_schedule_evaluations(tmp_path) == (1, 3)
-    first, second = figure3.rechecks(tmp_path).splitlines()
+    assert status.off_schedule_evaluations(tmp_path) == (1, 3)
+    first, second = status.rechecks(tmp_path).splitlines()
     assert ("0 equal to the study's in every metric (clocks aside) and in their config identity; "
             "1 equal in every value, the evaluation's wherever both runs evaluated, one of the two "
             "evaluating off the schedule (LunarLanderContinuous TRPO (authors') seed 6, iteration "
@@ -428,7 +431,7 @@ def test_the_bonus_reach_table_splits_runs_by_whether_the_bonus_still_drove_them
 
 def test_the_status_table_counts_each_cell_against_its_bar_the_point_robot_in_its_own_columns():
     seeds = lambda n: list(range(n))  # noqa: E731 (only their number is read)
-    table = figure3.study_status({"ant": {"vase": seeds(12), "vase_paper": seeds(2)}},
+    table = status.study_status({"ant": {"vase": seeds(12), "vase_paper": seeds(2)}},
                                  {"vase": seeds(20), "none": seeds(11), "nll": seeds(13)})
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[2:] for line in
             table.splitlines()[2:]}

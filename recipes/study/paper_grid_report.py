@@ -3,7 +3,8 @@ studies' exported runs.
 
 The page opens with the study at the authors' configuration (issue 38, ``--study``,
 ``figure3_report.py``): the claims judged in three windows with unpaired comparisons
-(``study_statistics.py``), the point robot's steps to the first reward, per-task curves of the
+(``figure3_claims.py`` with ``study_statistics.py``), the point robot's steps to the first
+reward, how far the study has come (``figure3_status.py``), per-task curves of the
 paper's four measures, the extras and rliable's aggregates across tasks, its figures written
 beside its CSVs. The earlier study at the former defaults (issue 26, ``--grid``,
 ``earlier_study_report.py``) follows it, its figures written into ``--figures``. Both read the

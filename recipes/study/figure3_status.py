@@ -1,0 +1,228 @@
+"""How far the Figure 3 study has come, and what to know about its runs (issue 38): the seeds
+finished against the bar, the runs that failed, the policies' spread, the recheck of an earlier
+commit's runs. ``figure3_report.py`` puts them on the results page.
+
+    >>> _first_three("a b c d e")
+    'a, b, c and 2 more'
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from figure3_claims import STUDY_LABELS
+from omegaconf import OmegaConf
+from recheck import EQUAL_WHERE_BOTH_LOGGED  # the recheck's record (beside this script)
+from study_runs import ROOT, TASKS, TITLES, Seed, load_cell
+
+#: iterations between the evaluations of the deterministic policy (the recipe's ``eval.every``)
+EVAL_EVERY = OmegaConf.load(ROOT / "conf" / "trpo_vase.yaml").eval.every
+#: seeds each cell must reach (the issue's bar)
+STUDY_BAR = {"vase": 20, "trpo_authors": 20, "nll": 10, "vime": 10, "none": 10, "vase_paper": 10}
+
+
+def load_failures(study: Path) -> list[dict[str, str]]:
+    """Every run of the study that failed (``<task>/<measure>/failures.csv``), its task and
+    measure added; by task, measure and seed."""
+    rows = []
+    for path in study.glob("*/*/failures.csv"):
+        with path.open(newline="") as handle:
+            rows += [{"task": path.parent.parent.name, "measure": path.parent.name, **row}
+                     for row in csv.DictReader(handle)]
+    return sorted(rows, key=lambda r: (r["task"], r["measure"], int(r["seed"]), r["start"]))
+
+
+def failures_table(failures: list[dict[str, str]], study: Path) -> str:
+    """The failed runs, and whether each seed has finished since (at the commit its
+    ``runs.csv`` row names)."""
+    if not failures:
+        return "No run has failed.\n"
+    lines = ["Runs that failed (each recorded in `failures.csv` beside its cell's CSVs, never "
+             "drawn; its seed runs again, and once finished its `runs.csv` row says at which "
+             "commit):\n",
+             "| cell | seed | commit | at iteration | error | run again |",
+             "|---|---:|---|---:|---|---|"]
+    for row in failures:
+        rerun = study / row["task"] / row["measure"] / f"seed{row['seed']}.csv"
+        title = TITLES.get(row["task"], row["task"].replace("_", " "))
+        lines.append(f"| {title} {STUDY_LABELS.get(row['measure'], row['measure'])} | "
+                     f"{row['seed']} | {row['git_commit'][:7]} | {row['iteration'] or '–'} | "
+                     f"{row['error'].replace('|', '/')} | "
+                     f"{'finished' if rerun.exists() else 'not yet'} |")
+    return "\n".join(lines) + "\n"
+
+
+#: a final log-std above this (a std of e² ≈ 7.4 half-ranges of the actions) sends nine in ten
+#: of that dimension's actions to a bound, at random
+RUNAWAY_LOG_STD = 2.0
+
+
+def policy_spread(study: Path) -> str:
+    """The cells whose runs' policies ended with a runaway log-std (``policy_log_std`` in
+    ``runs.csv`` and ``failures.csv``; the largest over action dimensions), each with the
+    last-10-iteration returns of its finished runs that ran away and of the others; and the
+    largest log-std of every other run recorded."""
+    largest: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    for path in sorted([*study.glob("*/*/runs.csv"), *study.glob("*/*/failures.csv")]):
+        how = "failed" if path.name == "failures.csv" else "finished"
+        with path.open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                if row.get("policy_log_std"):
+                    cell = largest.setdefault((path.parent.parent.name, path.parent.name),
+                                              {"finished": {}, "failed": {}})
+                    cell[how][row["seed"]] = max(map(float, row["policy_log_std"].split()))
+    if not largest:
+        return ""
+    recorded = sum(len(runs) for cell in largest.values() for runs in cell.values())
+    lines = [f"The policies' final log-std (`policy_log_std` in `runs.csv` and `failures.csv`, "
+             f"{recorded} runs recorded; the largest over action dimensions, in [−1, 1] action "
+             f"units; above {RUNAWAY_LOG_STD:g}, nine in ten of a dimension's actions are clipped "
+             "to a bound at random):\n"]
+    calm = []
+    for (task, measure), cell in sorted(largest.items()):
+        away = {seed: v for seed, v in cell["finished"].items() if v > RUNAWAY_LOG_STD}
+        failed = {seed: v for seed, v in cell["failed"].items() if v > RUNAWAY_LOG_STD}
+        calm += [v for seed, v in cell["finished"].items() if seed not in away]
+        if not away and not failed:
+            continue
+        line = (f"- {TITLES.get(task, task)} {STUDY_LABELS.get(measure, measure)}: above "
+                f"{RUNAWAY_LOG_STD:g} in {len(away)} of {len(cell['finished'])} finished runs ("
+                + ", ".join(f"seed {seed}: {v:.1f}" for seed, v in _by_seed(away)) + ")")
+        if failed:
+            line += ("; before failing, in " + ", ".join(f"seed {seed}: {v:.1f}"
+                                                          for seed, v in _by_seed(failed)))
+        returns = {seed.seed: seed.final for seed in load_cell(study, task, measure)}
+        for name, seeds in (("those finished runs", away),
+                            ("the others", set(cell["finished"]) - set(away))):
+            finals = [returns[int(seed)] for seed in seeds if int(seed) in returns]
+            if finals:
+                line += (f"; last-10-iteration return of {name} "
+                         f"{min(finals):.1f} to {max(finals):.1f}")
+        lines.append(line)
+    runaway = len(lines) > 1
+    if calm:
+        lines.append(f"- every other finished run recorded: at most {max(calm):.1f}")
+    if runaway:
+        lines.append("- why a bonus pays for it, measured on the HalfCheetah VIME runs with "
+                     "`recipes/study/bonus_vs_action_noise.py`, and what the model fed the "
+                     "applied (clipped) action does instead (`surprise.model_action=applied`, "
+                     "not the authors' code): [the transforms guide]"
+                     "(guides/transforms.md#watch-the-policys-std-under-vime)")
+    return "\n".join(lines) + "\n"
+
+
+def _first_three(names: str) -> str:
+    """``"a b c d"`` → ``"a, b, c and 1 more"``: a differing run's metrics, shortly."""
+    names = names.split()
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return ", ".join(names[:3]) + more
+
+
+def _parting(text: str) -> str:
+    """``"iteration 3: a b c d"`` (recheck.py's ``first_difference``) → ``"from iteration 3 (a,
+    b, c and 1 more)"``."""
+    where, _, names = text.partition(": ")
+    return f"from {where}" + (f" ({_first_three(names)})" if names else "")
+
+
+def _differing_rerun(row: dict[str, str]) -> str:
+    """A rerun that differs from the study's run: where they part and, where it was rerun at
+    the earlier commit on this machine too, whether that one parts from the newer."""
+    where = (_parting(row["first_difference"]) if row.get("first_difference")
+             else _first_three(row["metrics_differing"]) or "config identity")
+    text = (f"{TITLES.get(row['task'], row['task'])} "
+            f"{STUDY_LABELS.get(row['measure'], row['measure'])} seed {row['seed']} ({where}")
+    here = row.get("earlier_here", "")
+    if here == "equal":
+        text += (f"; {row['earlier_commit'][:7]} rerun here equals {row['commit']} here: not "
+                 "the commit")
+    elif here.startswith(EQUAL_WHERE_BOTH_LOGGED):
+        text += (f"; {row['earlier_commit'][:7]} rerun here equals {row['commit']} here "
+                 "wherever both evaluated, one of them evaluating off the schedule at "
+                 f"{here.partition('(')[2].partition(':')[0]}: not the commit")
+    elif here:
+        parting = here.removeprefix("DIFFERENT from ").partition(":")[0]
+        text += (f"; {row['earlier_commit'][:7]} rerun here differs from {row['commit']} here "
+                 f"in {_first_three(row['earlier_here_differing'])}, from {parting}")
+    return text + ")"
+
+
+def rechecks(study: Path) -> str:
+    """What ``recipes/study/recheck.py`` found (``recheck_<commit>.csv`` beside the cells): runs
+    finished at an earlier commit of the study, drawn at random and rerun whole at the later
+    one, each equal in every metric (clocks aside) and in its config identity, or not."""
+    lines = []
+    for path in sorted(study.glob("recheck_*.csv")):
+        with path.open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        if not rows:
+            continue
+        equal = [r for r in rows if r["result"] == "equal"]
+        alike = [r for r in rows if r["result"] == EQUAL_WHERE_BOTH_LOGGED]
+        differing = [r for r in rows if r["result"] == "DIFFERENT"]
+        cells = len({(r["task"], r["measure"]) for r in rows})
+        line = (f"Rechecked ({path.name}, `python recipes/study/recheck.py`): {len(rows)} runs "
+                f"that finished at {rows[0]['earlier_commit'][:7]}, drawn at random from {cells} "
+                f"cells, rerun whole at {', '.join(sorted({r['commit'] for r in rows}))}: "
+                f"{len(equal)} equal to the study's in every metric (clocks aside) and in their "
+                f"config identity")
+        if alike:
+            line += (f"; {len(alike)} equal in every value, the evaluation's wherever both runs "
+                     "evaluated, one of the two evaluating off the schedule (" + "; ".join(
+                         f"{TITLES.get(r['task'], r['task'])} "
+                         f"{STUDY_LABELS.get(r['measure'], r['measure'])} seed {r['seed']}, "
+                         f"{r['logged_by_one_run'].partition(':')[0]}" for r in alike) + ")")
+        if differing:
+            line += "; **different**: " + "; ".join(_differing_rerun(r) for r in differing)
+        lines.append(line + ".")
+    if lines:
+        paused, runs = off_schedule_evaluations(study)
+        lines.append(
+            f"Up to 82a8bde, the study's commit, a run stopped by a signal evaluated its policy "
+            f"at the stop (67d98e2 ended that): a run paused by `figure3.sh stop` carries one "
+            f"evaluation off the {EVAL_EVERY}-iteration schedule, which a rerun that was not "
+            f"paused there lacks. {paused} of the study's {runs} runs carry at least one; no "
+            "figure or verdict on this page reads an evaluation's metric (`eval/*`).")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def off_schedule_evaluations(study: Path) -> tuple[int, int]:
+    """How many of the study's runs (``seed<k>.csv``) evaluated off the schedule (an
+    ``eval/return`` at an iteration ``i`` with ``i + 1`` not a multiple of ``eval.every``,
+    other than the run's last), and how many runs there are."""
+    paused = runs = 0
+    for path in sorted(study.glob("*/*/seed*.csv")):
+        with path.open(newline="") as handle:
+            evaluated = [row.get("eval/return", "") != "" for row in csv.DictReader(handle)]
+        runs += 1
+        paused += any(done and (i + 1) % EVAL_EVERY and i != len(evaluated) - 1
+                      for i, done in enumerate(evaluated))
+    return paused, runs
+
+
+def _by_seed(values: dict[str, float]) -> list[tuple[str, float]]:
+    return sorted(values.items(), key=lambda item: int(item[0]))
+
+
+def study_status(data: dict, robot: dict[str, list[Seed]]) -> str:
+    measures = tuple(STUDY_BAR)
+    lines = ["| task | iterations | " + " | ".join(STUDY_LABELS[m] for m in measures) + " |",
+             "|---|---:|" + "---:|" * len(measures)]
+    for task in TASKS:
+        iterations = OmegaConf.load(ROOT / "conf" / "env" / f"{task}.yaml").iterations
+        cells = []
+        for measure in measures:
+            bar = STUDY_BAR[measure]
+            if measure == "vase_paper" and task not in ("cartpole_swingup", "half_cheetah", "ant"):
+                cells.append("")
+                continue
+            cells.append(f"{len(data.get(task, {}).get(measure, []))} / {bar}")
+        lines.append(f"| {TITLES[task]} | {iterations} | " + " | ".join(cells) + " |")
+    # the point robot's bar: 20 seeds of VASE and none; NLL and VIME "if cheap" (no bar); the
+    # authors' TRPO and the text settings are not run there
+    robot_cells = {"vase": "{} / 20", "nll": "{}", "vime": "{}", "none": "{} / 20"}
+    lines.append("| point robot | until the first reward, ≤ 500 | " + " | ".join(
+        robot_cells[m].format(len(robot.get(m, []))) if m in robot_cells else "–"
+        for m in measures) + " |")
+    return "\n".join(lines) + "\n"
