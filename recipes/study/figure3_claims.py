@@ -34,6 +34,7 @@ PAPER_CURVES = ("vase", "nll", "vime", "trpo_authors")
 EXTRAS = ("none", "vase_paper", "rnd")
 #: every measure the study runs
 STUDY_MEASURES = (*PAPER_CURVES, *EXTRAS)
+#: the measures' names in the figures and the status table
 STUDY_LABELS = {"vase": "VASE", "nll": "NLL", "vime": "VIME", "trpo_authors": "TRPO (authors')",
                 "none": "TRPO, the bonuses' own (none)", "vase_paper": "VASE, paper's text",
                 "rnd": "RND"}
