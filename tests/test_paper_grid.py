@@ -119,6 +119,15 @@ def test_the_sac_study_plans_its_cells_by_sac_s_frames_and_experiments(tmp_path)
     command = jobs[0].command("sqlite:///s.db", Path("/c"), "python")
     assert "algorithm=sac" in command and not any(o.startswith("iterations=") for o in command)
     assert f"mlflow.experiment=sac-{jobs[0].task}" in command
+    assert jobs[0].study == "sac study"
+    # sac.sh runs seed-major: a study cut short has every cell at the same seeds
+    jobs, _ = paper_grid.plan(["mountain_car", "half_cheetah"], ["none", "vase", "rnd"],
+                              [0, 1], group=1, out=tmp_path, algorithm="sac", seed_block=1)
+    cells = [(task, measure) for measure in ("vase", "none", "rnd")
+             for task in ("half_cheetah", "mountain_car")]
+    assert [(j.task, j.measure, j.seeds) for j in jobs] == [
+        *[(*cell, (0,)) for cell in cells if cell != ("half_cheetah", "rnd")],  # done
+        *[(*cell, (1,)) for cell in cells]]
 
 def _store(uri: str, tmp_path: Path) -> tuple[str, MlflowClient, str]:
     client = MlflowClient(tracking_uri=uri)
@@ -515,6 +524,13 @@ def test_until_reads_a_clock_time_or_a_date_and_refuses_anything_else():
         paper_grid.deadline("soon")
     with pytest.raises(SystemExit):
         paper_grid.main(["--until", "05:20", "--launcher", "submitit_local", "--dry-run"])
+
+
+@pytest.mark.parametrize("option", ["--workers", "--group", "--seed-block"])
+def test_a_count_below_one_is_refused_before_any_plan(option, capsys):
+    with pytest.raises(SystemExit):
+        paper_grid.main([option, "0", "--dry-run"])
+    assert "--seed-block must be at least 1" in capsys.readouterr().err
 
 
 def test_jobs_start_only_as_far_as_the_disk_holds_their_checkpoints(tmp_path, monkeypatch):

@@ -15,7 +15,8 @@ and the scratch folder's disk hold them at their end. The MLflow store is scratc
 Jobs run in the issue's order: seeds 0–9 before 10–19; within them VASE and the authors' TRPO
 first (HalfCheetah, CartpoleSwingup and Ant, where the paper says VASE wins, before the other
 tasks), then the point robot's steps to the first reward, then NLL, VIME and the control, then
-VASE at the paper's text settings.
+VASE at the paper's text settings. ``--seed-block 1`` runs seed-major instead (a seed of every cell
+before the next seed), as the SAC study does.
 
     python recipes/study/paper_grid.py --dry-run                     # what is done, what would run
     python recipes/study/paper_grid.py --tasks half_cheetah --measures vase trpo_authors \\
@@ -185,10 +186,12 @@ def seed_list(text: str) -> list[int]:
 
 def plan(tasks: list[str], measures: list[str], seeds: list[int], group: int,
          out: Path, iterations: int | None = None, algorithm: str = "trpo",
-         ) -> tuple[list[Job], list[tuple[str, str, int]]]:
-    """The jobs still to run, in the issue's order, and the cells already done."""
+         seed_block: int = 10) -> tuple[list[Job], list[tuple[str, str, int]]]:
+    """The jobs still to run, in the issue's order, and the cells already done: every cell's
+    seeds of one block of ``seed_block`` (seeds 0-9 before 10-19 by default; 1 gives a seed of
+    every cell before the next seed) before the next block's."""
     done, jobs = [], []
-    blocks = [seeds[i:i + 10] for i in range(0, len(seeds), 10)]  # seeds 0-9 before 10-19
+    blocks = [seeds[i:i + seed_block] for i in range(0, len(seeds), seed_block)]
     cells = list(dict.fromkeys(  # each cell once, where the order first names it
         (task, measure) for tier_measures, tier_tasks in ORDER for task in tier_tasks
         for measure in tier_measures if task in tasks and measure in measures))
@@ -809,6 +812,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: " + " ".join(STUDY))
     parser.add_argument("--seeds", type=seed_list, default=seed_list("0-19"),
                         help="e.g. 0-4 or 0,2,5-9 (default 0-19, the paper's)")
+    parser.add_argument("--seed-block", type=int, default=10,
+                        help="every cell's seeds of a block of this many before the next "
+                             "block's (default 10, the issue's; 1: seed-major, so a study cut "
+                             "short has every cell at the same seeds)")
     parser.add_argument("--workers", type=int, default=2, help="jobs at a time (one core each)")
     parser.add_argument("--group", type=int, default=1,
                         help="seeds per job (a population; needs --overrides collection=rllab)")
@@ -848,13 +855,13 @@ def main(argv: list[str] | None = None) -> int:
                              "(default: skipped, their failures.csv says why)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     args = parser.parse_args(argv)
-    if args.workers < 1 or args.group < 1:
-        parser.error("--workers and --group must be at least 1.")
+    if min(args.workers, args.group, args.seed_block) < 1:
+        parser.error("--workers, --group and --seed-block must be at least 1.")
     if args.until is not None and args.launcher != "pool":
         parser.error("--until times the pool's jobs; a cluster engine has its own time limits "
                      "(--timeout-min).")
     jobs, _ = plan(args.tasks, args.measures, args.seeds, args.group, args.out, args.iterations,
-                   args.algorithm)
+                   args.algorithm, args.seed_block)
     store = args.store or f"sqlite:///{args.scratch.resolve()}/mlflow.db"
     kind = Launcher if args.launcher == "pool" else SubmititLauncher
     launcher = None if args.dry_run else kind(args, store)
@@ -862,9 +869,9 @@ def main(argv: list[str] | None = None) -> int:
     if recovered:
         print(f"exported {len(recovered)} runs the store had finished before", flush=True)
         if args.commit:
-            launcher.commit(recovered, "figure 3: runs finished before, exported")
+            launcher.commit(recovered, f"{jobs[0].study}: runs finished before, exported")
     jobs, done = plan(args.tasks, args.measures, args.seeds, args.group, args.out,
-                      args.iterations, args.algorithm)
+                      args.iterations, args.algorithm, args.seed_block)
     if not args.retry_failed:
         commit = git_commit(args.code or ROOT)
         jobs, skipped = without_failed(jobs, args.out, commit)
