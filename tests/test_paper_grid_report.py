@@ -271,6 +271,17 @@ def test_the_point_robot_claim_counts_runs_that_never_found_it(tmp_path):
     assert swapped[1] == "not reproduced"
     alike = claims_of.point_robot_row({"vase": runs["vase"], "none": runs["vase"]})
     assert alike[1] == "inconclusive"
+    # on the page: a row of the claims' table, its numbers with the other claims'
+    page = claims_of.study_claims_table({}, runs, resamples=200)
+    assert ("| point robot (steps to the first reward) | **reproduced** | none found it in 2 of 6 "
+            "runs, VASE found it in 6 of 6 runs ([the numbers](#claim-point-robot)) | "
+            "none 6, VASE 6 |") in page
+    heading = page[:page.index("\n{: #claim-point-robot }")].splitlines()[-1]
+    assert heading.startswith("**Point robot**") and heading.endswith(
+        "(none 6, VASE 6): **reproduced**")
+    numbers = page[page.index("{: #claim-point-robot }"):].splitlines()
+    assert [line for line in numbers if line.startswith("- ")] == [
+        f"- {part}" for part in measured.split("<br>")]
 
 
 def test_the_log_rank_p_value_is_mantels_statistic_computed_by_hand():

@@ -184,10 +184,15 @@ def _claim_anchor(quote: str, task: str) -> str:
     return f"claim-{key}-{task}".replace("_", "-")
 
 
-def study_claims_table(data: dict, **kwargs) -> str:
+#: the point robot's claim's anchor on the page
+POINT_ROBOT_ANCHOR = "claim-point-robot"
+
+
+def study_claims_table(data: dict, robot: dict[str, list[Seed]] | None = None, **kwargs) -> str:
     """The claims: a table of the verdicts, each with its three windows' verdicts and a link to
-    its numbers; then, per claim, the numbers: each comparison (rows) in each window
-    (columns), the window's verdict last."""
+    its numbers, the point robot's steps to its first reward last (from ``robot``, the runs of
+    ``load_point_robot``); then, per claim, the numbers: each comparison (rows) in each window
+    (columns), the window's verdict last, and the point robot's runs."""
     claims = study_claims(data, **kwargs)
     short = {"last10": "last 10 iterations", "last10pct": "last 10 %", "whole": "whole run"}
     lines = ["| the paper says | task | verdict | the three windows ("
@@ -198,6 +203,12 @@ def study_claims_table(data: dict, **kwargs) -> str:
         link = ("–" if final == "not measured yet"
                 else f"{windows} ([the numbers](#{_claim_anchor(quote, task)}))")
         lines.append(f"| “{quote}” | {TITLES[task]} | **{final}** | {link} | {seeds} |")
+    if robot is not None:
+        measured, robot_final, robot_seeds = point_robot_row(robot)
+        found = found_summary(robot)
+        link = f"{found} ([the numbers](#{POINT_ROBOT_ANCHOR}))" if found else "–"
+        lines.append(f"| “{QUOTES['point_robot']}” | point robot (steps to the first reward) | "
+                     f"**{robot_final}** | {link} | {robot_seeds} |")
     details = ["\nEach claim's numbers: A − B is the difference of two measures' mean returns "
                "(each seed's mean over the window, averaged over the measure's seeds) [the "
                "wider of its 95 % percentile-bootstrap and Welch t-intervals]; a window's "
@@ -217,7 +228,23 @@ def study_claims_table(data: dict, **kwargs) -> str:
                     for label, values in rows.items()]
         details.append("| *the window's verdict* | "
                        + " | ".join(f"*{result}*" for result, _ in per_window.values()) + " |\n")
+    if robot:
+        details += [f"**Point robot**, “{QUOTES['point_robot']}” ({robot_seeds}): "
+                    f"**{robot_final}**",
+                    f"{{: #{POINT_ROBOT_ANCHOR} }}\n",
+                    f"Each run stops at its first extrinsic reward, within {POINT_ROBOT_BUDGET:,} "
+                    "steps; a run that never found it counts as censored at the budget.\n",
+                    *[f"- {part}" for part in measured.split("<br>")], ""]
     return "\n".join(lines) + "\n" + "\n".join(details)
+
+
+def found_summary(runs: dict[str, list[Seed]]) -> str:
+    """How many runs of ``none`` and VASE found the point robot's reward, in a few words."""
+    found = {measure: (int(np.isfinite(first_reward_steps(runs[measure])).sum()),
+                       len(runs[measure]))
+             for measure in ("none", "vase") if runs.get(measure)}
+    names = {"none": "none", "vase": "VASE"}
+    return ", ".join(f"{names[m]} found it in {k} of {n} runs" for m, (k, n) in found.items())
 
 
 # ------------------------------------------------------------------------------------------------

@@ -31,12 +31,10 @@ from figure3_claims import (  # the claims' judgement (beside this script)
     MIN_SEEDS,
     PAPER_CURVES,
     POINT_ROBOT_BUDGET,
-    QUOTES,
     STUDY_LABELS,
     STUDY_MEASURES,
     first_reward_steps,
     load_point_robot,
-    point_robot_row,
     seed_windows,
     study_claims_table,
 )
@@ -230,51 +228,65 @@ STUDY_INTRO = """# Results: the paper's Figure 3
 
 ## As its authors ran it
 
-The paper's claims judged on runs at the authors' configuration: the recipe's defaults, which are
-the authors' code wherever it and the paper's text differ (σ_c = 0.5, no confidence term δ, BNN
-means from N(0, 1), the bonus added uncentred, rllab's TRPO with Glorot initialisation, CG damping
-1e-5 and 15 backtracks, its Monte-Carlo extrinsic baseline, and rllab's batches of whole paths:
+The paper's claims judged on runs at the authors' configuration (the recipe's defaults: the
+authors' code wherever it and the paper's text differ,
 [the list](concepts.md#where-the-authors-code-differs-from-the-paper)), fixed before the first run
-and not tuned towards the paper. Measures: VASE, NLL and VIME (the same model and settings, only
-the measure differs), the paper's TRPO curve as the authors' script ran it (`preset=authors_trpo`:
-γ = 0.99, λ = 1), and the control `none` (the bonuses' own TRPO, γ = 0.995, λ = 0.95, without a
-bonus); VASE at the paper's text settings (`preset=paper`: σ_c = 5, δ = 1e-3, observations
-normalised, tanh models on HalfCheetah and Ant, and on Ant the text's reward, for its position,
-not the authors' for its speed) on three tasks. Seeds 0–19 (the paper:
-"over 20 runs with a fixed set of seeds"), each run to the task's full iteration count, exported
-to `docs/results/figure3/<task>/<measure>/seed<k>.csv` with its `runs.csv` row (commit, machine,
-load, the run's name and config identity), all at one code: commit b2b53df until 2026-11-29
-05:45 UTC, then 82a8bde, which is b2b53df with one change, the policy's log-density taken in
-rllab's standardised form where torch's leaves float32 (`FiniteLogProbNormal`: four HalfCheetah
-VIME runs failed at b2b53df once a learned log-std passed 43, listed below); a run that never
-reaches such a std logs the same numbers at both, bit for bit (checked on 20 iterations of
-HalfCheetah VIME seed 1; for a random draw of whole runs, rerun at 82a8bde, see "Rechecked" below:
-a rerun that parts from the study's run is rerun at b2b53df on the same machine too, which tells
-the commit from the machine the study's run first ran on; the one run-to-run difference found on
-one machine is in VIME's logged KL, by one float32 step, between a process that compiled the ELBO
-kernel and one that loaded it from numba's cache, the training alike (fixed in the library
-since, not in the study's commit:
-[benchmarks](benchmarks.md#the-elbos-steps-in-one-compiled-call))). The study runs, and
-resumes, over several sessions (`python recipes/study/paper_grid.py`,
-[the guide](guides/paper_grid.md)); this part of the page
-is written by `python recipes/study/paper_grid_report.py` from those files and says how far it has
-come.
+and not tuned towards the paper; seeds 0–19, each run to the task's full iteration count. Which
+measures, settings and commits, and how far the study has come:
+[how the study was run](#how-the-study-was-run).
 
-**How a claim is judged** (stated before any number). Each seed's curve gives three numbers: its
-mean extrinsic return over the last 10 iterations, over the last 10 % of iterations, and over the
-whole run (the area under the curve). Measures are compared unpaired, every seed counting: the
-difference of means with a 95 % percentile-bootstrap interval beside Welch's t-interval, the
-verdict reading the wider (their union); the comparisons of one claim are Holm-corrected. A claim
-is *reproduced* or *not reproduced* only when all three windows say so, otherwise
-*inconclusive*; a measure with fewer than 5 finished seeds is *not measured yet*. "Almost the
-same" (LunarLander) is an equivalence claim: each bonus's difference from no surprise must lie
-within **±10 % of the task's return range** (the span from the 5th to the 95th percentile of every
-iteration's return of the measures compared) by two one-sided tests at 5 %. "No surprise" has
-two curves, and a claim about it is judged against both: the authors' TRPO and the control.
-The point robot's claim reads each run's steps to its first reward, a run that never found it
-censored at the budget: *reproduced* when the probability that a VASE run finds it sooner than a
-`none` run has its 95 % interval above 0.5 and a one-sided log-rank test agrees at 5 %, *not
-reproduced* when both say the opposite, otherwise *inconclusive*.
+**How a claim is judged** (stated before any number):
+
+- Each seed's curve gives three numbers: its mean extrinsic return over the last 10 iterations,
+  over the last 10 % of iterations, and over the whole run (the area under the curve).
+- Measures are compared unpaired, every seed counting: the difference of means with a 95 %
+  percentile-bootstrap interval beside Welch's t-interval, the verdict reading the wider (their
+  union); the comparisons of one claim are Holm-corrected.
+- A claim is *reproduced* or *not reproduced* only when all three windows say so, otherwise
+  *inconclusive*; a measure with fewer than 5 finished seeds is *not measured yet*.
+- "Almost the same" (LunarLander) is an equivalence claim: each bonus's difference from no
+  surprise must lie within **±10 % of the task's return range** (the span from the 5th to the
+  95th percentile of every iteration's return of the measures compared) by two one-sided tests at
+  5 %.
+- "No surprise" has two curves, and a claim about it is judged against both: the authors' TRPO
+  and the control.
+- The point robot's claim reads each run's steps to its first reward, a run that never found it
+  censored at the budget: *reproduced* when the probability that a VASE run finds it sooner than
+  a `none` run has its 95 % interval above 0.5 and a one-sided log-rank test agrees at 5 %, *not
+  reproduced* when both say the opposite, otherwise *inconclusive*.
+"""
+
+#: how the study was run: its measures, settings, files and commits
+STUDY_RUNS = """\
+- **Configuration**: the recipe's defaults, which are the authors' code wherever it and the
+  paper's text differ: σ_c = 0.5, no confidence term δ, BNN means from N(0, 1), the bonus added
+  uncentred, rllab's TRPO with Glorot initialisation, CG damping 1e-5 and 15 backtracks, its
+  Monte-Carlo extrinsic baseline, and rllab's batches of whole paths
+  ([the list](concepts.md#where-the-authors-code-differs-from-the-paper)); fixed before the first
+  run and not tuned towards the paper.
+- **Measures**: VASE, NLL and VIME (the same model and settings, only the measure differs); the
+  paper's TRPO curve as the authors' script ran it (`preset=authors_trpo`: γ = 0.99, λ = 1); the
+  control `none` (the bonuses' own TRPO, γ = 0.995, λ = 0.95, without a bonus); VASE at the
+  paper's text settings (`preset=paper`: σ_c = 5, δ = 1e-3, observations normalised, tanh models
+  on HalfCheetah and Ant, and on Ant the text's reward, for its position, not the authors' for
+  its speed) on three tasks.
+- **Seeds**: 0–19 (the paper: "over 20 runs with a fixed set of seeds"), each run to the task's
+  full iteration count, exported to `docs/results/figure3/<task>/<measure>/seed<k>.csv` with its
+  `runs.csv` row (commit, machine, load, the run's name and config identity).
+- **Code**: commit b2b53df until 2026-11-29 05:45 UTC, then 82a8bde, which is b2b53df with one
+  change: the policy's log-density taken in rllab's standardised form where torch's leaves
+  float32 (`FiniteLogProbNormal`: four HalfCheetah VIME runs failed at b2b53df once a learned
+  log-std passed 43, listed below). A run that never reaches such a std logs the same numbers at
+  both, bit for bit (checked on 20 iterations of HalfCheetah VIME seed 1). Whole runs drawn at
+  random were rerun at 82a8bde ("Rechecked" below), and a rerun that parts from the study's run
+  at b2b53df on the same machine too, which tells the commit from the machine the study's run
+  first ran on. The one run-to-run difference found on one machine is in VIME's logged KL terms,
+  between a process that compiled the ELBO kernel and one that loaded it from numba's cache
+  (fixed in the library since, not in the study's commit:
+  [benchmarks](benchmarks.md#the-elbos-steps-in-one-compiled-call)).
+- **How it runs**: over several sessions, each resuming where the last stopped
+  (`python recipes/study/paper_grid.py`, [the guide](guides/paper_grid.md)); this part of the
+  page is written by `python recipes/study/paper_grid_report.py` from those files.
 """
 
 
@@ -347,12 +359,7 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
     caption = (f"seeds 0–19 as they finish, commit {', '.join(commits)}" if commits
                else "no run finished yet")
     written: dict[str, Path] = {}
-    sections = [STUDY_INTRO, "### The claims\n", study_claims_table(data)]
-    measured, result, seeds = point_robot_row(robot)
-    sections += ["\nThe exploration experiment (2D point robot; each run stops at its first "
-                 f"extrinsic reward, within {POINT_ROBOT_BUDGET:,} steps):\n",
-                 "| the paper says | we measured | verdict | runs |", "|---|---|---|---|",
-                 f"| “{QUOTES['point_robot']}” | {measured} | **{result}** | {seeds} |\n"]
+    sections = [STUDY_INTRO, "### The claims\n", study_claims_table(data, robot)]
     if data:
         figures.mkdir(parents=True, exist_ok=True)
         written["curves"] = figures / "figure3_curves.png"
@@ -396,7 +403,8 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
         sections.append(figure(link, "point_robot_first_reward.png", "Steps to the first reward"))
     if reach := bonus_reach(data):
         sections += ["### What the policy update sees of the bonus\n", reach]
-    sections += ["### How far the study has come\n",
+    sections += ["### How the study was run\n", STUDY_RUNS,
+                 "### How far the study has come\n",
                  "Finished seeds per task and measure, against the bar:\n",
                  study_status(data, robot),
                  failures_table(load_failures(study) if study.is_dir() else [], study),
