@@ -449,6 +449,16 @@ def test_the_status_table_counts_each_cell_against_its_bar_the_point_robot_in_it
     assert rows["Ant"] == ["12 / 20", "0 / 20", "0 / 10", "0 / 10", "0 / 10", "2 / 10 |"]
     assert rows["MountainCar"][-1] == " |"  # the text settings run on three tasks only
     assert rows["point robot"] == ["20 / 20", "–", "13", "0", "11 / 20", "– |"]
+    below = table.splitlines()[-1]
+    assert below.startswith("Below the bar: MountainCar VASE (0 of 20), MountainCar TRPO "
+                            "(authors') (0 of 20), MountainCar NLL (0 of 10)")
+    assert "Ant VASE (12 of 20)" in below and "Ant VASE, paper's text (2 of 10)" in below
+    assert "MountainCar VASE, paper's text" not in below  # not run there: no bar
+    assert below.endswith(", point robot TRPO, the bonuses' own (none) (11 of 20).")
+    assert below.count(" of ") == 6 * 5 + 3 + 1  # five measures a task, the text on three, none
+    full = {task: {m: seeds(bar) for m, bar in status.STUDY_BAR.items()} for task in status.TASKS}
+    table = status.study_status(full, {"vase": seeds(20), "none": seeds(20)})
+    assert table.splitlines()[-1] == "**Every cell has reached the bar.**"
 
 
 def test_only_the_ants_text_settings_change_its_reward_and_the_page_says_so():

@@ -209,6 +209,7 @@ def study_status(data: dict, robot: dict[str, list[Seed]]) -> str:
     measures = tuple(STUDY_BAR)
     lines = ["| task | iterations | " + " | ".join(STUDY_LABELS[m] for m in measures) + " |",
              "|---|---:|" + "---:|" * len(measures)]
+    short = []  # the cells below their bar
     for task in TASKS:
         iterations = OmegaConf.load(ROOT / "conf" / "env" / f"{task}.yaml").iterations
         cells = []
@@ -217,12 +218,20 @@ def study_status(data: dict, robot: dict[str, list[Seed]]) -> str:
             if measure == "vase_paper" and task not in ("cartpole_swingup", "half_cheetah", "ant"):
                 cells.append("")
                 continue
-            cells.append(f"{len(data.get(task, {}).get(measure, []))} / {bar}")
+            finished = len(data.get(task, {}).get(measure, []))
+            cells.append(f"{finished} / {bar}")
+            if finished < bar:
+                short.append(f"{TITLES[task]} {STUDY_LABELS[measure]} ({finished} of {bar})")
         lines.append(f"| {TITLES[task]} | {iterations} | " + " | ".join(cells) + " |")
     # the point robot's bar: 20 seeds of VASE and none; NLL and VIME "if cheap" (no bar); the
     # authors' TRPO and the text settings are not run there
+    robot_bar = {"vase": 20, "none": 20}
     robot_cells = {"vase": "{} / 20", "nll": "{}", "vime": "{}", "none": "{} / 20"}
     lines.append("| point robot | until the first reward, ≤ 500 | " + " | ".join(
         robot_cells[m].format(len(robot.get(m, []))) if m in robot_cells else "–"
         for m in measures) + " |")
+    short += [f"point robot {STUDY_LABELS[m]} ({len(robot.get(m, []))} of {bar})"
+              for m, bar in robot_bar.items() if len(robot.get(m, [])) < bar]
+    lines.append("\n" + (f"Below the bar: {', '.join(short)}." if short
+                         else "**Every cell has reached the bar.**"))
     return "\n".join(lines) + "\n"
