@@ -44,6 +44,8 @@ class Seed:
     #: the bonus's share of the policy's advantage variance, and its mean (U, before η)
     advantage_share: np.ndarray = field(default_factory=lambda: np.array([]))
     bonus_mean: np.ndarray = field(default_factory=lambda: np.array([]))
+    #: the share of the iteration's episodes that reached the goal (MountainCar's success)
+    success_rate: np.ndarray = field(default_factory=lambda: np.array([]))
 
     @property
     def final(self) -> float:
@@ -91,7 +93,8 @@ def load_cell(grid: Path, task: str, measure: str) -> list[Seed]:
                           first_reward=float(first[0]) if first.size else math.nan,
                           agreement=_column(rows, "bonus/self_agreement"),
                           advantage_share=_column(rows, "bonus/advantage_share"),
-                          bonus_mean=_column(rows, "bonus/mean")))
+                          bonus_mean=_column(rows, "bonus/mean"),
+                          success_rate=_column(rows, "Return/success_rate")))
     return seeds
 
 

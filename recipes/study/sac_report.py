@@ -1,0 +1,252 @@
+"""The SAC study's page (issue 41): SAC with no bonus, VASE and RND on MountainCar v1 and
+HalfCheetah v1, beside TRPO + VASE from the Figure 3 study at the same frames.
+
+Reads the runs ``recipes/study/sac.sh`` exports (``docs/results/sac/<task>/<measure>/seed<k>.csv``,
+with their ``runs.csv``) and the Figure 3 study's VASE runs, cut at the SAC runs' budget
+(``sac.frames`` of ``conf/trpo_vase.yaml``), and writes the part of ``docs/results/sac.md``
+below its marker line (the design above it was fixed before any run and is left as it is) and
+the figure ``docs/results/sac/sac_curves.png``. What it reads off is the design's: each seed's
+mean extrinsic return over the last 10 % of its frames and over the whole run; per pair of
+measures, the difference of means with the wider of its 95 % percentile-bootstrap and Welch
+intervals (``study_statistics.compare``); a direction only where both windows show the same one
+with every seed of both cells finished; the frames to the first extrinsic reward and, on
+MountainCar, the success rate.
+
+    python recipes/study/sac_report.py
+
+Examples:
+    >>> import numpy as np
+    >>> run = Seed(0, np.array([100_000.0, 200_000.0, 300_000.0, 400_000.0]),
+    ...            np.array([0.0, 1.0, 2.0, 9.0]), 150_000.0)
+    >>> cut(run, 300_000).returns.tolist()  # the Figure 3 run at the SAC runs' budget
+    [0.0, 1.0, 2.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import textwrap
+import warnings
+from dataclasses import fields, replace
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+from omegaconf import OmegaConf
+from study_figures import DPI, figure, legible, running_mean
+from study_runs import ROOT, TITLES, Seed, load_cell, provenance
+from study_statistics import compare, window_mean
+
+#: the study's cells (docs/results/sac.md's design): tasks, SAC's measures, seeds
+TASKS = ("mountain_car", "half_cheetah")
+MEASURES = ("none", "vase", "rnd")
+SEEDS = 5
+#: the column TRPO + VASE from the Figure 3 study takes beside them
+TRPO_VASE = "trpo_vase"
+LABELS = {"none": "SAC (no bonus)", "vase": "SAC + VASE", "rnd": "SAC + RND",
+          TRPO_VASE: "TRPO + VASE (Figure 3)"}
+#: Okabe & Ito's colour-blind-safe palette, as the Figure 3 page's
+COLOURS = {"none": "#999999", "vase": "#D55E00", "rnd": "#CC79A7", TRPO_VASE: "#000000"}
+#: the pairs compared, A − B
+PAIRS = (("vase", "none"), ("rnd", "none"), ("vase", "rnd"), ("vase", TRPO_VASE))
+#: the two windows of the design: the last 10 % of a run's frames (its iterations are of equal
+#: size) and the whole run
+WINDOWS = {"last10pct": "last 10 % of frames", "whole": "whole run"}
+#: the line above which the page is the design's and below which this script writes
+MARKER = "<!-- Below: written by `python recipes/study/sac_report.py` from docs/results/sac/. -->"
+
+
+def sac_budget() -> int:
+    """A SAC run's frames (``sac.frames``)."""
+    return int(OmegaConf.load(ROOT / "conf" / "trpo_vase.yaml").sac.frames)
+
+
+def cut(run: Seed, frames: int) -> Seed:
+    """``run`` up to ``frames`` (its iterations that end by then); a first reward found later
+    counts as not found."""
+    keep = run.frames <= frames
+    per_iteration = {f.name: getattr(run, f.name)[keep] for f in fields(run)
+                     if isinstance(getattr(run, f.name), np.ndarray)
+                     and getattr(run, f.name).size == keep.size}  # those it logged
+    first = run.first_reward if run.first_reward <= frames else math.nan
+    return replace(run, first_reward=first, **per_iteration)
+
+
+def load_study(study: Path, figure3: Path, frames: int) -> dict[str, dict[str, list[Seed]]]:
+    """``task -> measure -> seeds``: the SAC cells and TRPO + VASE cut at ``frames``."""
+    data = {}
+    for task in TASKS:
+        cells = {measure: load_cell(study, task, measure) for measure in MEASURES}
+        cells[TRPO_VASE] = [cut(run, frames) for run in load_cell(figure3, task, "vase")]
+        data[task] = cells
+    return data
+
+
+def seed_windows(seeds: list[Seed], window: str) -> np.ndarray:
+    return np.array([window_mean(run.returns, window) for run in seeds])
+
+
+def reading(seeds_a: list[Seed], seeds_b: list[Seed], label_a: str, label_b: str,
+            **kwargs) -> tuple[dict[str, str], str]:
+    """One pair's differences per window (``"+1.2 [−0.3, +2.8]"``) and what they read: a
+    direction only when both windows' intervals exclude 0 on the same side, and only with every
+    seed of both cells (a cell of Figure 3 has more)."""
+    figures, signs = {}, []
+    for window in WINDOWS:
+        comparison = compare(seed_windows(seeds_a, window), seed_windows(seeds_b, window),
+                             **kwargs)
+        if comparison is None:
+            figures[window] = "–"
+            signs.append(None)
+            continue
+        low, high = comparison.interval
+        figures[window] = f"{comparison.difference:+.3g} [{low:+.3g}, {high:+.3g}]"
+        signs.append(comparison.sign)
+    if min(len(seeds_a), len(seeds_b)) < SEEDS:
+        return figures, f"not read yet ({len(seeds_a)} and {len(seeds_b)} seeds)"
+    if signs[0] == signs[1] == 1:
+        return figures, f"{label_a} above {label_b} in both windows"
+    if signs[0] == signs[1] == -1:
+        return figures, f"{label_a} below {label_b} in both windows"
+    return figures, "no difference shown"
+
+
+def first_reward(seeds: list[Seed], frames: int) -> str:
+    """How many runs found an extrinsic reward within ``frames``, and their median frames (runs
+    that never found it counted as beyond the budget)."""
+    if not seeds:
+        return "–"
+    steps = np.array([run.first_reward if math.isfinite(run.first_reward) else math.inf
+                      for run in seeds])
+    median = float(np.median(steps))
+    return (f"{np.isfinite(steps).sum()} of {len(seeds)}, median "
+            + (f"{median:,.0f}" if math.isfinite(median) else "beyond the budget"))
+
+
+def success(seeds: list[Seed]) -> str:
+    """The mean over seeds of each seed's success rate over its last 10 % of frames, and the
+    seeds' range."""
+    rates = np.array([window_mean(run.success_rate, "last10pct") for run in seeds
+                      if run.success_rate.size])
+    rates = rates[np.isfinite(rates)]
+    if not rates.size:
+        return "–"
+    return f"{rates.mean():.2f} ({rates.min():.2f}–{rates.max():.2f})"
+
+
+@legible
+def plot_curves(data: dict, path: Path, title: str) -> None:
+    """Per task, each SAC measure's median return over seeds against frames (each seed
+    smoothed over 5 % of its run), the interquartile range shaded; TRPO + VASE's median dashed."""
+    figure_, axes = plt.subplots(1, len(TASKS), figsize=(11, 5), layout="constrained")
+    figure_.suptitle(textwrap.fill(title, 110))
+    handles = {}
+    for task, panel in zip(TASKS, axes, strict=True):
+        panel.set_title(f"{TITLES[task]} (sparse)")
+        for measure in (*MEASURES, TRPO_VASE):
+            seeds = data[task][measure]
+            if not seeds:
+                continue
+            length = min(run.returns.size for run in seeds)
+            curves = np.stack([running_mean(run.returns[:length],
+                                            window=max(1, int(0.05 * length)))
+                               for run in seeds])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                q1, median, q3 = np.nanpercentile(curves, [25, 50, 75], axis=0)
+            frames = seeds[0].frames[:length] / 1e3
+            (line,) = panel.plot(frames, median, color=COLOURS[measure], lw=1.6,
+                                 ls="--" if measure == TRPO_VASE else "-")
+            if measure != TRPO_VASE:  # the reference: its median only, beside SAC's bands
+                panel.fill_between(frames, q1, q3, color=COLOURS[measure], alpha=0.18, lw=0)
+            handles[measure] = line
+        panel.set_xlabel("frames (thousands)")
+        panel.set_ylabel("extrinsic return")
+        if not any(data[task][m] for m in MEASURES):
+            panel.text(0.5, 0.5, "no SAC run yet", ha="center", transform=panel.transAxes)
+    figure_.legend(list(handles.values()), [LABELS[m] for m in handles],
+                   loc="outside lower center", ncol=len(handles), frameon=False)
+    figure_.savefig(path, dpi=DPI)
+    plt.close(figure_)
+
+
+def results_section(study: Path, figure3: Path, link: str,
+                    **kwargs) -> tuple[str, Path | None]:
+    """The page's part below ``MARKER``, and the figure it drew into ``study`` (``None`` before
+    any run); ``link`` is ``study`` as the page links it."""
+    frames = sac_budget()
+    data = load_study(study, figure3, frames)
+    finished = sum(len(data[t][m]) for t in TASKS for m in MEASURES)
+    total = len(TASKS) * len(MEASURES) * SEEDS
+    lines = ["## Results\n", f"**{finished} of {total} runs finished**"
+             + (": nothing to read yet." if not finished else
+                f" (each {frames:,} frames; TRPO + VASE from the Figure 3 study, its runs cut at "
+                f"{frames:,} frames or whole where shorter).") + "\n",
+             "| task | " + " | ".join(LABELS[m] for m in (*MEASURES, TRPO_VASE)) + " |",
+             "|---|" + "---:|" * (len(MEASURES) + 1)]
+    for task in TASKS:
+        cells = [f"{len(data[task][m])} / {SEEDS}" for m in MEASURES]
+        lines.append(f"| {TITLES[task]} | " + " | ".join(cells)
+                     + f" | {len(data[task][TRPO_VASE])} |")
+    if not finished:
+        return "\n".join(lines) + "\n", None
+    commits, machines = provenance(study)
+    lines.append(f"\nSAC runs at commit {', '.join(commits) or '–'}; machines: "
+                 f"{', '.join(machines) or '–'}.\n")
+    path = study / "sac_curves.png"
+    plot_curves(data, path, "SAC with and without a bonus: median extrinsic return over seeds, "
+                "interquartile range shaded; TRPO + VASE's median dashed "
+                f"({finished} of {total} SAC runs)")
+    lines += [figure(link, path.name, "Return against frames per task"),
+              "### The comparisons\n",
+              "A − B: the difference of the measures' mean returns (each seed's mean over the "
+              "window) [the wider of its 95 % percentile-bootstrap and Welch t-intervals], every "
+              "seed counting, unpaired and not corrected for the four comparisons of a task. A "
+              "direction is read only when both windows show it and both cells have all their "
+              "seeds.\n",
+              "| task | A − B | " + " | ".join(WINDOWS.values()) + " | reading |",
+              "|---|---|---:|---:|---|"]
+    for task in TASKS:
+        for a, b in PAIRS:
+            figures, read = reading(data[task][a], data[task][b], LABELS[a], LABELS[b], **kwargs)
+            lines.append(f"| {TITLES[task]} | {LABELS[a]} − {LABELS[b]} | "
+                         + " | ".join(figures[w] for w in WINDOWS) + f" | {read} |")
+    lines += ["\n### Finding the reward\n",
+              f"Runs that found an extrinsic reward within {frames:,} frames and the median "
+              "frames to it (runs that never did counted as beyond the budget); on MountainCar, "
+              "the share of episodes that reached the goal over the last 10 % of frames, mean "
+              "over seeds (lowest–highest seed).\n",
+              "| task | measure | found the reward | success rate |", "|---|---|---|---|"]
+    for task in TASKS:
+        for measure in (*MEASURES, TRPO_VASE):
+            seeds = data[task][measure]
+            rate = success(seeds) if task == "mountain_car" else ""
+            lines.append(f"| {TITLES[task]} | {LABELS[measure]} | "
+                         f"{first_reward(seeds, frames)} | {rate} |")
+    return "\n".join(lines) + "\n", path
+
+
+def write_page(page: Path, section: str) -> None:
+    """Replace what follows ``MARKER`` on ``page`` with ``section``."""
+    text = page.read_text()
+    if MARKER not in text:
+        raise SystemExit(f"{page} has no line {MARKER!r}: the report writes below it.")
+    page.write_text(text[: text.index(MARKER) + len(MARKER)] + "\n\n" + section)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", type=Path, default=ROOT / "docs" / "results" / "sac")
+    parser.add_argument("--figure3", type=Path, default=ROOT / "docs" / "results" / "figure3")
+    parser.add_argument("--page", type=Path, default=ROOT / "docs" / "results" / "sac.md")
+    args = parser.parse_args(argv)
+    link = Path(os.path.relpath(args.study, args.page.parent)).as_posix()
+    section, drawn = results_section(args.study, args.figure3, link)
+    write_page(args.page, section)
+    print(f"report: {args.page}" + (f"\nfigure: {drawn}" if drawn else ""))
+
+
+if __name__ == "__main__":
+    main()
