@@ -2,13 +2,13 @@
 earlier_study_report, figure3_report with figure3_claims and figure3_status): the statistics and
 verdicts against direct computations."""
 
-import csv
 import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from exported_runs import write_run
 from recipe_modules import load_recipe
 
 report = load_recipe("study/paper_grid_report")
@@ -100,16 +100,10 @@ def test_the_first_batch_touch_count_reads_each_run_s_first_reward_frame():
 
 
 def _export(path: Path, returns, first_reward=None, agreement=None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["frames", "Return/mean", "train/first_reward_step",
-                         "bonus/self_agreement"])
-        for i, value in enumerate(returns):
-            frame = 5000 * (i + 1)
-            met = first_reward is not None and frame >= first_reward
-            writer.writerow([frame, value, first_reward if met else "",
-                             "" if agreement is None or i == 0 else agreement])
+    # the self-agreement is not logged at the first iteration (no model yet)
+    metrics = (None if agreement is None else
+               {"bonus/self_agreement": [None, *[agreement] * (len(returns) - 1)]})
+    write_run(path, returns, first_reward=first_reward, metrics=metrics)
 
 
 def _text_pixels_in_the_docs_column(figure) -> list[tuple[float, str]]:
@@ -183,13 +177,7 @@ def test_the_studys_figures_are_legible_in_the_docs_column(tmp_path, monkeypatch
 # The study at the authors' configuration (issue 38): claims in three windows, unpaired
 # ------------------------------------------------------------------------------------------------
 def _write_seed(path: Path, returns, first_reward: float | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["frames", "Return/mean", "train/first_reward_step"])
-        for i, value in enumerate(returns):
-            found = "" if first_reward is None or (i + 1) * 5000 < first_reward else first_reward
-            writer.writerow([(i + 1) * 5000, value, found])
+    write_run(path, returns, first_reward=first_reward)
 
 
 def _study(root: Path, task: str, levels: dict[str, tuple[float, float]], seeds: int = 8,

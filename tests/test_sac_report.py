@@ -1,7 +1,6 @@
 """recipes/study/sac_report.py: the SAC study's page from its exported runs, its readings
 against direct computations."""
 
-import csv
 import math
 import zlib
 from pathlib import Path
@@ -9,6 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from exported_runs import write_run
 from recipe_modules import load_recipe
 
 sac = load_recipe("study/sac_report")
@@ -16,19 +16,6 @@ runs_of = load_recipe("study/study_runs")
 stats = load_recipe("study/study_statistics")
 
 BUDGET = 300_000  # conf/trpo_vase.yaml: sac.frames
-
-
-def _write(path: Path, returns, frames_per_batch: int, first_reward: float | None = None,
-           success=None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["frames", "Return/mean", "Return/success_rate",
-                         "train/first_reward_step"])
-        for i, value in enumerate(returns):
-            frames = (i + 1) * frames_per_batch
-            found = "" if first_reward is None or frames < first_reward else first_reward
-            writer.writerow([frames, value, "" if success is None else success[i], found])
 
 
 def _cell(root: Path, task: str, measure: str, levels: tuple[float, float], seeds: int = 5,
@@ -39,8 +26,9 @@ def _cell(root: Path, task: str, measure: str, levels: tuple[float, float], seed
     switch = int(0.8 * iterations)
     for seed in range(seeds):
         curve = np.r_[np.full(switch, levels[0]), np.full(iterations - switch, levels[1])]
-        _write(root / task / measure / f"seed{seed}.csv", curve + rng.normal(0, 0.1, iterations),
-               frames_per_batch, first_reward, success)
+        write_run(root / task / measure / f"seed{seed}.csv", curve + rng.normal(0, 0.1, iterations),
+                  frames_per_batch=frames_per_batch, first_reward=first_reward,
+                  metrics=None if success is None else {"Return/success_rate": success})
 
 
 def test_the_budget_is_the_recipes_and_a_figure3_run_is_cut_at_it():
