@@ -213,6 +213,17 @@ def test_the_studys_claims_follow_the_three_windows(tmp_path):
     assert claims["nll", "half_cheetah"][0] == "reproduced"
     assert claims["lunar_lander", "lunar_lander"][0] == "reproduced"
     assert claims["good", "cartpole_swingup"][0] == "not measured yet"
+    listed = claims_of.study_claims(data, resamples=2000)
+    summary = claims_of.claims_summary(listed, {})  # no point-robot run: not measured yet
+    assert summary.startswith("**In short:** of the paper's 13 claims (a claim on each task it "
+                              "names), 3 reproduced (“VASE shows good results” on HalfCheetah; "
+                              "“VASE better than NLL” on HalfCheetah; “all alike” on "
+                              "LunarLanderContinuous), ")
+    counts = [int(part.split()[0]) for part in summary.split("), ")[-1].split(", ")]
+    finals = [final for *_, final, _ in listed]
+    assert counts == [finals.count("inconclusive"), finals.count("not measured yet") + 1]
+    assert claims_of.study_claims_table(data, claims=listed) == claims_of.study_claims_table(
+        data, resamples=2000)  # the claims computed once serve the table alike
     page = claims_of.study_claims_table(data, resamples=2000)
     # the verdicts' table: Ant's windows disagree and are listed; HalfCheetah's agree
     assert ("| Ant | **inconclusive** | reproduced · reproduced · not reproduced ([the numbers]"

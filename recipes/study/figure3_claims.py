@@ -188,12 +188,44 @@ def _claim_anchor(quote: str, task: str) -> str:
 POINT_ROBOT_ANCHOR = "claim-point-robot"
 
 
-def study_claims_table(data: dict, robot: dict[str, list[Seed]] | None = None, **kwargs) -> str:
+#: each claim in a few words, for the page's summary
+CLAIM_NAMES = {"mountain_car": "VIME performs best", "double_pendulum":
+               "VIME first, VASE later", "good": "VASE shows good results", "nll":
+               "VASE better than NLL", "lunar_lander": "all alike",
+               "point_robot": "VASE finds the first reward sooner"}
+
+
+def claims_summary(claims: list, robot: dict[str, list[Seed]]) -> str:
+    """The verdicts counted, the claims reproduced and not reproduced named with their tasks
+    (``claims``: ``study_claims``'s; the point robot's from ``robot``)."""
+    verdicts = [(key, TITLES[task], final) for quote, task, _, final, _ in claims
+                for key, text in QUOTES.items() if text == quote]
+    verdicts.append(("point_robot", "the point robot", point_robot_row(robot)[1]))
+    parts = []
+    for result in ("reproduced", "not reproduced", "inconclusive", "not measured yet"):
+        named = {}
+        for key, task, final in verdicts:
+            if final == result:
+                named.setdefault(key, []).append(task)
+        count = sum(len(tasks) for tasks in named.values())
+        if not count:
+            continue
+        which = "; ".join(f"“{CLAIM_NAMES[key]}” on {' and '.join(tasks)}"
+                          for key, tasks in named.items())
+        parts.append(f"{count} {result}" + (f" ({which})" if result in (
+            "reproduced", "not reproduced") else ""))
+    return (f"**In short:** of the paper's {len(verdicts)} claims (a claim on each task it "
+            f"names), {', '.join(parts)}.\n")
+
+
+def study_claims_table(data: dict, robot: dict[str, list[Seed]] | None = None,
+                       claims: list | None = None, **kwargs) -> str:
     """The claims: a table of the verdicts, each with its three windows' verdicts and a link to
     its numbers, the point robot's steps to its first reward last (from ``robot``, the runs of
     ``load_point_robot``); then, per claim, the numbers: each comparison (rows) in each window
-    (columns), the window's verdict last, and the point robot's runs."""
-    claims = study_claims(data, **kwargs)
+    (columns), the window's verdict last, and the point robot's runs. ``claims``:
+    ``study_claims(data)`` where already computed."""
+    claims = study_claims(data, **kwargs) if claims is None else claims
     short = {"last10": "last 10 iterations", "last10pct": "last 10 %", "whole": "whole run"}
     lines = ["| the paper says | task | verdict | the three windows ("
              + " · ".join(short.values()) + ") | seeds |", "|---|---|---|---|---|"]

@@ -33,9 +33,11 @@ from figure3_claims import (  # the claims' judgement (beside this script)
     POINT_ROBOT_BUDGET,
     STUDY_LABELS,
     STUDY_MEASURES,
+    claims_summary,
     first_reward_steps,
     load_point_robot,
     seed_windows,
+    study_claims,
     study_claims_table,
 )
 from figure3_status import (  # how far the study has come (beside this script)
@@ -359,7 +361,9 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
     caption = (f"seeds 0–19 as they finish, commit {', '.join(commits)}" if commits
                else "no run finished yet")
     written: dict[str, Path] = {}
-    sections = [STUDY_INTRO, "### The claims\n", study_claims_table(data, robot)]
+    claims = study_claims(data)
+    sections = [STUDY_INTRO, claims_summary(claims, robot), "### The claims\n",
+                study_claims_table(data, robot, claims)]
     if data:
         figures.mkdir(parents=True, exist_ok=True)
         written["curves"] = figures / "figure3_curves.png"
