@@ -18,6 +18,7 @@ earlier = load_recipe("study/earlier_study_report")
 figure3 = load_recipe("study/figure3_report")
 claims_of = load_recipe("study/figure3_claims")
 status = load_recipe("study/figure3_status")
+stats = load_recipe("study/study_statistics")
 
 
 def _seed(seed: int, returns, first_reward: float = np.nan, frames_per_batch: int = 5000):
@@ -245,6 +246,31 @@ def test_the_studys_claims_follow_the_three_windows(tmp_path):
                                               "*reproduced* | *not reproduced* |")
     lander = page[page.index("{: #claim-lunar-lander-lunar-lander }"):]
     assert lander.split("\n\n")[1].splitlines()[2].startswith("| equivalence margin | ±")
+
+
+def test_the_aggregate_across_tasks_is_on_the_page_as_numbers(tmp_path):
+    measures = ("vase", "nll", "vime", "trpo_authors", "none")
+    _study(tmp_path, "half_cheetah", {"vase": (5, 9), "nll": (1, 1), "vime": (1, 2),
+                                      "trpo_authors": (0, 0), "none": (0, 1)})
+    _study(tmp_path, "ant", {"vase": (0, 9)})  # not every measure ran there: left out
+    data = runs_of.load(tmp_path, claims_of.STUDY_MEASURES)
+    result = figure3.aggregate(data, measures)
+    assert result["tasks"] == ["half_cheetah"]
+    # one task: each seed's last-10 return, min-max normalised over every run of the five
+    scores = {m: claims_of.seed_windows(data["half_cheetah"][m], "last10") for m in measures}
+    low = min(v.min() for v in scores.values())
+    high = max(v.max() for v in scores.values())
+    iqm = {m: stats.iqm((v - low) / (high - low)) for m, v in scores.items()}
+    assert {m: result["iqm"][m][0] for m in measures} == pytest.approx(iqm)
+    assert result["improvement"]["nll"][0] == 1.0  # every VASE seed above every NLL seed
+    table = figure3.aggregate_table(result)
+    rows = {line.split(" | ")[0].removeprefix("| "): line for line in table.splitlines()
+            if line.startswith("| ") and not line.startswith("| measure")}
+    assert list(rows) == ["VASE", "NLL", "VIME", "TRPO (authors')", "none (control)"]
+    point, lo, hi = result["iqm"]["vime"]
+    assert rows["VIME"].startswith(f"| VIME | {point:.2f} [{lo:.2f}, {hi:.2f}] | ")
+    assert rows["VASE"].endswith(" | – |")  # VASE against itself: no row of its own
+    assert rows["NLL"].endswith(" | 1.00 [1.00, 1.00] |")
 
 
 def test_the_point_robot_claim_counts_runs_that_never_found_it(tmp_path):

@@ -151,6 +151,21 @@ def aggregate(data: dict, measures: tuple[str, ...], window: str = "last10") -> 
     }
 
 
+def aggregate_table(result: dict) -> str:
+    """The aggregate figure's intervals as numbers: each measure's IQM and VASE's probability
+    of improving on it, with their 95 % stratified-bootstrap intervals."""
+    lines = ["The figure's intervals (95 %, stratified bootstrap):\n",
+             "| measure | IQM of normalised score | P(VASE > it), averaged over tasks |",
+             "|---|---:|---:|"]
+    for measure, (point, low, high) in result["iqm"].items():
+        improvement = result["improvement"].get(measure)
+        poi = ("–" if improvement is None else
+               "{:.2f} [{:.2f}, {:.2f}]".format(*improvement))
+        lines.append(f"| {AGGREGATE_LABELS[measure]} | {point:.2f} [{low:.2f}, {high:.2f}] "
+                     f"| {poi} |")
+    return "\n".join(lines) + "\n"
+
+
 @legible
 def plot_aggregate(result: dict, path: Path, title: str) -> None:
     # the interval panels side by side, the profiles below at full width: three in a row left
@@ -398,7 +413,8 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                          f"last-10-iteration return of any run of the five measures there; tasks "
                          f"with ≥ {MIN_SEEDS} seeds of each: {tasks}.\n",
                          figure(link, "figure3_aggregate.png",
-                                "IQM, performance profiles, probability of improvement")]
+                                "IQM, performance profiles, probability of improvement"),
+                         aggregate_table(summary)]
     if robot:
         figures.mkdir(parents=True, exist_ok=True)
         written["point_robot"] = figures / "point_robot_first_reward.png"
