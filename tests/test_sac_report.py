@@ -88,6 +88,7 @@ def test_first_rewards_and_success_rates_count_every_seed():
     assert sac.first_reward(seeds, BUDGET) == "2 of 3, median 50,000"
     assert sac.first_reward(seeds[2:], BUDGET) == "0 of 1, median beyond the budget"
     assert sac.first_reward([], BUDGET) == "–"
+    assert sac.first_reward(seeds, 40_000) == "1 of 3, median beyond the budget"
     # the last 10 % of 30 iterations: the last 3
     assert sac.success(seeds) == "0.50 (0.00–1.00)"
     assert sac.success([runs_of.Seed(0, np.array([1.0]), np.array([0.0]), math.nan)]) == "–"

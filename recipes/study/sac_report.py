@@ -118,8 +118,8 @@ def first_reward(seeds: list[Seed], frames: int) -> str:
     that never found it counted as beyond the budget)."""
     if not seeds:
         return "–"
-    steps = np.array([run.first_reward if math.isfinite(run.first_reward) else math.inf
-                      for run in seeds])
+    steps = np.array([run.first_reward if run.first_reward <= frames else math.inf
+                      for run in seeds])  # NaN (never) compares False: beyond the budget too
     median = float(np.median(steps))
     return (f"{np.isfinite(steps).sum()} of {len(seeds)}, median "
             + (f"{median:,.0f}" if math.isfinite(median) else "beyond the budget"))
