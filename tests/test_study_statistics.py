@@ -131,8 +131,17 @@ def test_the_aggregates_are_rliables_on_known_scores():
     assert stats.iqm(values) == pytest.approx(np.mean([2.0, 3.0, 4.0, 5.0]))
     point, low, high = stats.aggregate_iqm([normalised["t1"]["a"], normalised["t2"]["a"]],
                                            resamples=RESAMPLES)
-    pooled = np.r_[normalised["t1"]["a"], normalised["t2"]["a"]]
-    assert point == pytest.approx(stats.iqm(pooled)) and low <= point <= high
+    # each task weighs alike: t1's four runs 1/8 each, t2's two (0 and 1/3) 1/4 each; sorted,
+    # 0 (1/8), 0 (1/4), 1/3 (1/8), 1/3 (1/4), 2/3, 1: inside the middle half [1/4, 3/4] lie
+    # 1/8 of the second 0, all of the first 1/3 and all of the second: (1/3)(3/8) / (1/2)
+    assert point == pytest.approx(0.25) and low <= point <= high
+    # with equal weights, rliable's IQM (scipy's trimmed mean) where the count divides by 4
+    assert stats.weighted_iqm(values, np.ones(8)) == pytest.approx(stats.iqm(values))
+    equal = [normalised["t1"]["a"], np.array([0.1, 0.2, 0.9, 0.5])]
+    assert stats.aggregate_iqm(equal, resamples=RESAMPLES)[0] == pytest.approx(
+        stats.iqm(np.concatenate(equal)))
+    rows = np.array([[3.0, 1.0, 2.0, 0.0], [0.0, 0.0, 4.0, 4.0]])  # bootstrap draws: per row
+    np.testing.assert_allclose(stats.weighted_iqm(rows, np.ones(4)), [1.5, 2.0])
     taus = np.array([0.0, 0.5, 0.9])
     profile, low, high = stats.performance_profile([normalised["t1"]["a"],
                                                     normalised["t2"]["a"]], taus,

@@ -411,7 +411,9 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
             sections += ["### Across tasks\n",
                          f"Scores normalised per task to [0, 1] by the lowest and highest "
                          f"last-10-iteration return of any run of the five measures there; tasks "
-                         f"with ≥ {MIN_SEEDS} seeds of each: {tasks}.\n",
+                         f"with ≥ {MIN_SEEDS} seeds of each: {tasks}. Each task weighs alike in "
+                         f"every view: in the IQM a run weighs 1 / its task's runs, as in "
+                         f"rliable's runs × tasks matrix, which holds as many runs a task.\n",
                          figure(link, "figure3_aggregate.png",
                                 "IQM, performance profiles, probability of improvement"),
                          aggregate_table(summary)]

@@ -256,16 +256,34 @@ def stratified_resamples(runs: Sequence[np.ndarray], resamples: int,
     return [run[_bootstrap_indices(rng, run.size, resamples)] for run in runs]
 
 
+def weighted_iqm(scores: np.ndarray, weights: np.ndarray) -> np.ndarray | float:
+    """The mean of the middle 50 % of the weight of ``scores`` (over the last axis, any leading
+    axes alike), a score straddling a quartile counting with the part of its weight inside;
+    with equal weights and a count divisible by 4, ``iqm``."""
+    order = np.argsort(scores, axis=-1)
+    values = np.take_along_axis(scores, order, -1)
+    mass = np.asarray(weights, float)[order]
+    mass = mass / mass.sum(-1, keepdims=True)
+    upper = np.cumsum(mass, -1)
+    inside = np.clip(np.minimum(upper, 0.75) - np.maximum(upper - mass, 0.25), 0.0, None)
+    result = (inside * values).sum(-1) / 0.5
+    return float(result) if np.ndim(result) == 0 else result
+
+
 def aggregate_iqm(by_task: Sequence[np.ndarray], *, resamples: int = 2_000, seed: int = 0,
                   confidence: float = 1 - ALPHA) -> tuple[float, float, float]:
-    """The IQM of one measure's normalised scores pooled over tasks, with its stratified
-    bootstrap interval (rliable's ``aggregate_iqm`` and ``StratifiedBootstrap``)."""
+    """The IQM of one measure's normalised scores pooled over tasks, each task weighing alike
+    (a run weighs 1 / its task's runs), with its stratified bootstrap interval. rliable's
+    ``aggregate_iqm`` and ``StratifiedBootstrap`` on a runs × tasks matrix, where every task has
+    as many runs, are this with equal weights; our cells have unequal seeds, and pooled with equal
+    run weights a measure's IQM would weigh its tasks by their seeds."""
     runs = [np.asarray(r, float)[np.isfinite(r)] for r in by_task]
     runs = [r for r in runs if r.size]
-    point = float(iqm(np.concatenate(runs)))
+    weights = np.concatenate([np.full(r.size, 1.0 / r.size) for r in runs])
+    point = weighted_iqm(np.concatenate(runs), weights)
     draws = np.concatenate(stratified_resamples(runs, resamples, np.random.default_rng(seed)), 1)
     tail = 50 * (1 - confidence)
-    low, high = np.percentile(iqm(draws, axis=1), [tail, 100 - tail])
+    low, high = np.percentile(weighted_iqm(draws, weights), [tail, 100 - tail])
     return point, float(low), float(high)
 
 
