@@ -34,8 +34,10 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-from omegaconf import OmegaConf
-from study_figures import DPI, figure, legible, running_mean
+from figure3_claims import seed_windows
+from figure3_report import smoothed
+from paper_grid import task_frames
+from study_figures import DPI, figure, legible
 from study_runs import ROOT, TITLES, Seed, load_cell, provenance
 from study_statistics import compare, window_mean
 
@@ -59,8 +61,8 @@ MARKER = "<!-- Below: written by `python recipes/study/sac_report.py` from docs/
 
 
 def sac_budget() -> int:
-    """A SAC run's frames (``sac.frames``)."""
-    return int(OmegaConf.load(ROOT / "conf" / "trpo_vase.yaml").sac.frames)
+    """A SAC run's frames (``sac.frames``, in whole batches: the launcher's count)."""
+    return task_frames(TASKS[0], algorithm="sac")
 
 
 def cut(run: Seed, frames: int) -> Seed:
@@ -82,10 +84,6 @@ def load_study(study: Path, figure3: Path, frames: int) -> dict[str, dict[str, l
         cells[TRPO_VASE] = [cut(run, frames) for run in load_cell(figure3, task, "vase")]
         data[task] = cells
     return data
-
-
-def seed_windows(seeds: list[Seed], window: str) -> np.ndarray:
-    return np.array([window_mean(run.returns, window) for run in seeds])
 
 
 def reading(seeds_a: list[Seed], seeds_b: list[Seed], label_a: str, label_b: str,
@@ -150,9 +148,7 @@ def plot_curves(data: dict, path: Path, title: str) -> None:
             if not seeds:
                 continue
             length = min(run.returns.size for run in seeds)
-            curves = np.stack([running_mean(run.returns[:length],
-                                            window=max(1, int(0.05 * length)))
-                               for run in seeds])
+            curves = np.stack([smoothed(run.returns[:length]) for run in seeds])
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 q1, median, q3 = np.nanpercentile(curves, [25, 50, 75], axis=0)
