@@ -292,7 +292,7 @@ def test_a_seed_that_failed_at_the_jobs_commit_is_not_started_again_unless_asked
     assert f"skipped, failed at {here[:7]} before (--retry-failed runs it): mountain_car vime " \
            "seed1: ValueError: nan" in printed
     assert "0 cells done, 2 to run in 2 jobs" in printed
-    assert "2 jobs not timed (no run of their kind)" in printed  # nothing has finished
+    assert "2 jobs not timed (no run finished yet)" in printed  # nothing has finished
     assert paper_grid.main([*args, "--retry-failed"]) == 0
     assert "0 cells done, 3 to run in 3 jobs" in capsys.readouterr().out
 
@@ -428,6 +428,10 @@ def test_until_starts_only_jobs_expected_to_end_by_then_and_shorter_ones_fill_th
         1.25 * 100 + 2)
     assert paper_grid.expected_minutes(out, "mountain_car", "none") == pytest.approx(1.25 * 4 + 2)
     assert paper_grid.expected_minutes(out, "double_pendulum", "vase") is None
+    # a task with no run of either kind, given its frames: the slowest run's minutes a frame
+    # (Ant VASE's 60 min for 10,000 frames), with the margin, and the start
+    assert paper_grid.expected_minutes(out, "double_pendulum", "vase", frames=2_000_000) == \
+        pytest.approx(1.25 * 60 / 10_000 * 2_000_000 + 2)
     now = paper_grid.time.time()
     args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=1, out=out,
                                          until=now + 60 * 30)  # half an hour left
@@ -438,16 +442,58 @@ def test_until_starts_only_jobs_expected_to_end_by_then_and_shorter_ones_fill_th
     started = []
     monkeypatch.setattr(launcher, "_run", started.append)
     launcher.run([ant, pendulum, car])
-    # Ant (64 min) would be cut off, the pendulum's length is unknown: left; the car (7 min) runs
+    # Ant (64 min) and the pendulum (its 400 × 5,000 frames at Ant's rate) would be cut off:
+    # left; the car (7 min) runs
     assert started == [car]
     left = {job: state for job, state in launcher.results if state.startswith("left for")}
     assert set(left) == {ant, pendulum}
-    assert "expected to take 64 min" in left[ant] and "no run of its kind" in left[pendulum]
+    assert "expected to take 64 min" in left[ant]
+    assert "expected to take 15002 min" in left[pendulum]
     # with the whole day left, the plan's order
     launcher.args.until, launcher.results = now + 24 * 3600, []
     started.clear()
     launcher.run([ant, car])
     assert started == [ant, car]
+
+
+def test_until_times_a_cell_with_no_run_of_its_kind_by_the_studys_slowest_rate(
+        tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=1, out=out, iterations=None,
+                                         until=paper_grid.time.time() + 60 * 60 * 3)
+    launcher = paper_grid.Launcher(args, "sqlite:///unused.db")
+    monkeypatch.setattr(launcher, "free_disk", lambda: 2**40)
+    started = []
+    monkeypatch.setattr(launcher, "_run", started.append)
+    car = paper_grid.Job("mountain_car", "none", (0,), algorithm="sac")
+    # no run of the study has finished: nothing to time it by, so it is left for later, and
+    # the launcher ends (it once waited for ever once every job left was left for later)
+    worker = paper_grid.threading.Thread(target=launcher.run, args=([car],), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "the launcher hangs with every job left for later"
+    assert started == [] and "no run of the study has finished" in launcher.results[0][1]
+    # the SAC study's first run: 120 min for its 300,000 frames (two of 150 and 100 min, at
+    # 600,000 and 400,000 frames, run faster a frame); the car's cell has none of its own
+    path = out / "half_cheetah" / "vase" / "seed0.csv"
+    path.parent.mkdir(parents=True)
+    path.write_text("frames,train/wall_time\n150000,3000\n300000,7200\n")
+    (out / "half_cheetah" / "rnd").mkdir()
+    (out / "half_cheetah" / "rnd" / "seed0.csv").write_text(
+        "frames,train/wall_time\n600000,9000\n")
+    (out / "half_cheetah" / "rnd" / "seed1.csv").write_text(
+        "frames,train/wall_time\n400000,6000\n")
+    assert paper_grid.slowest_rate(out) == pytest.approx(120 / 300_000)
+    # by hand: 1.25 × 120 min × 300,000 / 300,000 frames + 2 min start
+    launcher.timings, launcher.results = {}, []
+    assert launcher.expected(car) == pytest.approx(1.25 * 120 + 2)
+    launcher.run([car])
+    assert started == [car]  # 152 min fit in three hours
+    launcher.args.until, launcher.results, launcher.timings = (
+        paper_grid.time.time() + 60 * 120, [], {})
+    started.clear()
+    launcher.run([car])
+    assert started == [] and "expected to take 152 min" in launcher.results[0][1]
 
 
 def test_until_times_a_job_by_the_runs_of_its_own_commit_and_machine_first(tmp_path):

@@ -347,13 +347,11 @@ LIKE_COST = {"nll": "vase", "vime": "vase", "vase_paper": "vase", "rnd": "vase",
 TIME_MARGIN, START_MINUTES = 1.25, 2.0
 
 
-def run_minutes(out: Path, task: str, measure: str,
-                setup: tuple[str, str] | None = None) -> list[float]:
-    """The wall-clock minutes of the whole runs exported under ``out/<task>/<measure>/`` (each
-    CSV's last ``train/wall_time``: the run's own clock, resumed runs' pauses left out); with
-    ``setup`` (a commit and a ``machine()``), only those its ``runs.csv`` row says ran at that
-    commit and started on that machine."""
-    cell = out / task / measure
+def whole_runs(cell: Path, setup: tuple[str, str] | None = None) -> list[tuple[float, int]]:
+    """``(minutes, frames)`` of each whole run exported under ``cell`` (each CSV's last
+    ``train/wall_time``: the run's own clock, resumed runs' pauses left out, and its last
+    ``frames``); with ``setup`` (a commit and a ``machine()``), only those its ``runs.csv`` row
+    says ran at that commit and started on that machine."""
     seeds = None
     if setup is not None:
         seeds = set()
@@ -361,15 +359,30 @@ def run_minutes(out: Path, task: str, measure: str,
             with (cell / "runs.csv").open(newline="") as handle:
                 seeds = {f"seed{row['seed']}.csv" for row in csv.DictReader(handle)
                          if (row["git_commit"], started_on(row["note"])) == setup}
-    minutes = []
+    runs = []
     for path in sorted(cell.glob("seed*.csv")):
         if seeds is not None and path.name not in seeds:
             continue
         with path.open(newline="") as handle:
             rows = list(csv.DictReader(handle))
         if rows and rows[-1].get("train/wall_time"):
-            minutes.append(float(rows[-1]["train/wall_time"]) / 60)
-    return minutes
+            runs.append((float(rows[-1]["train/wall_time"]) / 60, int(float(rows[-1]["frames"]))))
+    return runs
+
+
+def run_minutes(out: Path, task: str, measure: str,
+                setup: tuple[str, str] | None = None) -> list[float]:
+    """The wall-clock minutes of the whole runs of ``measure`` on ``task`` under ``out``
+    (``whole_runs``)."""
+    return [minutes for minutes, _ in whole_runs(out / task / measure, setup)]
+
+
+def slowest_rate(out: Path, setup: tuple[str, str] | None = None) -> float | None:
+    """The most minutes a frame any whole run under ``out`` took, whatever its task and measure
+    (``whole_runs``); ``None`` when none has finished."""
+    rates = [minutes / frames for cell in sorted(out.glob("*/*")) if cell.is_dir()
+             for minutes, frames in whole_runs(cell, setup) if frames > 0]
+    return max(rates, default=None)
 
 
 def like_costs(measure: str) -> list[str]:
@@ -381,18 +394,25 @@ def like_costs(measure: str) -> list[str]:
 
 
 def expected_minutes(out: Path, task: str, measure: str, seeds: int = 1, left: float = 1.0,
-                     setup: tuple[str, str] | None = None) -> float | None:
+                     setup: tuple[str, str] | None = None,
+                     frames: int | None = None) -> float | None:
     """How long a job of ``seeds`` seeds of ``measure`` on ``task`` should take: the median
     whole run of that task and measure (else of a measure of like cost, ``like_costs``) for each
-    seed, with a margin, times the fraction of the run ``left`` (a resumed run's); ``None`` when
-    none has a finished run. With ``setup`` (the study's commit and this ``machine()``) the runs
-    of that setup are asked first, then all the study's: the same cell has run two to four times
-    faster at one commit and machine than at another, and a stale estimate leaves cores idle at
-    the end of a session."""
+    seed, with a margin, times the fraction of the run ``left`` (a resumed run's). With
+    ``setup`` (the study's commit and this ``machine()``) the runs of that setup are asked
+    first, then all the study's: the same cell has run two to four times faster at one commit
+    and machine than at another, and a stale estimate leaves cores idle at the end of a session.
+    A cell with no such run, given its whole run's ``frames``, is timed by the slowest rate of
+    any of the study's runs (``slowest_rate``): an overestimate leaves a core idle at worst,
+    where no estimate would keep the job out of every ``--until`` launch until a run of its
+    kind finishes elsewhere (the SAC study's cells cost alike per frame: SAC's updates); without
+    ``frames``, or with no run finished at all, ``None``."""
     for pick in ((setup, None) if setup is not None else (None,)):
         for like in like_costs(measure):
             if minutes := run_minutes(out, task, like, pick):
                 return TIME_MARGIN * statistics.median(minutes) * seeds * left + START_MINUTES
+    if frames is not None and (rate := slowest_rate(out)) is not None:
+        return TIME_MARGIN * rate * frames * seeds * left + START_MINUTES
     return None
 
 
@@ -581,7 +601,8 @@ class Launcher:
                         self._refuse_for_disk(job)
                         continue
                     disk_bound = True
-                self.room.wait(self.disk_poll if disk_bound else None)
+                if pending:  # every job left may have been left for later or refused
+                    self.room.wait(self.disk_poll if disk_bound else None)
             return None
 
     def expected(self, job: Job) -> float | None:
@@ -591,7 +612,8 @@ class Launcher:
         left = 1.0 - min(self.frames_done.get(job, 0), total) / total
         key = (job.task, job.measure, len(job.seeds), left)
         if key not in self.timings:
-            self.timings[key] = expected_minutes(self.args.out, *key, setup=self.setup)
+            self.timings[key] = expected_minutes(self.args.out, *key, setup=self.setup,
+                                                 frames=total)
         return self.timings[key]
 
     @functools.cached_property
@@ -608,7 +630,7 @@ class Launcher:
 
     def _leave_for_later(self, job: Job) -> None:
         minutes = self.expected(job)
-        expected = ("no run of its kind has finished yet" if minutes is None
+        expected = ("no run of the study has finished yet" if minutes is None
                     else f"expected to take {minutes:.0f} min")
         until = time.strftime("%H:%M", time.localtime(self.args.until))
         state = f"left for the next launch ({expected}, --until {until})"
@@ -881,8 +903,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(done)} cells done, {sum(len(j.seeds) for j in jobs)} to run in {len(jobs)} jobs",
           flush=True)
     setup = study_setup(Path(args.code or ROOT))
-    expected = {job: expected_minutes(args.out, job.task, job.measure, len(job.seeds),
-                                      setup=setup) for job in jobs}
+    expected = {job: expected_minutes(
+        args.out, job.task, job.measure, len(job.seeds), setup=setup,
+        frames=task_frames(job.task, args.iterations, job.algorithm)) for job in jobs}
     for job in jobs:
         minutes = expected[job]
         print(f"  {job.name}" + ("" if minutes is None else f"  (~{minutes:.0f} min)"),
@@ -892,7 +915,7 @@ def main(argv: list[str] | None = None) -> int:
         unknown = len(jobs) - len(known)
         print(f"expected: {sum(known) / 60:.1f} core-hours from the start of each job "
               f"({sum(known) / 60 / args.workers:.1f} h at --workers {args.workers})"
-              + (f"; {unknown} jobs not timed (no run of their kind)" if unknown else ""),
+              + (f"; {unknown} jobs not timed (no run finished yet)" if unknown else ""),
               flush=True)
     if launcher is None or not jobs:
         return 0
