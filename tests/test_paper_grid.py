@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 from recipe_modules import load_recipe
 
 paper_grid = load_recipe("study/paper_grid")
+study_timing = load_recipe("study/study_timing")
 export_runs = load_recipe("study/export_runs")
 compare = load_recipe("study/compare")
 
@@ -423,14 +424,14 @@ def test_until_starts_only_jobs_expected_to_end_by_then_and_shorter_ones_fill_th
     _export_run(out, "mountain_car", "trpo_authors", 0, 60 * 4)
     # by hand: the median, with the margin, per seed, and the start; NLL timed as VASE; the
     # control as the authors' TRPO; a measure of neither kind finished: unknown
-    assert paper_grid.expected_minutes(out, "ant", "vase") == pytest.approx(1.25 * 50 + 2)
-    assert paper_grid.expected_minutes(out, "ant", "nll", seeds=2) == pytest.approx(
+    assert study_timing.expected_minutes(out, "ant", "vase") == pytest.approx(1.25 * 50 + 2)
+    assert study_timing.expected_minutes(out, "ant", "nll", seeds=2) == pytest.approx(
         1.25 * 100 + 2)
-    assert paper_grid.expected_minutes(out, "mountain_car", "none") == pytest.approx(1.25 * 4 + 2)
-    assert paper_grid.expected_minutes(out, "double_pendulum", "vase") is None
+    assert study_timing.expected_minutes(out, "mountain_car", "none") == pytest.approx(1.25 * 4 + 2)
+    assert study_timing.expected_minutes(out, "double_pendulum", "vase") is None
     # a task with no run of either kind, given its frames: the slowest run's minutes a frame
     # (Ant VASE's 60 min for 10,000 frames), with the margin, and the start
-    assert paper_grid.expected_minutes(out, "double_pendulum", "vase", frames=2_000_000) == \
+    assert study_timing.expected_minutes(out, "double_pendulum", "vase", frames=2_000_000) == \
         pytest.approx(1.25 * 60 / 10_000 * 2_000_000 + 2)
     now = paper_grid.time.time()
     args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=1, out=out,
@@ -483,7 +484,7 @@ def test_until_times_a_cell_with_no_run_of_its_kind_by_the_studys_slowest_rate(
         "frames,train/wall_time\n600000,9000\n")
     (out / "half_cheetah" / "rnd" / "seed1.csv").write_text(
         "frames,train/wall_time\n400000,6000\n")
-    assert paper_grid.slowest_rate(out) == pytest.approx(120 / 300_000)
+    assert study_timing.slowest_rate(out) == pytest.approx(120 / 300_000)
     # by hand: 1.25 × 120 min × 300,000 / 300,000 frames + 2 min start
     launcher.timings, launcher.results = {}, []
     assert launcher.expected(car) == pytest.approx(1.25 * 120 + 2)
@@ -509,20 +510,20 @@ def test_until_times_a_job_by_the_runs_of_its_own_commit_and_machine_first(tmp_p
             lines.append(f'{seed},r,{commit},s,e,{minutes},n,i,single run,"started on {machine}, '
                          'load average 4.2 4.1 4.1; ended at load average 6.0 4.6 3.9"')
         (out / task / measure / "runs.csv").write_text("\n".join(lines) + "\n")
-    assert paper_grid.started_on("started on vm (2 cores, AMD EPYC), load average 1.0 1.0 1.0; "
+    assert study_timing.started_on("started on vm (2 cores, AMD EPYC), load average 1.0 1.0 1.0; "
                                  "ended at load average 2.0") == "vm (2 cores, AMD EPYC)"
-    assert paper_grid.started_on("exported by hand") == ""
+    assert study_timing.started_on("exported by hand") == ""
     # by hand: NLL's two runs at this commit on this machine (30, 34 min: median 32), not the
     # one at this commit elsewhere; VASE has none here, so it is timed by NLL's here (like cost)
     # before its own at another commit and machine; VIME's chain (VASE, NLL) reaches NLL's too
     for measure in ("nll", "vase", "vime"):
-        assert paper_grid.expected_minutes(out, "ant", measure, setup=here) == pytest.approx(
+        assert study_timing.expected_minutes(out, "ant", measure, setup=here) == pytest.approx(
             1.25 * 32 + 2), measure
     # nothing of this setup on the task: every run counts, as without a setup
-    assert paper_grid.expected_minutes(out, "ant", "vase", setup=("d" * 40, here[1])) == \
-        paper_grid.expected_minutes(out, "ant", "vase") == pytest.approx(1.25 * 95 + 2)
-    assert paper_grid.like_costs("vase_paper") == ["vase_paper", "vase", "nll"]
-    assert paper_grid.like_costs("none") == ["none", "trpo_authors"]
+    assert study_timing.expected_minutes(out, "ant", "vase", setup=("d" * 40, here[1])) == \
+        study_timing.expected_minutes(out, "ant", "vase") == pytest.approx(1.25 * 95 + 2)
+    assert study_timing.like_costs("vase_paper") == ["vase_paper", "vase", "nll"]
+    assert study_timing.like_costs("none") == ["none", "trpo_authors"]
 
 
 def test_until_times_a_resumed_job_by_what_its_run_has_left(tmp_path, monkeypatch, sqlite_uri):

@@ -41,7 +41,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from paper_grid import MEASURES, TASKS, expected_minutes, study_setup  # beside this script
+from paper_grid import MEASURES, TASKS  # beside this script
+from study_timing import expected_minutes, study_setup
 
 from torchrl_vase.loop import TIMING_METRICS  # the clocks: they differ between any two runs
 from torchrl_vase.runs import git_commit

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from paper_grid import started_on  # the launcher's note (beside this script)
+from study_timing import started_on  # the launcher's note (beside this script)
 
 ROOT = Path(__file__).resolve().parents[2]
 
