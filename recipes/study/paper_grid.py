@@ -378,7 +378,8 @@ class Launcher:
     for a resumed run what it has left, ``frames_done``):
     before a session or a machine's loan ends, the time left goes to shorter cells further down
     the plan instead of to a long one that would be cut off and start again from nothing on a
-    machine that keeps no scratch. A job never expected to fit is left for the next launch."""
+    machine that keeps no scratch. A job never expected to fit is left for the next launch;
+    the launcher ends once nothing left can start."""
 
     #: bytes kept free on the checkpoints' disk beside the jobs' checkpoints (logs, the store)
     DISK_MARGIN = 2 * 2**30
