@@ -4,14 +4,16 @@ One row per iteration: ``frames`` (the MLflow step) and every metric the run log
 extrinsic return ``Return/mean`` among them), empty where a metric was not logged at that step.
 A run's measure is its ``surprise`` tag (``ppo-`` or ``sac-`` in front for PPO and SAC runs)
 unless ``--measure`` names it (a study's variant: ``trpo_authors`` for ``preset=authors_trpo``
-runs); only FINISHED
-runs are written, and an existing file is overwritten (a rerun of the same seed replaces it).
+runs); only FINISHED runs are written, and an existing file is overwritten (a rerun of the same
+seed replaces it).
 Beside them, ``<out>/<measure>/runs.csv`` keeps one line per seed: the MLflow run, the commit it
-ran at (its ``git_commit`` tag), its start, end and minutes, its name (the overrides that made
-it), its config's identity, its population (or "single run"), any ``--note`` (the machine and
-its load, say), so every figure drawn from the CSVs can state its provenance, and the final
-policy's log-std per action dimension (``policy_log_std``, from its ``weights.pt``). FAILED runs are
-recorded in ``<out>/<measure>/failures.csv`` (``export_failures``), never written as CSVs.
+ran at (its ``git_commit`` tag), its start, end and minutes (end − start: a resumed run's pauses
+included; its own clock, pauses left out, is the CSV's last ``train/wall_time``), its name (the
+overrides that made it), its config's identity, its population (or "single run"), any
+``--note`` (the machine and its load, say), so every figure drawn from the CSVs can state its
+provenance, and the final policy's log-std per action dimension (``policy_log_std``, from its
+``weights.pt``). FAILED runs are recorded in ``<out>/<measure>/failures.csv``
+(``export_failures``), never written as CSVs.
 
     python recipes/study/export_runs.py --store sqlite:///mlflow.db --experiment mountain_car \\
         --out docs/results/paper_grid/mountain_car
