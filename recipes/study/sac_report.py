@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
 import textwrap
 import warnings
 from dataclasses import fields, replace
@@ -40,6 +41,7 @@ from paper_grid import task_frames
 from study_figures import DPI, figure, legible
 from study_runs import ROOT, TITLES, Seed, load_cell, provenance
 from study_statistics import compare, window_mean
+from study_timing import whole_runs
 
 #: the study's cells (docs/results/sac.md's design): tasks, SAC's measures, seeds
 TASKS = ("mountain_car", "half_cheetah")
@@ -189,8 +191,12 @@ def results_section(study: Path, figure3: Path, link: str,
     if not finished:
         return "\n".join(lines) + "\n", None
     commits, machines = provenance(study)
+    minutes = sorted(m for t in TASKS for s in MEASURES for m, _ in whole_runs(study / t / s))
     lines.append(f"\nSAC runs at commit {', '.join(commits) or '–'}; machines: "
-                 f"{', '.join(machines) or '–'}.\n")
+                 f"{', '.join(machines) or '–'}"
+                 + (f"; each run's own clock (`train/wall_time`, pauses left out): median "
+                    f"{statistics.median(minutes):.0f} min ({minutes[0]:.0f}–{minutes[-1]:.0f})"
+                    if minutes else "") + ".\n")
     path = study / "sac_curves.png"
     plot_curves(data, path, "SAC with and without a bonus: median extrinsic return over seeds, "
                 "interquartile range shaded; TRPO + VASE's median dashed "
