@@ -41,7 +41,7 @@ from paper_grid import task_frames
 from study_figures import DPI, figure, legible
 from study_runs import ROOT, TITLES, Seed, load_cell, provenance
 from study_statistics import compare, window_mean
-from study_timing import whole_runs
+from study_timing import run_minutes
 
 #: the study's cells (docs/results/sac.md's design): tasks, SAC's measures, seeds
 TASKS = ("mountain_car", "half_cheetah")
@@ -191,7 +191,7 @@ def results_section(study: Path, figure3: Path, link: str,
     if not finished:
         return "\n".join(lines) + "\n", None
     commits, machines = provenance(study)
-    minutes = sorted(m for t in TASKS for s in MEASURES for m, _ in whole_runs(study / t / s))
+    minutes = sorted(m for t in TASKS for s in MEASURES for m in run_minutes(study, t, s))
     lines.append(f"\nSAC runs at commit {', '.join(commits) or '–'}; machines: "
                  f"{', '.join(machines) or '–'}"
                  + (f"; each run's own clock (`train/wall_time`, pauses left out): median "
