@@ -2,11 +2,13 @@
 compare.py on CSVs."""
 
 import csv
+import os
 import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import mlflow
@@ -571,6 +573,38 @@ def test_until_reads_a_clock_time_or_a_date_and_refuses_anything_else():
         paper_grid.deadline("soon")
     with pytest.raises(SystemExit):
         paper_grid.main(["--until", "05:20", "--launcher", "submitit_local", "--dry-run"])
+
+
+@pytest.mark.parametrize("dry_run", [["--dry-run"], ["--until", "23:40", "--dry-run"], []])
+def test_the_study_launcher_plans_in_the_foreground_wherever_dry_run_stands(tmp_path, dry_run):
+    # `sac.sh --until 23:40 --dry-run` started the plan in the background once (only a first
+    # --dry-run was seen), its "plan" written to the study's log and the shell told a study ran
+    root = Path(__file__).resolve().parents[1]
+    python = tmp_path / "python"  # stands in for the venv's: says how it was called
+    python.write_text('#!/bin/sh\necho "called:" "$@"\n')
+    python.chmod(0o755)
+    scratch = tmp_path / "scratch"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    args = dry_run or ["--until", "23:40"]
+    shown = subprocess.run(
+        ["bash", "recipes/study/pinned_study.sh", "demo", head, "--measures", "none", "--",
+         *args], cwd=root, capture_output=True, text=True, check=True,
+        env={**os.environ, "SCRATCH": str(scratch), "CODE": str(root), "PY": str(python)},
+    ).stdout
+    called = ["called:", "recipes/study/paper_grid.py", "--commit", "--code", str(root),
+              "--scratch", str(scratch), "--measures", "none", *args]
+    log = scratch / "launcher.out"
+    if dry_run:
+        assert shown.split() == called
+        assert not log.exists()
+    else:
+        assert "runs in the background" in shown
+        for _ in range(200):  # the background launch writes its log a moment later
+            if log.exists() and log.read_text().strip():
+                break
+            time.sleep(0.05)
+        assert log.read_text().split() == called
 
 
 @pytest.mark.parametrize("option", ["--workers", "--group", "--seed-block"])

@@ -35,8 +35,11 @@ fi
 test "$(git -C "$CODE" rev-parse HEAD)" = "$(git rev-parse "$STUDY_COMMIT")" || {
     echo "$CODE is not at $STUDY_COMMIT"; exit 1; }
 ARGS=(--commit --code "$CODE" --scratch "$SCRATCH" "${GRID[@]}" "$@")
-if [ "${1:-}" = --dry-run ]; then
-    exec "$PY" recipes/study/paper_grid.py "${ARGS[@]}"
-fi
+# a dry run prints its plan here and starts nothing, wherever --dry-run stands among the arguments
+for arg in "$@"; do
+    if [ "$arg" = --dry-run ]; then
+        exec "$PY" recipes/study/paper_grid.py "${ARGS[@]}"
+    fi
+done
 setsid nohup "$PY" recipes/study/paper_grid.py "${ARGS[@]}" >> "$SCRATCH/launcher.out" 2>&1 < /dev/null &
 echo "the $NAME study runs in the background (pid $!); its log: $SCRATCH/launcher.out"
