@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
-from recipe_modules import load_recipe
+from recipe_modules import ROOT, load_recipe
 
 paper_grid = load_recipe("study/paper_grid")
 study_timing = load_recipe("study/study_timing")
@@ -579,7 +579,7 @@ def test_until_reads_a_clock_time_or_a_date_and_refuses_anything_else():
 def test_the_study_launcher_plans_in_the_foreground_wherever_dry_run_stands(tmp_path, dry_run):
     # `sac.sh --until 23:40 --dry-run` started the plan in the background once (only a first
     # --dry-run was seen), its "plan" written to the study's log and the shell told a study ran
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     python = tmp_path / "python"  # stands in for the venv's: says how it was called
     python.write_text('#!/bin/sh\necho "called:" "$@"\n')
     python.chmod(0o755)
@@ -600,9 +600,8 @@ def test_the_study_launcher_plans_in_the_foreground_wherever_dry_run_stands(tmp_
         assert not log.exists()
     else:
         assert "runs in the background" in shown
-        for _ in range(200):  # the background launch writes its log a moment later
-            if log.exists() and log.read_text().strip():
-                break
+        deadline = time.monotonic() + 60  # the background launch writes its log a moment later
+        while not (log.exists() and log.read_text().strip()) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert log.read_text().split() == called
 
