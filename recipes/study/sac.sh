@@ -4,8 +4,9 @@
 #   bash recipes/study/sac.sh            # start or continue it in the background
 #   bash recipes/study/sac.sh --dry-run  # what is done, what would run (foreground)
 #   bash recipes/study/sac.sh stop       # the running jobs checkpoint and stop
-# It runs only where the Figure 3 study leaves cores free (WORKERS, default 1): it must not delay
-# that study. How it runs: recipes/study/pinned_study.sh (exports to docs/results/sac/).
+# It ran on the core the Figure 3 study left free until that study ended (2026-12-02); since then
+# on both (WORKERS, default 2). How it runs: recipes/study/pinned_study.sh (exports to
+# docs/results/sac/).
 set -euo pipefail
 # 9945e54 when the design was fixed (2026-11-28); moved to 397f176 on 2026-12-02, before any run:
 # a run stopped by a signal no longer evaluates at its stop (67d98e2) and the ELBO kernel gives the
@@ -15,4 +16,4 @@ STUDY_COMMIT=397f176542eac33b15f67f2c32afc304914ce708
 cd "$(dirname "$0")/../.."
 exec bash recipes/study/pinned_study.sh sac "$STUDY_COMMIT" \
     --algorithm sac --tasks mountain_car half_cheetah --measures none vase rnd \
-    --seeds "${SEEDS:-0-4}" --seed-block 1 --workers "${WORKERS:-1}" --out "$PWD/docs/results/sac" -- "$@"
+    --seeds "${SEEDS:-0-4}" --seed-block 1 --workers "${WORKERS:-2}" --out "$PWD/docs/results/sac" -- "$@"
