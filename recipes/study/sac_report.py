@@ -55,8 +55,8 @@ LABELS = {"none": "SAC (no bonus)", "vase": "SAC + VASE", "rnd": "SAC + RND",
 COLOURS = {"none": "#999999", "vase": "#D55E00", "rnd": "#CC79A7", TRPO_VASE: "#000000"}
 #: the pairs compared, A − B
 PAIRS = (("vase", "none"), ("rnd", "none"), ("vase", "rnd"), ("vase", TRPO_VASE))
-#: the two windows of the design: the last 10 % of a run's frames (its iterations are of equal
-#: size) and the whole run
+#: the two windows of the design: the last 10 % of a run's frames (read as its last 10 % of
+#: iterations, each of sac.frames_per_batch frames or up to a path more) and the whole run
 WINDOWS = {"last10pct": "last 10 % of frames", "whole": "whole run"}
 #: the line above which the page is the design's and below which this script writes
 MARKER = "<!-- Below: written by `python recipes/study/sac_report.py` from docs/results/sac/. -->"
@@ -170,6 +170,16 @@ def plot_curves(data: dict, path: Path, title: str) -> None:
     plt.close(figure_)
 
 
+def run_ends(data: dict[str, dict[str, list[Seed]]]) -> str:
+    """The frames the finished SAC runs ended at (``"300,000–311,745 frames"``): a batch of
+    whole paths stops on the path that fills it, so a run passes its budget by less than a
+    path."""
+    ends = sorted(int(run.frames[-1]) for cells in data.values() for measure in MEASURES
+                  for run in cells[measure])
+    span = f"{ends[0]:,}" if ends[0] == ends[-1] else f"{ends[0]:,}–{ends[-1]:,}"
+    return f"{span} frames"
+
+
 def results_section(study: Path, figure3: Path, link: str,
                     **kwargs) -> tuple[str, Path | None]:
     """The page's part below ``MARKER``, and the figure it drew into ``study`` (``None`` before
@@ -180,8 +190,9 @@ def results_section(study: Path, figure3: Path, link: str,
     total = len(TASKS) * len(MEASURES) * SEEDS
     lines = ["## Results\n", f"**{finished} of {total} runs finished**"
              + (": nothing to read yet." if not finished else
-                f" (each {frames:,} frames; TRPO + VASE from the Figure 3 study, its runs cut at "
-                f"{frames:,} frames or whole where shorter).") + "\n",
+                f" (each {frames:,} frames in batches of whole paths, so a run ends on the path "
+                f"that passes them: {run_ends(data)}; TRPO + VASE from the Figure 3 study, its "
+                f"runs cut at {frames:,} frames or whole where shorter).") + "\n",
              "| task | " + " | ".join(LABELS[m] for m in (*MEASURES, TRPO_VASE)) + " |",
              "|---|" + "---:|" * (len(MEASURES) + 1)]
     for task in TASKS:
