@@ -108,7 +108,7 @@ def test_the_page_keeps_its_design_and_is_written_below_its_marker(tmp_path, mon
     assert "whatever" not in text and not (study / "sac_curves.png").exists()
     _cell(study, "mountain_car", "vase", (0.0, 1.0), first_reward=60_000,
           success=[0.0] * 240 + [1.0] * 60)
-    # whole paths: a batch ends on the path that fills it, so a run passes the budget
+    # whole paths: each batch ends on the path that fills it, so a run passes the budget
     _cell(study, "mountain_car", "none", (0.0, 0.0), frames_per_batch=1001)
     (study / "mountain_car" / "vase" / "runs.csv").write_text(
         "seed,git_commit,note\n0,397f176542eac,started on vm (2 cores), load average 2.0\n")
@@ -118,7 +118,7 @@ def test_the_page_keeps_its_design_and_is_written_below_its_marker(tmp_path, mon
     text = page.read_text()
     assert text.count(sac.MARKER) == 1 and text.count("## Results") == 1
     assert "**10 of 30 runs finished**" in text and "SAC runs at commit 397f176" in text
-    assert "so a run ends on the path that passes them: 300,000–300,300 frames;" in text
+    assert "so the runs ended at 300,000–300,300 frames;" in text
     assert "| MountainCar | 5 / 5 | 5 / 5 | 0 / 5 | 3 |" in text
     assert "[![Return against frames per task](sac/sac_curves.png)](sac/sac_curves.png)" in text
     assert ("| MountainCar | SAC + VASE − SAC (no bonus) | " in text

@@ -171,9 +171,9 @@ def plot_curves(data: dict, path: Path, title: str) -> None:
 
 
 def run_ends(data: dict[str, dict[str, list[Seed]]]) -> str:
-    """The frames the finished SAC runs ended at (``"300,000–311,745 frames"``): a batch of
-    whole paths stops on the path that fills it, so a run passes its budget by less than a
-    path."""
+    """The frames the finished SAC runs ended at (``"300,000–311,745 frames"``): each of a run's
+    ``sac.frames / sac.frames_per_batch`` batches of whole paths stops on the path that fills it,
+    up to a path past its share, so a run ends past its budget by what its batches passed."""
     ends = sorted(int(run.frames[-1]) for cells in data.values() for measure in MEASURES
                   for run in cells[measure])
     span = f"{ends[0]:,}" if ends[0] == ends[-1] else f"{ends[0]:,}–{ends[-1]:,}"
@@ -190,9 +190,10 @@ def results_section(study: Path, figure3: Path, link: str,
     total = len(TASKS) * len(MEASURES) * SEEDS
     lines = ["## Results\n", f"**{finished} of {total} runs finished**"
              + (": nothing to read yet." if not finished else
-                f" (each {frames:,} frames in batches of whole paths, so a run ends on the path "
-                f"that passes them: {run_ends(data)}; TRPO + VASE from the Figure 3 study, its "
-                f"runs cut at {frames:,} frames or whole where shorter).") + "\n",
+                f" (each {frames:,} frames in batches of whole paths, each batch ending on the "
+                f"path that fills it, so the runs ended at {run_ends(data)}; TRPO + VASE from "
+                f"the Figure 3 study, its runs cut at {frames:,} frames or whole where "
+                "shorter).") + "\n",
              "| task | " + " | ".join(LABELS[m] for m in (*MEASURES, TRPO_VASE)) + " |",
              "|---|" + "---:|" * (len(MEASURES) + 1)]
     for task in TASKS:
