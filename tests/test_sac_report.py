@@ -2,12 +2,14 @@
 against direct computations."""
 
 import math
+import subprocess
 import zlib
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+import yaml
 from exported_runs import write_run
 from recipe_modules import load_recipe
 
@@ -20,15 +22,17 @@ BUDGET = 300_000  # conf/trpo_vase.yaml: sac.frames
 
 def _cell(root: Path, task: str, measure: str, levels: tuple[float, float], seeds: int = 5,
           iterations: int = 300, frames_per_batch: int = 1000, first_reward=None,
-          success=None) -> None:
-    """Seeds whose return is ``levels[0]`` until 80 % of the run, then ``levels[1]``, noisy."""
+          success=None, metrics=None) -> None:
+    """Seeds whose return is ``levels[0]`` until 80 % of the run, then ``levels[1]``, noisy;
+    ``success`` and ``metrics``: more columns (``write_run``'s)."""
+    metrics = dict(metrics or {}) | ({} if success is None else {"Return/success_rate": success})
     rng = np.random.default_rng(zlib.crc32(f"{task} {measure}".encode()))
     switch = int(0.8 * iterations)
     for seed in range(seeds):
         curve = np.r_[np.full(switch, levels[0]), np.full(iterations - switch, levels[1])]
         write_run(root / task / measure / f"seed{seed}.csv", curve + rng.normal(0, 0.1, iterations),
                   frames_per_batch=frames_per_batch, first_reward=first_reward,
-                  metrics=None if success is None else {"Return/success_rate": success})
+                  metrics=metrics)
 
 
 def test_the_budget_is_the_recipes_and_a_figure3_run_is_cut_at_it():
@@ -94,6 +98,49 @@ def test_first_rewards_and_success_rates_count_every_seed():
     assert sac.success([runs_of.Seed(0, np.array([1.0]), np.array([0.0]), math.nan)]) == "–"
 
 
+def test_the_bonus_size_is_each_seed_window_mean_over_its_updating_iterations():
+    # 3 iterations of random actions (nothing sampled), then 7 with updates: a window of the
+    # last 10 % is the last one; the whole run, the 7
+    nothing = [math.nan] * 3
+    runs = [runs_of.Seed(seed, 1000.0 * np.arange(1, 11), np.zeros(10), math.nan,
+                         sampled_reward=np.r_[nothing, np.full(7, 0.5 + seed)],
+                         sampled_bonus=np.r_[nothing, np.arange(7.0)],
+                         bonus_std=np.r_[[9.0] * 3, np.full(7, 2.0)],  # logged from the start
+                         alpha=np.r_[nothing, np.full(7, 0.1)], entropy=np.r_[nothing, -np.ones(7)])
+            for seed in range(2)]
+    etas = [1e-2, 1e-3]
+    last = sac.bonus_sizes(runs, etas, "last10pct")
+    assert float(last["η·U"]) == pytest.approx((1e-2 * 6 + 1e-3 * 6) / 2)
+    assert float(last["r_e"]) == pytest.approx(
+        ((0.5 - 1e-2 * 6) + (1.5 - 1e-3 * 6)) / 2)
+    assert float(last["α·H"]) == pytest.approx(-0.1)
+    whole = sac.bonus_sizes(runs, etas, "whole")
+    assert float(whole["η·U"]) == pytest.approx((1e-2 * 3 + 1e-3 * 3) / 2)
+    # the 3 iterations before the first update are left out (their 9s would raise it)
+    assert float(whole["η·sd(U)"]) == pytest.approx((1e-2 * 2 + 1e-3 * 2) / 2)
+    plain = sac.bonus_sizes(runs, None, "whole")  # no bonus: its sampled reward is extrinsic
+    assert plain["η·U"] == plain["η·sd(U)"] == "–"
+    assert float(plain["r_e"]) == pytest.approx(1.0)
+
+
+def test_a_bonus_weight_is_the_eta_of_its_runs_commit(tmp_path):
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=runs_of.ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    for measure in sac.BONUSES:
+        conf = yaml.safe_load((runs_of.ROOT / "conf" / "surprise" / f"{measure}.yaml")
+                              .read_text())
+        assert sac.bonus_weight(head, measure) == conf["eta"]
+    with pytest.raises(SystemExit, match=r"cannot read conf/surprise/vase\.yaml at 0{40}"):
+        sac.bonus_weight("0" * 40, "vase")
+    cell = tmp_path / "vase"
+    cell.mkdir()
+    (cell / "runs.csv").write_text(f"seed,git_commit\n0,{head}\n")
+    runs = [runs_of.Seed(seed, np.array([1.0]), np.array([0.0]), math.nan) for seed in (0, 1)]
+    with pytest.raises(SystemExit, match=r"no row for seeds \[1\]"):
+        sac.bonus_weights(cell, runs, "vase")
+    assert sac.bonus_weights(cell, runs[:1], "vase") == [sac.bonus_weight(head, "vase")]
+
+
 def test_the_page_keeps_its_design_and_is_written_below_its_marker(tmp_path, monkeypatch):
     study, figure3, page = tmp_path / "sac", tmp_path / "figure3", tmp_path / "sac.md"
     design = "# SAC\n\nThe design, fixed before any run.\n\n"
@@ -106,18 +153,26 @@ def test_the_page_keeps_its_design_and_is_written_below_its_marker(tmp_path, mon
     assert "**0 of 30 runs finished**: nothing to read yet." in text
     assert "| MountainCar | 0 / 5 | 0 / 5 | 0 / 5 | 3 |" in text
     assert "whatever" not in text and not (study / "sac_curves.png").exists()
+    # the learner updates from its 26th batch: 0.25 a sampled transition, 100 of it U
+    updating = [None] * 25 + [1.0] * 275
+    learner = {"sac/sampled_reward": [v and 0.25 for v in updating],
+               "bonus/sampled_mean": [v and 100.0 for v in updating],
+               "bonus/std": [50.0] * 300, "sac/alpha": [v and 0.2 for v in updating],
+               "sac/entropy": [v and -1.0 for v in updating]}
     _cell(study, "mountain_car", "vase", (0.0, 1.0), first_reward=60_000,
-          success=[0.0] * 240 + [1.0] * 60)
+          success=[0.0] * 240 + [1.0] * 60, metrics=learner)
     # whole paths: each batch ends on the path that fills it, so a run passes the budget
     _cell(study, "mountain_car", "none", (0.0, 0.0), frames_per_batch=1001)
-    (study / "mountain_car" / "vase" / "runs.csv").write_text(
-        "seed,git_commit,note\n0,397f176542eac,started on vm (2 cores), load average 2.0\n")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=runs_of.ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    (study / "mountain_car" / "vase" / "runs.csv").write_text("seed,git_commit,note\n" + "".join(
+        f"{seed},{head},started on vm (2 cores), load average 2.0\n" for seed in range(5)))
     drawn = []
     monkeypatch.setattr(plt, "close", drawn.append)
     sac.main(["--study", str(study), "--figure3", str(figure3), "--page", str(page)])
     text = page.read_text()
     assert text.count(sac.MARKER) == 1 and text.count("## Results") == 1
-    assert "**10 of 30 runs finished**" in text and "SAC runs at commit 397f176" in text
+    assert "**10 of 30 runs finished**" in text and f"SAC runs at commit {head[:7]}" in text
     assert "so the runs ended at 300,000–300,300 frames;" in text
     assert "| MountainCar | 5 / 5 | 5 / 5 | 0 / 5 | 3 |" in text
     assert "[![Return against frames per task](sac/sac_curves.png)](sac/sac_curves.png)" in text
@@ -126,6 +181,13 @@ def test_the_page_keeps_its_design_and_is_written_below_its_marker(tmp_path, mon
     assert "| MountainCar | SAC + VASE | 5 of 5, median 60,000 | 1.00 (1.00–1.00) |" in text
     assert "| MountainCar | TRPO + VASE (Figure 3) | 3 of 3, median 100,000 | 1.00" in text
     assert "| HalfCheetah | SAC + RND | – |  |" in text
+    eta = sac.bonus_weight(head, "vase")
+    for window in ("last 10 %", "whole run"):  # both windows: every updating iteration alike
+        assert (f"| VASE | {window} | 5 | {eta * 100:.3g} | "
+                f"{eta * 50:.3g} | {0.25 - eta * 100:.3g} | -0.2 |") in text
+    assert "| none | whole run | 5 | – | – | – | – |" in text
+    assert "\nMountainCar:\n\n| SAC with |" in text and "HalfCheetah:" not in text
+    assert f"at its commit: {eta:g} (VASE). Described" in text
     image = plt.imread(study / "sac_curves.png")
     assert image.shape[0] > 300 and image.std() > 0.01
     [figure] = drawn

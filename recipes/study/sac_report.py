@@ -10,7 +10,8 @@ mean extrinsic return over the last 10 % of its frames and over the whole run; p
 measures, the difference of means with the wider of its 95 % percentile-bootstrap and Welch
 intervals (``study_statistics.compare``); a direction only where both windows show the same one
 with every seed of both cells finished; the frames to the first extrinsic reward and, on
-MountainCar, the success rate.
+MountainCar, the success rate. Besides the design, described and not tested: the bonus's size
+(η·U, η at each run's commit) beside the extrinsic reward and the entropy term the learner saw.
 
     python recipes/study/sac_report.py
 
@@ -25,9 +26,11 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import os
 import statistics
+import subprocess
 import textwrap
 import warnings
 from dataclasses import fields, replace
@@ -35,6 +38,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+import yaml
 from figure3_claims import seed_windows
 from figure3_report import smoothed
 from paper_grid import task_frames
@@ -58,6 +62,18 @@ PAIRS = (("vase", "none"), ("rnd", "none"), ("vase", "rnd"), ("vase", TRPO_VASE)
 #: the two windows of the design: the last 10 % of a run's frames (read as its last 10 % of
 #: iterations, each of sac.frames_per_batch frames or up to a path more) and the whole run
 WINDOWS = {"last10pct": "last 10 % of frames", "whole": "whole run"}
+#: the bonuses whose size beside the reward the learner saw the page shows
+BONUSES = ("vase", "rnd")
+#: the measures as that table names them (all SAC)
+BONUS_NAMES = {"none": "none", "vase": "VASE", "rnd": "RND"}
+#: its columns: name -> what each seed's iteration gives, from the run and its bonus's η
+SIZES = {
+    "η·U": lambda run, eta: eta * run.sampled_bonus,
+    "η·sd(U)": lambda run, eta: eta * run.bonus_std,
+    "r_e":  # no bonus: no column of U, and the reward is all extrinsic
+        lambda run, eta: run.sampled_reward - eta * np.nan_to_num(run.sampled_bonus),
+    "α·H": lambda run, eta: run.alpha * run.entropy,
+}
 #: the line above which the page is the design's and below which this script writes
 MARKER = "<!-- Below: written by `python recipes/study/sac_report.py` from docs/results/sac/. -->"
 
@@ -136,6 +152,48 @@ def success(seeds: list[Seed]) -> str:
     return f"{rates.mean():.2f} ({rates.min():.2f}–{rates.max():.2f})"
 
 
+def bonus_weight(commit: str, measure: str) -> float:
+    """The η that runs of ``measure`` at ``commit`` ran with: ``eta`` of
+    ``conf/surprise/<measure>.yaml`` at that commit (the study's only override of a measure is
+    ``surprise=<measure>``, and no preset sets η)."""
+    shown = subprocess.run(["git", "show", f"{commit}:conf/surprise/{measure}.yaml"], cwd=ROOT,
+                           capture_output=True, text=True)
+    if shown.returncode:
+        raise SystemExit(f"cannot read conf/surprise/{measure}.yaml at {commit}, the η of its "
+                         f"runs (a shallow clone?): {shown.stderr.strip()}")
+    return float(yaml.safe_load(shown.stdout)["eta"])
+
+
+def bonus_weights(cell: Path, seeds: list[Seed], measure: str) -> list[float]:
+    """Each seed's η (``bonus_weight``) at the commit its row in the cell's ``runs.csv`` names."""
+    path = cell / "runs.csv"
+    commits = {}
+    if path.exists():
+        with path.open(newline="") as handle:
+            commits = {int(row["seed"]): row["git_commit"] for row in csv.DictReader(handle)}
+    missing = [run.seed for run in seeds if run.seed not in commits]
+    if missing:
+        raise SystemExit(f"{path} has no row for seeds {missing}: their η is read at their commit.")
+    return [bonus_weight(commits[run.seed], measure) for run in seeds]
+
+
+def bonus_sizes(seeds: list[Seed], etas: list[float] | None, window: str) -> dict[str, str]:
+    """Per ``SIZES`` column, the mean over seeds of each seed's mean over ``window`` of the
+    iterations in which the learner updated (``"–"`` for η's columns without a bonus:
+    ``etas`` ``None``, and where a seed has no value)."""
+    sizes = {}
+    for column, value in SIZES.items():
+        if etas is None and "η" in column:
+            sizes[column] = "–"
+            continue
+        means = [window_mean(np.where(np.isfinite(run.sampled_reward), value(run, eta), np.nan),
+                             window)
+                 for run, eta in zip(seeds, etas or [0.0] * len(seeds), strict=True)]
+        mean = float(np.mean(means)) if seeds else math.nan
+        sizes[column] = f"{mean:.3g}" if math.isfinite(mean) else "–"  # a seed never logged it
+    return sizes
+
+
 @legible
 def plot_curves(data: dict, path: Path, title: str) -> None:
     """Per task, each SAC measure's median return over seeds against frames (each seed
@@ -178,6 +236,41 @@ def run_ends(data: dict[str, dict[str, list[Seed]]]) -> str:
                   for run in cells[measure])
     span = f"{ends[0]:,}" if ends[0] == ends[-1] else f"{ends[0]:,}–{ends[-1]:,}"
     return f"{span} frames"
+
+
+def bonus_size_section(study: Path, data: dict[str, dict[str, list[Seed]]]) -> list[str]:
+    """The page's lines on the bonus's size: a table a task of ``bonus_sizes`` per bonus and
+    window, described, not tested."""
+    tables, weights = [], {}
+    for task in TASKS:
+        rows = []
+        for measure in MEASURES:
+            seeds = data[task][measure]
+            if not seeds:
+                continue
+            etas = (bonus_weights(study / task / measure, seeds, measure)
+                    if measure in BONUSES else None)
+            weights.setdefault(measure, set()).update(etas or ())
+            rows += [f"| {BONUS_NAMES[measure]} | {name} | {len(seeds)} | "
+                     + " | ".join(bonus_sizes(seeds, etas, window).values()) + " |"
+                     for window, name in (("last10pct", "last 10 %"), ("whole", "whole run"))]
+        if rows:  # the task's own table: one with a column of tasks is too wide for the page
+            tables += [f"\n{TITLES[task]}:\n", "| SAC with | window | seeds | "
+                       + " | ".join(SIZES) + " |", "|---|---|---:|" + "---:|" * len(SIZES), *rows]
+    etas = "; ".join(f"{', '.join(f'{e:g}' for e in sorted(values))} ({BONUS_NAMES[measure]})"
+                     for measure, values in weights.items() if values)
+    return ["\n### The bonus's size\n",
+            "Under SAC the bonus's scale reaches the policy, not only its ranking, and η was left "
+            "at the recipe's default. What the learner saw per transition: each seed's mean over "
+            "the window's iterations from its first update on, then the mean over seeds. The "
+            "batches are sampled from every transition so far, so their means lag the policy. "
+            "η·U is the bonus in them (its mean is a shift every transition shares); η·sd(U) its "
+            "spread over the iteration's collected batch (what can rank one transition above "
+            "another); r_e the extrinsic reward in the sampled batches; α·H the temperature "
+            "times the policy's entropy (the entropy term −α log π of SAC's soft value; the "
+            "product of the iteration's means). η is each run's, from "
+            f"`conf/surprise/<bonus>.yaml` at its commit: {etas or 'no run of a bonus yet'}. "
+            "Described, not tested.", *tables]
 
 
 def results_section(study: Path, figure3: Path, link: str,
@@ -239,6 +332,7 @@ def results_section(study: Path, figure3: Path, link: str,
             rate = success(seeds) if task == "mountain_car" else ""
             lines.append(f"| {TITLES[task]} | {LABELS[measure]} | "
                          f"{first_reward(seeds, frames)} | {rate} |")
+    lines += bonus_size_section(study, data)
     return "\n".join(lines) + "\n", path
 
 

@@ -46,6 +46,14 @@ class Seed:
     bonus_mean: np.ndarray = field(default_factory=lambda: np.array([]))
     #: the share of the iteration's episodes that reached the goal (MountainCar's success)
     success_rate: np.ndarray = field(default_factory=lambda: np.array([]))
+    #: an off-policy learner's (SAC's): the mean reward of its sampled batches (bonus included)
+    #: and of their bonus U (before η), the spread of U over the collected batch, the
+    #: temperature α and the policy's entropy, each the iteration's mean over its updates
+    sampled_reward: np.ndarray = field(default_factory=lambda: np.array([]))
+    sampled_bonus: np.ndarray = field(default_factory=lambda: np.array([]))
+    bonus_std: np.ndarray = field(default_factory=lambda: np.array([]))
+    alpha: np.ndarray = field(default_factory=lambda: np.array([]))
+    entropy: np.ndarray = field(default_factory=lambda: np.array([]))
 
     @property
     def final(self) -> float:
@@ -94,7 +102,11 @@ def load_cell(grid: Path, task: str, measure: str) -> list[Seed]:
                           agreement=_column(rows, "bonus/self_agreement"),
                           advantage_share=_column(rows, "bonus/advantage_share"),
                           bonus_mean=_column(rows, "bonus/mean"),
-                          success_rate=_column(rows, "Return/success_rate")))
+                          success_rate=_column(rows, "Return/success_rate"),
+                          sampled_reward=_column(rows, "sac/sampled_reward"),
+                          sampled_bonus=_column(rows, "bonus/sampled_mean"),
+                          bonus_std=_column(rows, "bonus/std"),
+                          alpha=_column(rows, "sac/alpha"), entropy=_column(rows, "sac/entropy")))
     return seeds
 
 
