@@ -35,6 +35,12 @@ def _cell(root: Path, task: str, measure: str, levels: tuple[float, float], seed
                   metrics=metrics)
 
 
+def _head() -> str:
+    """This checkout's commit (a run's ``runs.csv`` names the commit it ran at)."""
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=runs_of.ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
 def test_the_budget_is_the_recipes_and_a_figure3_run_is_cut_at_it():
     assert sac.sac_budget() == BUDGET
     # a Figure 3 run of 100 iterations of 5,000 frames: 0 until 300 k frames, 1,000 after, its
@@ -124,8 +130,7 @@ def test_the_bonus_size_is_each_seed_window_mean_over_its_updating_iterations():
 
 
 def test_a_bonus_weight_is_the_eta_of_its_runs_commit(tmp_path):
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=runs_of.ROOT, capture_output=True,
-                          text=True, check=True).stdout.strip()
+    head = _head()
     for measure in sac.BONUSES:
         conf = yaml.safe_load((runs_of.ROOT / "conf" / "surprise" / f"{measure}.yaml")
                               .read_text())
@@ -163,8 +168,7 @@ def test_the_page_keeps_its_design_and_is_written_below_its_marker(tmp_path, mon
           success=[0.0] * 240 + [1.0] * 60, metrics=learner)
     # whole paths: each batch ends on the path that fills it, so a run passes the budget
     _cell(study, "mountain_car", "none", (0.0, 0.0), frames_per_batch=1001)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=runs_of.ROOT, capture_output=True,
-                          text=True, check=True).stdout.strip()
+    head = _head()
     (study / "mountain_car" / "vase" / "runs.csv").write_text("seed,git_commit,note\n" + "".join(
         f"{seed},{head},started on vm (2 cores), load average 2.0\n" for seed in range(5)))
     drawn = []

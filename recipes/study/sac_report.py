@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import math
 import os
 import statistics
@@ -62,10 +63,9 @@ PAIRS = (("vase", "none"), ("rnd", "none"), ("vase", "rnd"), ("vase", TRPO_VASE)
 #: the two windows of the design: the last 10 % of a run's frames (read as its last 10 % of
 #: iterations, each of sac.frames_per_batch frames or up to a path more) and the whole run
 WINDOWS = {"last10pct": "last 10 % of frames", "whole": "whole run"}
-#: the bonuses whose size beside the reward the learner saw the page shows
-BONUSES = ("vase", "rnd")
-#: the measures as that table names them (all SAC)
-BONUS_NAMES = {"none": "none", "vase": "VASE", "rnd": "RND"}
+#: the measures with a bonus (an η), and their names in the bonus's-size table (all SAC there)
+BONUSES = tuple(measure for measure in MEASURES if measure != "none")
+BONUS_NAMES = {"none": "none"} | {m: LABELS[m].removeprefix("SAC + ") for m in BONUSES}
 #: its columns: name -> what each seed's iteration gives, from the run and its bonus's η
 SIZES = {
     "η·U": lambda run, eta: eta * run.sampled_bonus,
@@ -152,6 +152,7 @@ def success(seeds: list[Seed]) -> str:
     return f"{rates.mean():.2f} ({rates.min():.2f}–{rates.max():.2f})"
 
 
+@functools.cache  # one git call per commit and bonus, not per seed
 def bonus_weight(commit: str, measure: str) -> float:
     """The η that runs of ``measure`` at ``commit`` ran with: ``eta`` of
     ``conf/surprise/<measure>.yaml`` at that commit (the study's only override of a measure is
