@@ -112,18 +112,22 @@ def test_the_bonus_size_is_each_seed_window_mean_over_its_updating_iterations():
                          sampled_reward=np.r_[nothing, np.full(7, 0.5 + seed)],
                          sampled_bonus=np.r_[nothing, np.arange(7.0)],
                          bonus_std=np.r_[[9.0] * 3, np.full(7, 2.0)],  # logged from the start
-                         alpha=np.r_[nothing, np.full(7, 0.1)], entropy=np.r_[nothing, -np.ones(7)])
+                         alpha=np.r_[nothing, np.linspace(0.7, 0.1, 7)],  # falling, as it is tuned
+                         entropy=np.r_[nothing, -np.ones(7)])
             for seed in range(2)]
     etas = [1e-2, 1e-3]
     last = sac.bonus_sizes(runs, etas, "last10pct")
     assert float(last["η·U"]) == pytest.approx((1e-2 * 6 + 1e-3 * 6) / 2)
     assert float(last["r_e"]) == pytest.approx(
         ((0.5 - 1e-2 * 6) + (1.5 - 1e-3 * 6)) / 2)
+    assert float(last["α"]) == pytest.approx(0.1)
     assert float(last["α·H"]) == pytest.approx(-0.1)
     whole = sac.bonus_sizes(runs, etas, "whole")
     assert float(whole["η·U"]) == pytest.approx((1e-2 * 3 + 1e-3 * 3) / 2)
     # the 3 iterations before the first update are left out (their 9s would raise it)
     assert float(whole["η·sd(U)"]) == pytest.approx((1e-2 * 2 + 1e-3 * 2) / 2)
+    assert float(whole["α"]) == pytest.approx(0.4)
+    assert float(whole["α·H"]) == pytest.approx(-0.4)
     plain = sac.bonus_sizes(runs, None, "whole")  # no bonus: its sampled reward is extrinsic
     assert plain["η·U"] == plain["η·sd(U)"] == "–"
     assert float(plain["r_e"]) == pytest.approx(1.0)
@@ -187,9 +191,9 @@ def test_the_page_keeps_its_design_and_is_written_below_its_marker(tmp_path, mon
     assert "| HalfCheetah | SAC + RND | – |  |" in text
     eta = sac.bonus_weight(head, "vase")
     for window in ("last 10 %", "whole run"):  # both windows: every updating iteration alike
-        assert (f"| VASE | {window} | 5 | {eta * 100:.3g} | "
-                f"{eta * 50:.3g} | {0.25 - eta * 100:.3g} | -0.2 |") in text
-    assert "| none | whole run | 5 | – | – | – | – |" in text
+        assert (f"| VASE | {window} | {eta * 100:.3g} | "
+                f"{eta * 50:.3g} | {0.25 - eta * 100:.3g} | 0.2 | -0.2 |") in text
+    assert "| none | whole run | – | – | – | – | – |" in text
     assert "\nMountainCar:\n\n| SAC with |" in text and "HalfCheetah:" not in text
     assert f"at its commit: {eta:g} (VASE). Described" in text
     image = plt.imread(study / "sac_curves.png")

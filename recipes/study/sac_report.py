@@ -72,6 +72,7 @@ SIZES = {
     "η·sd(U)": lambda run, eta: eta * run.bonus_std,
     "r_e":  # no bonus: no column of U, and the reward is all extrinsic
         lambda run, eta: run.sampled_reward - eta * np.nan_to_num(run.sampled_bonus),
+    "α": lambda run, eta: run.alpha,
     "α·H": lambda run, eta: run.alpha * run.entropy,
 }
 #: the line above which the page is the design's and below which this script writes
@@ -252,24 +253,29 @@ def bonus_size_section(study: Path, data: dict[str, dict[str, list[Seed]]]) -> l
             etas = (bonus_weights(study / task / measure, seeds, measure)
                     if measure in BONUSES else None)
             weights.setdefault(measure, set()).update(etas or ())
-            rows += [f"| {BONUS_NAMES[measure]} | {name} | {len(seeds)} | "
+            rows += [f"| {BONUS_NAMES[measure]} | {name} | "
                      + " | ".join(bonus_sizes(seeds, etas, window).values()) + " |"
                      for window, name in (("last10pct", "last 10 %"), ("whole", "whole run"))]
         if rows:  # the task's own table: one with a column of tasks is too wide for the page
-            tables += [f"\n{TITLES[task]}:\n", "| SAC with | window | seeds | "
-                       + " | ".join(SIZES) + " |", "|---|---|---:|" + "---:|" * len(SIZES), *rows]
+            tables += [f"\n{TITLES[task]}:\n", "| SAC with | window | "
+                       + " | ".join(SIZES) + " |", "|---|---|" + "---:|" * len(SIZES), *rows]
     etas = "; ".join(f"{', '.join(f'{e:g}' for e in sorted(values))} ({BONUS_NAMES[measure]})"
                      for measure, values in weights.items() if values)
     return ["\n### The bonus's size\n",
             "Under SAC the bonus's scale reaches the policy, not only its ranking, and η was left "
             "at the recipe's default. What the learner saw per transition: each seed's mean over "
-            "the window's iterations from its first update on, then the mean over seeds. The "
-            "batches are sampled from every transition so far, so their means lag the policy. "
+            "the window's iterations from its first update on, then the mean over the cell's "
+            "finished seeds (their counts above). The batches are sampled from every "
+            "transition so far, so their means lag the policy. "
             "η·U is the bonus in them (its mean is a shift every transition shares); η·sd(U) its "
             "spread over the iteration's collected batch (what can rank one transition above "
-            "another); r_e the extrinsic reward in the sampled batches; α·H the temperature "
-            "times the policy's entropy (the entropy term −α log π of SAC's soft value; the "
-            "product of the iteration's means). η is each run's, from "
+            "another); r_e the extrinsic reward in the sampled batches; α the temperature and α·H "
+            "it times the policy's entropy (the entropy term −α log π of SAC's soft value; the "
+            "product of the iteration's means). α is tuned as the run goes, to hold the "
+            "entropy at its target (−1 an action dimension), and falls by orders of magnitude "
+            "once it is held, so the whole run's α and α·H are mostly its first iterations' "
+            "and the last 10 % rows are the balance late in a run: there a bonus far smaller "
+            "than the early entropy term can be the larger. η is each run's, from "
             f"`conf/surprise/<bonus>.yaml` at its commit: {etas or 'no run of a bonus yet'}. "
             "Described, not tested.", *tables]
 
