@@ -92,6 +92,20 @@ def prediction_nll(
     return gaussian_nll(model.sample_outputs(x, num_samples, generator=generator), y, sigma_c)
 
 
+def _prediction_errors(
+    model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tensor, num_samples: int,
+    sigma_c: float, generator: torch.Generator | None,
+) -> Tensor:
+    """``‖s' − f(s, a; θ_n)‖² / (2σ_c²)`` for N weight samples, ``[N, *B]``: the NLL without the
+    Gaussian's normaliser ``D·log(√(2π) σ_c)``, as the authors' code computes the bonus (their
+    ``surprise()`` adds the normaliser back: no constant in their U)."""
+    check_num_samples(num_samples)
+    sigma_c = check_sigma_c(sigma_c)
+    x, y = _model_inputs(model, obs, action, next_obs)
+    prediction = model.sample_outputs(x, num_samples, generator=generator)
+    return (y - prediction).square().sum(-1) / (2 * sigma_c**2)
+
+
 @torch.no_grad()
 def vase_surprise(
     model: BayesianMLP,
@@ -109,7 +123,8 @@ def vase_surprise(
     The first term is the assorted surprise (Bayesian surprise plus surprisal, the paper's lemma);
     the second the confidence correction, with ``H(q) = ½ Σ_i log(2πe σ_i²)``. ``delta=0``
     reproduces the authors' published code, whose reward is the mean of ``‖s' − f(θ_n)‖² /
-    (2σ_c²)`` (this function adds the normaliser ``D·log(√(2π) σ_c)``, a constant).
+    (2σ_c²)``: like theirs, the NLL here omits the normaliser ``D·log(√(2π) σ_c)``, a constant
+    that an uncentred bonus would pay as a reward a step.
 
     Args:
         model: the Bayesian dynamics model, input ``cat(obs, action)``.
@@ -135,10 +150,8 @@ def vase_surprise(
     """
     if not math.isfinite(delta):
         raise ValueError(f"delta must be finite, got {delta}.")
-    nll = prediction_nll(
-        model, obs, action, next_obs, num_samples=num_samples, sigma_c=sigma_c, generator=generator
-    )
-    return nll.mean(0) - delta * model.entropy()
+    errors = _prediction_errors(model, obs, action, next_obs, num_samples, sigma_c, generator)
+    return errors.mean(0) - delta * model.entropy()
 
 
 @torch.no_grad()
@@ -165,10 +178,8 @@ def nll_surprise(
         >>> nll_surprise(model, obs, action, next_obs).shape
         torch.Size([100])
     """
-    nll = prediction_nll(
-        model, obs, action, next_obs, num_samples=num_samples, sigma_c=sigma_c, generator=generator
-    )
-    return math.log(num_samples) - torch.logsumexp(-nll, dim=0)
+    errors = _prediction_errors(model, obs, action, next_obs, num_samples, sigma_c, generator)
+    return math.log(num_samples) - torch.logsumexp(-errors, dim=0)
 
 
 def _inverse_rho_hessian(rho: Tensor) -> Tensor:
