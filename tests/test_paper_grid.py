@@ -84,10 +84,10 @@ def test_the_plan_skips_whole_runs_only_and_follows_the_issues_order(tmp_path):
           for measure in ("vase", "trpo_authors")],
         ("point_robot", "vase", False), ("point_robot", "none", False),
         ("half_cheetah", "none", False), ("lunar_lander", "none", False),
-        ("half_cheetah", "vase_paper", False),
+        # VASE at the text's settings runs its ten seeds only (SEED_COUNT)
     ]
     assert [j.seeds for j in jobs[:3]] == [(1,), (2,), (3,)]  # seed 0 done, one seed a job
-    assert len(jobs) == 12 * 9 - 2
+    assert len(jobs) == 12 * 9 - 2 - 2
     command = jobs[0].command("sqlite:///s.db", Path("/c"), "python")
     assert {"env=half_cheetah", "surprise=vase", "seed=1", "resume=true",
             "mlflow.experiment=figure3-half_cheetah"} <= set(command)
@@ -107,6 +107,27 @@ def test_the_plan_skips_whole_runs_only_and_follows_the_issues_order(tmp_path):
     assert "seeds=[0,1]" in command
     assert paper_grid.seed_list("0,2,5-7") == [0, 2, 5, 6, 7]
     assert paper_grid.Job("ant", "nll", (0, 2, 3)).name == "ant nll seeds0,2,3"
+
+
+def test_the_given_order_runs_the_cells_as_named_each_cell_s_seeds_in_one_block(tmp_path):
+    _write_run(tmp_path / "mountain_car" / "vase" / "seed0.csv", [5000, 50 * 5000])
+    jobs, done = paper_grid.plan(
+        ["mountain_car", "ant", "half_cheetah"],
+        ["vase", "vase_paper", "vase_linear_init"], list(range(20)), group=1, out=tmp_path,
+        seed_block=20, given_order=True)
+    assert done == [("mountain_car", "vase", 0)]
+    cells = [(j.task, j.measure) for j in jobs]
+    # the tasks as named, each task's measures as named, only the cells ORDER knows (VASE at
+    # the text's settings: not on MountainCar; Ant's scale checks: on Ant only)
+    assert list(dict.fromkeys(cells)) == [
+        ("mountain_car", "vase"), ("ant", "vase"), ("ant", "vase_paper"),
+        ("ant", "vase_linear_init"), ("half_cheetah", "vase"), ("half_cheetah", "vase_paper")]
+    assert [j.seeds[0] for j in jobs if j.task == "mountain_car"] == list(range(1, 20))
+    assert [j.seeds[0] for j in jobs if j.measure == "vase_linear_init"] == list(range(10))
+    command = next(j for j in jobs if j.measure == "vase_linear_init").command(
+        "sqlite:///s.db", Path("/c"), "python")
+    assert {"surprise=vase", "surprise.init_mean=uniform",
+            "mlflow.experiment=figure3-ant-vase_linear_init"} <= set(command)
 
 
 def test_the_sac_study_plans_its_cells_by_sac_s_frames_and_experiments(tmp_path):
@@ -161,13 +182,18 @@ def _log(client, experiment, surprise: str, seed: int, returns: list[float],
 def test_export_writes_the_asked_seeds_of_a_measure_with_their_provenance(tmp_path, sqlite_uri):
     uri, client, experiment = _store(sqlite_uri, tmp_path)
     _log(client, experiment, "none", 0, [0, 0, 1])
-    _log(client, experiment, "vase", 0, [0, 2, 3])
+    seed0 = _log(client, experiment, "vase", 0, [0, 2, 3])
+    config = tmp_path / "config.yaml"
+    config.write_text("surprise:\n  name: vase\n  sigma_c: 0.5\nseed: 0\n")
+    client.log_artifact(seed0, str(config))
     _log(client, experiment, "vase", 1, [1, 1, 1])
     _log(client, experiment, "vase", 2, [5, 5], finish=False)  # running: never exported
     mlflow.set_tracking_uri(None)
     out = tmp_path / "out"
     written = export_runs.export(uri, "grid", out, surprise="vase", seeds=[0, 2], note="here")
     assert written == [out / "vase" / "seed0.csv"]
+    # the run's resolved configuration beside its CSV, as the run logged it
+    assert (out / "vase" / "seed0.config.yaml").read_text() == config.read_text()
     with written[0].open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert [row["frames"] for row in rows] == ["1000", "2000", "3000"]

@@ -12,8 +12,10 @@ included; its own clock, pauses left out, is the CSV's last ``train/wall_time``)
 overrides that made it), its config's identity, its population (or "single run"), any
 ``--note`` (the machine and its load, say), so every figure drawn from the CSVs can state its
 provenance, and the final policy's log-std per action dimension (``policy_log_std``, from its
-``weights.pt``). FAILED runs are recorded in ``<out>/<measure>/failures.csv``
-(``export_failures``), never written as CSVs.
+``weights.pt``). Beside each CSV, ``seed<k>.config.yaml`` is the run's resolved configuration
+(its ``config.yaml`` artifact, every setting after Hydra's overrides and the presets), so a run
+can be rerun or told apart from another without its store. FAILED runs are recorded in
+``<out>/<measure>/failures.csv`` (``export_failures``), never written as CSVs.
 
     python recipes/study/export_runs.py --store sqlite:///mlflow.db --experiment mountain_car \\
         --out docs/results/paper_grid/mountain_car
@@ -75,6 +77,15 @@ def policy_log_std(client: MlflowClient, run_id: str) -> str:
     return " ".join(f"{value:.3f}" for value in scales[0].flatten().tolist())
 
 
+def resolved_config(client: MlflowClient, run_id: str) -> str | None:
+    """The run's resolved configuration, its ``config.yaml`` artifact's text; ``None`` when it
+    logged none."""
+    if "config.yaml" not in {artifact.path for artifact in client.list_artifacts(run_id)}:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        return Path(client.download_artifacts(run_id, "config.yaml", tmp)).read_text()
+
+
 def _runs(client: MlflowClient, store: str, experiment: str, status: str, measure: str | None,
           seeds: Iterable[int] | None, surprise: str | None) -> Iterator[tuple[Run, str]]:
     """The experiment's runs that ended ``status`` (of ``seeds`` and with the ``surprise`` tag,
@@ -114,6 +125,9 @@ def export(store: str, experiment: str, out: Path, *, measure: str | None = None
             writer.writeheader()
             for step in sorted(rows):
                 writer.writerow({"frames": step, **rows[step]})
+        config = resolved_config(client, run.info.run_id)
+        if config is not None:
+            path.with_suffix(".config.yaml").write_text(config)
         start, end = run.info.start_time, run.info.end_time
         _record_provenance(path.parent / "runs.csv", {
             "seed": tags["seed"], "run_id": run.info.run_id,
