@@ -655,3 +655,22 @@ def test_self_agreement_rises_with_the_bonus_s_weight_samples_and_is_nan_for_rnd
                               updates_per_iteration=5)
     exploration.step(_rollout(300, seed=0))
     assert np.isnan(exploration.step(_rollout(300, seed=1))["self_agreement"])
+
+
+@pytest.mark.parametrize("delta", [1e-3, 0.0])
+def test_vase_s_confidence_term_and_its_share_of_the_surprise_are_logged_where_it_is_on(delta):
+    """δ·H(q) is one number for the whole batch (a reward a step, uncentred): logged as
+    ``confidence`` with its share ``δ·H / (mean U + δ·H)``; absent with δ = 0 (the authors')."""
+    bonus = VASERewardTransform(DynamicsModel.build(2, 1, [16], sigma_c=0.5), delta=delta)
+    exploration = Exploration(bonus, pool_size=1000, pool_min=50, updates_per_iteration=5)
+    before = exploration.observe(_rollout(100, seed=1))[0]
+    exploration.step(_rollout(100, seed=2))  # the model's first steps
+    metrics, _ = exploration.observe(_rollout(100, seed=3))  # the bonus, the model unchanged
+    if delta == 0:
+        assert "confidence" not in metrics and "confidence_share" not in before
+        return
+    assert np.isnan(before["confidence"])  # no bonus before the model's first training
+    term = delta * bonus.model.network.entropy().item()
+    assert metrics["confidence"] == pytest.approx(term)
+    assert metrics["confidence_share"] == pytest.approx(term / (metrics["bonus_mean"] + term))
+    assert 0 < metrics["confidence_share"] < 1

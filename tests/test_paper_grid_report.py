@@ -193,59 +193,67 @@ def _study(root: Path, task: str, levels: dict[str, tuple[float, float]], seeds:
                         curve + rng.normal(0, 0.2, iterations))
 
 
-def test_the_studys_claims_follow_the_three_windows(tmp_path):
-    # HalfCheetah: VASE above every rival in every window; Ant: VASE above at the end only
-    # (below over the whole run); LunarLander: every measure alike
+def test_the_studys_claims_follow_the_three_outcome_rule_on_the_whole_run(tmp_path):
+    # HalfCheetah: VASE above every rival throughout; Ant: VASE below for 85 % of the run,
+    # above at the end (the last 10 % disagrees: flagged); LunarLander: every measure alike;
+    # MountainCar: VIME level with the others at the top (an advantage ruled out)
     _study(tmp_path, "half_cheetah", {"vase": (5, 9), "nll": (1, 1), "vime": (1, 2),
                                       "trpo_authors": (0, 0), "none": (0, 1)})
     _study(tmp_path, "ant", {"vase": (0, 9), "nll": (4, 4), "vime": (4, 4),
                              "trpo_authors": (4, 4), "none": (4, 4)})
     _study(tmp_path, "lunar_lander", {m: (-100, 50) for m in
                                       ("vase", "nll", "vime", "trpo_authors", "none")})
+    _study(tmp_path, "mountain_car", {"vime": (1, 1), "vase": (1, 1), "nll": (1, 1),
+                                      "trpo_authors": (0, 1), "none": (0, 1)})
     data = runs_of.load(tmp_path, claims_of.STUDY_MEASURES)
-    quotes = {quote: key for key, quote in claims_of.QUOTES.items()}
-    claims = {(quotes[quote], task): (final, per_window)
-              for quote, task, per_window, final, _ in claims_of.study_claims(data, resamples=2000)}
-    assert claims["good", "half_cheetah"][0] == "reproduced"
-    final, per_window = claims["good", "ant"]
-    assert final == "inconclusive"
-    assert [per_window[w][0] for w in claims_of.WINDOWS] == ["reproduced", "reproduced",
-                                                          "not reproduced"]
-    assert claims["nll", "half_cheetah"][0] == "reproduced"
-    assert claims["lunar_lander", "lunar_lander"][0] == "reproduced"
-    assert claims["good", "cartpole_swingup"][0] == "not measured yet"
     listed = claims_of.study_claims(data, resamples=2000)
+    claims = {(c.key, c.task): c for c in listed}
+    good = claims["good", "half_cheetah"]
+    assert (good.verdict, good.sensitivity, good.flagged) == ("reproduced", "reproduced", False)
+    ant = claims["good", "ant"]
+    assert (ant.verdict, ant.sensitivity, ant.flagged) == ("not reproduced", "reproduced", True)
+    assert ant.earlier == "inconclusive"  # the earlier rule: the three windows disagreed
+    # the primary window is the whole run, on medians: Ant's VASE − NLL there, recomputed
+    _, primary, _ = next(c for c in ant.comparisons if c[0].b == "nll")
+    vase = [np.mean(s.returns) for s in data["ant"]["vase"]]
+    nll = [np.mean(s.returns) for s in data["ant"]["nll"]]
+    assert primary.median_difference == pytest.approx(np.median(vase) - np.median(nll))
+    assert primary.mean_difference == pytest.approx(np.mean(vase) - np.mean(nll))
+    # the margin: 10 % of the 5th-95th percentile span of every iteration of the task's runs
+    every = np.concatenate([s.returns for m in ("vase", "nll", "vime", "trpo_authors", "none")
+                            for s in data["ant"][m]])
+    assert ant.margin == pytest.approx(0.1 * np.subtract(*np.percentile(every, [95, 5])))
+    assert claims["nll", "half_cheetah"].verdict == "reproduced"
+    assert claims["lunar_lander", "lunar_lander"].verdict == "reproduced"
+    assert claims["mountain_car", "mountain_car"].verdict == "not reproduced"
+    assert claims["good", "cartpole_swingup"].verdict == "not measured yet"
     summary = claims_of.claims_summary(listed, {})  # no point-robot run: not measured yet
     assert summary.startswith("**In short:** of the paper's 13 claims (a claim on each task it "
                               "names), 3 reproduced (“VASE shows good results” on HalfCheetah; "
                               "“VASE better than NLL” on HalfCheetah; “all alike” on "
                               "LunarLanderContinuous), ")
-    counts = [int(part.split()[0]) for part in summary.split("), ")[-1].split(", ")]
-    finals = [final for *_, final, _ in listed]
-    assert counts == [finals.count("inconclusive"), finals.count("not measured yet") + 1]
+    assert summary.rstrip().endswith(
+        f"The last 10 % of the run gives another verdict for "
+        f"{sum(c.flagged for c in listed)} of them (⚑ in the table).")
     assert claims_of.study_claims_table(data, claims=listed) == claims_of.study_claims_table(
         data, resamples=2000)  # the claims computed once serve the table alike
-    page = claims_of.study_claims_table(data, resamples=2000)
-    # the verdicts' table: Ant's windows disagree and are listed; HalfCheetah's agree
-    assert ("| Ant | **inconclusive** | reproduced · reproduced · not reproduced ([the numbers]"
-            "(#claim-good-ant)) |") in page
-    assert ("| HalfCheetah | **reproduced** | the same in all three ([the numbers]"
-            "(#claim-good-half-cheetah)) |") in page
+    page = claims_of.study_claims_table(data, claims=listed)
+    assert ("| Ant | **not reproduced** ([the numbers](#claim-good-ant)) | ⚑ reproduced | "
+            "inconclusive | ") in page
+    assert ("| HalfCheetah | **reproduced** ([the numbers](#claim-good-half-cheetah)) | "
+            "reproduced | ") in page
     assert "| CartpoleSwingup | **not measured yet** | – |" in page
     assert "#claim-good-cartpole-swingup" not in page  # no numbers to link to
-    # each claim's numbers: a row per comparison, a column per window, the figures the claim's
-    _, per_window = claims["good", "ant"]
-    block = page[page.index("{: #claim-good-ant }"):].split("\n\n")[1].splitlines()
-    assert block[0] == "| A − B | " + " | ".join(claims_of.WINDOWS.values()) + " |"
+    block = page[page.index("{: #claim-good-ant }"):].split("\n\n")[2].splitlines()
+    assert block[0] == ("| A − B | median [95 % CI] | mean | P(A > B) | "
+                        "last 10 %: median [95 % CI] |")
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in block[2:]}
     assert list(rows) == ["VASE − VIME", "VASE − NLL", "VASE − TRPO (authors')",
-                          "VASE − none (control)", "*the window's verdict*"]
-    whole = dict(per_window["whole"][1])["VASE − NLL"]
-    assert rows["VASE − NLL"].endswith(f" | {whole} |") and whole.startswith("-")
-    assert rows["*the window's verdict*"] == ("| *the window's verdict* | *reproduced* | "
-                                              "*reproduced* | *not reproduced* |")
+                          "VASE − none (control)", "*verdict*"]
+    assert rows["VASE − NLL"].startswith(f"| VASE − NLL | {primary.median_difference:+.3g} [")
+    assert rows["*verdict*"] == "| *verdict* | *not reproduced* | | | *reproduced* |"
     lander = page[page.index("{: #claim-lunar-lander-lunar-lander }"):]
-    assert lander.split("\n\n")[1].splitlines()[2].startswith("| equivalence margin | ±")
+    assert lander.split("\n\n")[1].startswith("The task's equivalence margin: ±")
 
 
 def test_the_aggregate_across_tasks_is_on_the_page_as_numbers(tmp_path):
@@ -298,9 +306,9 @@ def test_the_point_robot_claim_counts_runs_that_never_found_it(tmp_path):
     assert alike[1] == "inconclusive"
     # on the page: a row of the claims' table, its numbers with the other claims'
     page = claims_of.study_claims_table({}, runs, resamples=200)
-    assert ("| point robot (steps to the first reward) | **reproduced** | none found it in 2 of 6 "
-            "runs, VASE found it in 6 of 6 runs ([the numbers](#claim-point-robot)) | "
-            "none 6, VASE 6 |") in page
+    assert ("| point robot (steps to the first reward) | **reproduced** (none found it in 2 of "
+            "6 runs, VASE found it in 6 of 6 runs; [the numbers](#claim-point-robot)) | – | "
+            "reproduced (the same rule) | none 6, VASE 6 |") in page
     heading = page[:page.index("\n{: #claim-point-robot }")].splitlines()[-1]
     assert heading.startswith("**Point robot**") and heading.endswith(
         "(none 6, VASE 6): **reproduced**")
@@ -471,18 +479,22 @@ def test_the_status_table_counts_each_cell_against_its_bar_the_point_robot_in_it
                                  {"vase": seeds(20), "none": seeds(11), "nll": seeds(13)})
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[2:] for line in
             table.splitlines()[2:]}
-    assert rows["Ant"] == ["12 / 20", "0 / 20", "0 / 10", "0 / 10", "0 / 10", "2 / 10 |"]
-    assert rows["MountainCar"][-1] == " |"  # the text settings run on three tasks only
-    assert rows["point robot"] == ["20 / 20", "–", "13", "0", "11 / 20", "– |"]
+    assert rows["Ant"] == ["12 / 20", "0 / 20", "0 / 20", "0 / 10", "0 / 10", "2 / 10",
+                           "0 / 10", "0 / 10 |"]
+    # the text settings run on three tasks only, Ant's scale checks on Ant
+    assert rows["MountainCar"][-3:] == ["", "", " |"]
+    assert rows["point robot"] == ["20 / 20", "–", "13 / 20", "0", "11 / 20", "–", "–", "– |"]
     below = table.splitlines()[-1]
     assert below.startswith("Below the bar: MountainCar VASE (0 of 20), MountainCar TRPO "
-                            "(authors') (0 of 20), MountainCar NLL (0 of 10)")
+                            "(authors') (0 of 20), MountainCar NLL (0 of 20)")
     assert "Ant VASE (12 of 20)" in below and "Ant VASE, paper's text (2 of 10)" in below
     assert "MountainCar VASE, paper's text" not in below  # not run there: no bar
-    assert below.endswith(", point robot TRPO, the bonuses' own (none) (11 of 20).")
-    assert below.count(" of ") == 6 * 5 + 3 + 1  # five measures a task, the text on three, none
+    assert below.endswith(", point robot NLL (13 of 20), point robot TRPO, the bonuses' own "
+                          "(none) (11 of 20).")
+    # five measures a task, the text on three, Ant's two checks, the point robot's NLL and none
+    assert below.count(" of ") == 6 * 5 + 3 + 2 + 2
     full = {task: {m: seeds(bar) for m, bar in status.STUDY_BAR.items()} for task in status.TASKS}
-    table = status.study_status(full, {"vase": seeds(20), "none": seeds(20)})
+    table = status.study_status(full, {"vase": seeds(20), "nll": seeds(20), "none": seeds(20)})
     assert table.splitlines()[-1] == "**Every cell has reached the bar.**"
 
 
@@ -497,3 +509,28 @@ def test_only_the_ants_text_settings_change_its_reward_and_the_page_says_so():
 
     assert gymnasium.make("torchrl_vase/SparseAnt-v1", goal="position").unwrapped.goal == (
         "position") and RllabAntEnv().goal == "velocity"
+
+
+def test_the_constant_s_share_of_a_former_bonus_decides_which_cells_rerun(tmp_path):
+    constant = load_recipe("study/bonus_constant")
+    c = 2 * (math.log(0.5) + 0.5 * math.log(2 * math.pi))  # MountainCar's at σ_c = 0.5
+
+    def write(measure, seed, bonus, entropy=None):
+        path = tmp_path / "mountain_car" / measure / f"seed{seed}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = ["frames,bonus/mean,bnn/entropy"] + [
+            f"{5000 * (i + 1)},{'' if b is None else b},{'' if entropy is None else entropy}"
+            for i, b in enumerate(bonus)]
+        path.write_text("\n".join(lines) + "\n")
+
+    # seed 0: the constant is half the bonus throughout; seed 1: 1 % of it in 1 of 20 iterations
+    write("vase", 0, [None] + [2 * c] * 19)  # no bonus at the first iteration: left out
+    write("vase", 1, [c / 0.02] + [1000 * c] * 19)
+    [row] = constant.cell_rows(tmp_path)
+    assert (row["task"], row["measure"], row["seeds"]) == ("mountain_car", "vase", 2)
+    assert row["constant"] == pytest.approx(c)
+    assert row["share_range"] == pytest.approx((0.001, 0.5))
+    assert row["touched_seeds"] == 1  # seed 1: 5 % of its iterations, below the 10 % bar
+    table = constant.markdown([row])
+    assert table.splitlines()[-1].startswith("| mountain_car (2) | vase | 0.5 | 0.452 | ")
+    assert table.splitlines()[-1].endswith("| 1 / 2 | – | yes |")

@@ -20,6 +20,7 @@ from torchrl_vase import (
     DynamicsModel,
     Exploration,
     RNDRewardTransform,
+    SurpriseRewardTransform,
     VASERewardTransform,
     load_policy,
     tanh_policy,
@@ -147,6 +148,36 @@ def test_a_sampled_batch_carries_r_e_plus_eta_u_under_the_model_at_sampling_time
     assert not torch.allclose(again["next", "intrinsic_reward"], u)
     assert torch.equal(again["next", "extrinsic_reward"], sample["next", "extrinsic_reward"])
     assert torch.equal(buffer.storage.get(torch.arange(300))["next", "reward"], stored)
+
+
+@pytest.mark.parametrize("measure", ["vase", "nll"])
+def test_the_sac_bonus_is_the_authors_squared_error_with_no_constant(measure):
+    """The bonus on a sampled batch is ``mean_n ‖s' − f_n‖² / (2σ_c²)`` of the standardised
+    transition (NLL: its log-mean-exp family), nothing added: a constant would be a reward a
+    step for SAC as for TRPO."""
+    buffer = ReplayBuffer(storage=LazyTensorStorage(1000), batch_size=64)
+    bonus = SurpriseRewardTransform(DynamicsModel.build(2, 1, [16], sigma_c=0.5), eta=0.1,
+                                    measure=measure, seed=11)
+    exploration = Exploration(bonus, pool=buffer, pool_min=50, updates_per_iteration=20)
+    buffer.append_transform(ReplayBonus(exploration))
+    batch = GymEnv("torchrl_vase/SparseMountainCar-v1").rollout(300)
+    buffer.extend(batch.reshape(-1).clone())
+    exploration.update_model(exploration.add_to_pool(batch))
+    torch.manual_seed(3)
+    sample, info = buffer.sample(return_info=True)
+    stored = buffer.storage.get(info["index"])
+    model = bonus.model
+    obs, action, target = model.prepare(stored["observation"], stored["action"],
+                                        stored["next", "observation"])
+    with torch.no_grad():
+        outputs = model.network.sample_outputs(torch.cat([obs, action], -1), bonus.num_samples,
+                                               generator=torch.Generator().manual_seed(11))
+    errors = (target - outputs).square().sum(-1) / (2 * 0.5**2)  # [N, batch]
+    # VASE: the transform's default δ = 1e-3 (the text's) takes δ·H(q), one number, off all
+    expected = (errors.mean(0) - bonus.delta * model.network.entropy().detach()
+                if measure == "vase"
+                else math.log(bonus.num_samples) - torch.logsumexp(-errors, 0))
+    torch.testing.assert_close(sample["next", "intrinsic_reward"].squeeze(-1), expected)
 
 
 def test_sampling_reads_the_bonus_s_statistics_and_does_not_update_them():

@@ -154,3 +154,106 @@ def test_the_aggregates_are_rliables_on_known_scores():
         resamples=RESAMPLES)
     # t1: a above 5 in 2 of 4 (10, 20, 30 above; 0 below): 6 of 8 pairs; t2: never
     assert point == pytest.approx((6 / 8 + 0.0) / 2) and low <= point <= high
+
+
+# ------------------------------------------------------------------------------------------------
+# The three-outcome rule (issue 77)
+# ------------------------------------------------------------------------------------------------
+def _judge(a, b, margin):
+    comparison = stats.median_comparison(a, b, margin, resamples=RESAMPLES)
+    return stats.judge_better([comparison]), comparison
+
+
+def test_the_quarters_of_a_run_are_their_means():
+    returns = np.arange(100.0)
+    assert stats.window_mean(returns, "first25pct") == pytest.approx(12.0)
+    assert stats.window_mean(returns, "last25pct") == pytest.approx(87.0)
+
+
+def test_the_median_comparison_reads_medians_with_the_mean_and_rank_statistic_beside():
+    a, b = np.array([1.0, 2.0, 3.0, 100.0]), np.array([0.0, 0.5, 1.0, 1.5, 2.0])
+    comparison = stats.median_comparison(a, b, 1.0, resamples=RESAMPLES)
+    assert comparison.median_difference == pytest.approx(2.5 - 1.0)
+    assert comparison.mean_difference == pytest.approx(26.5 - 1.0)
+    assert comparison.improvement == pytest.approx(stats.probability_of_improvement(a, b))
+    # a bootstrap p-value is the share of resampled differences on H0's side, one added
+    rng = np.random.default_rng(0)
+    draws = (np.median(a[rng.integers(0, 4, (RESAMPLES, 4))], 1)
+             - np.median(b[rng.integers(0, 5, (RESAMPLES, 5))], 1))
+    assert comparison.p_above_zero == pytest.approx(((draws <= 0).sum() + 1) / (RESAMPLES + 1))
+    assert comparison.p_below_margin == pytest.approx(((draws >= 1.0).sum() + 1)
+                                                      / (RESAMPLES + 1))
+    assert stats.median_comparison([1.0], [2.0, 3.0], 1.0) is None
+    with pytest.raises(ValueError, match="margin must be positive"):
+        stats.median_comparison(a, b, 0.0)
+
+
+def test_a_true_difference_beyond_the_margin_is_reproduced():
+    rng = np.random.default_rng(3)
+    verdict, comparison = _judge(rng.normal(5.0, 1.0, 20), rng.normal(0.0, 1.0, 20), margin=1.0)
+    assert verdict == "reproduced" and comparison.interval[0] > 0
+
+
+def test_no_difference_inside_the_margin_is_not_reproduced_and_the_old_rule_could_not_say_so():
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(0.0, 0.1, 20), rng.normal(0.0, 0.1, 20)
+    verdict, comparison = _judge(a, b, margin=1.0)
+    assert verdict == "not reproduced" and comparison.interval[1] < 1.0
+    # the earlier rule (a reversal needed) calls the same data inconclusive
+    assert stats.judge_above(a, [b], resamples=RESAMPLES) == "inconclusive"
+
+
+def test_a_small_noisy_difference_is_inconclusive():
+    rng = np.random.default_rng(5)
+    # a true advantage of half the margin, too noisy at 20 seeds for either side to show
+    verdict, comparison = _judge(rng.normal(0.5, 3.0, 20), rng.normal(0.0, 3.0, 20), margin=1.0)
+    assert verdict == "inconclusive"
+    assert comparison.interval[0] < 0 < 1.0 < comparison.interval[1]
+
+
+def test_a_worse_measure_is_not_reproduced():
+    rng = np.random.default_rng(6)
+    verdict, _ = _judge(rng.normal(-3.0, 1.0, 20), rng.normal(0.0, 1.0, 20), margin=1.0)
+    assert verdict == "not reproduced"
+
+
+def test_median_and_mean_can_disagree_and_the_median_decides():
+    # A's typical seed is ahead by 2, but three of B's seeds found a far larger reward: the
+    # mean puts B ahead, the median (the paper's figure) A
+    rng = np.random.default_rng(7)
+    a = rng.normal(3.0, 0.3, 20)
+    b = np.concatenate([rng.normal(1.0, 0.3, 17), [60.0, 70.0, 80.0]])
+    verdict, comparison = _judge(a, b, margin=1.0)
+    assert comparison.mean_difference < 0 < comparison.median_difference
+    assert verdict == "reproduced"
+
+
+def test_equivalence_is_reproduced_inside_the_margin_and_refuted_outside_it():
+    rng = np.random.default_rng(8)
+    base = rng.normal(0.0, 0.2, 20)
+
+    def judged(shift):
+        return stats.judge_equivalent([stats.median_comparison(
+            base + shift, rng.normal(0.0, 0.2, 20), 1.0, resamples=RESAMPLES)])
+
+    assert judged(0.0) == "reproduced"
+    assert judged(3.0) == "not reproduced"
+    assert judged(-3.0) == "not reproduced"
+    noisy = [stats.median_comparison(rng.normal(0.0, 4.0, 20), rng.normal(0.0, 4.0, 20), 1.0,
+                                     resamples=RESAMPLES)]
+    assert stats.judge_equivalent(noisy) == "inconclusive"
+
+
+def test_holm_rejects_step_down_and_stops_at_the_first_failure():
+    # k = 3: the smallest against α/3, the next α/2, the last α
+    assert stats.holm_rejects([0.01, 0.04, 0.02]) == [True, True, True]
+    assert stats.holm_rejects([0.01, 0.04, 0.026]) == [True, False, False]
+    assert stats.holm_rejects([0.03, 0.001, 0.5]) == [False, True, False]
+    # one comparison of a claim below the margin refutes it; all must clear 0 to reproduce
+    rng = np.random.default_rng(9)
+    far = stats.median_comparison(rng.normal(5, 1, 20), rng.normal(0, 1, 20), 1.0,
+                                  resamples=RESAMPLES)
+    level = stats.median_comparison(rng.normal(0, 0.1, 20), rng.normal(0, 0.1, 20), 1.0,
+                                    resamples=RESAMPLES)
+    assert stats.judge_better([far, far]) == "reproduced"
+    assert stats.judge_better([far, level]) == "not reproduced"

@@ -54,12 +54,14 @@ def _numpy_forward(model, x, weights, activation):
     return np.stack(outs)
 
 
-def _numpy_sample_nll(model, obs, action, next_obs, activation=np.tanh, seed=5):
+def _numpy_sample_nll(model, obs, action, next_obs, activation=np.tanh, seed=5,
+                      sigma_c=SIGMA_C):
+    """The authors' per-sample surprise ``‖s' − f_n‖² / (2σ_c²)`` (no normaliser): [N, T]."""
     weights = [(w.detach(), b.detach()) for w, b in model.sample_weights(N, generator=_gen(seed))]
     x = np.concatenate([obs.numpy(), action.numpy()], -1)
     prediction = _numpy_forward(model, x, weights, activation)
     squared = ((next_obs.numpy() - prediction) ** 2).sum(-1)
-    return squared / (2 * SIGMA_C**2) + OBS * np.log(SIGMA_C * np.sqrt(2 * np.pi))  # [N, T]
+    return squared / (2 * sigma_c**2)
 
 
 def _numpy_entropy(model):
@@ -80,7 +82,7 @@ def test_vase_matches_an_independent_computation():
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-10)
 
 
-def test_vase_with_delta_zero_is_mean_squared_error_over_two_sigma_squared_plus_a_constant():
+def test_vase_with_delta_zero_is_the_authors_mean_squared_error_over_two_sigma_squared():
     model = _model()
     obs, action, next_obs = _transitions()
     got = vase_surprise(
@@ -88,8 +90,64 @@ def test_vase_with_delta_zero_is_mean_squared_error_over_two_sigma_squared_plus_
     )
     predictions = model(obs, action, weights=model.sample_weights(N, generator=_gen()))
     squared_error = (next_obs - predictions).square().sum(-1).mean(0)
-    constant = OBS * (math.log(SIGMA_C) + 0.5 * math.log(2 * math.pi))
-    torch.testing.assert_close(got, squared_error.detach() / (2 * SIGMA_C**2) + constant)
+    # no Gaussian normaliser D·log(√(2π)σ_c): the authors' surprise() adds it back
+    torch.testing.assert_close(got, squared_error.detach() / (2 * SIGMA_C**2))
+    assert got.min() >= 0
+
+
+@pytest.mark.parametrize("measure", ["vase", "nll"])
+def test_the_bonus_times_sigma_c_squared_does_not_depend_on_sigma_c(measure):
+    """Without a constant, U is the squared error over 2σ_c² (VASE) or a log-mean-exp of such
+    terms (NLL, where σ_c also sets the mixture's temperature: its limit for a large σ_c)."""
+    model = _model()
+    obs, action, next_obs = _transitions()
+    if measure == "vase":
+        scaled = [
+            sigma_c**2 * vase_surprise(model, obs, action, next_obs, num_samples=N,
+                                       sigma_c=sigma_c, delta=0.0, generator=_gen())
+            for sigma_c in (0.5, 1.0, 5.0, 50.0)
+        ]
+        for value in scaled[1:]:
+            torch.testing.assert_close(value, scaled[0], rtol=1e-12, atol=0)
+        return
+    # NLL: exactly the mixture of the closed-form terms at every σ_c, and it tends to VASE's
+    # value (the mean) as σ_c grows, both times σ_c²
+    for sigma_c in (0.5, 5.0):
+        terms = _numpy_sample_nll(model, obs, action, next_obs, sigma_c=sigma_c)
+        expected = np.log(N) - np.logaddexp.reduce(-terms, axis=0)
+        got = nll_surprise(model, obs, action, next_obs, num_samples=N, sigma_c=sigma_c,
+                           generator=_gen())
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-10)
+    wide = 1e4**2 * nll_surprise(model, obs, action, next_obs, num_samples=N, sigma_c=1e4,
+                                 generator=_gen())
+    mean = vase_surprise(model, obs, action, next_obs, num_samples=N, sigma_c=1.0, delta=0.0,
+                         generator=_gen())
+    torch.testing.assert_close(wide, mean, rtol=1e-6, atol=0)
+
+
+def test_a_tenfold_sigma_c_divides_the_bonus_by_a_hundred_on_fixed_weights_and_inputs():
+    """bars/42: U(σ_c = 0.5) / U(σ_c = 5) = 100 with δ = 0 (a constant would break it)."""
+    torch.manual_seed(0)
+    model = BayesianMLP(OBS + ACT, OBS, [32])  # float32, as a run's
+    obs, action, next_obs = (t.float() for t in _transitions())
+    tight, loose = (vase_surprise(model, obs, action, next_obs, sigma_c=sigma_c, delta=0.0,
+                                  generator=_gen()) for sigma_c in (0.5, 5.0))
+    torch.testing.assert_close(tight / loose, torch.full_like(tight, 100.0), rtol=1e-5, atol=0)
+
+
+def test_prediction_nll_with_its_normaliser_is_the_gaussian_s_log_density():
+    model = _model()
+    obs, action, next_obs = _transitions()
+    full = prediction_nll(model, obs, action, next_obs, num_samples=N, sigma_c=SIGMA_C,
+                          normalised=True, generator=_gen())
+    weights = model.sample_weights(N, generator=_gen())
+    predictions = model(obs, action, weights=weights).detach()
+    expected = -torch.distributions.Normal(predictions, SIGMA_C).log_prob(next_obs).sum(-1)
+    torch.testing.assert_close(full, expected)
+    errors = prediction_nll(model, obs, action, next_obs, num_samples=N, sigma_c=SIGMA_C,
+                            generator=_gen())
+    torch.testing.assert_close(full - errors, torch.full_like(full, OBS * math.log(
+        SIGMA_C * math.sqrt(2 * math.pi))))
 
 
 def test_nll_surprise_matches_an_independent_mixture_density():

@@ -257,12 +257,24 @@ class Exploration(nn.Module):
         batch is added) and ``self_agreement``. ``observe``'s first half."""
         active = self.add_bonus(batch)
         bonus = batch.get(("next", self.bonus.intrinsic_reward_key))
-        return {
+        metrics = {
             "bonus_mean": bonus.mean().item(),
             "bonus_std": bonus.std().item() if bonus.numel() > 1 else math.nan,
             "novelty_spearman": self.novelty(batch) if active else math.nan,
             "self_agreement": self.self_agreement(batch) if active else math.nan,
         }
+        return metrics | self._confidence_metrics(metrics["bonus_mean"] if active else None)
+
+    def _confidence_metrics(self, bonus_mean: float | None) -> dict[str, float]:
+        """VASE's ``δ·H(q)`` (``confidence``) and its share of the surprise it is taken from,
+        ``δ·H / (mean U + δ·H)`` (``confidence_share``), where the bonus has such a term and is
+        not rescaled; nothing otherwise."""
+        term = getattr(self.bonus, "confidence_term", lambda: None)()
+        if term is None or getattr(self.bonus, "reward_normalization", None) is not None:
+            return {}
+        if bonus_mean is None:
+            return {"confidence": math.nan, "confidence_share": math.nan}
+        return {"confidence": term, "confidence_share": term / (bonus_mean + term)}
 
     def add_bonus(self, batch: TensorDictBase) -> bool:
         """Write the bonus into ``batch`` in place; ``False`` if it was 0 (model untrained)."""

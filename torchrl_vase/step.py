@@ -60,6 +60,8 @@ EXPLORATION_METRICS = {
     "bonus_std": "bonus/std",
     "novelty_spearman": "bonus/novelty_spearman",
     "self_agreement": "bonus/self_agreement",
+    "confidence": "bonus/confidence",
+    "confidence_share": "bonus/confidence_share",
 }
 
 

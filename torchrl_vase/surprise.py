@@ -31,8 +31,8 @@ from torchrl_vase._validation import (
     check_positive_int,
     check_sigma_c,
 )
+from torchrl_vase.gaussian import log_normaliser, squared_error_nll
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
-from torchrl_vase.objectives.elbo import gaussian_nll
 
 __all__ = [
     "nll_surprise",
@@ -78,23 +78,35 @@ def prediction_nll(
     *,
     num_samples: int = 10,
     sigma_c: float = 5.0,
+    normalised: bool = False,
     generator: torch.Generator | None = None,
 ) -> Tensor:
-    """``−log N(s'; f(s, a; θ_n), σ_c² I)`` for N weight samples θ_n ~ q: shape ``[N, *B]``.
+    """``‖s' − f(s, a; θ_n)‖² / (2σ_c²)`` for N weight samples θ_n ~ q: shape ``[N, *B]``.
 
-    The per-sample likelihood of the paper's Eq. 11, the building block of every measure here
-    (with a model's local ``sampling``, N draws of each transition's prediction).
+    The per-sample negative log-likelihood of the paper's Eq. 11 as the authors' code computes
+    the bonus: without the Gaussian's normaliser ``D·log(√(2π) σ_c)``, a constant that an
+    uncentred bonus would pay as a reward a step (``torchrl_vase.gaussian``). ``normalised=True``
+    adds it: ``−log N(s'; f(s, a; θ_n), σ_c² I)`` itself. The building block of every measure
+    here (with a model's local ``sampling``, N draws of each transition's prediction).
 
     Examples:
         >>> import torch
         >>> model = BayesianMLP(3, 2, [8])
-        >>> prediction_nll(model, torch.randn(5, 2), torch.randn(5, 1), torch.randn(5, 2)).shape
+        >>> batch = torch.randn(5, 2), torch.randn(5, 1), torch.randn(5, 2)
+        >>> prediction_nll(model, *batch).shape
         torch.Size([10, 5])
+        >>> same = lambda: torch.Generator().manual_seed(0)
+        >>> full = prediction_nll(model, *batch, normalised=True, generator=same())
+        >>> errors = prediction_nll(model, *batch, generator=same())
+        >>> torch.allclose(full - errors, torch.tensor(log_normaliser(2, 5.0)))
+        True
     """
     check_num_samples(num_samples)
     sigma_c = check_sigma_c(sigma_c)
     x, y = _model_inputs(model, obs, action, next_obs)
-    return gaussian_nll(model.sample_outputs(x, num_samples, generator=generator), y, sigma_c)
+    errors = squared_error_nll(model.sample_outputs(x, num_samples, generator=generator), y,
+                               sigma_c)
+    return errors + log_normaliser(y.shape[-1], sigma_c) if normalised else errors
 
 
 @torch.no_grad()
@@ -109,12 +121,16 @@ def vase_surprise(
     delta: float = 1e-3,
     generator: torch.Generator | None = None,
 ) -> Tensor:
-    """U_VASE (paper, Eq. 10): ``(1/N) Σ_n −log N(s'; f(s, a; θ_n), σ_c² I) − δ·H(q)``.
+    """U_VASE (paper, Eq. 10) as the authors' code computes it:
+    ``(1/N) Σ_n ‖s' − f(s, a; θ_n)‖² / (2σ_c²) − δ·H(q)``.
 
-    The first term is the assorted surprise (Bayesian surprise plus surprisal, the paper's lemma);
-    the second the confidence correction, with ``H(q) = ½ Σ_i log(2πe σ_i²)``. ``delta=0``
-    reproduces the authors' published code, whose reward is the mean of ``‖s' − f(θ_n)‖² /
-    (2σ_c²)`` (this function adds the normaliser ``D·log(√(2π) σ_c)``, a constant).
+    The first term is the assorted surprise (Bayesian surprise plus surprisal, the paper's
+    lemma): the mean over the weight samples of ``−log N(s'; f(θ_n), σ_c² I)`` without the
+    Gaussian's normaliser ``D·log(√(2π) σ_c)``, which the authors' ``surprise()`` adds back (a
+    constant: uncentred, a reward a step for staying alive). The second is the confidence
+    correction, ``H(q) = ½ Σ_i log(2πe σ_i²)``, the same for every transition of a batch (so
+    it, too, is a reward a step when the bonus is not centred). ``delta=0`` is the authors'
+    code, which has no confidence term; with it, ``U · σ_c²`` does not depend on σ_c.
 
     Args:
         model: the Bayesian dynamics model, input ``cat(obs, action)``.
@@ -160,8 +176,10 @@ def nll_surprise(
     """Surprisal (Achiam & Sastry; paper, Eq. 4): ``−log P(s' | s, a)`` under the model.
 
     With a BNN the predictive density is the mixture ``(1/N) Σ_n N(s'; f(s, a; θ_n), σ_c² I)``,
-    evaluated in log space: ``log N − logsumexp_n(log N(s'; f(θ_n), σ_c² I))``. By Jensen's
-    inequality it never exceeds the mean NLL (U_VASE with ``delta=0``) on the same samples.
+    evaluated in log space: ``log N − logsumexp_n(−e_n)`` with ``e_n = ‖s' − f(θ_n)‖² /
+    (2σ_c²)``, the same family as ``vase_surprise``: without the Gaussian's normaliser (a
+    constant; with it the value is ``−log P`` itself). By Jensen's inequality it never exceeds
+    U_VASE with ``delta=0`` on the same samples.
 
     Examples:
         >>> import torch
@@ -301,7 +319,7 @@ def _information_gain_terms(
         inputs.append(h.detach())
         pre_activations.append(z)
         h = model.activations[i](z) if i < last else z
-    total = gaussian_nll(h, y, sigma_c).sum()
+    total = squared_error_nll(h, y, sigma_c).sum()  # the normaliser has no gradient
     errors = torch.autograd.grad(total, pre_activations)
 
     terms = x.new_zeros(x.shape[0])
@@ -438,7 +456,7 @@ def vime_information_gain_exact(
                 rho.requires_grad_(True)
                 theta = mu + F.softplus(rho) * noise
                 prediction = model.apply_weights(x_t.unsqueeze(0), model.unflatten(theta))
-                loss = gaussian_nll(prediction, y_t.unsqueeze(0), sigma_c).mean()
+                loss = squared_error_nll(prediction, y_t.unsqueeze(0), sigma_c).mean()
                 loss = loss + kl_to_old(mu, rho)
                 grad_mu, grad_rho = torch.autograd.grad(loss, (mu, rho))
                 with torch.no_grad():

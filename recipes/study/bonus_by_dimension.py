@@ -1,13 +1,13 @@
 """Where does a run's bonus come from? VASE's surprise split over the observation's dimensions.
 
 With δ = 0 (the authors' code) VASE's surprise of a transition is a sum over the D dimensions of
-the model's target: ``U = Σ_d mean_n (f_d(s, a; θ_n) − y_d)² / (2σ_c²)`` plus a constant, the
-target ``y`` standardised by the pool's mean and std (``DynamicsModel.prepare``). The run's policy
-collects one batch (its own seed, or ``--seed``); this prints which dimensions (and, for a task
-whose observation has named parts, which parts) carry the batch's mean surprise, the pool's std
-of each (a dimension that is nearly constant in the pool has a tiny std, and its rare changes
-become large standardised errors), and how much of the batch's total surprise its most
-surprising 1 % of transitions carry.
+the model's target: ``U = Σ_d mean_n (f_d(s, a; θ_n) − y_d)² / (2σ_c²)`` (no constant, as the
+authors compute it), the target ``y`` standardised by the pool's mean and std
+(``DynamicsModel.prepare``). The run's policy collects one batch (its own seed, or ``--seed``);
+this prints which dimensions (and, for a task whose observation has named parts, which parts)
+carry the batch's mean surprise, the pool's std of each (a dimension that is nearly constant in
+the pool has a tiny std, and its rare changes become large standardised errors), and how much of
+the batch's total surprise its most surprising 1 % of transitions carry.
 
     python recipes/study/bonus_by_dimension.py <run id> [--tracking-uri sqlite:///mlflow.db]
 
@@ -35,7 +35,7 @@ PARTS = {"ant": (("qpos", 15), ("qvel", 14), ("contact forces", 84), ("torso rot
 def per_dimension_surprise(bonus, obs: Tensor, action: Tensor, next_obs: Tensor, *,
                            generator: torch.Generator | None = None) -> Tensor:
     """``[*batch, D]``: each dimension's ``mean_n (f_d(θ_n) − y_d)² / (2σ_c²)``, whose sum over
-    ``D`` is VASE's surprise with δ = 0 less its constant ``D (log σ_c + ½ log 2π)``."""
+    ``D`` is VASE's surprise with δ = 0."""
     model = bonus.model
     obs, action, target = model.prepare(obs, action, next_obs)
     network = model.network

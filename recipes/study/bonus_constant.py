@@ -13,11 +13,11 @@ A cell is **touched** when its constant is ≥ 1 % of the mean bonus in ≥ 10 %
 iterations, in at least one of its seeds (issue 77's rule, fixed before this table); touched
 cells are rerun at the commit without the constant.
 
-    python recipes/study/bonus_constant.py                 # the table, Markdown, on stdout
-    python recipes/study/bonus_constant.py --out docs/results/figure3_normaliser/bonus_constant.md
+    python recipes/study/bonus_constant.py    # the table, Markdown, on stdout (the results
+                                              # page's, figure3_report.py)
 
-    >>> round(normaliser(2, 0.5), 4)  # MountainCar at the authors' σ_c
-    0.4515
+    >>> round(log_normaliser(2, 0.5), 4)  # MountainCar's constant at the authors' σ_c
+    0.4516
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from torchrl_vase.gaussian import log_normaliser
+
 ROOT = Path(__file__).resolve().parents[2]
 #: the observation's dimensions of each task's model target (its env's observation space)
 OBSERVATION_DIMS = {"mountain_car": 2, "cartpole_swingup": 4, "double_pendulum": 6,
@@ -38,12 +40,6 @@ OBSERVATION_DIMS = {"mountain_car": 2, "cartpole_swingup": 4, "double_pendulum":
 SETTINGS = {"vase": (0.5, 0.0), "nll": (0.5, 0.0), "vase_paper": (5.0, 1e-3)}
 SHARE_FLOOR = 0.01  # the constant counts from 1 % of the mean bonus ...
 ITERATION_FLOOR = 0.10  # ... in 10 % of a run's iterations
-
-
-def normaliser(dims: int, sigma_c: float) -> float:
-    """``D·log(√(2π) σ_c)``: the constant that ``−log N(s'; f, σ_c² I)`` adds to ``‖s' − f‖² /
-    (2σ_c²)``."""
-    return dims * (math.log(sigma_c) + 0.5 * math.log(2 * math.pi))
 
 
 @dataclass(frozen=True)
@@ -78,13 +74,14 @@ def cell_rows(study: Path) -> list[dict]:
         for measure, (sigma_c, delta) in SETTINGS.items():
             folder = study / task / measure
             seeds = sorted(folder.glob("seed*.csv"), key=lambda p: int(p.stem[4:]))
-            shares = [s for p in seeds if (s := seed_share(p, normaliser(dims, sigma_c), delta))]
+            constant = log_normaliser(dims, sigma_c)
+            shares = [s for p in seeds if (s := seed_share(p, constant, delta))]
             if not shares:
                 continue
             touched = [s for s in shares if s.touched_fraction >= ITERATION_FLOOR]
             rows.append({
                 "task": task, "measure": measure, "dims": dims, "sigma_c": sigma_c,
-                "constant": normaliser(dims, sigma_c), "seeds": len(shares),
+                "constant": constant, "seeds": len(shares),
                 "median_share": float(np.median([s.median_share for s in shares])),
                 "share_range": (min(s.median_share for s in shares),
                                 max(s.median_share for s in shares)),
@@ -119,12 +116,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--study", type=Path,
                         default=ROOT / "docs" / "results" / "figure3_normaliser")
-    parser.add_argument("--out", type=Path, default=None, help="write the table here")
     args = parser.parse_args()
-    table = markdown(cell_rows(args.study))
-    if args.out:
-        args.out.write_text(table)
-    print(table, end="")
+    print(markdown(cell_rows(args.study)), end="")
 
 
 if __name__ == "__main__":

@@ -14,16 +14,24 @@ not only when all three agree (the page's "How a claim is judged" says it in ful
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import scipy.stats
 from study_runs import TASKS, TITLES, Seed, load_cell
-from study_statistics import (  # the statistics of issue 38 (beside this script)
+from study_statistics import (  # the statistics of issues 38 and 77 (beside this script)
+    PRIMARY_WINDOW,
+    SENSITIVITY_WINDOW,
+    WINDOW_LABELS,
     WINDOWS,
+    MedianComparison,
     compare,
     equivalent,
     holm_signs,
+    judge_better,
+    judge_equivalent,
+    median_comparison,
     probability_of_improvement,
     verdict,
     window_mean,
@@ -31,16 +39,18 @@ from study_statistics import (  # the statistics of issue 38 (beside this script
 
 #: the paper's four curves (its "TRPO" is the authors' plain-TRPO script) and the extras
 PAPER_CURVES = ("vase", "nll", "vime", "trpo_authors")
-EXTRAS = ("none", "vase_paper", "rnd")
+EXTRAS = ("none", "vase_paper", "rnd", "vase_linear_init", "vase_eta_tenth")
 #: every measure the study runs
 STUDY_MEASURES = (*PAPER_CURVES, *EXTRAS)
 #: the measures' names in the figures and the status table
 STUDY_LABELS = {"vase": "VASE", "nll": "NLL", "vime": "VIME", "trpo_authors": "TRPO (authors')",
                 "none": "TRPO, the bonuses' own (none)", "vase_paper": "VASE, paper's text",
-                "rnd": "RND"}
+                "rnd": "RND", "vase_linear_init": "VASE, means as torch.nn.Linear",
+                "vase_eta_tenth": "VASE, η / 10"}
 #: the short names of the tables' cells and the aggregate figure
 AGGREGATE_LABELS = {"vase": "VASE", "nll": "NLL", "vime": "VIME", "trpo_authors": "TRPO (authors')",
-                    "none": "none (control)", "vase_paper": "VASE (text)", "rnd": "RND"}
+                    "none": "none (control)", "vase_paper": "VASE (text)", "rnd": "RND",
+                    "vase_linear_init": "VASE (Linear init)", "vase_eta_tenth": "VASE (η / 10)"}
 #: "no surprise": the paper's TRPO curve (the authors' script) and the control (the bonuses' TRPO)
 NO_BONUS = ("trpo_authors", "none")
 #: seeds below which a measure is not judged
@@ -69,8 +79,8 @@ QUOTES = {
 
 
 def seed_windows(seeds: list[Seed], window: str) -> np.ndarray:
-    """Each seed's mean return over ``window`` (``study_statistics.WINDOWS``), or over the first
-    quarter of its iterations (``"first quarter"``)."""
+    """Each seed's mean return over ``window`` (``study_statistics.WINDOW_LABELS``), or over the
+    first quarter of its iterations (``"first quarter"``, the earlier rule's name)."""
     if window == "first quarter":
         return np.array([s.early for s in seeds])
     return np.array([window_mean(s.returns, window) for s in seeds])
@@ -111,7 +121,8 @@ def return_margin(runs: dict[str, list[Seed]], measures: tuple[str, ...]) -> flo
     """``MARGIN`` of the task's return range: the span from the 5th to the 95th percentile of
     every iteration's return of every seed of ``measures`` (the range the return covers over
     training, robust to a stray batch)."""
-    values = np.concatenate([s.returns for m in measures for s in runs.get(m, [])])
+    curves = [s.returns for m in measures for s in runs.get(m, [])]
+    values = np.concatenate(curves) if curves else np.array([])
     values = values[np.isfinite(values)]
     if not values.size:
         return math.nan
@@ -138,10 +149,111 @@ def judge_alike_window(runs: dict[str, list[Seed]], pairs: list[tuple[str, str]]
     return ("not reproduced" if any(signs) else "inconclusive"), figures
 
 
-def study_claims(data: dict, **kwargs) -> list[tuple[str, str, dict[str, tuple[str, list[Figure]]],
-                                                      str, str]]:
-    """Each claim: (the paper's sentence, the task, per window (verdict, figures), the verdict,
-    the seeds it rests on)."""
+@dataclass(frozen=True)
+class Part:
+    """One comparison of a claim: ``a`` better than (or alike to) ``b`` in a primary window and
+    a sensitivity window."""
+
+    a: str
+    b: str
+    primary: str = PRIMARY_WINDOW
+    sensitivity: str = SENSITIVITY_WINDOW
+
+    @property
+    def label(self) -> str:
+        return f"{AGGREGATE_LABELS[self.a]} − {AGGREGATE_LABELS[self.b]}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim judged by the three-outcome rule: its verdict in the primary window (the whole
+    run) and in the sensitivity window (the last 10 %), each comparison's numbers in both, the
+    task's margin, and the earlier rule's verdict beside."""
+
+    key: str  # QUOTES' key
+    task: str
+    kind: str  # "better" or "alike"
+    verdict: str  # the primary window's
+    sensitivity: str  # the sensitivity window's verdict
+    comparisons: tuple[tuple[Part, MedianComparison | None, MedianComparison | None], ...]
+    margin: float
+    seeds: str
+    earlier: str = "–"
+
+    @property
+    def quote(self) -> str:
+        return QUOTES[self.key]
+
+    @property
+    def flagged(self) -> bool:
+        """Whether the sensitivity window disagrees with the primary one."""
+        return self.verdict != "not measured yet" and self.sensitivity != self.verdict
+
+
+#: the measures whose every iteration's return sets a task's return range (the margin's scale)
+MARGIN_MEASURES = (*PAPER_CURVES, "none")
+
+
+def task_margin(runs: dict[str, list[Seed]]) -> float:
+    """The task's smallest effect of interest: ``MARGIN`` (10 %) of its return range, the span
+    from the 5th to the 95th percentile of every iteration's return of every seed of the paper's
+    four curves and the control that ran there."""
+    return return_margin(runs, MARGIN_MEASURES)
+
+
+def judge_claim(key: str, task: str, runs: dict[str, list[Seed]], parts: list[Part],
+                kind: str = "better", **kwargs) -> Claim:
+    """A claim's verdict in each window: ``judge_better`` (or ``judge_equivalent`` for
+    ``kind="alike"``) over its parts' median comparisons, Holm within the claim."""
+    measures = tuple(dict.fromkeys(m for part in parts for m in (part.a, part.b)))
+    seeds = ", ".join(f"{AGGREGATE_LABELS[m]} {len(runs.get(m, []))}" for m in measures)
+    margin = task_margin(runs)
+    if any(len(runs.get(m, [])) < MIN_SEEDS for m in measures) or not margin > 0:
+        return Claim(key, task, kind, "not measured yet", "not measured yet", (), margin, seeds)
+    judge = judge_better if kind == "better" else judge_equivalent
+    comparisons, verdicts = [], []
+    for window in ("primary", "sensitivity"):
+        judged = [median_comparison(seed_windows(runs[p.a], getattr(p, window)),
+                                    seed_windows(runs[p.b], getattr(p, window)), margin,
+                                    **kwargs) for p in parts]
+        comparisons.append(judged)
+        verdicts.append(judge(judged))
+    return Claim(key, task, kind, verdicts[0], verdicts[1],
+                 tuple(zip(parts, *comparisons, strict=True)), margin, seeds)
+
+
+def study_claims(data: dict, **kwargs) -> list[Claim]:
+    """Every claim of the paper's Figure 3 on the study's runs, by the three-outcome rule, with
+    the earlier rule's verdict beside each."""
+    rows = []
+
+    def add(key: str, task: str, parts: list[Part], kind: str = "better") -> None:
+        rows.append(judge_claim(key, task, data.get(task, {}), parts, kind, **kwargs))
+
+    add("mountain_car", "mountain_car",
+        [Part("vime", m) for m in ("vase", "nll", *NO_BONUS)])
+    # "performs well initially, but is later surpassed": the first quarter, then the last
+    # (its last 10 % the sensitivity check); the first quarter in both windows
+    add("double_pendulum", "double_pendulum",
+        [Part("vime", "vase", "first25pct", "first25pct"),
+         Part("vase", "vime", "last25pct", SENSITIVITY_WINDOW)])
+    for task in ("cartpole_swingup", "half_cheetah", "ant"):
+        add("good", task, [Part("vase", m) for m in ("vime", "nll", *NO_BONUS)])
+    for task in TASKS:
+        add("nll", task, [Part("vase", "nll")])
+    add("lunar_lander", "lunar_lander",
+        [Part(m, b) for b in NO_BONUS for m in ("vase", "nll", "vime")], kind="alike")
+    earlier = {(quote, task): final
+               for quote, task, _, final, _ in earlier_rule_claims(data, **kwargs)}
+    return [replace(claim, earlier=earlier[claim.quote, claim.task]) for claim in rows]
+
+
+def earlier_rule_claims(data: dict, **kwargs) -> list[tuple[str, str, dict[str, tuple[
+        str, list[Figure]]], str, str]]:
+    """The claims by the rule of 2026-12-02 to 12-04 (issue 38), shown once beside the new
+    verdicts so the change of rule is visible: means, three windows that must agree, a claim
+    refuted only by a reversal. Each: (the paper's sentence, the task, per window (verdict,
+    figures), the verdict, the seeds it rests on)."""
     rows = []
 
     def budget_of(task: str, measures: tuple[str, ...]) -> str:
@@ -195,11 +307,11 @@ CLAIM_NAMES = {"mountain_car": "VIME performs best", "double_pendulum":
                "point_robot": "VASE finds the first reward sooner"}
 
 
-def claims_summary(claims: list, robot: dict[str, list[Seed]]) -> str:
+def claims_summary(claims: list[Claim], robot: dict[str, list[Seed]]) -> str:
     """The verdicts counted, the claims reproduced and not reproduced named with their tasks
-    (``claims``: ``study_claims``'s; the point robot's from ``robot``)."""
-    verdicts = [(key, TITLES[task], final) for quote, task, _, final, _ in claims
-                for key, text in QUOTES.items() if text == quote]
+    (``claims``: ``study_claims``'s; the point robot's from ``robot``), and how many the
+    sensitivity window would change."""
+    verdicts = [(c.key, TITLES[c.task], c.verdict) for c in claims]
     verdicts.append(("point_robot", "the point robot", point_robot_row(robot)[1]))
     parts = []
     for result in ("reproduced", "not reproduced", "inconclusive", "not measured yet"):
@@ -214,52 +326,82 @@ def claims_summary(claims: list, robot: dict[str, list[Seed]]) -> str:
                           for key, tasks in named.items())
         parts.append(f"{count} {result}" + (f" ({which})" if result in (
             "reproduced", "not reproduced") else ""))
+    flagged = [c for c in claims if c.flagged]
+    sensitivity = (f" The last 10 % of the run gives another verdict for {len(flagged)} of them "
+                   f"(⚑ in the table)." if flagged else
+                   " The last 10 % of the run gives the same verdicts."
+                   if any(c.verdict != "not measured yet" for c in claims) else "")
     return (f"**In short:** of the paper's {len(verdicts)} claims (a claim on each task it "
-            f"names), {', '.join(parts)}.\n")
+            f"names), {', '.join(parts)}.{sensitivity}\n")
+
+
+def _median_figure(comparison: MedianComparison | None) -> str:
+    """``+1.2 [−0.3, +2.0]``: the difference of medians and its 95 % interval."""
+    if comparison is None:
+        return "–"
+    low, high = comparison.interval
+    return f"{comparison.median_difference:+.3g} [{low:+.3g}, {high:+.3g}]"
+
+
+def _part_label(part: Part) -> str:
+    """The comparison's name, with its windows where they are not the claims' usual two."""
+    if (part.primary, part.sensitivity) == (PRIMARY_WINDOW, SENSITIVITY_WINDOW):
+        return part.label
+    windows = (WINDOW_LABELS[part.primary] if part.primary == part.sensitivity else
+               f"{WINDOW_LABELS[part.primary]}; sensitivity: {WINDOW_LABELS[part.sensitivity]}")
+    return f"{part.label} ({windows})"
+
+
+def _claim_numbers(claim: Claim) -> list[str]:
+    """A claim's numbers: a row a comparison (the primary window's median difference, mean
+    difference and P(A > B), then the sensitivity window's median difference), the verdicts
+    last."""
+    what = ("equivalence margin" if claim.kind == "alike" else "smallest effect of interest")
+    lines = [f"**{TITLES[claim.task]}**, “{claim.quote}” ({claim.seeds}): **{claim.verdict}**",
+             f"{{: #{_claim_anchor(claim.quote, claim.task)} }}\n",
+             f"The task's {what}: ±{claim.margin:.3g} (10 % of its return range).\n",
+             "| A − B | median [95 % CI] | mean | P(A > B) | last 10 %: median [95 % CI] |",
+             "|---|---:|---:|---:|---:|"]
+    for part, primary, sensitivity in claim.comparisons:
+        lines.append(f"| {_part_label(part)} | {_median_figure(primary)} | "
+                     f"{primary.mean_difference:+.3g} | {primary.improvement:.2f} | "
+                     f"{_median_figure(sensitivity)} |")
+    lines.append(f"| *verdict* | *{claim.verdict}* | | | *{claim.sensitivity}* |\n")
+    return lines
 
 
 def study_claims_table(data: dict, robot: dict[str, list[Seed]] | None = None,
-                       claims: list | None = None, **kwargs) -> str:
-    """The claims: a table of the verdicts, each with its three windows' verdicts and a link to
-    its numbers, the point robot's steps to its first reward last (from ``robot``, the runs of
-    ``load_point_robot``); then, per claim, the numbers: each comparison (rows) in each window
-    (columns), the window's verdict last, and the point robot's runs. ``claims``:
-    ``study_claims(data)`` where already computed."""
+                       claims: list[Claim] | None = None, **kwargs) -> str:
+    """The claims: a table of the verdicts (the whole run's, the last 10 %'s beside, flagged ⚑
+    where they differ, and the earlier rule's), each linked to its numbers, the point robot's
+    steps to its first reward last (from ``robot``, the runs of ``load_point_robot``); then,
+    per claim, the numbers. ``claims``: ``study_claims(data)`` where already computed."""
     claims = study_claims(data, **kwargs) if claims is None else claims
-    short = {"last10": "last 10 iterations", "last10pct": "last 10 %", "whole": "whole run"}
-    lines = ["| the paper says | task | verdict | the three windows ("
-             + " · ".join(short.values()) + ") | seeds |", "|---|---|---|---|---|"]
-    for quote, task, per_window, final, seeds in claims:
-        results = [result for result, _ in per_window.values()]
-        windows = "the same in all three" if len(set(results)) == 1 else " · ".join(results)
-        link = ("–" if final == "not measured yet"
-                else f"{windows} ([the numbers](#{_claim_anchor(quote, task)}))")
-        lines.append(f"| “{quote}” | {TITLES[task]} | **{final}** | {link} | {seeds} |")
+    lines = ["| the paper says | task | verdict: whole run, medians | last 10 % | the earlier "
+             "rule's | seeds |", "|---|---|---|---|---|---|"]
+    for c in claims:
+        verdict_cell = (f"**{c.verdict}**" if c.verdict == "not measured yet" else
+                        f"**{c.verdict}** ([the numbers](#{_claim_anchor(c.quote, c.task)}))")
+        sensitivity = ("–" if c.verdict == "not measured yet" else
+                       f"⚑ {c.sensitivity}" if c.flagged else c.sensitivity)
+        lines.append(f"| “{c.quote}” | {TITLES[c.task]} | {verdict_cell} | {sensitivity} | "
+                     f"{c.earlier} | {c.seeds} |")
     if robot is not None:
         measured, robot_final, robot_seeds = point_robot_row(robot)
         found = found_summary(robot)
-        link = f"{found} ([the numbers](#{POINT_ROBOT_ANCHOR}))" if found else "–"
+        link = f" ({found}; [the numbers](#{POINT_ROBOT_ANCHOR}))" if found else ""
         lines.append(f"| “{QUOTES['point_robot']}” | point robot (steps to the first reward) | "
-                     f"**{robot_final}** | {link} | {robot_seeds} |")
-    details = ["\nEach claim's numbers: A − B is the difference of two measures' mean returns "
-               "(each seed's mean over the window, averaged over the measure's seeds) [the "
-               "wider of its 95 % percentile-bootstrap and Welch t-intervals]; a window's "
-               "verdict Holm-corrects the claim's comparisons together.\n"]
-    for quote, task, per_window, final, seeds in claims:
-        if final == "not measured yet":
-            continue
-        rows = {label: {} for _, figures in per_window.values() for label, _ in figures}
-        for window, (_, figures) in per_window.items():
-            for label, value in figures:
-                rows[label][window] = value
-        details += [f"**{TITLES[task]}**, “{quote}” ({seeds}): **{final}**",
-                    f"{{: #{_claim_anchor(quote, task)} }}\n",
-                    "| A − B | " + " | ".join(WINDOWS.values()) + " |",
-                    "|---|" + "---:|" * len(WINDOWS)]
-        details += [f"| {label} | " + " | ".join(values.get(w, "–") for w in WINDOWS) + " |"
-                    for label, values in rows.items()]
-        details.append("| *the window's verdict* | "
-                       + " | ".join(f"*{result}*" for result, _ in per_window.values()) + " |\n")
+                     f"**{robot_final}**{link} | – | {robot_final} (the same rule) | "
+                     f"{robot_seeds} |")
+    details = ["\nEach claim's numbers: A − B is the difference of the two measures' medians "
+               "over their seeds (each seed's mean return over the window), with its 95 % "
+               "percentile-bootstrap interval (seeds resampled within each measure); beside it "
+               "the difference of means and the probability of improvement P(A > B) (the share "
+               "of seed pairs where A's is higher, ties counting half), in the whole run; then "
+               "the median difference over the last 10 % of the run.\n"]
+    for claim in claims:
+        if claim.verdict != "not measured yet":
+            details += _claim_numbers(claim)
     if robot:
         details += [f"**Point robot**, “{QUOTES['point_robot']}” ({robot_seeds}): "
                     f"**{robot_final}**",

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+from bonus_constant import cell_rows  # beside this script, as are the others
+from bonus_constant import markdown as constant_table
 from figure3_claims import (  # the claims' judgement (beside this script)
     AGGREGATE_LABELS,
     EXTRAS,
@@ -51,6 +53,7 @@ from omegaconf import OmegaConf
 from study_figures import DPI, figure, legible, running_mean
 from study_runs import ROOT, TASKS, TITLES, Seed, load, provenance
 from study_statistics import (  # the statistics of issue 38 (beside this script)
+    PRIMARY_WINDOW,
     aggregate_improvement,
     aggregate_iqm,
     normalise,
@@ -59,7 +62,8 @@ from study_statistics import (  # the statistics of issue 38 (beside this script
 
 #: Okabe & Ito's colour-blind-safe palette
 SAFE = {"vase": "#D55E00", "nll": "#009E73", "vime": "#0072B2", "trpo_authors": "#000000",
-        "none": "#999999", "vase_paper": "#E69F00", "rnd": "#CC79A7"}
+        "none": "#999999", "vase_paper": "#E69F00", "rnd": "#CC79A7",
+        "vase_linear_init": "#56B4E9", "vase_eta_tenth": "#F0E442"}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -252,25 +256,47 @@ and not tuned towards the paper; seeds 0–19, each run to the task's full itera
 measures, settings and commits, and how far the study has come:
 [how the study was run](#how-the-study-was-run).
 
-**How a claim is judged** (stated before any number):
+**The bonus is being rerun (since 2026-12-04).** Until then VASE's and NLL's bonus carried the
+Gaussian's normaliser `D·log(√(2π)σ_c)`, a constant the authors' code removes; uncentred, it paid
+every step a reward, 5–40 % of the bonus at the authors' σ_c and nearly all of it at the text's
+([which cells it touched](#the-constant-in-the-bonus)). Every VASE and NLL cell runs again at a
+commit that differs from the study's in the bonus alone; a claim reads a cell once it has 5
+seeds. The verdicts at the former bonus, by the rule of their day, are in the
+[earlier results](results_history.md#figure-3-with-the-normaliser-in-the-bonus).
 
-- Each seed's curve gives three numbers: its mean extrinsic return over the last 10 iterations,
-  over the last 10 % of iterations, and over the whole run (the area under the curve).
-- Measures are compared unpaired, every seed counting: the difference of means with a 95 %
-  percentile-bootstrap interval beside Welch's t-interval, the verdict reading the wider (their
-  union); the comparisons of one claim are Holm-corrected.
-- A claim is *reproduced* or *not reproduced* only when all three windows say so, otherwise
-  *inconclusive*; a measure with fewer than 5 finished seeds is *not measured yet*.
-- "Almost the same" (LunarLander) is an equivalence claim: each bonus's difference from no
-  surprise must lie within **±10 % of the task's return range** (the span from the 5th to the
-  95th percentile of every iteration's return of the measures compared) by two one-sided tests at
-  5 %.
+**How a claim is judged** (written on 2026-12-04, before any rerun cell reached 5 seeds; the
+same for every claim):
+
+- Each seed's curve gives one number a window: its mean extrinsic return over the window. The
+  **primary window is the whole run** (the area under the curve: the paper's claims are about
+  its curves); the **last 10 %** of the run is the sensitivity check, and a claim whose verdict
+  differs there is flagged ⚑.
+- The statistic is the paper's: the **median over seeds** (Figure 3 shows medians with
+  interquartile bands). A − B is the difference of the two measures' medians, every seed
+  counting (unpaired), with a percentile bootstrap (10,000 resamples of each measure's seeds);
+  the mean difference and the probability of improvement P(A > B) stand beside it, unjudged.
+- Each task has a **smallest effect of interest**, the margin m: 10 % of its return range (the
+  span from the 5th to the 95th percentile of every iteration's return of the paper's four
+  curves and the control there).
+- "A better than B" is **reproduced** when A − B > 0 with 95 % confidence; **not reproduced**
+  when A − B < m with 95 % confidence (no useful advantage, or worse; this takes precedence, so
+  an advantage shown but smaller than m is not reproduced); **inconclusive** otherwise. A
+  claim with several comparisons ("VASE above each of the others") is reproduced when every
+  one is, not reproduced when one is, Holm-corrected within the claim (each direction).
+- "Almost the same" (LunarLander) is an equivalence claim: **reproduced** when each pair's
+  difference lies inside ±m by two one-sided tests, **not reproduced** when one lies outside
+  ±m with 95 % confidence, otherwise inconclusive (Holm within the claim).
+- DoublePendulum's "performs well initially, but is later surpassed" reads the first quarter
+  of the run for "initially" and the last quarter for "later" (its last 10 % the sensitivity
+  check).
 - "No surprise" has two curves, and a claim about it is judged against both: the authors' TRPO
-  and the control.
+  and the control. A measure with fewer than 5 finished seeds is *not measured yet*.
 - The point robot's claim reads each run's steps to its first reward, a run that never found it
   censored at the budget: *reproduced* when the probability that a VASE run finds it sooner than
   a `none` run has its 95 % interval above 0.5 and a one-sided log-rank test agrees at 5 %, *not
   reproduced* when both say the opposite, otherwise *inconclusive*.
+- The earlier rule's verdict stands beside each (means, three windows that had to agree, "not
+  reproduced" only on a reversal), so that the change of rule shows.
 """
 
 #: how the study was run: its measures, settings, files and commits
@@ -290,9 +316,13 @@ STUDY_RUNS = """\
 - **Seeds**: 0–19 (the paper: "over 20 runs with a fixed set of seeds"), each run to the task's
   full iteration count, exported to `docs/results/figure3/<task>/<measure>/seed<k>.csv` with its
   `runs.csv` row (commit, machine, load, the run's name and config identity).
-- **Code**: commit b2b53df until 2026-11-29 05:45 UTC, then 82a8bde, which is b2b53df with one
-  change: the policy's log-density taken in rllab's standardised form where torch's leaves
-  float32 (`FiniteLogProbNormal`: four HalfCheetah VIME runs failed at b2b53df once a learned
+- **Code**: VASE's and NLL's cells (all of them rerun since 2026-12-04) and Ant's two scale
+  checks at 01cdad2, which is 82a8bde with one change: the bonus without the Gaussian's
+  normaliser, as the authors compute it ([the constant in the bonus](#the-constant-in-the-bonus);
+  their plain-TRPO and VIME code is 82a8bde's, line for line). The other cells at commit b2b53df
+  until 2026-11-29 05:45 UTC, then 82a8bde, which is b2b53df with one change: the policy's
+  log-density taken in rllab's standardised form where torch's leaves float32
+  (`FiniteLogProbNormal`: four HalfCheetah VIME runs failed at b2b53df once a learned
   log-std passed 43, listed below). A run that never reaches such a std logs the same numbers at
   both, bit for bit (checked on 20 iterations of HalfCheetah VIME seed 1). Whole runs drawn at
   random were rerun at 82a8bde ("Rechecked" below), and a rerun that parts from the study's run
@@ -368,6 +398,33 @@ def bonus_reach(data: dict) -> str:
             "| η·U a step |\n|---|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n")
 
 
+#: the runs with the normaliser in the bonus, and the table of its share (bonus_constant.py)
+FORMER_BONUS = ROOT / "docs" / "results" / "figure3_normaliser"
+
+
+def constant_section(former: Path = FORMER_BONUS) -> str:
+    """What the normaliser was in the former runs' bonus, cell by cell, and why they rerun."""
+    rows = cell_rows(former) if former.is_dir() else []
+    if not rows:
+        return ""
+    return ("Up to the study's commit 82a8bde, VASE's U was `mean_n −log N(s'; f_n, σ_c² I)`, "
+            "the Gaussian's normaliser `c = D·log(√(2π)σ_c)` included (D the observation's "
+            "dimensions), and NLL's the same family; the authors' `surprise()` adds the "
+            "normaliser back, so their U is `mean_n ‖s' − f_n‖² / (2σ_c²)` and holds no "
+            "constant. Added uncentred (`r = r_e + η·U`), a constant is a reward of `η·c` a "
+            "step: a payment for staying alive that reaches the policy where a path can end "
+            "early (MountainCar's goal, Ant's fall, LunarLander's landing) and through the "
+            "advantage's standardisation. From each former run's logged `bonus/mean`, the "
+            "constant's share `c / U` of its bonus (issue 77's rule, fixed before the table: a "
+            "cell is rerun when c ≥ 1 % of the mean bonus in ≥ 10 % of a run's iterations; "
+            "`python recipes/study/bonus_constant.py`); where the text's confidence term δ·H(q) "
+            "is on, its share of the surprise beside it (it, too, is the same for every "
+            "transition of a batch).\n\n" + constant_table(rows)
+            + "\nEvery VASE and NLL cell crossed the bar, so all rerun; VIME's bonus (a KL) "
+            "holds no normaliser, and plain TRPO none: their cells stay. The former runs are "
+            "kept under `docs/results/figure3_normaliser/`.\n")
+
+
 def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str, Path]]:
     """The page's first part, and the figures it wrote (into ``figures``)."""
     data = load(study, STUDY_MEASURES) if study.is_dir() else {}
@@ -401,16 +458,18 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                 f"x-velocity above 3 m/s; [the envs]({ANT_ENV_DOCS})), so the text settings' "
                 "curve there has an axis of its own, right: its returns are not comparable with "
                 "the other curves'.\n")
-        summary = aggregate(data, ("vase", "nll", "vime", "trpo_authors", "none"))
+        summary = aggregate(data, ("vase", "nll", "vime", "trpo_authors", "none"),
+                            window=PRIMARY_WINDOW)
         if summary["tasks"]:
             written["aggregate"] = figures / "figure3_aggregate.png"
             tasks = ", ".join(TITLES[t] for t in summary["tasks"])
             plot_aggregate(summary, written["aggregate"],
-                           f"Across tasks ({tasks}): last-10-iteration returns min–max normalised "
+                           f"Across tasks ({tasks}): whole-run mean returns min–max normalised "
                            f"per task over every run of these measures ({caption})")
             sections += ["### Across tasks\n",
-                         f"Scores normalised per task to [0, 1] by the lowest and highest "
-                         f"last-10-iteration return of any run of the five measures there; tasks "
+                         f"Scores (each run's mean return over the whole run) normalised per "
+                         f"task to [0, 1] by the lowest and highest of any run of the five "
+                         f"measures there; tasks "
                          f"with ≥ {MIN_SEEDS} seeds of each: {tasks}. Each task weighs alike in "
                          f"every view: in the IQM a run weighs 1 / its task's runs, as in "
                          f"rliable's runs × tasks matrix, which holds as many runs a task.\n",
@@ -425,6 +484,8 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
         sections.append(figure(link, "point_robot_first_reward.png", "Steps to the first reward"))
     if reach := bonus_reach(data):
         sections += ["### What the policy update sees of the bonus\n", reach]
+    if constant := constant_section():
+        sections += ["### The constant in the bonus\n", constant]
     sections += ["### How the study was run\n", STUDY_RUNS,
                  "### How far the study has come\n",
                  "Finished seeds per task and measure, against the bar:\n",

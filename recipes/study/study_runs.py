@@ -6,7 +6,7 @@
 reports (``earlier_study_report.py``, ``figure3_report.py``) read them through this module.
 
     >>> from pathlib import Path
-    >>> load(Path("docs/results/figure3"), ("vase",))["ant"]["vase"][0].seed
+    >>> load(Path("docs/results/figure3"), ("none",))["ant"]["none"][0].seed
     0
 """
 

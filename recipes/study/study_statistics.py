@@ -44,6 +44,8 @@ import scipy.stats
 #: a seed's window of its curve -> its label on the page
 WINDOWS = {"last10": "last 10 iterations", "last10pct": "last 10 % of iterations",
            "whole": "whole run (area under the curve)"}
+#: every window a claim can read: the three above, and the first and last quarter of the run
+WINDOW_LABELS = {**WINDOWS, "first25pct": "first quarter", "last25pct": "last quarter"}
 ALPHA, RESAMPLES = 0.05, 10_000
 
 
@@ -57,8 +59,12 @@ def window_mean(returns: np.ndarray, window: str) -> float:
         part = returns[-max(1, math.ceil(0.1 * returns.size)):]
     elif window == "whole":
         part = returns
+    elif window == "first25pct":
+        part = returns[: max(1, returns.size // 4)]
+    elif window == "last25pct":
+        part = returns[-max(1, returns.size // 4):]
     else:
-        raise ValueError(f"window must be one of {sorted(WINDOWS)}, got {window!r}.")
+        raise ValueError(f"window must be one of {sorted(WINDOW_LABELS)}, got {window!r}.")
     with np.errstate(all="ignore"):
         return float(np.nanmean(part)) if np.isfinite(part).any() else math.nan
 
@@ -325,3 +331,104 @@ def aggregate_improvement(a_by_task: Sequence[np.ndarray], b_by_task: Sequence[n
     tail = 50 * (1 - confidence)
     low, high = np.percentile(np.mean(per_task, axis=0), [tail, 100 - tail])
     return point, float(low), float(high)
+
+
+# ------------------------------------------------------------------------------------------------
+# The three-outcome rule (issue 77): medians, a smallest effect of interest, Holm within a claim
+# ------------------------------------------------------------------------------------------------
+#: the verdicts' primary window (the paper's claims are about curves) and its sensitivity check
+PRIMARY_WINDOW, SENSITIVITY_WINDOW = "whole", "last10pct"
+
+
+@dataclass(frozen=True)
+class MedianComparison:
+    """A − B for two independent samples on the paper's statistic, the median, against a
+    smallest effect of interest ``margin``.
+
+    Every p-value is a one-sided percentile-bootstrap p-value of the difference of medians
+    Δ* = median(A*) − median(B*) over ``resamples`` independent resamples of each side:
+    ``(1 + #{Δ* on H0's side}) / (resamples + 1)``, which is below α exactly when the
+    1 − 2α percentile interval excludes H0's side.
+    """
+
+    n: int
+    m: int
+    margin: float
+    median_difference: float  # median(A) − median(B)
+    interval: tuple[float, float]  # the 95 % percentile-bootstrap interval of it
+    mean_difference: float  # the mean beside it
+    improvement: float  # P(A > B), ties half: the rank statistic beside it
+    p_above_zero: float  # H0: Δ ≤ 0 ("A better" needs it rejected)
+    p_below_margin: float  # H0: Δ ≥ margin ("no useful advantage" needs it rejected)
+    p_equivalent: float  # H0: |Δ| ≥ margin, two one-sided tests (the larger p)
+    p_apart: float  # H0: |Δ| ≤ margin ("apart by more than the margin", two-sided)
+
+
+def median_comparison(a: Sequence[float], b: Sequence[float], margin: float, *,
+                      confidence: float = 1 - ALPHA, resamples: int = RESAMPLES,
+                      seed: int = 0) -> MedianComparison | None:
+    """A − B on medians, unpaired, every seed counting (``None`` with fewer than 2 finite
+    values a side)."""
+    a = np.asarray(a, float)
+    b = np.asarray(b, float)
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if a.size < 2 or b.size < 2:
+        return None
+    if not (math.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin must be positive and finite, got {margin}.")
+    rng = np.random.default_rng(seed)
+    draws = (np.median(a[_bootstrap_indices(rng, a.size, resamples)], 1)
+             - np.median(b[_bootstrap_indices(rng, b.size, resamples)], 1))
+
+    def p(on_null_side: np.ndarray) -> float:
+        return float((1 + on_null_side.sum()) / (resamples + 1))
+
+    tail = 50 * (1 - confidence)
+    low, high = np.percentile(draws, [tail, 100 - tail])
+    return MedianComparison(
+        n=a.size, m=b.size, margin=float(margin),
+        median_difference=float(np.median(a) - np.median(b)),
+        interval=(float(low), float(high)), mean_difference=float(a.mean() - b.mean()),
+        improvement=probability_of_improvement(a, b),
+        p_above_zero=p(draws <= 0), p_below_margin=p(draws >= margin),
+        p_equivalent=max(p(draws <= -margin), p(draws >= margin)),
+        p_apart=min(1.0, 2 * min(p(draws <= margin), p(draws >= -margin))))
+
+
+def holm_rejects(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
+    """Holm's step-down procedure: which null hypotheses are rejected at family-wise ``alpha``
+    (the i-th smallest p-value of k, from 0, against α / (k − i), stopping at the first that
+    fails)."""
+    rejected = [False] * len(p_values)
+    for rank, index in enumerate(np.argsort(p_values, kind="stable")):
+        if p_values[index] > alpha / (len(p_values) - rank):
+            break
+        rejected[index] = True
+    return rejected
+
+
+def judge_better(comparisons: Sequence[MedianComparison], alpha: float = ALPHA) -> str:
+    """"A better than each B_j", one comparison a B_j, Holm within the claim:
+
+    * *not reproduced* when some A − B_j lies below the margin with confidence (no useful
+      advantage, or worse): its "Δ ≥ margin" rejected;
+    * else *reproduced* when every A − B_j lies above 0 with confidence: every "Δ ≤ 0"
+      rejected;
+    * else *inconclusive*.
+    """
+    if any(holm_rejects([c.p_below_margin for c in comparisons], alpha)):
+        return "not reproduced"
+    if all(holm_rejects([c.p_above_zero for c in comparisons], alpha)):
+        return "reproduced"
+    return "inconclusive"
+
+
+def judge_equivalent(comparisons: Sequence[MedianComparison], alpha: float = ALPHA) -> str:
+    """"Each pair alike": *reproduced* when every pair's difference lies inside ±margin by two
+    one-sided tests, *not reproduced* when some pair lies outside it with confidence, else
+    *inconclusive* (Holm within the claim, each direction)."""
+    if all(holm_rejects([c.p_equivalent for c in comparisons], alpha)):
+        return "reproduced"
+    if any(holm_rejects([c.p_apart for c in comparisons], alpha)):
+        return "not reproduced"
+    return "inconclusive"

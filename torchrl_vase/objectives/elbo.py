@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal, NamedTuple
 
@@ -13,6 +12,7 @@ from torch import Tensor
 from torchrl.objectives.common import LossModule
 
 from torchrl_vase._validation import check_non_negative, check_num_samples, check_positive_int
+from torchrl_vase.gaussian import gaussian_nll
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
 from torchrl_vase.modules.dynamics import DynamicsModel
 from torchrl_vase.objectives.elbo_gradients import (
@@ -36,24 +36,6 @@ class ELBOGradients(NamedTuple):
 
 
 _REDUCTIONS = ("sum", "mean")
-
-
-def gaussian_nll(prediction: Tensor, target: Tensor, sigma_c: float) -> Tensor:
-    """``−log N(target; prediction, σ_c² I)``, summed over the last (feature) dim.
-
-    The likelihood of the paper's Eq. 11, written with the isotropic multivariate Gaussian's full
-    normaliser ``(2πσ_c²)^{−D/2}`` (the paper's text writes the 1-D one; the two differ by a
-    constant that changes neither gradients nor rankings).
-
-    Examples:
-        >>> import torch
-        >>> gaussian_nll(torch.zeros(2), torch.zeros(2), sigma_c=1.0)  # D/2 · log(2π)
-        tensor(1.8379)
-    """
-    dim = target.shape[-1]
-    squared_error = (target - prediction).square().sum(-1)
-    log_normaliser = dim * (math.log(sigma_c) + 0.5 * math.log(2 * math.pi))
-    return squared_error / (2 * sigma_c**2) + log_normaliser
 
 
 class VariationalELBOLoss(LossModule):

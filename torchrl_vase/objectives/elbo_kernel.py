@@ -30,6 +30,8 @@ import math
 import numba
 import numpy as np
 
+from torchrl_vase.gaussian import log_normaliser
+
 # ---------------------------------------------------------------------------------------------
 # float32 exp, log and tanh that LLVM vectorises inside the loops below. numba lowers math.exp,
 # math.log and math.log1p to scalar libm calls (3-18 ns an element here), which held the
@@ -166,7 +168,7 @@ def make_consts(dtype: np.dtype, *, kl_weight: float, prior_std: float, sigma_c:
     consts[LR], consts[BETA1], consts[BETA2], consts[EPS] = lr, beta1, beta2, eps
     consts[LOG_PRIOR_STD] = math.log(prior_std)
     consts[HALF_LOG_2PI_E] = 0.5 * math.log(2 * math.pi * math.e)
-    consts[NLL_NORMALISER] = out_features * (math.log(sigma_c) + 0.5 * math.log(2 * math.pi))
+    consts[NLL_NORMALISER] = log_normaliser(out_features, sigma_c)
     consts[ZERO], consts[ONE], consts[TWO] = 0.0, 1.0, 2.0
     # float32 models: exp, log and tanh from _vector_math (float64: libm's)
     consts[VECTOR_MATH] = dtype == np.float32

@@ -316,6 +316,15 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
             **common,
         )
 
+    def confidence_term(self) -> float | None:
+        """VASE's ``δ·H(q)`` under the model as it is: the part of U that is the same for every
+        transition of a batch (uncentred, a reward a step); ``None`` where there is none (another
+        measure, or ``delta=0``, the authors' code)."""
+        if self.measure != "vase" or self.delta == 0:
+            return None
+        with torch.no_grad():
+            return self.delta * self._require_model().network.entropy().item()
+
     def settings(self) -> str:
         sigma_c = self.model.sigma_c if self.model is not None else None
         return f"measure={self.measure!r}, sigma_c={sigma_c}, eta={self.eta}, delta={self.delta}"
