@@ -43,7 +43,6 @@ LONGEST_FIRST = (
     "test_tracking.py",  # 40 s
     "test_paper_grid.py",  # 37 s
     "test_elbo_kernel.py",  # 30 s
-    "test_population.py",  # 28 s
     "test_recipes.py",  # 25 s
     "test_sqlite_races.py",  # 18 s
     "test_device.py",  # 16 s

@@ -15,7 +15,6 @@ parts from the config. The policy is scored on the extrinsic return only.
     python recipes/trpo_vase.py preset=authors                      # the authors' settings
     python recipes/trpo_vase.py -m seed=0,1,2 surprise=none,vase,nll hydra/launcher=joblib
     python recipes/trpo_vase.py resume=true                         # continue a killed run
-    python recipes/trpo_vase.py seeds=[0,1,2,3]                     # 4 seeds in one process
     mlflow ui --backend-store-uri sqlite:///mlflow.db               # compare the runs
 
 Configuration: ``conf/trpo_vase.yaml`` and the groups ``conf/env/``, ``conf/surprise/``,
@@ -45,7 +44,6 @@ from torchrl_vase.recipe.assembly import (
     run_logger,
     seeded_build,
 )
-from torchrl_vase.recipe.population import train_population
 from torchrl_vase.runs import git_commit, reported_errors
 from torchrl_vase.tracking import redact
 
@@ -53,13 +51,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def train(cfg: DictConfig) -> dict:
-    """Run (or resume) one training run (a population with ``seeds``); its MLflow run id and
+    """Run (or resume) one training run; its MLflow run id and
     final metrics. Every check runs before any MLflow run exists: the config's, the env's
     (``check_env``), the store's and checkpoint directory's (``TrainingRun``), the parts'."""
     cfg = schema.typed_config(cfg)
     logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines, every iteration
-    if cfg.seeds is not None:  # several seeds in one process
-        return train_population(cfg, ROOT)
     spaces = schema.check_env(cfg)
     torch.set_num_threads(cfg.threads)
     experiment = schema.experiment_name(cfg)
@@ -124,6 +120,4 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    with reported_errors("recipes/trpo_vase.py"):
-        schema.refuse_renamed_overrides(sys.argv[1:])
     main()

@@ -29,8 +29,7 @@ def load_recipe(path: str) -> ModuleType:
 
 def train_killed_in_critic_fit(call: int, cfg, monkeypatch) -> None:
     """``recipes/trpo_vase.py``'s ``train(cfg)`` interrupted (``KeyboardInterrupt``) in its
-    ``call``-th critic fit, as a kill between two checkpoints: one call per iteration for a
-    single run; one per member and iteration for a population (members fit one after another)."""
+    ``call``-th critic fit, as a kill between two checkpoints: one call per iteration."""
     import pytest
 
     from torchrl_vase import step as algorithm

@@ -22,7 +22,7 @@ def _random_posterior(model: BayesianMLP, seed: int = 0) -> None:
 
 
 def _distributions(model: BayesianMLP) -> tuple[Normal, Normal]:
-    mu, sigma = model.posterior_mean(), model.posterior_std()
+    mu, sigma = model.mu, model.posterior_std()
     return Normal(mu, sigma), Normal(torch.zeros_like(mu), torch.full_like(mu, model.prior_std))
 
 

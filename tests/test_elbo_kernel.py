@@ -1,5 +1,6 @@
-"""The compiled ELBO steps (``CompiledELBOSteps``, ``objectives/elbo_kernel.py``) against the
-eager reference (``eager_elbo_steps``): the same steps on the same minibatches and noise."""
+"""``ELBOTrainer``'s compiled kernel (``objectives/elbo_kernel.py``) against its autograd backend
+(``VariationalELBOLoss.terms_from_noise``, ``backward`` and torch's Adam): the same steps on the
+same minibatches and noise."""
 
 from __future__ import annotations
 
@@ -14,11 +15,7 @@ from torch import nn
 
 from torchrl_vase import DynamicsModel, Exploration, VariationalELBOLoss, VASERewardTransform
 from torchrl_vase.objectives import elbo_kernel
-from torchrl_vase.objectives.elbo_steps import (
-    CompiledELBOSteps,
-    compiled_steps_unavailable,
-    eager_elbo_steps,
-)
+from torchrl_vase.objectives.elbo_trainer import ELBOTrainer, kernel_unavailable
 
 SAMPLINGS = ("weights", "local", "local_shared")
 
@@ -56,17 +53,16 @@ def _noise_stream(noise: torch.Tensor):
 
 
 def _both(loss: VariationalELBOLoss, steps: int, x, y, noise):
-    """The compiled and the eager steps from the same start: (terms, network, optimizer) each."""
+    """The compiled and the autograd steps from the same start: (terms, network, optimizer)
+    each."""
     out = []
-    for path in ("compiled", "eager"):
+    for backend in ("numba", "autograd"):
         twin = copy.deepcopy(loss)
         network = twin.model.network
         optimizer = torch.optim.Adam(network.parameters(), lr=1e-3, fused=True)
-        if path == "compiled":
-            terms = CompiledELBOSteps(twin)([network], [optimizer], x, y, _noise_stream(noise))
-        else:
-            terms = eager_elbo_steps(twin, [network], [optimizer], x, y, _noise_stream(noise),
-                                     stack=False)
+        trainer = ELBOTrainer(twin, optimizer, batch_size=x.shape[2], backend=backend)
+        assert trainer.backend == backend
+        terms = trainer.steps(x, y, _noise_stream(noise))
         out.append((terms, network, optimizer))
     return out
 
@@ -75,7 +71,7 @@ def _both(loss: VariationalELBOLoss, steps: int, x, y, noise):
 @pytest.mark.parametrize("cells", [[8], [8, 6]])
 @pytest.mark.parametrize("activation", [nn.ReLU, nn.Tanh])
 @pytest.mark.parametrize("sampling", SAMPLINGS)
-def test_one_compiled_step_is_the_eager_step(sampling, activation, cells, dtype):
+def test_one_compiled_step_is_the_autograd_step(sampling, activation, cells, dtype):
     loss = _loss(sampling, activation, cells, dtype)
     x, y = _data(1, dtype)
     noise = loss.step_noise(6, steps=1)[None]
@@ -96,7 +92,7 @@ def test_one_compiled_step_is_the_eager_step(sampling, activation, cells, dtype)
 
 
 @pytest.mark.parametrize("sampling", SAMPLINGS)
-def test_500_compiled_steps_track_500_eager_steps(sampling):
+def test_500_compiled_steps_track_500_autograd_steps(sampling):
     """tanh in float32 (a ReLU's kink turns a rounding into a different gradient when a
     pre-activation sits at 0, so two ReLU trajectories part by more than rounding: float64)."""
     for activation, dtype, bound in ((nn.Tanh, torch.float32, 1e-4),
@@ -130,13 +126,13 @@ def test_weight_sampling_draws_its_noise_in_blocks():
     asked = []
     x, y = _data(500, torch.float64)
     noise = loss.step_noise(6, steps=500)[None]
-    stream = _noise_stream(noise)
-    network = loss.model.network
-    optimizer = torch.optim.Adam(network.parameters(), lr=1e-3)
-    CompiledELBOSteps(loss)([network], [optimizer], x, y,
-                            lambda n: asked.append(n) or stream(n))
-    assert sum(asked) == 500 and len(asked) > 1
-    assert max(asked) * per_step <= 2**22
+    for backend in ("numba", "autograd"):  # both ask for the same blocks: the same stream
+        asked.clear()
+        stream = _noise_stream(noise)
+        ELBOTrainer(copy.deepcopy(loss), batch_size=6, backend=backend).steps(
+            x, y, lambda n, stream=stream: asked.append(n) or stream(n))
+        assert sum(asked) == 500 and len(asked) > 1
+        assert max(asked) * per_step <= 2**22
 
 
 def test_the_vector_math_is_accurate_to_a_few_ulp():
@@ -176,26 +172,28 @@ def test_the_vector_math_is_accurate_to_a_few_ulp():
 def test_where_the_kernel_cannot_run_it_says_why():
     loss = _loss("weights", nn.ReLU, [8], torch.float32)
     network = loss.model.network
-    assert compiled_steps_unavailable(loss, torch.optim.Adam(network.parameters())) is None
+    assert kernel_unavailable(loss, torch.optim.Adam(network.parameters())) is None
     sgd = torch.optim.SGD(network.parameters(), lr=0.1)
-    assert "Adam" in compiled_steps_unavailable(loss, sgd)
+    assert "Adam" in kernel_unavailable(loss, sgd)
     decayed = torch.optim.Adam(network.parameters(), weight_decay=0.1)
-    assert "weight decay" in compiled_steps_unavailable(loss, decayed)
+    assert "weight decay" in kernel_unavailable(loss, decayed)
     monte_carlo = VariationalELBOLoss(loss.model, kl_estimator="monte_carlo")
-    assert "analytic" in compiled_steps_unavailable(monte_carlo,
-                                                    torch.optim.Adam(network.parameters()))
+    assert "analytic" in kernel_unavailable(monte_carlo, torch.optim.Adam(network.parameters()))
     half = VariationalELBOLoss(copy.deepcopy(loss.model).to(torch.bfloat16))
-    assert "float32 and float64" in compiled_steps_unavailable(
+    assert "float32 and float64" in kernel_unavailable(
         half, torch.optim.Adam(half.model.network.parameters()))
+    sigmoid = VariationalELBOLoss(DynamicsModel.build(3, 2, [8], nn.Sigmoid))
+    assert "ReLU or tanh" in kernel_unavailable(
+        sigmoid, torch.optim.Adam(sigmoid.model.network.parameters()))
 
 
 def test_an_exploration_picks_the_kernel_or_refuses_it_at_construction():
     bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=0.1)
-    assert Exploration(bonus).steps_backend == "numba"  # auto
-    assert Exploration(bonus, backend="eager").steps_backend == "eager"
+    assert Exploration(bonus).trainer.backend == "numba"  # auto
+    assert Exploration(bonus, backend="autograd").trainer.backend == "autograd"
     loss = bonus.make_loss()
     sgd = torch.optim.SGD(loss.parameters(), lr=0.1)
-    assert Exploration(bonus, loss, optimizer=sgd).steps_backend == "eager"  # auto falls back
+    assert Exploration(bonus, loss, optimizer=sgd).trainer.backend == "autograd"  # auto falls back
     with pytest.raises(ValueError, match=r"backend='numba' cannot train this model: it "
                                          r"implements plain torch\.optim\.Adam"):
         Exploration(bonus, loss, optimizer=sgd, backend="numba")
@@ -215,7 +213,8 @@ sizes = np.array([[3, 32], [32, 2]], dtype=np.int64)
 size = int((sizes[:, 0] + 1) @ sizes[:, 1])
 f = np.float32
 consts = ek.make_consts(np.dtype(f), kl_weight=0.2, prior_std=0.5, sigma_c=0.5, per_row=1.0,
-                        lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, out_features=2)
+                        lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, nll_normaliser=0.45,
+                        half_log_2pi_e=1.42)
 rng = np.random.default_rng(0)
 state = [rng.normal(size=(1, size)).astype(f), np.full((1, size), -3.0, f)]
 state += [np.zeros((1, size), f) for _ in range(4)]

@@ -63,7 +63,7 @@ def test_loss_terms_match_an_independent_computation(target):
     if target == "delta":
         y = y - td["observation"]
     expected_nll = _numpy_nll(x, y, weights, 0.7).sum()
-    q = Normal(model.network.posterior_mean(), model.network.posterior_std())
+    q = Normal(model.network.mu, model.network.posterior_std())
     prior = Normal(0.0, 0.5)
     expected_kl = kl_divergence(q, prior).sum().item()
     assert math.isclose(out["loss_nll"].item(), expected_nll, rel_tol=1e-9)
@@ -296,50 +296,45 @@ def test_batch_shapes_that_disagree_raise():
         VariationalELBOLoss(_model())(bad)
 
 
-@pytest.mark.parametrize(
-    ("activation", "cells", "reduction"),
-    [(nn.ReLU, [32], "sum"), (nn.Tanh, [16, 8], "mean"), (nn.ReLU, [], "sum")],
-)
-def test_hand_written_gradients_equal_autograd(activation, cells, reduction):
-    torch.manual_seed(0)
-    network = BayesianMLP(OBS + ACT, OBS, cells, activation, dtype=torch.float64)
-    model = DynamicsModel(network, sigma_c=0.7, standardize=False)
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_the_terms_on_given_noise_are_an_independent_computation(reduction):
+    model = _model(torch.float64, num_cells=(16, 8), sigma_c=0.7)
+    network = model.network
     loss_fn = VariationalELBOLoss(model, num_samples=6, kl_weight=0.3, reduction=reduction)
-    assert loss_fn.has_analytic_gradients()
     td = _transitions(batch=10, dtype=torch.float64)
     x, y = loss_fn.model_inputs(td)
     noise = network.sample_noise(6)
-    nll, kl, entropy, grad_mu, grad_rho = loss_fn.elbo_gradients(x, y, noise)
-    # autograd on the same weight samples: patch the draw to return this noise
-    network.sample_noise = lambda num_samples=None, generator=None: noise
+    loss_nll, kl, entropy = loss_fn.terms_from_noise(x, y, noise)
+    weights = network.unflatten(network.parameters_from_noise(noise))
+    per_row = _numpy_nll(x, y, weights, 0.7)
+    expected = per_row.sum() if reduction == "sum" else per_row.mean()
+    assert math.isclose(loss_nll.item(), expected, rel_tol=1e-10)
+    q = Normal(network.mu.detach(), network.posterior_std().detach())
+    assert math.isclose(kl.item(), kl_divergence(q, Normal(0.0, 0.5)).sum().item(),
+                        rel_tol=1e-10)
+    assert math.isclose(entropy.item(), q.entropy().sum().item(), rel_tol=1e-10)
+    # forward is the same computation on the noise it draws itself
+    torch.manual_seed(5)
+    drawn = loss_fn.step_noise(10)
+    torch.manual_seed(5)
     out = loss_fn(td)
-    (out["loss_nll"] + out["loss_kl"]).backward()
-    torch.testing.assert_close(nll, out["loss_nll"].detach(), rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(kl, out["kl"], rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(entropy, out["entropy"], rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(grad_mu, network.mu.grad, rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(grad_rho, network.rho.grad, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(out["loss_nll"], loss_fn.terms_from_noise(x, y, drawn)[0])
 
 
-def test_hand_written_gradients_refuse_what_they_do_not_cover():
-    sigmoid = DynamicsModel(BayesianMLP(OBS + ACT, OBS, [8], nn.Sigmoid), standardize=False)
-    assert not VariationalELBOLoss(sigmoid).has_analytic_gradients()
-    monte_carlo = VariationalELBOLoss(_model(), kl_estimator="monte_carlo")
-    assert not monte_carlo.has_analytic_gradients()
-    with pytest.raises(RuntimeError, match="analytic"):
-        monte_carlo.elbo_gradients(torch.zeros(2, OBS + ACT), torch.zeros(2, OBS))
-
-
-def test_the_gradient_terms_follow_a_change_of_settings():
+def test_the_gradients_follow_a_change_of_settings():
     loss_fn = VariationalELBOLoss(DynamicsModel.build(3, 1, [8], standardize=False),
                                   num_samples=4, kl_weight=0.2)
-    x, y, noise = torch.randn(10, 4), torch.randn(10, 3), loss_fn.model.network.sample_noise(4)
-    before, sigma_c = loss_fn.gradient_terms(x, y, noise), loss_fn.model.sigma_c
-    loss_fn.kl_weight, loss_fn.model.sigma_c = 0.5, 2 * sigma_c
-    after = loss_fn.gradient_terms(x, y, noise)
-    # the same step written out: d/dmu of the KL term scales with kl_weight, the data term
-    # with 1 / sigma_c^2
     network = loss_fn.model.network
-    data_before = before[1] - 0.2 * network.mu / network.prior_std**2
-    data_after = after[1] - 0.5 * network.mu / network.prior_std**2
+    x, y, noise = torch.randn(10, 4), torch.randn(10, 3), loss_fn.step_noise(10)
+
+    def gradient() -> torch.Tensor:
+        loss_nll, kl, _ = loss_fn.terms_from_noise(x, y, noise)
+        return torch.autograd.grad(loss_nll + loss_fn.kl_weight * kl, network.mu)[0]
+
+    before, sigma_c = gradient(), loss_fn.model.sigma_c
+    loss_fn.kl_weight, loss_fn.model.sigma_c = 0.5, 2 * sigma_c
+    after = gradient()
+    # d/dmu of the KL term scales with kl_weight, the data term with 1 / sigma_c^2
+    data_before = before - 0.2 * network.mu.detach() / network.prior_std**2
+    data_after = after - 0.5 * network.mu.detach() / network.prior_std**2
     torch.testing.assert_close(data_after, data_before / 4, rtol=1e-4, atol=1e-6)

@@ -1,7 +1,6 @@
 """DynamicsModel's data preparation, Exploration (Algorithm 1's exploration side), and RND."""
 
 import copy
-import shutil
 
 import numpy as np
 import pytest
@@ -560,53 +559,30 @@ def test_adam_step_is_torch_adam(fused, dtype):
     assert ours.state_dict()["state"][0]["step"] == 200
 
 
-@pytest.mark.parametrize("backend", ["numba", "eager"])
-def test_the_fast_elbo_steps_are_the_autograd_steps(monkeypatch, backend):
+@pytest.mark.parametrize("backend", ["numba", "autograd"])
+def test_the_trainer_s_elbo_steps_are_the_loss_modules_autograd_steps(monkeypatch, backend):
+    """``ELBOTrainer`` (either backend) against the loss module's own forward, ``backward`` and
+    torch's Adam, minibatch by minibatch, on the same noise."""
     exploration = _exploration(updates_per_iteration=20, backend=backend)
-    assert exploration.steps_backend == backend
+    assert exploration.trainer.backend == backend
     exploration.update(_rollout(300, seed=0))  # trains once: pool and statistics in place
     twin = copy.deepcopy(exploration)
     sample = exploration.pool.sample(20 * 10)
     network, twin_network = exploration.loss.model.network, twin.loss.model.network
     noise = exploration.loss.step_noise(10, steps=20)
-    # the fast path with this noise (all 20 steps' in one draw) ...
+    # the trainer with this noise (all 20 steps' in one draw) ...
     monkeypatch.setattr(exploration.loss, "step_noise",
                         lambda rows, steps=None, generator=None: noise[:steps])
-    fast = exploration._elbo_steps(sample)
-    # ... and autograd with torch's Adam, minibatch by minibatch, on the same noise
+    fast = exploration.trainer(sample)
+    # ... and the loss module's forward, a step at a time, on the same noise
     draws = iter(noise)
-    monkeypatch.setattr(twin_network, "sample_noise",
-                        lambda num_samples=None, generator=None: next(draws))
+    monkeypatch.setattr(twin.loss, "step_noise",
+                        lambda rows, steps=None, generator=None: next(draws))
     slow = twin._loss_steps(sample)
     torch.testing.assert_close(network.mu, twin_network.mu, rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(network.rho, twin_network.rho, rtol=1e-4, atol=1e-6)
     for key in ("loss_nll", "loss_kl", "elbo", "kl", "entropy"):
         assert fast[key] == pytest.approx(slow[key], rel=1e-4), key
-
-
-def test_inductor_without_a_cpp_compiler_fails_at_construction(monkeypatch):
-    monkeypatch.setattr(shutil, "which", lambda name: None)
-    with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler"):
-        _exploration(backend="inductor")
-
-
-@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
-                    reason="torch.compile on the CPU needs a C++ compiler")
-def test_the_inductor_elbo_steps_train_as_the_eager_ones():
-    eager = _exploration(updates_per_iteration=20, backend="eager")
-    compiled = _exploration(updates_per_iteration=20, backend="inductor")
-    for seed in (0, 1):  # the model's first update compiles, the second reuses it
-        rollout = _rollout(300, seed=seed)
-        torch.manual_seed(seed)
-        expected = eager.step(rollout.clone())
-        torch.manual_seed(seed)
-        out = compiled.step(rollout.clone())
-        for key in ("loss_nll", "kl", "entropy", "elbo"):
-            assert out[key] == pytest.approx(expected[key], rel=1e-4), key
-    network, reference = compiled.loss.model.network, eager.loss.model.network
-    assert not torch.equal(network.mu, _exploration().loss.model.network.mu)  # it trained
-    torch.testing.assert_close(network.mu, reference.mu, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(network.rho, reference.rho, rtol=1e-4, atol=1e-5)
 
 
 def test_a_feature_constant_in_the_pool_is_centred_not_blown_up():

@@ -30,11 +30,11 @@ def test_no_function_of_the_library_or_the_recipe_is_longer_than_80_lines():
 #: imports only units of its own layer or below
 LAYERS = {
     0: {"_validation", "_device", "_adam", "progress", "checkpointing", "replay", "diagnostics",
-        "envs", "mlflow_ui"},
+        "envs", "mlflow_ui", "gaussian"},
     1: {"modules", "surprise", "objectives"},
     2: {"transforms", "exploration"},
     3: {"step", "off_policy", "watchers"},
-    4: {"loop", "loggers", "tracking", "runs", "evaluation", "collectors", "population"},
+    4: {"loop", "loggers", "tracking", "runs", "evaluation", "collectors"},
     5: {"recipe"},
 }
 LAYER_OF = {unit: layer for layer, units in LAYERS.items() for unit in units}

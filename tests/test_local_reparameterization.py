@@ -29,32 +29,6 @@ def _model(sampling: str, cells=(16, 8), activation=nn.Tanh, seed=0) -> Dynamics
 
 
 @pytest.mark.parametrize("sampling", LOCAL)
-@pytest.mark.parametrize("reduction", ["sum", "mean"])
-@pytest.mark.parametrize("activation", [nn.ReLU, nn.Tanh])
-@pytest.mark.parametrize("cells", [(16,), (16, 8)])
-def test_the_hand_gradients_equal_autograd_on_the_same_noise(activation, cells, reduction,
-                                                             sampling):
-    model = _model(sampling, cells, activation)
-    loss = VariationalELBOLoss(model, num_samples=7, kl_weight=0.3, reduction=reduction)
-    network = model.network
-    td = TensorDict({"observation": torch.randn(11, 3, dtype=torch.float64),
-                     "action": torch.randn(11, 2, dtype=torch.float64),
-                     ("next", "observation"): torch.randn(11, 3, dtype=torch.float64)}, [11])
-    x, y = loss.model_inputs(td)
-    noise = loss.step_noise(11)
-    assert noise.shape == (7, 11 if sampling == "local" else 1, sum(cells) + 3)
-    terms, grad_mu, grad_rho = loss.gradient_terms(x, y, noise)
-    # autograd through the loss's own forward on the same pre-activation noise
-    network.sample_output_noise = lambda num_samples, rows, generator=None: noise
-    out = loss(td)
-    (out["loss_nll"] + out["loss_kl"]).backward()
-    torch.testing.assert_close(terms, torch.stack([out["loss_nll"].detach(), out["kl"],
-                                                   out["entropy"]]), rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(grad_mu, network.mu.grad, rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(grad_rho, network.rho.grad, rtol=1e-10, atol=1e-12)
-
-
-@pytest.mark.parametrize("sampling", LOCAL)
 def test_each_transition_has_the_distribution_of_weight_sampling(sampling):
     # per transition, E[NLL] agrees: the draws differ, the distribution not
     weights, local = _model("weights"), _model(sampling)

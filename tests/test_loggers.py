@@ -6,7 +6,7 @@ import math
 import pytest
 from test_loop import ListLogger, ToyStep, _loop, _without_timings
 
-from torchrl_vase import CSVLogger, Logger, OneRun, TrainingLoop
+from torchrl_vase import CSVLogger, Logger, TrainingLoop
 from torchrl_vase.checkpointing import Checkpointer
 from torchrl_vase.tracking import MLflowTracker
 
@@ -76,8 +76,8 @@ def test_an_artifact_is_copied_under_the_run(tmp_path):
         == b"png"
 
 
-def test_a_loop_takes_a_seed_or_members_not_both():
-    with pytest.raises(ValueError, match="not both"):
-        TrainingLoop([], ToyStep(), iterations=1, seed=0, members=OneRun(0), progress=False)
-    with pytest.raises(ValueError, match="not both"):
+def test_a_loop_needs_its_run_s_seed_as_an_int():
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'seed'"):
         TrainingLoop([], ToyStep(), iterations=1, progress=False)
+    with pytest.raises(TypeError, match="seed must be an int"):
+        TrainingLoop([], ToyStep(), iterations=1, seed=[0, 1], progress=False)

@@ -69,7 +69,7 @@ def test_the_plan_skips_whole_runs_only_and_follows_the_issues_order(tmp_path):
     _write_run(tmp_path / "point_robot" / "none" / "seed1.csv", [5000, 10_000])  # killed
     jobs, done = paper_grid.plan(["lunar_lander", "half_cheetah", "point_robot"],
                                  ["none", "vase", "vase_paper", "trpo_authors"],
-                                 list(range(12)), group=1, out=tmp_path)
+                                 list(range(12)), out=tmp_path)
     assert done == [("half_cheetah", "vase", 0), ("point_robot", "none", 0)]
     cells = list(dict.fromkeys((j.task, j.measure, j.seeds[0] < 10) for j in jobs))
     assert cells == [
@@ -100,11 +100,6 @@ def test_the_plan_skips_whole_runs_only_and_follows_the_issues_order(tmp_path):
     assert {"seed=0", "preset=paper", "iterations=3"} <= set(command)
     # a secondary has an experiment of its own: compare.py never pools it with VASE's runs
     assert "mlflow.experiment=figure3-half_cheetah-vase_paper" in command
-    population = paper_grid.plan(["half_cheetah"], ["none"], list(range(4)), group=2,
-                                 out=tmp_path)[0][0]
-    assert population.name == "half_cheetah none seed0-1"
-    command = population.command("sqlite:///s.db", Path("/c"), "python")
-    assert "seeds=[0,1]" in command
     assert paper_grid.seed_list("0,2,5-7") == [0, 2, 5, 6, 7]
     assert paper_grid.Job("ant", "nll", (0, 2, 3)).name == "ant nll seeds0,2,3"
 
@@ -113,7 +108,7 @@ def test_the_given_order_runs_the_cells_as_named_each_cell_s_seeds_in_one_block(
     _write_run(tmp_path / "mountain_car" / "vase" / "seed0.csv", [5000, 50 * 5000])
     jobs, done = paper_grid.plan(
         ["mountain_car", "ant", "half_cheetah"],
-        ["vase", "vase_paper", "vase_linear_init"], list(range(20)), group=1, out=tmp_path,
+        ["vase", "vase_paper", "vase_linear_init"], list(range(20)), out=tmp_path,
         seed_block=20, given_order=True)
     assert done == [("mountain_car", "vase", 0)]
     cells = [(j.task, j.measure) for j in jobs]
@@ -137,7 +132,7 @@ def test_the_sac_study_plans_its_cells_by_sac_s_frames_and_experiments(tmp_path)
     _write_run(tmp_path / "half_cheetah" / "rnd" / "seed0.csv", [1000, frames])  # whole
     _write_run(tmp_path / "half_cheetah" / "rnd" / "seed1.csv", [1000, 150_000])  # cut short
     jobs, done = paper_grid.plan(["mountain_car", "half_cheetah"], ["none", "vase", "rnd"],
-                                 [0, 1], group=1, out=tmp_path, algorithm="sac")
+                                 [0, 1], out=tmp_path, algorithm="sac")
     assert done == [("half_cheetah", "rnd", 0)]
     assert len(jobs) == 2 * 3 * 2 - 1 and {job.algorithm for job in jobs} == {"sac"}
     command = jobs[0].command("sqlite:///s.db", Path("/c"), "python")
@@ -146,7 +141,7 @@ def test_the_sac_study_plans_its_cells_by_sac_s_frames_and_experiments(tmp_path)
     assert jobs[0].study == "sac study"
     # sac.sh runs seed-major: a study cut short has every cell at the same seeds
     jobs, _ = paper_grid.plan(["mountain_car", "half_cheetah"], ["none", "vase", "rnd"],
-                              [0, 1], group=1, out=tmp_path, algorithm="sac", seed_block=1)
+                              [0, 1], out=tmp_path, algorithm="sac", seed_block=1)
     cells = [(task, measure) for measure in ("vase", "none", "rnd")
              for task in ("half_cheetah", "mountain_car")]
     assert [(j.task, j.measure, j.seeds) for j in jobs] == [
@@ -306,10 +301,10 @@ def test_a_seed_that_failed_at_the_jobs_commit_is_not_started_again_unless_asked
         "seed,run_id,git_commit,start,end,iteration,error,note,policy_log_std\n"
         f"1,r1,{here},s,e,7,ValueError: nan,,\n"
         "2,r2,0123abc,s,e,9,ValueError: elsewhere,,\n")
-    population = paper_grid.Job("mountain_car", "vime", (0, 1, 2))
+    several = paper_grid.Job("mountain_car", "vime", (0, 1, 2))
     single = paper_grid.Job("mountain_car", "vime", (1,))
     other = paper_grid.Job("mountain_car", "nll", (1,))
-    kept, skipped = paper_grid.without_failed([population, single, other], out, here)
+    kept, skipped = paper_grid.without_failed([several, single, other], out, here)
     # the seed that failed at this commit leaves every job it is in; one that failed at another
     # commit (a fix since) runs
     assert kept == [paper_grid.Job("mountain_car", "vime", (0, 2)), other]
@@ -351,7 +346,7 @@ def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_
         tmp_path, capsys, fresh_store):
     (tmp_path / "scratch").mkdir()
     fresh_store(tmp_path / "scratch" / "mlflow.db")  # the launcher's store: made, not tested here
-    # one job: a population of seeds 3 and 4
+    # two jobs: seeds 3 and 4
     out = tmp_path / "results"
     out.mkdir()
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -359,8 +354,8 @@ def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "start"], cwd=out, check=True)
     (out / "mine.txt").write_text("a person's work beside the study")
     args = ["--tasks", "mountain_car", "--measures", "none", "--seeds", "3-4", "--workers", "1",
-            "--group", "2", "--iterations", "1", "--scratch", str(tmp_path / "scratch"),
-            "--out", str(out), "--commit", "--overrides", "collection=rllab", "eval.every=0"]
+            "--iterations", "1", "--scratch", str(tmp_path / "scratch"),
+            "--out", str(out), "--commit", "--overrides", "eval.every=0"]
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
     handlers = [signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)]
@@ -368,11 +363,12 @@ def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_
         for key, value in env.items():
             patch.setenv(key, value)
         assert paper_grid.main(args) == 0
-    # the population's checkpoint went once its runs were exported (it held them until then)
+    # each run's checkpoint went once it was exported (it held its pool until then)
     removed = capsys.readouterr().out
-    assert "removed the checkpoint of mountain_car none seed3-4" in removed
+    assert "removed the checkpoint of mountain_car none seed3" in removed
+    assert "removed the checkpoint of mountain_car none seed4" in removed
     checkpoints = tmp_path / "scratch" / "checkpoints" / "figure3-mountain_car"
-    assert checkpoints.is_dir() and not list(checkpoints.glob("population-*"))
+    assert not checkpoints.is_dir() or not list(checkpoints.iterdir())
     # the launcher passes signals to its jobs while it runs, and gives the caller's back after
     assert [signal.getsignal(n) for n in (signal.SIGTERM, signal.SIGINT)] == handlers
     path = out / "mountain_car" / "none" / "seed3.csv"
@@ -381,8 +377,8 @@ def test_the_launcher_runs_a_slice_exports_and_commits_it_and_skips_it_the_next_
     assert [row["frames"] for row in rows] == ["5000"] and "Return/mean" in rows[0]
     log = subprocess.run(["git", "log", "--format=%s", "--name-only", "-1"], cwd=out,
                          capture_output=True, text=True, check=True).stdout
-    assert log.splitlines()[0] == "figure 3: mountain_car none seed3-4"
-    assert "mountain_car/none/seed3.csv" in log and "mountain_car/none/seed4.csv" in log
+    assert log.splitlines()[0] == "figure 3: mountain_car none seed4"  # a commit a run
+    assert "mountain_car/none/seed4.csv" in log and "mountain_car/none/seed3.csv" not in log
     assert "mountain_car/none/runs.csv" in log
     assert "mine.txt" not in log  # only the study's files are committed
     capsys.readouterr()
@@ -632,11 +628,11 @@ def test_the_study_launcher_plans_in_the_foreground_wherever_dry_run_stands(tmp_
         assert log.read_text().split() == called
 
 
-@pytest.mark.parametrize("option", ["--workers", "--group", "--seed-block"])
+@pytest.mark.parametrize("option", ["--workers", "--seed-block"])
 def test_a_count_below_one_is_refused_before_any_plan(option, capsys):
     with pytest.raises(SystemExit):
         paper_grid.main([option, "0", "--dry-run"])
-    assert "--seed-block must be at least 1" in capsys.readouterr().err
+    assert "--workers and --seed-block must be at least 1" in capsys.readouterr().err
 
 
 def test_jobs_start_only_as_far_as_the_disk_holds_their_checkpoints(tmp_path, monkeypatch):
@@ -658,12 +654,6 @@ def test_jobs_start_only_as_far_as_the_disk_holds_their_checkpoints(tmp_path, mo
     (tmp_path / "old" / "torchrl_vase" / "exploration.py").write_text("class Exploration: ...")
     older.disk_needs = launcher.disk_needs  # code that writes the pool whole: twice
     assert not older.pool_appended and older.disk_to_come(ant01) == 2 * (2 * 2 + 2 * 1)
-    directory = tmp_path / "checkpoints" / "population-23"
-    (directory / "seed2" / "pool").mkdir(parents=True)
-    (directory / "last.pt").write_bytes(b"0")
-    (directory / "seed2" / "pool" / "chunk-000000000000-000000000001.pt").write_bytes(b"1")
-    launcher.checkpoint_dirs[ant23] = directory
-    assert launcher.disk_to_come(ant23) == 8 - 2
     running, peak, started, lock = [], [], [], paper_grid.threading.Lock()
     seconds = [0.2]  # a job's run
 
@@ -687,7 +677,7 @@ def test_jobs_start_only_as_far_as_the_disk_holds_their_checkpoints(tmp_path, mo
     launcher.run([ant01, car])
     assert started == [car]
     [(job, state)] = [result for result in launcher.results if result[1].startswith("failed")]
-    assert job == ant01 and "checkpoint needs about" in state and "--group" in state
+    assert job == ant01 and "checkpoint needs about" in state
     # a job held back by the disk starts when space is freed, with no job ending
     launcher.disk_needs[("ant", "vase")] = (2, 1)
     free[0], started[:] = 9, []
@@ -699,57 +689,31 @@ def test_jobs_start_only_as_far_as_the_disk_holds_their_checkpoints(tmp_path, mo
 
 
 def test_the_recipe_s_estimates_grow_with_the_task_s_pool():
-    (ant, ant_disk), (car, car_disk) = (paper_grid.member_estimates(task, "vase")
+    (ant, ant_disk), (car, car_disk) = (paper_grid.run_estimates(task, "vase")
                                         for task in ("ant", "mountain_car"))
     assert ant > 2**31 > 2**28 > car  # Ant's 3 M transitions of 258 floats; MountainCar's few
     assert ant_disk[0] > 2**31 > car_disk[0] and ant - ant_disk[0] == car - car_disk[0]  # pools
-    none, none_disk = paper_grid.member_estimates("ant", "none")  # plain TRPO keeps no pool
+    none, none_disk = paper_grid.run_estimates("ant", "none")  # plain TRPO keeps no pool
     assert none < car and none_disk == (0, paper_grid.CHECKPOINT_OVERHEAD)
     assert ant_disk[1] == car_disk[1] == paper_grid.CHECKPOINT_OVERHEAD  # the rest: networks
 
 
 @pytest.mark.parametrize("keep", [False, True])
-def test_a_finished_job_s_checkpoints_go_unless_kept(
-        tmp_path, keep):
+def test_a_finished_job_s_checkpoint_goes_unless_kept(tmp_path, keep):
     args = paper_grid.argparse.Namespace(scratch=tmp_path, workers=1, keep_checkpoints=keep,
-                                         overrides=["collection=rllab"], out=tmp_path / "out",
+                                         overrides=[], out=tmp_path / "out",
                                          python=sys.executable, iterations=1)
     launcher = paper_grid.Launcher(args, "sqlite:///unused.db")
-    population = paper_grid.Job("mountain_car", "vase", (3, 4))
     single = paper_grid.Job("mountain_car", "vase", (5,))
-    launcher.estimate([population, single])
-    # where the recipe puts the population's checkpoint: <checkpoint.dir>/<experiment>/...
-    directory = paper_grid.job_checkpoint(population, launcher.command(population))
-    assert directory.parent == tmp_path / "checkpoints" / "figure3-mountain_car"
-    assert directory.name.startswith("population-")
-    assert paper_grid.job_checkpoint(single, launcher.command(single)) is None
-    directory.mkdir(parents=True)
-    (directory / "last.pt").write_bytes(b"pools")
-    # a single run's: under its run id, which the export wrote into runs.csv
+    # a run's checkpoint is under its run id, which the export wrote into runs.csv
     provenance = tmp_path / "out" / "mountain_car" / "vase" / "runs.csv"
     provenance.parent.mkdir(parents=True)
     provenance.write_text("seed,run_id\n5,abc123\n")
     run = tmp_path / "checkpoints" / "figure3-mountain_car" / "abc123"
-    run.mkdir()
+    run.mkdir(parents=True)
     (run / "last.pt").write_bytes(b"pool")
-    launcher.remove_checkpoint(population)
     launcher.remove_checkpoint(single)
-    assert directory.exists() == keep and run.exists() == keep
-
-
-def test_a_measure_a_population_cannot_train_runs_one_seed_a_job():
-    """Every measure whose settings a population refuses (``POPULATION_ONLY``: ``preset=paper``
-    normalises observations) is planned as single runs."""
-    from hydra import compose, initialize_config_dir
-
-    refused = set()
-    with initialize_config_dir(str(paper_grid.ROOT / "conf"), version_base=None):
-        for measure, overrides in paper_grid.MEASURES.items():
-            cfg = compose("trpo_vase", overrides=["env=half_cheetah", *overrides])
-            if any(paper_grid.OmegaConf.select(cfg, key) != only
-                   for key, only in paper_grid.schema.POPULATION_ONLY.items()):
-                refused.add(measure)
-    assert refused == paper_grid.SINGLE_ONLY == {"vase_paper"}
+    assert run.exists() == keep
 
 
 def test_the_submitit_launcher_runs_cells_through_the_local_executor_and_skips_them_after(

@@ -43,12 +43,12 @@ def test_benchmark_bnn_prints_its_tables(run_script):
                      "0.02", "--updates", "20", "--rounds", "1", "--value-draws", "3", "--pool",
                      "20000", check=True).stdout
     assert "looped/batched" in out and "ELBO steps per second" in out
-    assert "hand-written" in out and "inductor" in out and "numba" in out
-    # two forwards; two training iterations, each eager, inductor and numba against autograd; the
-    # two local samplings against weight sampling: training and bonus for each model; one ELBO
-    # step eager against compiled, three task models by three samplings
-    assert len(re.findall(r"\d+\.\d+x", out)) == 25 and "The BNN's sampling" in out
-    assert len(re.findall(r"^Ant .* local_shared +\d+ µs +\d+ µs +[\d.]+x +\d+ µs +[\d.]+$", out,
+    assert "autograd" in out and "numba" in out and "inductor" not in out
+    # two forwards (one batch size); two training iterations, numba against autograd; the two
+    # local samplings against weight sampling: training and bonus for each model; one ELBO step
+    # autograd against compiled, three task models by three samplings
+    assert len(re.findall(r"\d+\.\d+x", out)) == 21 and "The BNN's sampling" in out
+    assert len(re.findall(r"^Ant .* local_shared +\d+ µs +\d+ µs +[\d.]+x +[\d.]+$", out,
                           flags=re.MULTILINE)) == 1
     assert re.search(r"matrix product on the same threads: torch \d+ GFLOP/s", out)
     assert re.search(r"^Ant .* +\d+ ms +[\d.]+ ms$", out, flags=re.MULTILINE)
@@ -87,20 +87,6 @@ def test_benchmark_trpo_runs_on_a_tiny_budget(run_script):
     assert "best mean return" in out
     fps_lines = re.findall(r"^(\S+-v\d)\s+[\d,]+ frames/s$", out, flags=re.MULTILINE)
     assert fps_lines == ["HalfCheetah-v5", "MountainCarContinuous-v0"]
-
-
-def test_benchmark_population_prints_the_ratios(run_script):
-    out = run_script(
-        "recipes/benchmarks/benchmark_population.py", "--members", "2", "--iterations", "2",
-        "--rounds", "1", "--tasks", "mountain_car", "--overrides", "num_envs=2",
-        "env.frames_per_batch=100", "env.pool_min=50", "surprise.elbo.updates_per_iteration=5",
-        "trpo.critic_minibatch=50", check=True).stdout
-    ratio = re.search(r"mountain_car: K=2 in one process ([\d,]+) frames/s, 2 single runs one "
-                      r"after another ([\d,]+) frames/s: ([\d.]+)x", out)
-    assert ratio, out
-    population, singles = (float(ratio[i].replace(",", "")) for i in (1, 2))
-    assert float(ratio[3]) == pytest.approx(population / singles, abs=0.01)
-    assert re.search(r"a single VASE iteration [\d.]+x plain TRPO's", out)
 
 
 def test_benchmark_envs_prints_every_env(run_script):

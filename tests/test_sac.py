@@ -180,6 +180,32 @@ def test_the_sac_bonus_is_the_authors_squared_error_with_no_constant(measure):
     torch.testing.assert_close(sample["next", "intrinsic_reward"].squeeze(-1), expected)
 
 
+def test_the_shuffled_placebo_permutes_each_sampled_batch_s_bonus():
+    """``ReplayBonus(shuffle=True)``: the same bonuses, sum and spread, on other transitions;
+    the reward follows the shuffled bonus, the extrinsic reward stays the transition's."""
+    buffer, exploration = _vase_buffer()
+    batch = GymEnv("torchrl_vase/SparseMountainCar-v1").rollout(300)
+    buffer.extend(batch.reshape(-1).clone())
+    exploration.update_model(exploration.add_to_pool(batch))
+    torch.manual_seed(7)
+    honest = buffer.sample()
+    placebo = ReplayBonus(exploration, shuffle=True)
+    assert repr(placebo) == "ReplayBonus(VASERewardTransform, shuffle=True)"
+    beside = ReplayBuffer(storage=buffer.storage, batch_size=64)  # the same transitions
+    beside.append_transform(placebo)
+    torch.manual_seed(7)
+    shuffled = beside.sample()  # the same transitions drawn, then the permutation
+    assert torch.equal(shuffled["observation"], honest["observation"])
+    u, v = honest["next", "intrinsic_reward"], shuffled["next", "intrinsic_reward"]
+    assert torch.equal(u.flatten().sort().values, v.flatten().sort().values)
+    assert not torch.equal(u, v)
+    torch.testing.assert_close(shuffled["next", "reward"],
+                               shuffled["next", "extrinsic_reward"] + 0.1 * v)
+    assert torch.equal(shuffled["next", "extrinsic_reward"], honest["next", "extrinsic_reward"])
+    with pytest.raises(ValueError, match="shuffle_bonus shuffles a bonus"):
+        OffPolicyStep(buffer, lambda frames: {}, None, shuffle_bonus=True)
+
+
 def test_sampling_reads_the_bonus_s_statistics_and_does_not_update_them():
     buffer = ReplayBuffer(storage=LazyTensorStorage(1000), batch_size=64)
     bonus = RNDRewardTransform(2, eta=0.1, num_cells=[16], embedding_dim=8)
@@ -321,12 +347,12 @@ def test_a_sac_vase_run_killed_and_resumed_logs_the_uninterrupted_history(store,
     (("collection=rllab",), "collection=rllab"),
     (("collector=torchrl", "collection=continuous"), "collector=lean"),
     (("surprise=vime",), "VIME's bonus"),
-    (("seeds=[0,1]",), "populations train on-policy"),
     (("sac.buffer_size=32",), "smaller than a collected batch"),
     (("sac.batch_size=2000", "sac.buffer_size=1000"), "exceeds sac.buffer_size"),
     (("sac.init_random_frames=256",), "never update"),
     (("sac.storage=disk",), "sac.storage must be one of"),
     (("sac.tau=2",), "sac.tau must be <= 1"),
+    (("surprise=none", "sac.shuffle_bonus=true"), "the placebo shuffles a bonus"),
 ])
 def test_bad_sac_settings_are_refused_before_any_run_exists(store, overrides, message):
     with pytest.raises(ValueError, match=message):

@@ -257,3 +257,26 @@ def test_holm_rejects_step_down_and_stops_at_the_first_failure():
                                     resamples=RESAMPLES)
     assert stats.judge_better([far, far]) == "reproduced"
     assert stats.judge_better([far, level]) == "not reproduced"
+
+
+def test_the_aggregates_equal_rliables_own_on_the_study_s_runs():
+    """rliable 1.2.0 run on the study's untouched cells (``recipes/study/rliable_reference.py``,
+    in an environment of its own: it does not import under this project's pandas): its IQM and
+    probability of improvement equal ours on the same runs; its bootstrap interval (another
+    generator) agrees within 0.02."""
+    import json
+
+    reference = load_recipe("study/rliable_reference")
+    recorded = json.loads(reference.OUT.read_text())
+    scores = reference.study_scores()
+    assert list(scores) == recorded["measures"]
+    for measure, matrix in scores.items():
+        by_task = list(matrix.T)  # every task has as many runs: rliable's matrix
+        point, low, high = stats.aggregate_iqm(by_task, resamples=RESAMPLES)
+        assert point == pytest.approx(recorded["iqm"][measure], abs=1e-12)
+        assert (low, high) == pytest.approx(recorded["iqm_interval"][measure], abs=0.02)
+    for pair, value in recorded["probability_of_improvement"].items():
+        a, b = pair.split(",")
+        ours, *_ = stats.aggregate_improvement(list(scores[a].T), list(scores[b].T),
+                                               resamples=200)
+        assert ours == pytest.approx(value, abs=1e-12)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from mlflow.tracking import MlflowClient
 
-from torchrl_vase.runs import PopulationRun
+from torchrl_vase.runs import TrainingRun
 from torchrl_vase.tracking import MLflowTracker, get_or_create_experiment
 
 TAGS = {"mlflow.experimentKind": "custom_model_development", "mlflow.note.content": "a note"}
@@ -80,29 +80,31 @@ def concurrent_set_up(uri: str, names: Sequence[str], jobs: int = 4) -> list[lis
     return [list(ids) for ids in zip(*per_job, strict=True)]
 
 
-def _resume_population(uri: str, checkpoints: str, seed: int) -> list[str]:
-    members = [{"tracking_uri": uri, "experiment": "populations", "config": {"seed": s},
-                "run_name": f"seed{s}"}
-               for s in (seed, seed + 1)]
-    with PopulationRun(members, config={"seeds": [seed, seed + 1]}, checkpoint_dir=checkpoints,
-                       resume=True) as population:
-        return [run.run_id for run in population.runs]
+def _resume_runs(uri: str, checkpoints: str, seed: int) -> list[str]:
+    """Two runs (seeds ``seed`` and ``seed + 1``) started with ``resume=true``: no checkpoint
+    yet, so each looks up its config's latest run before any run (or table) exists."""
+    run_ids = []
+    for s in (seed, seed + 1):
+        with TrainingRun(uri, "resumed", config={"seed": s}, run_name=f"seed{s}",
+                         checkpoint_dir=checkpoints, resume=True) as run:
+            run_ids.append(run.run_id)
+    return run_ids
 
 
 def _round(work: Callable, *args):
     return work(*args)
 
 
-def sqlite_races(set_up_uri: str, names: Sequence[str], population_uri: str, checkpoints: str,
+def sqlite_races(set_up_uri: str, names: Sequence[str], resumed_uri: str, checkpoints: str,
                  jobs: int = 4) -> tuple[list[list[str]], list[list[str]]]:
     """The two SQLite races in one set of ``jobs`` processes: first each fresh experiment of
-    ``names`` set up at once on ``set_up_uri`` (as ``concurrent_set_up``), then a population
-    started by each job with ``resume=true`` at once on the fresh store ``population_uri`` (no
-    checkpoint yet: they look up their members' latest runs before any run or table exists).
-    Per name, the experiment ids the jobs got; per job, its members' run ids."""
+    ``names`` set up at once on ``set_up_uri`` (as ``concurrent_set_up``), then two runs
+    started by each job with ``resume=true`` at once on the fresh store ``resumed_uri`` (no
+    checkpoint yet: they look up their config's latest run before any run or table exists).
+    Per name, the experiment ids the jobs got; per job, its runs' ids."""
     per_job = run_together(_round, [
         [(_set_up, set_up_uri, name) for name in names]
-        + [(_resume_population, population_uri, checkpoints, 10 * job)]
+        + [(_resume_runs, resumed_uri, checkpoints, 10 * job)]
         for job in range(jobs)])
     set_ups = [list(ids) for ids in zip(*(rounds[:-1] for rounds in per_job), strict=True)]
     return set_ups, [rounds[-1] for rounds in per_job]

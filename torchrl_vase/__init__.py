@@ -3,13 +3,12 @@
 from typing import TYPE_CHECKING
 
 # envs: registers the sparse envs
-from torchrl_vase import checkpointing, diagnostics, envs, population, watchers
+from torchrl_vase import checkpointing, diagnostics, envs, gaussian, watchers
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.evaluation import evaluate, load_policy
 from torchrl_vase.exploration import Exploration, ReplayBonus
 from torchrl_vase.loggers import CSVLogger, Logger
-from torchrl_vase.loop import LoopResult, Members, OneRun, TrainingLoop
-from torchrl_vase.loop import OnPolicyLoop as OnPolicyLoop  # its former name
+from torchrl_vase.loop import LoopResult, TrainingLoop
 from torchrl_vase.modules import (
     SAMPLINGS,
     BayesianMLP,
@@ -24,7 +23,7 @@ from torchrl_vase.modules import (
 )
 from torchrl_vase.objectives import (
     BACKENDS,
-    CompiledELBOSteps,
+    ELBOTrainer,
     ExplorationGAE,
     TRPOLoss,
     VariationalELBOLoss,
@@ -35,12 +34,6 @@ from torchrl_vase.objectives import (
     gaussian_nll,
 )
 from torchrl_vase.off_policy import OffPolicyStep, SACUpdate
-from torchrl_vase.population import (
-    MemberStreams,
-    PopulationCollector,
-    PopulationMembers,
-    PopulationStep,
-)
 from torchrl_vase.replay import ReplayJournal
 from torchrl_vase.step import CriticFit, OnPolicyStep, PPOUpdate, TRPOUpdate
 from torchrl_vase.surprise import (
@@ -48,7 +41,6 @@ from torchrl_vase.surprise import (
     prediction_nll,
     vase_surprise,
     vime_information_gain,
-    vime_information_gain_exact,
 )
 from torchrl_vase.transforms import (
     IntrinsicRewardTransform,
@@ -62,11 +54,10 @@ from torchrl_vase.transforms import (
 
 if TYPE_CHECKING:  # imported on first use: they import MLflow (2 s), which not every user needs
     from torchrl_vase import tracking
-    from torchrl_vase.runs import PopulationRun, TrainingRun
+    from torchrl_vase.runs import TrainingRun
 
 _LAZY = {"tracking": ("torchrl_vase.tracking", None),
-         "TrainingRun": ("torchrl_vase.runs", "TrainingRun"),
-         "PopulationRun": ("torchrl_vase.runs", "PopulationRun")}
+         "TrainingRun": ("torchrl_vase.runs", "TrainingRun")}
 
 
 def __getattr__(name: str):
@@ -88,9 +79,9 @@ __all__ = [
     "SAMPLINGS",
     "BayesianMLP",
     "CSVLogger",
-    "CompiledELBOSteps",
     "CriticFit",
     "DynamicsModel",
+    "ELBOTrainer",
     "Exploration",
     "ExplorationGAE",
     "FiniteLogProbNormal",
@@ -98,17 +89,10 @@ __all__ = [
     "LayerWeights",
     "Logger",
     "LoopResult",
-    "MemberStreams",
-    "Members",
     "NLLRewardTransform",
     "OffPolicyStep",
     "OnPolicyStep",
-    "OneRun",
     "PPOUpdate",
-    "PopulationCollector",
-    "PopulationMembers",
-    "PopulationRun",
-    "PopulationStep",
     "RNDRewardTransform",
     "RecentMedianNormalizer",
     "ReplayBonus",
@@ -132,18 +116,17 @@ __all__ = [
     "evaluate",
     "explained_variance",
     "fit_critic",
+    "gaussian",
     "gaussian_nll",
     "gaussian_policy",
     "initialize_",
     "load_policy",
     "nll_surprise",
-    "population",
     "prediction_nll",
     "q_value_network",
     "tanh_policy",
     "tracking",
     "vase_surprise",
     "vime_information_gain",
-    "vime_information_gain_exact",
     "watchers",
 ]

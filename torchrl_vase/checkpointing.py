@@ -198,7 +198,7 @@ def saveable_prefix(tensor: Tensor, rows: int) -> Tensor:
     """The first ``rows`` rows of ``tensor``, for ``torch.save``, without a copy where possible.
 
     ``torch.save`` of a slice writes the whole storage behind it, so a slice is usually cloned
-    first; for a replay pool of gigabytes (an Ant population's: ~15 GiB when full) that clone
+    first; for a replay pool of gigabytes (an Ant run's: ~3 GiB when full) that clone
     doubles the process's memory at every checkpoint. For a contiguous CPU tensor of a dtype
     numpy knows, the rows are returned as a tensor whose storage is exactly those rows, sharing
     their memory: nothing is copied and the file holds only them. Otherwise (a GPU tensor,

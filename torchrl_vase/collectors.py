@@ -490,7 +490,6 @@ class VectorEnvCollector(BaseCollector):
         if not self.squashed:  # a tanh-squashed policy's loss (SAC's) recomputes it
             batch.set(self.log_prob_key, self._log_prob(batch))
 
-    # what a population's collector (``PopulationCollector``) does its own way
     def _rollout_noise(self, steps: int, uniform: bool = False) -> Tensor:
         """A batch's noise: N(0, 1), or with ``uniform`` the warm-up's actions, U(−1, 1)."""
         if uniform:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -17,11 +16,7 @@ from torchrl_vase._validation import check_positive_int
 from torchrl_vase.checkpointing import saveable_prefix
 from torchrl_vase.diagnostics import novelty_correlation, spearman
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
-from torchrl_vase.objectives.elbo_steps import (
-    BACKENDS,
-    compiled_steps_unavailable,
-    run_elbo_steps,
-)
+from torchrl_vase.objectives.elbo_trainer import BACKENDS, ELBOTrainer
 from torchrl_vase.replay import ReplayJournal
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 from torchrl_vase.transforms.surprise_reward import SurpriseRewardTransform
@@ -68,10 +63,9 @@ class Exploration(nn.Module):
        statistics are refreshed over the whole pool (``bonus.fit_statistics``: the dynamics model's
        standardisation, as the authors recompute it each iteration) and the model takes
        ``updates_per_iteration`` optimiser steps on minibatches of ``batch_size`` drawn uniformly
-       from the pool (the authors: 500 of 10). For the ELBO these steps use its hand-written
-       gradients (``VariationalELBOLoss.elbo_gradients``, equal to autograd's), all of an
-       iteration's steps in one compiled call (``CompiledELBOSteps``, ``backend``): at
-       minibatches of 10 dispatch, not arithmetic, is the cost (docs/benchmarks.md).
+       from the pool (the authors: 500 of 10). The ELBO's steps are ``ELBOTrainer``'s: on a CPU
+       all of an iteration's steps in one compiled call (``backend``), since at minibatches of
+       10 dispatch, not arithmetic, is the cost (docs/benchmarks.md); autograd elsewhere.
 
     The policy update comes after ``step`` and uses the batch's reward, extrinsic and intrinsic
     reward keys (see ``ExplorationGAE``).
@@ -105,14 +99,13 @@ class Exploration(nn.Module):
             from it, instead of a pool of its own. Its owner extends it (before ``observe`` or
             ``update``, with the same batch) and checkpoints it: ``Exploration`` does neither,
             and ``pool_size`` is its capacity. See ``ReplayBonus`` for the bonus on its samples.
-        backend: how the ELBO's steps run (ignored for other losses): ``"auto"`` (default)
-            the compiled kernel (``"numba"``) where it applies — a float32/float64 model on the
-            CPU, plain Adam, ReLU or tanh layers — else ``"eager"``; ``"numba"`` that kernel or
-            a ``ValueError`` saying why it cannot run; ``"eager"`` one torch call a step (the
-            reference, any device and optimiser); ``"inductor"`` each step's gradients
-            through ``torch.compile`` (needs a C++ compiler; compiles at the first update).
-            The kernel compiles once per machine (cached on disk, seconds); its steps agree
-            with the eager ones to float rounding, not bit for bit.
+        backend: how the ELBO's steps run (``ELBOTrainer``; ignored for other losses):
+            ``"auto"`` (default) the compiled kernel (``"numba"``) where it applies — a
+            float32/float64 model on the CPU, plain Adam, ReLU or tanh layers, the analytic KL
+            — else ``"autograd"``; ``"numba"`` that kernel or a ``ValueError`` saying why it
+            cannot run; ``"autograd"`` one step at a time through ``backward`` (any device,
+            activation and optimiser). The kernel compiles once per machine (cached on disk);
+            its steps agree with autograd's to float rounding, not bit for bit.
 
     Examples:
         >>> import torch
@@ -180,7 +173,8 @@ class Exploration(nn.Module):
         if not parameters:
             raise ValueError("the loss has no trainable parameters.")
         if optimizer is None:
-            # fused: one kernel for all parameters per step (adam_step calls it directly)
+            # fused: one kernel for all parameters a step (the autograd steps'; the compiled
+            # kernel reads and writes its state)
             optimizer = torch.optim.Adam(parameters, lr=lr, fused=True)
         _check_optimizer(optimizer, parameters)
         self.optimizer = optimizer
@@ -199,33 +193,14 @@ class Exploration(nn.Module):
         self.novelty_queries = check_positive_int("novelty_queries", novelty_queries)
         self.novelty_reference = check_positive_int("novelty_reference", novelty_reference)
         self.agreement_queries = check_positive_int("agreement_queries", agreement_queries)
-        #: How ``update_model`` runs the ELBO's steps: ``"numba"`` (one compiled call), ``"eager"``,
-        #: ``"inductor"``, or ``None`` (another loss: autograd steps).
-        self.steps_backend = self._steps_backend(backend)
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
+        #: The model's training: ``ELBOTrainer`` for the ELBO, autograd steps on another loss
+        self.trainer = (ELBOTrainer(loss, optimizer, batch_size=self.batch_size, backend=backend)
+                        if isinstance(loss, VariationalELBOLoss) else None)
         #: Optimiser steps taken so far.
         self.register_buffer("model_updates", torch.zeros((), dtype=torch.long,
                                                           device=module_device(bonus)))
-
-    def _steps_backend(self, backend: str) -> str | None:
-        """``backend`` resolved for this loss and optimiser; a clear error where it cannot run."""
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
-        if not self.uses_elbo_gradients():
-            return None
-        unavailable = compiled_steps_unavailable(self.loss, self.optimizer)
-        if backend == "numba" and unavailable:
-            raise ValueError(f"backend='numba' cannot train this model: {unavailable}. Use "
-                             "backend='auto' (the eager steps where the kernel cannot run).")
-        if backend == "inductor" and not any(
-            shutil.which(name) for name in (os.environ.get("CXX", "g++"), "c++", "clang++")
-        ):
-            raise RuntimeError(
-                "backend='inductor' needs a C++ compiler for torch.compile (g++, c++ or clang++ "
-                "on PATH, or $CXX); install one or use backend='auto'."
-            )
-        if backend == "auto":
-            return "eager" if unavailable else "numba"
-        return backend
 
     # ----------------------------------------------------------------------------------------
     # Algorithm 1
@@ -247,8 +222,7 @@ class Exploration(nn.Module):
     def observe(self, batch: TensorDictBase) -> tuple[dict[str, float], TensorDictBase | None]:
         """The first half of ``step``: the bonus written into ``batch``, its diagnostics, the
         batch added to the pool; returns the metrics and the minibatches the model trains on
-        (``add_to_pool``'s). ``step(batch)`` is ``observe`` then ``update_model``; a population
-        runs the members' ``update_model`` together."""
+        (``add_to_pool``'s). ``step(batch)`` is ``observe`` then ``update_model``."""
         return self.diagnose(batch), self.add_to_pool(batch)
 
     def diagnose(self, batch: TensorDictBase) -> dict[str, float]:
@@ -314,19 +288,14 @@ class Exploration(nn.Module):
                                             self.updates_per_iteration * self.batch_size)
         return self.pool.storage.get(index).select(*self.bonus.transition_keys)
 
-    def uses_elbo_gradients(self) -> bool:
-        """Whether ``update_model`` takes the ELBO's hand-written gradient steps
-        (``elbo_steps``)."""
-        return isinstance(self.loss, VariationalELBOLoss) and self.loss.has_analytic_gradients()
-
     def update_model(self, sample: TensorDictBase | None) -> dict[str, float]:
         """``updates_per_iteration`` steps of the model on ``sample`` (``add_to_pool``'s);
         nothing for ``None``. Returns the loss's mean outputs. (Not ``train``: that is
         ``nn.Module.train(mode)``, which torch code calls on any module tree.)"""
         if sample is None:
             return {}
-        steps = self._elbo_steps if self.uses_elbo_gradients() else self._loss_steps
-        return self.count_steps(steps(sample))
+        return self.count_steps(self._loss_steps(sample) if self.trainer is None
+                                else self.trainer(sample))
 
     def count_steps(self, metrics: dict[str, float]) -> dict[str, float]:
         """After a training: non-finite losses refused, the step count advanced."""
@@ -353,13 +322,6 @@ class Exploration(nn.Module):
                 if value.numel() == 1:
                     totals[key] = totals.get(key, 0.0) + value.detach()
         return {key: (total / self.updates_per_iteration).item() for key, total in totals.items()}
-
-    def _elbo_steps(self, sample: TensorDictBase) -> dict[str, float]:
-        x, y = self.loss.model_inputs(sample)
-        return run_elbo_steps(
-            self.loss, [self.loss.model.network], [self.optimizer], x[None], y[None],
-            lambda steps: self.loss.step_noise(self.batch_size, steps=steps)[None],
-            batch_size=self.batch_size, backend=self.steps_backend)[0]
 
     def novelty(self, batch: TensorDictBase) -> float:
         """Spearman's ρ between the batch's bonus and its next states' k-NN novelty in the pool.
@@ -543,11 +505,14 @@ class ReplayBonus:
         (True, True)
     """
 
-    def __init__(self, exploration: Exploration) -> None:
+    def __init__(self, exploration: Exploration, *, shuffle: bool = False) -> None:
         if not isinstance(exploration, Exploration):
             raise TypeError(
                 f"exploration must be an Exploration, got {type(exploration).__name__}.")
         self.exploration = exploration
+        #: a placebo: each sampled batch's bonus permuted across its transitions, so the reward
+        #: keeps the bonus's size and spread but not which transition earned it
+        self.shuffle = bool(shuffle)
 
     def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
         bonus = self.exploration.bonus
@@ -555,10 +520,17 @@ class ReplayBonus:
         bonus.train(False)  # the statistics are read, not updated
         try:
             with torch.no_grad():
-                self.exploration.add_bonus(tensordict)
+                if self.exploration.add_bonus(tensordict) and self.shuffle:
+                    following = tensordict.get("next")
+                    values = following.get(bonus.intrinsic_reward_key).reshape(-1)
+                    # the global generator: seeded per iteration by the loop, checkpointed
+                    order = torch.randperm(values.numel(), device=values.device)
+                    bonus.write_bonus(following, values[order])
         finally:
             bonus.train(training)
         return tensordict
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({type(self.exploration.bonus).__name__})"
+        shuffled = ", shuffle=True" if self.shuffle else ""
+        return f"{type(self).__name__}({type(self.exploration.bonus).__name__}{shuffled})"
+

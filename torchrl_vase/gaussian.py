@@ -9,6 +9,11 @@ The ELBO's loss (``gaussian_nll``) keeps the constant: it changes no gradient an
 the true NLL. The surprise bonuses (``torchrl_vase.surprise``) leave it out, as the authors' code
 does (their ``surprise()`` adds it back to the mean NLL): added uncentred to the reward, a
 constant is a reward of ``η·D·log(√(2π) σ_c)`` a step, paid for staying alive, not for surprise.
+
+The factorised posterior ``q = Π N(μ_i, σ_i²)`` against the prior ``N(0, σ_m²)``: its entropy
+(VASE's confidence term, Eq. 10) and its KL (the ELBO's regulariser, Eq. 12), in closed form.
+The compiled ELBO kernel (``objectives/elbo_kernel.py``) runs the same formulas in numba, its
+constants (``log_normaliser``, ``HALF_LOG_2PI_E``) read from here.
 """
 
 from __future__ import annotations
@@ -17,7 +22,11 @@ import math
 
 from torch import Tensor
 
-__all__ = ["gaussian_nll", "log_normaliser", "squared_error_nll"]
+__all__ = ["HALF_LOG_2PI_E", "entropy", "gaussian_nll", "kl_to_prior", "log_normaliser",
+           "squared_error_nll"]
+
+#: ``½ log(2πe)``: a unit Gaussian's entropy, each parameter's share of ``entropy``
+HALF_LOG_2PI_E = 0.5 * math.log(2 * math.pi * math.e)
 
 
 def squared_error_nll(prediction: Tensor, target: Tensor, sigma_c: float) -> Tensor:
@@ -55,3 +64,27 @@ def gaussian_nll(prediction: Tensor, target: Tensor, sigma_c: float) -> Tensor:
     """
     return (squared_error_nll(prediction, target, sigma_c)
             + log_normaliser(target.shape[-1], sigma_c))
+
+
+def entropy(std: Tensor) -> Tensor:
+    """``H(q) = ½ Σ_i log(2πe σ_i²)`` of a factorised Gaussian with stds ``std`` (flat).
+
+    Examples:
+        >>> import torch
+        >>> entropy(torch.ones(3))  # three unit Gaussians: 3 · ½ log(2πe)
+        tensor(4.2568)
+    """
+    return std.log().sum() + HALF_LOG_2PI_E * std.numel()
+
+
+def kl_to_prior(mean: Tensor, std: Tensor, prior_std: float) -> Tensor:
+    """``KL(Π N(μ_i, σ_i²) ‖ Π N(0, σ_m²))`` summed: ``Σ_i log(σ_m / σ_i) + (σ_i² + μ_i²) /
+    (2σ_m²) − ½``.
+
+    Examples:
+        >>> import torch
+        >>> kl_to_prior(torch.zeros(4), torch.full((4,), 0.5), prior_std=0.5)  # q = P
+        tensor(0.)
+    """
+    ratio = (std.square() + mean.square()) / (2 * prior_std**2)
+    return (math.log(prior_std) - std.log() + ratio - 0.5).sum()

@@ -4,8 +4,7 @@
 SIGINT, the checkpoint and metric-flush cadence, the evaluation schedule and the progress display;
 it calls the algorithm once per collected batch: ``OnPolicyStep`` (TRPO, PPO),
 ``OffPolicyStep`` (SAC, its replay buffer a part of the state) or any callable
-``batch -> metrics``. (Its former name, ``OnPolicyLoop``, still works.) Its guarantees hold for
-any step it is given:
+``batch -> metrics``. Its guarantees hold for any step it is given:
 
 - **exact resume**: each iteration's random numbers follow from ``(seed, iteration)`` alone, every
   stateful part is in the checkpoint, and metrics reach the logger only after the checkpoint that
@@ -23,11 +22,8 @@ would log those steps twice, or with other values); it does not derive an iterat
 numbers from its index, nor handle SIGTERM. The collector may be any torchrl collector; the
 logger any ``torchrl_vase.Logger`` (``MLflowTracker``, ``CSVLogger``, one of your own).
 
-Who the loop trains is its one seam for populations: ``members``, an object of the ``Members``
-protocol. ``OneRun`` (the default, built from ``seed``, ``logger`` and ``watchers``) is one run;
-``torchrl_vase.population.PopulationMembers`` is K runs in lockstep, a batch with a leading member
-dim, one random stream and one logger per member. The loop itself is written once for both: it
-keeps one metrics dict per member, and the counters, cadences, signals and checkpoint are shared.
+One loop trains one run: several seeds are several processes (Hydra's multirun,
+``-m seed=0,1,2``, with a launcher for parallel processes: the recipe guide).
 
 Examples:
     >>> import torch
@@ -49,7 +45,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -62,8 +58,7 @@ from torchrl_vase.checkpointing import StopSignals, rng_state, set_rng_state
 from torchrl_vase.loggers import Logger
 from torchrl_vase.progress import Progress
 
-__all__ = ["LoopResult", "Members", "OnPolicyLoop", "OneRun", "TrainingLoop", "check_finite",
-           "iteration_seed"]
+__all__ = ["LoopResult", "TrainingLoop", "check_finite", "iteration_seed"]
 
 # the loop's own metrics: a run's size and the machine's speed (the last two differ between a run
 # and its replay, everything else must not)
@@ -103,78 +98,23 @@ def check_finite(value: torch.Tensor, what: str, iteration: int) -> None:
 @dataclass
 class LoopResult:
     """How a call of ``TrainingLoop.run`` ended: the iterations done in all (resumed ones
-    included), the signal that stopped it (``None``: it finished or met ``stop_when``), the last
-    iteration's metrics, one dict per member (``metrics``: a single run's)."""
+    included), the signal that stopped it (``None``: it finished or met ``stop_when``) and the
+    last iteration's metrics."""
 
     iterations_done: int
     stopped_by: str | None
-    members: list[dict[str, float]] = field(default_factory=list)
-
-    @property
-    def metrics(self) -> dict[str, float]:
-        """The last iteration's metrics of a single run (a population's: ``members``)."""
-        if len(self.members) > 1:
-            raise ValueError(f"a population's result holds {len(self.members)} members' "
-                             "metrics: read result.members.")
-        return self.members[0] if self.members else {}
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 Watcher = Callable[[TensorDictBase, int], Mapping[str, float]]
-MemberMetrics = list[dict[str, float]]
-
-
-class Members(Protocol):
-    """Who an ``TrainingLoop`` trains: one run (``OneRun``) or a population's members
-    (``torchrl_vase.population.PopulationMembers``). The loop's one seam for populations."""
-
-    #: one per member: where its metrics go (``None``: nowhere), and its watchers
-    loggers: Sequence[Logger | None]
-    watchers: Sequence[Sequence[Watcher]]
-
-    def seed_iteration(self, iteration: int) -> int | list[int]:
-        """Seed the iteration's random numbers; return the collector's seed for it."""
-
-    def unbind(self, batch: TensorDictBase) -> Sequence[TensorDictBase]:
-        """The members' batches (views) of a collected batch."""
-
-    def per_member(self, metrics: Any) -> MemberMetrics:
-        """What the step or the evaluation returned, as one metrics dict per member."""
-
-
-class OneRun:
-    """One run as the loop's ``Members``: its iterations seeded by
-    ``torch.manual_seed(iteration_seed(seed, i))``; the batch, the step's metrics and the
-    evaluation's are the run's own.
-
-    Examples:
-        >>> run = OneRun(seed=0)
-        >>> run.per_member({"loss": 0.5}), run.seed_iteration(3) == iteration_seed(0, 3)
-        ([{'loss': 0.5}], True)
-    """
-
-    def __init__(self, seed: int, logger: Logger | None = None,
-                 watchers: Iterable[Watcher] = ()) -> None:
-        self.seed = seed
-        self.loggers, self.watchers = [logger], [list(watchers)]
-
-    def seed_iteration(self, iteration: int) -> int:
-        seed = iteration_seed(self.seed, iteration)
-        torch.manual_seed(seed)
-        return seed
-
-    def unbind(self, batch: TensorDictBase) -> list[TensorDictBase]:
-        return [batch]
-
-    def per_member(self, metrics: Mapping[str, float]) -> MemberMetrics:
-        return [dict(metrics)]
 
 
 class TrainingLoop:
     """Collect a batch, run the algorithm's step on it, log, checkpoint; ``iterations`` times.
 
-    Per iteration: the random numbers seeded (``members.seed_iteration``: for one run
-    ``torch.manual_seed(iteration_seed(seed, i))``, and ``collector.set_seed`` of the same seed
-    with ``reseed_collector``, for collectors that start fresh paths every batch); the batch,
+    Per iteration: the random numbers seeded (``torch.manual_seed(iteration_seed(seed, i))``,
+    and ``collector.set_seed`` of the same seed with ``reseed_collector``, for collectors that
+    start fresh paths every batch); the batch,
     moved to ``device``; its reward checked finite; each of ``watchers`` (callables
     ``(batch, frames_before) -> metrics`` that read the env's own reward: returns, the first
     reward, coverage) and then ``step(batch) -> metrics``; ``collector.update_policy_weights_()``;
@@ -188,12 +128,11 @@ class TrainingLoop:
     Args:
         collector: a torchrl collector (an endless iterator of batches with
             ``update_policy_weights_`` and ``shutdown``; ``set_seed`` with ``reseed_collector``).
-        step: the algorithm's update on one batch (``torchrl_vase.OnPolicyStep``); for a
-            population, on the members' batch, returning one metrics dict per member.
+        step: the algorithm's update on one batch (``torchrl_vase.OnPolicyStep``), returning
+            its metrics.
         iterations: the run's total, resumed iterations included.
-        seed: the run's seed (with ``logger`` and ``watchers``: ``OneRun``'s).
-        members: who the loop trains instead of ``seed``, ``logger`` and ``watchers``: a
-            population's members (``torchrl_vase.population.PopulationMembers``).
+        seed: the run's seed: each iteration's random numbers follow from it and the
+            iteration's index (``iteration_seed``).
         state: every stateful part of the run by name (``state_dict``/``load_state_dict``;
             ``None`` for a part this run does not have): what a checkpoint holds besides the
             loop's counters, metrics not yet logged and the random state.
@@ -203,15 +142,14 @@ class TrainingLoop:
         checkpoint: called with ``state_dict()`` to write it (atomically); ``None``: none kept.
         checkpoint_every: iterations between checkpoints.
         watchers: callables ``(batch, frames_before) -> metrics`` (see above).
-        evaluate: ``iteration -> metrics`` (a population: one dict per member), every
-            ``eval_every`` iterations and at the last.
+        evaluate: ``iteration -> metrics``, every ``eval_every`` iterations and at the last.
         eval_every: iterations between evaluations (0: none).
         stop_when: checked before the first iteration and after each; true ends the run early.
         reseed_collector: seed the collector every iteration (fresh paths per batch).
         device: where the step runs (batches are collected on the CPU).
         threads: ``torch.set_num_threads`` each iteration (an env's ``close`` may change it).
         progress: a bar on a terminal, a line every ~5 % in a piped log; ``progress_keys`` maps
-            its labels to metric names (a population shows the members' means).
+            its labels to metric names.
         name: the progress display's label.
     """
 
@@ -221,8 +159,7 @@ class TrainingLoop:
         step: Callable[[TensorDictBase], Any],
         *,
         iterations: int,
-        seed: int | None = None,
-        members: Members | None = None,
+        seed: int,
         state: Mapping[str, Stateful | None] | None = None,
         logger: Logger | None = None,
         checkpoint: Callable[[dict], Any] | None = None,
@@ -241,12 +178,9 @@ class TrainingLoop:
         check_positive_int("iterations", iterations)
         check_positive_int("checkpoint_every", checkpoint_every)
         check_positive_int("eval_every", eval_every, minimum=0)
-        if (members is None) == (seed is None):
-            raise ValueError("give the run's seed, or members (a population), not both.")
-        if members is not None and (logger is not None or watchers):
-            raise ValueError("a population's loggers and watchers are its members' "
-                             "(PopulationMembers(streams, loggers, watchers)).")
-        self.members = members if members is not None else OneRun(seed, logger, watchers)
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise TypeError(f"seed must be an int, got {seed!r}.")
+        self.seed, self.logger, self.watchers = seed, logger, list(watchers)
         self.collector, self.step = collector, step
         self.iterations = iterations
         self.state = dict(state or {})
@@ -256,10 +190,10 @@ class TrainingLoop:
         self.reseed_collector, self.device, self.threads = reseed_collector, device, threads
         self.progress, self.name = progress, name
         self.progress_keys = dict(progress_keys or {})
-        #: iterations done, frames collected (one member's), seconds spent in earlier processes
+        #: iterations done, frames collected, seconds spent in earlier processes
         self.iteration, self.frames, self.wall_time = 0, 0, 0.0
-        #: (frames, one metrics dict per member) computed and not yet logged
-        self.pending: list[tuple[int, MemberMetrics]] = []
+        #: (frames, metrics) computed and not yet logged
+        self.pending: list[tuple[int, dict[str, float]]] = []
 
     # --------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -291,10 +225,10 @@ class TrainingLoop:
             if part is not None:
                 part.load_state_dict(state["parts"][name])
         self.iteration, self.frames = state["iterations_done"], state["frames"]
-        # a single run's checkpoint from before the loop kept one dict per member: one dict
         self.wall_time = state["wall_time"]
-        self.pending = [(frames, [metrics] if isinstance(metrics, Mapping) else list(metrics))
-                        for frames, metrics in state["pending_metrics"]]
+        # checkpoints written while the loop also trained populations kept a list of one dict
+        self.pending = [(frames, dict(metrics) if isinstance(metrics, Mapping) else
+                         dict(metrics[0])) for frames, metrics in state["pending_metrics"]]
         set_rng_state(state["rng"])
         self.collector.update_policy_weights_()  # its acting copy, if the policy is on a GPU
 
@@ -322,15 +256,14 @@ class TrainingLoop:
                     if self.evaluate is not None and self.eval_every and (
                         self.iteration % self.eval_every == 0 or ends
                     ):
-                        evaluated = self.members.per_member(self.evaluate(self.iteration - 1))
-                        for member, more in zip(metrics, evaluated, strict=True):
-                            member.update(more)
+                        metrics.update(self.evaluate(self.iteration - 1))
                     self.wall_time = before + time.perf_counter() - started
-                    for member in metrics:
-                        member[WALL_TIME] = self.wall_time
+                    metrics[WALL_TIME] = self.wall_time
                     self._save_and_flush(metrics, last)
-                    result.members = metrics
-                    progress.update(self.iteration - 1, self._progress_values(metrics))
+                    result.metrics = metrics
+                    progress.update(self.iteration - 1, {
+                        label: metrics.get(key, math.nan)
+                        for label, key in self.progress_keys.items()})
                     if result.stopped_by is not None:
                         break
         finally:
@@ -341,37 +274,28 @@ class TrainingLoop:
         result.iterations_done = self.iteration
         return result
 
-    def _iteration(self, batches: Iterator[TensorDictBase]) -> MemberMetrics:
+    def _iteration(self, batches: Iterator[TensorDictBase]) -> dict[str, float]:
         tick = time.perf_counter()
         iteration = self.iteration
         if self.threads is not None:
             torch.set_num_threads(self.threads)
-        collector_seed = self.members.seed_iteration(iteration)
+        seed = iteration_seed(self.seed, iteration)
+        torch.manual_seed(seed)
         if self.reseed_collector:
-            self.collector.set_seed(collector_seed)
+            self.collector.set_seed(seed)
         batch = next(batches).to(self.device)  # the rollout: after the seeding
         check_finite(batch["next", "reward"], "the env's reward ('next', 'reward')", iteration)
-        views = self.members.unbind(batch)
-        frames_before, self.frames = self.frames, self.frames + views[0].numel()
-        metrics: MemberMetrics = [{} for _ in views]
-        for member, view, watchers in zip(metrics, views, self.members.watchers, strict=True):
-            for watch in watchers:
-                member.update(watch(view, frames_before))
-        for member, computed in zip(metrics, self.members.per_member(self.step(batch)),
-                                    strict=True):
-            member.update(computed)
+        frames_before, self.frames = self.frames, self.frames + batch.numel()
+        metrics: dict[str, float] = {}
+        for watch in self.watchers:
+            metrics.update(watch(batch, frames_before))
+        metrics.update(self.step(batch))
         self.collector.update_policy_weights_()
         self.iteration += 1
-        fps = views[0].numel() / (time.perf_counter() - tick)
-        return [member | {FRAMES: self.frames, ITERATION: iteration, FPS: fps}
-                for member in metrics]
+        fps = batch.numel() / (time.perf_counter() - tick)
+        return metrics | {FRAMES: self.frames, ITERATION: iteration, FPS: fps}
 
-    def _progress_values(self, metrics: MemberMetrics) -> dict[str, float]:
-        """Each shown metric's mean over the members (a single run's value)."""
-        return {label: sum(m.get(key, math.nan) for m in metrics) / len(metrics)
-                for label, key in self.progress_keys.items()}
-
-    def _save_and_flush(self, metrics: MemberMetrics, last: bool) -> None:
+    def _save_and_flush(self, metrics: dict[str, float], last: bool) -> None:
         self.pending.append((self.frames, metrics))
         due = self.iteration % self.checkpoint_every == 0 or last
         if self.checkpoint is not None and due:
@@ -380,23 +304,15 @@ class TrainingLoop:
             self._log(self.pending)
             self.pending = []
 
-    def _unlogged_after_resume(self) -> list[tuple[int, MemberMetrics]]:
-        """What a killed process computed and checkpointed but had not logged yet: each
-        member's pending steps after the last one its logger holds (others: ``None``)."""
+    def _unlogged_after_resume(self) -> list[tuple[int, dict[str, float]]]:
+        """What a killed process computed and checkpointed but had not logged yet: the pending
+        steps after the last one the logger holds (all of them for a logger that cannot say)."""
         if not self.pending:
             return []
-        after = [logger.last_logged_step(FRAMES) if hasattr(logger, "last_logged_step")
-                 else -1 for logger in self.members.loggers]
-        return [(step, [m if step > logged else None for m, logged in zip(metrics, after,
-                                                                          strict=True)])
-                for step, metrics in self.pending]
+        logged = (self.logger.last_logged_step(FRAMES)
+                  if hasattr(self.logger, "last_logged_step") else -1)
+        return [(step, metrics) for step, metrics in self.pending if step > logged]
 
-    def _log(self, steps: list[tuple[int, list[dict[str, float] | None]]]) -> None:
-        for k, logger in enumerate(self.members.loggers):
-            mine = [(step, metrics[k]) for step, metrics in steps if metrics[k] is not None]
-            if logger is not None and mine:
-                logger.log(mine)
-
-
-#: The loop's name before it ran SAC too.
-OnPolicyLoop = TrainingLoop
+    def _log(self, steps: list[tuple[int, dict[str, float]]]) -> None:
+        if self.logger is not None and steps:
+            self.logger.log(steps)

@@ -56,7 +56,7 @@ from torchrl_vase.tracking import (
     redact_strings,
 )
 
-__all__ = ["PopulationRun", "TrainingRun", "flatten", "git_commit", "ignored", "reported_errors"]
+__all__ = ["TrainingRun", "flatten", "git_commit", "ignored", "reported_errors"]
 
 
 def flatten(config: Mapping, prefix: str = "") -> dict[str, str]:
@@ -131,26 +131,7 @@ def _check_artifact_store(location: str) -> None:
         check_writable(location, "the MLflow artifact store")
 
 
-class _Restores:
-    """``restore``, for the runs whose ``state`` is the checkpoint found on entry."""
-
-    state: dict | None
-
-    def restore(self, loop) -> bool:
-        """Load the checkpoint found on entry into ``loop`` (its ``load_state_dict``), then let
-        it go: the checkpoint is memory-mapped, and a replay pool of GiB would stay mapped (and
-        a replaced file on disk) for the whole run. ``False`` when there was none.
-
-        Example: ``run.restore(loop)`` between building the loop and ``loop.run()``, as in this
-        module's example (and ``docs/guides/training_loop.md``, which runs it)."""
-        if self.state is None:
-            return False
-        loop.load_state_dict(self.state)
-        self.state = None
-        return True
-
-
-class TrainingRun(_Restores):
+class TrainingRun:
     """One training run: its MLflow run, lock, checkpoint and end status (see the module).
 
     Args:
@@ -167,7 +148,6 @@ class TrainingRun(_Restores):
             and no resume).
         resume: ``False``, ``True`` (the latest run of this identity) or a checkpoint's path.
         retry_minutes: how long every MLflow call retries a store that went away.
-        run_id: continue this MLflow run (a population's member, resumed by ``PopulationRun``).
     """
 
     def __init__(self, tracking_uri: str, experiment: str, *, config: Mapping, run_name: str,
@@ -175,8 +155,7 @@ class TrainingRun(_Restores):
                  tags: Mapping[str, str] | None = None,
                  checkpoint_dir: str | os.PathLike | None = None, resume: bool | str = False,
                  retry_minutes: float = 10.0,
-                 experiment_tags: Mapping[str, str] | None = None,
-                 run_id: str | None = None) -> None:
+                 experiment_tags: Mapping[str, str] | None = None) -> None:
         check_resume(resume, checkpoint_dir)
         check_tracking_store(tracking_uri)
         self.uri, self.experiment_name = tracking_uri, experiment
@@ -194,13 +173,25 @@ class TrainingRun(_Restores):
         #: set by the caller when a signal stopped the loop: the run then ends KILLED
         self.stopped_by: str | None = None
         self.run_id: str | None = None
-        self._continued = run_id
         self.state: dict | None = None
         self.tracker: MLflowTracker | None = None
         self.checkpointer: Checkpointer | None = None
         self._held_lock: RunLock | None = None
 
     # --------------------------------------------------------------------------------------
+    def restore(self, loop) -> bool:
+        """Load the checkpoint found on entry into ``loop`` (its ``load_state_dict``), then let
+        it go: the checkpoint is memory-mapped, and a replay pool of GiB would stay mapped (and
+        a replaced file on disk) for the whole run. ``False`` when there was none.
+
+        Example: ``run.restore(loop)`` between building the loop and ``loop.run()``, as in this
+        module's example (and ``docs/guides/training_loop.md``, which runs it)."""
+        if self.state is None:
+            return False
+        loop.load_state_dict(self.state)
+        self.state = None
+        return True
+
     def __enter__(self) -> TrainingRun:
         client = MlflowClient(tracking_uri=self.uri)
         experiment = get_or_create_experiment(client, self.experiment_name,
@@ -290,8 +281,6 @@ class TrainingRun(_Restores):
                                                                RunLock | None]:
         """``(run id, state, lock)`` that ``resume`` points at, each may be ``None``; the lock
         is taken before the checkpoint is read."""
-        if self._continued is not None:  # a population's member: its checkpoint is the population's
-            return self._continued, None, None
         if self.resume is False:
             return None, None, None
         if self.resume is True:
@@ -339,31 +328,18 @@ class TrainingRun(_Restores):
         return self.run_id, state, lock
 
 
-def _latest_run(member: Mapping) -> str | None:
-    """The latest MLflow run of a member's identity (its ``TrainingRun`` arguments), if any."""
-    client = MlflowClient(tracking_uri=member["tracking_uri"])
-    experiment = client.get_experiment_by_name(member["experiment"])
-    if experiment is None:
-        return None
-    identity = run_identity(member["config"], member.get("identity_ignores", ()))
-    return _latest_run_id(client, experiment.experiment_id, identity)
-
-
 def run_identity(config: Mapping, identity_ignores: Iterable[str] = ()) -> str:
-    """A run's (or a population's) identity: the hash of its config less ``identity_ignores``,
+    """A run's identity: the hash of its config less ``identity_ignores``,
     a tracking URI's password left out (``config_identity`` of the redacted config). The tag,
     the checkpoint and ``resume=true``'s lookup all read it."""
     return config_identity(redact_strings(dict(config)), tuple(identity_ignores))
 
 
-def check_resume(resume: bool | str, checkpoint_dir, *, population: bool = False) -> None:
-    """``resume`` refused where it cannot work: without checkpoints, or (a population) from a
-    path; the recipe's config check and ``TrainingRun``/``PopulationRun`` both call this."""
+def check_resume(resume: bool | str, checkpoint_dir) -> None:
+    """``resume`` refused where it cannot work: without checkpoints; the recipe's config check
+    and ``TrainingRun`` both call this."""
     if resume is not False and checkpoint_dir is None:
         raise ValueError("resume needs checkpoints: checkpoint.every=0 keeps none.")
-    if population and not isinstance(resume, bool):
-        raise ValueError("a population resumes with resume=true (its checkpoint is found "
-                         "by its config), not from a path.")
 
 
 def refuse_without_checkpoint(client: MlflowClient, run_ids: Iterable[str | None], path: Path,
@@ -394,105 +370,3 @@ def _latest_run_id(client: MlflowClient, experiment_id: str, identity: str) -> s
     runs = client.search_runs([experiment_id], filter_string=f"tags.run_identity = '{identity}'",
                               order_by=["attributes.start_time DESC"], max_results=1)
     return runs[0].info.run_id if runs else None
-
-
-class PopulationRun(_Restores):
-    """A population's runs: one MLflow run per member (a ``TrainingRun`` each, tagged with the
-    population) and one checkpoint for them all, ``<checkpoint_dir>/population-<identity>/``.
-
-    The checkpoint holds the loop's state and the members' run ids; ``resume=True`` finds it
-    by the population's identity (its config, seeds included) and continues every member's
-    run; a population killed before its first checkpoint starts over in the runs it had
-    created (each member's latest run of its identity), as a single run does; without
-    ``resume`` the members' runs are new. The members' end status follows ``stopped_by``
-    and the error, as a single run's.
-
-    Args:
-        members: one dict of ``TrainingRun`` arguments per member (without ``checkpoint_dir``,
-            ``resume`` and ``run_id``).
-        config: the population's config (its identity).
-        identity_ignores: keys left out of the identity.
-        checkpoint_dir: where the population's directory goes (``None``: no checkpoint).
-        resume: continue the population of this config, if its checkpoint exists.
-    """
-
-    def __init__(self, members: list[dict], *, config: Mapping,
-                 identity_ignores: Iterable[str] = (),
-                 checkpoint_dir: str | os.PathLike | None = None, resume: bool = False) -> None:
-        check_resume(resume, checkpoint_dir, population=True)
-        self.members, self.resume = list(members), resume
-        # the stores first, each created under its lock: looking up the members' latest runs
-        # (resume without a checkpoint) would otherwise let MLflow build a new store's tables
-        # while a parallel job builds them too
-        for uri in dict.fromkeys(member["tracking_uri"] for member in self.members):
-            check_tracking_store(uri)
-        self.identity = run_identity(config, identity_ignores)
-        self.checkpointer = None if checkpoint_dir is None else Checkpointer(
-            check_writable(checkpoint_dir, "checkpoint.dir") / self._directory_name(self.identity))
-        self.runs: list[TrainingRun] = []
-        self.state: dict | None = None
-        self.stopped_by: str | None = None
-        self._lock: RunLock | None = None
-
-    @staticmethod
-    def directory(checkpoint_dir: str | os.PathLike, config: Mapping,
-                  identity_ignores: Iterable[str] = ()) -> Path:
-        """The checkpoint directory under ``checkpoint_dir`` of the population of ``config``:
-        what ``resume=True`` continues.
-
-        Examples:
-            >>> PopulationRun.directory("checkpoints", {"seeds": [0, 1]}).parent
-            PosixPath('checkpoints')
-        """
-        return Path(checkpoint_dir) / PopulationRun._directory_name(
-            run_identity(config, identity_ignores))
-
-    @staticmethod
-    def _directory_name(identity: str) -> str:
-        return f"population-{identity}"
-
-    def __enter__(self) -> PopulationRun:
-        run_ids = [None] * len(self.members)
-        if self.checkpointer is not None:
-            self._lock = RunLock(self.checkpointer.path.parent / "run.lock",
-                                 f"population {self.identity}").acquire()
-            if self.resume and self.checkpointer.exists():
-                self.state = self.checkpointer.load()
-                run_ids = self.state["run_ids"]
-            elif self.resume:  # killed before its first checkpoint: its runs start over
-                run_ids = [_latest_run(member) for member in self.members]
-                try:
-                    for member, run_id in zip(self.members, run_ids, strict=True):
-                        refuse_without_checkpoint(
-                            MlflowClient(tracking_uri=member["tracking_uri"]), [run_id],
-                            self.checkpointer.path, "population")
-                except BaseException:
-                    self._lock.release()
-                    raise
-                print("resume: no checkpoint of this population; starting it"
-                      + (" in its runs, which logged nothing yet" if any(run_ids) else "") + ".")
-        try:
-            for kwargs, run_id in zip(self.members, run_ids, strict=True):
-                self.runs.append(TrainingRun(**kwargs, run_id=run_id).__enter__())
-        except BaseException as error:
-            self.__exit__(type(error), error, error.__traceback__)
-            raise
-        return self
-
-    def __exit__(self, kind, error, traceback) -> None:
-        try:
-            for run in reversed(self.runs):
-                run.stopped_by = self.stopped_by
-                run.__exit__(kind, error, traceback)
-        finally:
-            if self._lock is not None:
-                self._lock.release()
-
-    @property
-    def trackers(self) -> list[MLflowTracker]:
-        return [run.tracker for run in self.runs]
-
-    def save(self, state: Mapping) -> Path:
-        """The loop's state with the members' run ids, as the population's checkpoint."""
-        return self.checkpointer.save({**state, "run_ids": [run.run_id for run in self.runs],
-                                       "identity": self.identity})

@@ -201,8 +201,7 @@ class OnPolicyStep:
             metrics.update(self.critic_fit(batch))
         return metrics
 
-    # the phases of __call__, which a population (``PopulationStep``) runs member by member or
-    # for all members at once
+    # the phases of __call__
     def observe(self, batch: TensorDictBase) -> tuple[dict[str, float], TensorDictBase | None]:
         """r = r_e + η·U written into the batch, the bonus's diagnostics, the pool; the metrics
         and the model's minibatches (``Exploration.observe``)."""

@@ -8,20 +8,16 @@ Prints, for hidden [32] (classic tasks, 4-dim obs + 1-dim action like CartpoleSw
   single-sample forwards (``[model(x) for _ in range(10)]``), and their ratio;
 * ELBO optimisation steps per second (forward, backward, Adam) for minibatches of 10 and 256;
 * one iteration of the model's training as ``Exploration`` does it (500 minibatches of 10 drawn from
-  a pool), with autograd and ``torch.optim.Adam`` (not fused) per minibatch (the way the recipe
-  trained it before) against the ELBO's hand-written gradients and fused Adam update, eager, each
-  step through ``torch.compile`` (``backend="inductor"``, compiled before the timing) and all
-  steps in one numba call (``backend="numba"``, the default), timed in turns;
+  a pool), ``ELBOTrainer``'s two backends timed in turns: ``autograd`` (the loss, ``backward``
+  and fused Adam, a step at a time) and ``numba`` (all steps in one compiled call, the default);
 * weight sampling against the local samplings (``sampling="local"``, per row, and
-  ``"local_shared"``, the authors' layer): the training iteration (hand-written gradients), the
-  bonus of a batch, and the two values they estimate (the difference in standard errors);
-* one ELBO step of the recipe's models on MountainCar, HalfCheetah and Ant, per sampling: eager,
-  compiled (one model; ten at once, per model) and the compiled step's GFLOP/s beside a 1024²
-  matrix product's (``--steps-only`` prints this table alone);
-* with ``--inductor-steps K`` only: the other candidate for the compiled call, K steps traced into
-  one ``torch.compile`` graph with inductor's C++ wrapper (its compile time, a step's time).
+  ``"local_shared"``, the authors' layer): the training iteration, the bonus of a batch, and the
+  two values they estimate (the difference in standard errors);
+* one ELBO step of the recipe's models on MountainCar, HalfCheetah and Ant, per sampling:
+  autograd, compiled, and the compiled step's GFLOP/s beside a 1024² matrix product's
+  (``--steps-only`` prints this table alone).
 
-    python recipes/benchmarks/benchmark_bnn.py [--threads 2] [--steps-only | --inductor-steps 10]
+    python recipes/benchmarks/benchmark_bnn.py [--threads 2] [--steps-only]
 """
 
 from __future__ import annotations
@@ -40,13 +36,12 @@ from torch import nn
 from torchrl_vase import (
     SAMPLINGS,
     BayesianMLP,
-    CompiledELBOSteps,
     DynamicsModel,
+    ELBOTrainer,
     Exploration,
     VariationalELBOLoss,
     VASERewardTransform,
 )
-from torchrl_vase.objectives import eager_elbo_steps
 
 CONFIGS = {
     "[32] ReLU, obs 4 + act 1": (4, 1, [32], nn.ReLU),
@@ -88,11 +83,8 @@ def main() -> None:
                         help="transitions in the pool of the statistics' timing")
     parser.add_argument("--value-draws", type=int, default=200,
                         help="draws of the values compared under local reparameterisation")
-    parser.add_argument("--inductor-steps", type=int, default=0, metavar="K",
-                        help="only: K ELBO steps traced into one torch.compile graph (inductor, "
-                        "cpp_wrapper) on the HalfCheetah model, its compile time and a step's")
     parser.add_argument("--steps-only", action="store_true",
-                        help="only the table of one ELBO step (eager, compiled, GFLOP/s)")
+                        help="only the table of one ELBO step (autograd, compiled, GFLOP/s)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -100,9 +92,6 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
     if args.steps_only:
         elbo_steps_table(args)
-        return
-    if args.inductor_steps:
-        inductor_multistep(args.inductor_steps, args.updates)
         return
 
     print(f"Forward with N = {n} weight samples")
@@ -147,35 +136,23 @@ def main() -> None:
 
     print(f"\nOne iteration of the model's training: {args.updates} minibatches of 10 from a pool "
           f"(median of {args.rounds} turns)")
-    print(f"{'model':<32} {'autograd':>9} {'hand-written':>13} {'inductor':>9} "
-          f"{'numba':>8} {'speed-ups over autograd':>25}")
+    print(f"{'model':<32} {'autograd':>9} {'numba':>8} {'speed-up':>9}")
     for name, (obs_dim, act_dim, cells, act_cls) in CONFIGS.items():
         torch.manual_seed(0)
-        bonus = VASERewardTransform(DynamicsModel.build(obs_dim, act_dim, cells, act_cls))
-        exploration = Exploration(bonus, bonus.make_loss(kl_weight=0.2), pool_min=500,
-                                  updates_per_iteration=args.updates)
-        exploration.pool.extend(TensorDict({
-            "observation": torch.randn(5000, obs_dim), "action": torch.randn(5000, act_dim),
-            ("next", "observation"): torch.randn(5000, obs_dim)}, [5000]))
-        sample = exploration.pool.sample(args.updates * 10)
-        before = copy.deepcopy(exploration)  # as the recipe trained before: torch's plain Adam
-        before.optimizer = torch.optim.Adam(
-            [p for p in before.loss.parameters() if p.requires_grad], lr=1e-3
-        )
-        eager = copy.deepcopy(exploration)
-        eager.steps_backend = "eager"
-        inductor = copy.deepcopy(exploration)
-        inductor.steps_backend = "inductor"
-        inductor._elbo_steps(sample)  # compiles
-        exploration._elbo_steps(sample)  # the kernel compiles or loads from numba's cache
-        paths = {"autograd": functools.partial(before._loss_steps, sample),
-                 "hand-written": functools.partial(eager._elbo_steps, sample),
-                 "inductor": functools.partial(inductor._elbo_steps, sample),
-                 "numba": functools.partial(exploration._elbo_steps, sample)}
-        slow, fast, inductor_ms, kernel = in_turns(paths, args.rounds).values()
-        print(f"{name:<32} {slow * 1e3:>6.0f} ms {fast * 1e3:>10.0f} ms "
-              f"{inductor_ms * 1e3:>6.0f} ms {kernel * 1e3:>5.0f} ms "
-              f"{slow / fast:>7.1f}x {slow / inductor_ms:>7.1f}x {slow / kernel:>7.1f}x")
+        loss = VariationalELBOLoss(DynamicsModel.build(obs_dim, act_dim, cells, act_cls),
+                                   kl_weight=0.2)
+        sample = TensorDict({
+            "observation": torch.randn(args.updates * 10, obs_dim),
+            "action": torch.randn(args.updates * 10, act_dim),
+            ("next", "observation"): torch.randn(args.updates * 10, obs_dim)},
+            [args.updates * 10])
+        trainers = {backend: ELBOTrainer(copy.deepcopy(loss), backend=backend)
+                    for backend in ("autograd", "numba")}
+        trainers["numba"](sample)  # the kernel compiles or loads from numba's cache
+        paths = {backend: functools.partial(trainer, sample)
+                 for backend, trainer in trainers.items()}
+        slow, kernel = in_turns(paths, args.rounds).values()
+        print(f"{name:<32} {slow * 1e3:>6.0f} ms {kernel * 1e3:>5.0f} ms {slow / kernel:>8.1f}x")
 
     samplings(args)
     pool_statistics(args)
@@ -215,7 +192,7 @@ def pool_statistics(args) -> None:
         print(f"{name:<38} {whole * 1e3:>7.0f} ms {new * 1e3:>12.1f} ms")
 
 
-#: the recipe's BNNs (the authors': ReLU everywhere) on the three tasks of the populations' table
+#: the recipe's BNNs (the authors': ReLU everywhere) on three tasks
 TASK_MODELS = {
     "MountainCar [32], obs 2 + act 1": (2, 1, [32]),
     "HalfCheetah [64, 64], obs 20 + act 6": (20, 6, [64, 64]),
@@ -225,38 +202,31 @@ TASK_MODELS = {
 
 def elbo_steps_table(args) -> None:
     """One ELBO step (minibatch 10, N samples, gradients and Adam) of the recipe's models, per
-    sampling: the eager path (``eager_elbo_steps``, a few dozen torch calls a step), the
-    compiled kernel (``CompiledELBOSteps``, an iteration's steps in one call) for one model and
-    for ten at once (a population's), each timed on whole iterations of ``--updates`` steps
-    with their noise drawn as training draws it; and the kernel's arithmetic rate (its matrix
-    products' FLOPs a second) beside a large matrix product's on the same threads."""
-    members, steps = 10, args.updates
+    sampling: ``ELBOTrainer``'s autograd backend (a few dozen torch calls a step) and its
+    compiled kernel (an iteration's steps in one call), each timed on whole iterations of
+    ``--updates`` steps with their noise drawn as training draws it; and the kernel's arithmetic
+    rate (its matrix products' FLOPs a second) beside a large matrix product's on the same
+    threads."""
+    steps = args.updates
     print(f"\nOne ELBO step (N = {args.num_samples}, minibatch 10, gradients and Adam), timed "
           f"on iterations of {steps} steps (median of {args.rounds} turns)")
-    print(f"{'model':<38} {'sampling':<13} {'eager':>8} {'compiled':>9} {'speed-up':>9} "
-          f"{f'{members} at once, a model':>22} {'GFLOP/s':>8}")
+    print(f"{'model':<38} {'sampling':<13} {'autograd':>9} {'compiled':>9} {'speed-up':>9} "
+          f"{'GFLOP/s':>8}")
     for name, (obs_dim, act_dim, cells) in TASK_MODELS.items():
         for sampling in SAMPLINGS:
-            losses = [VariationalELBOLoss(DynamicsModel.build(obs_dim, act_dim, cells,
-                                                              sampling=sampling),
-                                          num_samples=args.num_samples, kl_weight=0.2)
-                      for _ in range(members)]
-            x = torch.randn(members, steps, 10, obs_dim + act_dim)
-            y = torch.randn(members, steps, 10, obs_dim)
-            paths = {
-                "eager": _steps_call(losses[:1], x[:1], y[:1], compiled=False),
-                "compiled": _steps_call(losses[:1], x[:1], y[:1], compiled=True),
-                "together": _steps_call(losses, x, y, compiled=True),
-            }
+            loss = VariationalELBOLoss(DynamicsModel.build(obs_dim, act_dim, cells,
+                                                           sampling=sampling),
+                                       num_samples=args.num_samples, kl_weight=0.2)
+            x = torch.randn(1, steps, 10, obs_dim + act_dim)
+            y = torch.randn(1, steps, 10, obs_dim)
+            paths = {backend: _steps_call(loss, x, y, backend)
+                     for backend in ("autograd", "numba")}
             for run in paths.values():
                 run()  # compiles (or loads the kernel from numba's cache)
-            eager, compiled, together = (t / steps for t in in_turns(paths, args.rounds).values())
-            together /= members
-            flops = step_flops(losses[0].model.network.layer_sizes, args.num_samples, 10,
-                               sampling)
-            print(f"{name:<38} {sampling:<13} {eager * 1e6:>5.0f} µs {compiled * 1e6:>6.0f} µs "
-                  f"{eager / compiled:>8.1f}x {together * 1e6:>19.0f} µs "
-                  f"{flops / compiled / 1e9:>8.1f}")
+            slow, compiled = (t / steps for t in in_turns(paths, args.rounds).values())
+            flops = step_flops(loss.model.network.layer_sizes, args.num_samples, 10, sampling)
+            print(f"{name:<38} {sampling:<13} {slow * 1e6:>6.0f} µs {compiled * 1e6:>6.0f} µs "
+                  f"{slow / compiled:>8.1f}x {flops / compiled / 1e9:>8.1f}")
     size = 1024
     a, b = torch.randn(size, size), torch.randn(size, size)
     big = seconds(lambda: torch.mm(a, b), args.min_run_time)
@@ -264,54 +234,6 @@ def elbo_steps_table(args) -> None:
     big_np = seconds(lambda: np.dot(a_np, b_np), args.min_run_time)
     print(f"A {size}x{size} matrix product on the same threads: torch {2 * size**3 / big / 1e9:.0f}"
           f" GFLOP/s, numpy (the kernel's BLAS) {2 * size**3 / big_np / 1e9:.0f} GFLOP/s")
-
-
-def inductor_multistep(steps: int, total: int) -> None:
-    """The candidate the compiled call was measured against: ``steps`` ELBO steps (the pure
-    gradient function ``elbo_gradients.elbo_gradients`` and Adam's update in torch ops) traced into
-    one ``torch.compile(fullgraph=True)`` graph with inductor's C++ wrapper, on the HalfCheetah
-    model with the authors' layer: its compilation time and a step's time over ``total``."""
-    import torch._inductor.config as inductor_config
-
-    from torchrl_vase.objectives.elbo_gradients import elbo_gradients as _elbo_gradients
-
-    inductor_config.cpp_wrapper = True
-    loss = VariationalELBOLoss(DynamicsModel.build(20, 6, [64, 64], sampling="local_shared"),
-                               kl_weight=0.2)
-    network = loss.model.network
-    settings = {"layer_sizes": tuple(network.layer_sizes),
-                "activations": tuple(network.activations), "prior_std": 0.5,
-                "sigma_c": float(loss.model.sigma_c), "kl_weight": 0.2, "reduction": "sum",
-                "local": True}
-
-    def adam(param, grad, m, v, t):
-        m = m + 0.1 * (grad - m)
-        v = 0.999 * v + 0.001 * grad * grad
-        step = 1e-3 / (1 - 0.9**t)
-        return param - step * m / (v.sqrt() / (1 - 0.999**t).sqrt() + 1e-8), m, v
-
-    def run(mu, rho, m_mu, v_mu, m_rho, v_rho, t, x, y, noise):
-        for i in range(steps):
-            _, grad_mu, grad_rho = _elbo_gradients(mu, rho, x[i], y[i], noise[i], **settings)
-            t = t + 1
-            mu, m_mu, v_mu = adam(mu, grad_mu, m_mu, v_mu, t)
-            rho, m_rho, v_rho = adam(rho, grad_rho, m_rho, v_rho, t)
-        return mu, rho, m_mu, v_mu, m_rho, v_rho, t
-
-    compiled = torch.compile(run, fullgraph=True, dynamic=False)
-    zeros = torch.zeros_like(network.mu)
-    arguments = (network.mu.detach(), network.rho.detach(), zeros, zeros, zeros, zeros,
-                 torch.tensor(0.0), torch.randn(steps, 10, 26), torch.randn(steps, 10, 20),
-                 loss.step_noise(10, steps=steps))
-    start = time.perf_counter()
-    with torch.no_grad():
-        compiled(*arguments)
-        compile_seconds = time.perf_counter() - start
-        calls = max(1, total // steps)
-        seconds = statistics.median(
-            _timed(lambda: compiled(*arguments)) for _ in range(calls))
-    print(f"{steps} ELBO steps in one inductor graph (cpp_wrapper), HalfCheetah local_shared: "
-          f"compiled in {compile_seconds:.0f} s, {seconds / steps * 1e6:.0f} µs a step")
 
 
 def _timed(call) -> float:
@@ -337,34 +259,23 @@ def step_flops(layer_sizes: list[tuple[int, int]], num_samples: int, rows: int,
     return float(total)
 
 
-def _steps_call(losses: list[VariationalELBOLoss], x: torch.Tensor, y: torch.Tensor, *,
-                compiled: bool):
-    """A call running one iteration of the models' ELBO steps, from a fresh copy of their
-    parameters and optimisers each time (the noise drawn inside, as training draws it)."""
-    networks = [loss.model.network for loss in losses]
-    start = [copy.deepcopy(network.state_dict()) for network in networks]
+def _steps_call(loss: VariationalELBOLoss, x: torch.Tensor, y: torch.Tensor, backend: str):
+    """A call running one iteration of the model's ELBO steps on ``backend``, from a fresh copy
+    of its parameters and optimiser each time (the noise drawn inside, as training draws it)."""
+    network = loss.model.network
+    start = copy.deepcopy(network.state_dict())
 
     def run() -> None:
-        optimizers = []
-        for network, state in zip(networks, start, strict=True):
-            network.load_state_dict(state)
-            optimizers.append(torch.optim.Adam(network.parameters(), lr=1e-3, fused=True))
-
-        def noise(n: int) -> torch.Tensor:
-            return torch.stack([loss.step_noise(10, steps=n) for loss in losses])
-
-        if compiled:
-            CompiledELBOSteps(losses[0])(networks, optimizers, x, y, noise)
-        else:
-            eager_elbo_steps(losses[0], networks, optimizers, x, y, noise,
-                             stack=len(losses) > 1)
+        network.load_state_dict(start)
+        trainer = ELBOTrainer(loss, backend=backend)
+        trainer.steps(x, y, lambda n: loss.step_noise(10, steps=n)[None])
 
     return run
 
 
 def samplings(args) -> None:
     """Weight sampling against the local samplings (per row; shared by the rows, the authors'
-    layer), per model: one training iteration with the hand-written gradients, the VASE bonus
+    layer), per model: one training iteration (the compiled kernel), the VASE bonus
     of a 5,000-transition batch (timed in turns), and what they compute: the bonus's mean and
     the ELBO's data term on one batch, each the mean of many draws, with the difference from
     weight sampling in standard errors (all three agree in expectation)."""
@@ -389,12 +300,12 @@ def samplings(args) -> None:
             sample = exploration.pool.sample(args.updates * 10)
             x, y = exploration.loss.model_inputs(data[:10])
             batch = (data["observation"], data["action"], data["next", "observation"])
-            paths[sampling] = (functools.partial(exploration._elbo_steps, sample),
+            paths[sampling] = (functools.partial(exploration.trainer, sample),
                                functools.partial(bonus.surprise, *batch))
             with torch.no_grad():
                 draws = [(bonus.surprise(*batch).mean().item(),
-                          exploration.loss.gradient_terms(
-                              x, y, exploration.loss.step_noise(10))[0][0].item())
+                          exploration.loss.terms_from_noise(
+                              x, y, exploration.loss.step_noise(10))[0].item())
                          for _ in range(args.value_draws)]
             values[sampling] = torch.tensor(draws, dtype=torch.float64)
         times = {(sampling, k): [] for sampling in paths for k in (0, 1)}

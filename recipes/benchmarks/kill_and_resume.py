@@ -4,15 +4,14 @@ history with an uninterrupted run of the same config, value for value.
     .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 10            # MountainCar, VASE
     .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 3 -- env=point_robot surprise=rnd
     .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 10 -- algorithm=ppo    # PPO
-    .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 6 -- seeds=[0,1] collection=rllab
+    .venv/bin/python recipes/benchmarks/kill_and_resume.py --kills 6 -- algorithm=sac       # SAC
 
 The reference run goes first (its duration sets the range of the kill instants); then the
 run under test is started, killed after a uniformly random delay, resumed with ``resume=true``,
 killed again, ..., up to ``--kills`` times (fewer if it finishes first), then left to finish.
 Every other kill waits, after its delay, for the next checkpoint write to begin (a new temporary
 file) and lands inside it. Every metric but the timings (``train/fps``,
-``train/wall_time``) must be equal at every step, and no step may be logged twice (every member's
-run, for a population).
+``train/wall_time``) must be equal at every step, and no step may be logged twice.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ def command(store: Path, overrides: list[str], resume: bool) -> list[str]:
 
 
 def history(store: Path) -> dict[str, tuple[str, dict[str, list[tuple[int, float]]]]]:
-    """Each run's (a population's members': by seed) status and metric histories."""
+    """Each run's (by seed) status and metric histories."""
     client = MlflowClient(tracking_uri=f"sqlite:///{store / 'mlflow.db'}")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     seeds = [run.data.tags["seed"] for run in runs]

@@ -9,7 +9,8 @@ seed replaces it).
 Beside them, ``<out>/<measure>/runs.csv`` keeps one line per seed: the MLflow run, the commit it
 ran at (its ``git_commit`` tag), its start, end and minutes (end − start: a resumed run's pauses
 included; its own clock, pauses left out, is the CSV's last ``train/wall_time``), its name (the
-overrides that made it), its config's identity, its population (or "single run"), any
+overrides that made it), its config's identity, "single run" (a population's name for the runs
+trained as one until 2026-12-04), any
 ``--note`` (the machine and its load, say), so every figure drawn from the CSVs can state its
 provenance, and the final policy's log-std per action dimension (``policy_log_std``, from its
 ``weights.pt``). Beside each CSV, ``seed<k>.config.yaml`` is the run's resolved configuration

@@ -8,7 +8,7 @@ the other cells run as jobs (one seed a process, one thread each, ``--workers`` 
 the machine going down) continues where its last checkpoint left it when the same command runs
 again. Each finished job is exported at once (``recipes/study/export_runs.py``: the CSVs and
 ``runs.csv``, the provenance) and, with ``--commit``, committed to the repository that holds
-``--out``; then its checkpoint (a population's holds its replay pools: GiB on a locomotion task)
+``--out``; then its checkpoint (its replay pool: GiB on a locomotion task)
 is removed unless ``--keep-checkpoints``. Jobs run together only as far as the machine's memory
 and the scratch folder's disk hold them at their end. The MLflow store is scratch.
 
@@ -30,10 +30,9 @@ Measures: ``vase``, ``nll``, ``vime`` (the same model and settings, only the mea
 ``vase_paper`` (``preset=paper``, the paper's text settings) and ``rnd``. On ``point_robot`` each
 run stops at its first extrinsic reward (``stop_at_first_reward=true``) within 500 iterations
 (2.5 M steps, beyond the paper's 2,059,459 for plain TRPO). ``--overrides`` adds Hydra overrides
-to every job (``preset=former_defaults`` reruns the earlier study's settings; populations,
-``--group`` > 1, need ``collection=rllab``). ``--algorithm sac`` runs the cells under SAC
-(``algorithm=sac``: its frame budget ``sac.frames`` of ``conf/trpo_vase.yaml``, experiments
-``sac-<task>``; ``recipes/study/sac.sh``).
+to every job (``preset=former_defaults`` reruns the earlier study's settings).
+``--algorithm sac`` runs the cells under SAC (``algorithm=sac``: its frame budget
+``sac.frames`` of ``conf/trpo_vase.yaml``, experiments ``sac-<task>``; ``recipes/study/sac.sh``).
 """
 
 from __future__ import annotations
@@ -101,8 +100,6 @@ ORDER = (
 SEED_COUNT = {"vase_paper": 10, "vase_linear_init": 10, "vase_eta_tenth": 10}
 #: a task's own overrides: the point robot's runs stop at the first reward, within 2.5 M steps
 TASK_OVERRIDES = {"point_robot": ("stop_at_first_reward=true", "iterations=500")}
-#: measures a population cannot train (``preset=paper`` normalises observations): one seed a job
-SINGLE_ONLY = frozenset({"vase_paper"})
 #: the measures of the study (issue 38)
 STUDY = ("vase", "trpo_authors", "nll", "vime", "none", "vase_paper")
 
@@ -139,15 +136,14 @@ class Job:
     def command(self, store: str, checkpoints: Path, python: str,
                 iterations: int | None = None, overrides: tuple[str, ...] = (),
                 code: Path = ROOT) -> list[str]:
-        seeds = (f"seed={self.seeds[0]}" if len(self.seeds) == 1
-                 else "seeds=[" + ",".join(map(str, self.seeds)) + "]")
         task = [o for o in TASK_OVERRIDES.get(self.task, ())
                 if not (iterations and o.startswith("iterations="))]
         # run as a module from ``code`` (the launcher's working directory for its jobs): Python
         # then puts that checkout first on the path, so the jobs import its library, not this one
         algorithm = [] if self.algorithm == "trpo" else [f"algorithm={self.algorithm}"]
         return [python, "-m", "recipes.trpo_vase", f"env={self.task}", *algorithm,
-                *MEASURES[self.measure], seeds, *task, "threads=1", "progress_bar=false",
+                *MEASURES[self.measure], f"seed={self.seeds[0]}", *task, "threads=1",
+                "progress_bar=false",
                 f"mlflow.tracking_uri={store}", f"mlflow.experiment={self.experiment}",
                 f"checkpoint.dir={checkpoints}", "resume=true",
                 *([f"iterations={iterations}"] if iterations else []), *overrides]
@@ -189,9 +185,9 @@ def seed_list(text: str) -> list[int]:
     return seeds
 
 
-def plan(tasks: list[str], measures: list[str], seeds: list[int], group: int,
-         out: Path, iterations: int | None = None, algorithm: str = "trpo",
-         seed_block: int = 10, given_order: bool = False,
+def plan(tasks: list[str], measures: list[str], seeds: list[int], out: Path,
+         iterations: int | None = None, algorithm: str = "trpo", seed_block: int = 10,
+         given_order: bool = False,
          ) -> tuple[list[Job], list[tuple[str, str, int]]]:
     """The jobs still to run, in the issue's order, and the cells already done: every cell's
     seeds of one block of ``seed_block`` (seeds 0-9 before 10-19 by default; 1 gives a seed of
@@ -215,9 +211,7 @@ def plan(tasks: list[str], measures: list[str], seeds: list[int], group: int,
                     done.append((task, measure, seed))
                 else:
                     todo.append(seed)
-            size = 1 if measure in SINGLE_ONLY else group
-            jobs.extend(Job(task, measure, tuple(todo[i:i + size]), algorithm)
-                        for i in range(0, len(todo), size))
+            jobs.extend(Job(task, measure, (seed,), algorithm) for seed in todo)
     return jobs, done
 
 
@@ -281,35 +275,20 @@ def recover(store: str, jobs: list[Job], out: Path) -> list[Path]:
     return written
 
 
-def job_checkpoint(job: Job, command: list[str]) -> Path | None:
-    """The checkpoint directory of a population job run by ``command`` (the recipe's own
-    answer, from the config the recipe composes); ``None`` for a single seed's job."""
-    if len(job.seeds) == 1:
-        return None
-    from hydra import compose, initialize_config_dir
-
-    from torchrl_vase.recipe.population import checkpoint_directory
-
-    with initialize_config_dir(str(ROOT / "conf"), version_base=None):
-        cfg = compose("trpo_vase", overrides=command[command.index("recipes.trpo_vase") + 1:])
-    return checkpoint_directory(schema.typed_config(cfg))
-
-
-#: a member's checkpoint besides its pool (networks, optimisers, the model's state): ~5 MB
+#: a run's checkpoint besides its pool (networks, optimisers, the model's state): ~5 MB
 #: measured on Ant's, rounded up
 CHECKPOINT_OVERHEAD = 16 * 2**20
 
 
-def member_estimates(task: str, measure: str) -> tuple[int, tuple[int, int]]:
-    """One member's memory at the end of its run (its replay pool and the rest, as
-    ``trpo_vase_config`` checks a population against the machine's) and its checkpoint's bytes on
+def run_estimates(task: str, measure: str) -> tuple[int, tuple[int, int]]:
+    """One run's memory at its end (its replay pool and the rest) and its checkpoint's bytes on
     disk then: its pool's (appended beside ``last.pt`` as it is held) and the rest's."""
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(str(ROOT / "conf"), version_base=None):
         cfg = compose("trpo_vase", overrides=[f"env={task}", *MEASURES[measure]])
-    pool = schema.population_pool_bytes(cfg)
-    return pool + schema.MEMBER_OVERHEAD, (pool, CHECKPOINT_OVERHEAD)
+    pool = schema.pool_bytes(schema.typed_config(cfg))
+    return pool + schema.RUN_OVERHEAD, (pool, CHECKPOINT_OVERHEAD)
 
 
 def directory_bytes(directory: Path | None) -> int:
@@ -322,7 +301,7 @@ def directory_bytes(directory: Path | None) -> int:
 def frames_done(store: str, jobs: list[Job]) -> dict[Job, int]:
     """The frames each single-seed job's unfinished run in ``store`` has checkpointed (its last
     logged ``train/frames``: the loop logs at each checkpoint), where it has one: what a resumed
-    job need not train again. A population's is not read (it would be timed whole)."""
+    job need not train again."""
     from mlflow.tracking import MlflowClient
 
     done: dict[Job, int] = {}
@@ -372,8 +351,8 @@ def deadline(text: str, now: float | None = None) -> float:
 
 class Launcher:
     """Runs jobs ``workers`` at a time, and only as many as the machine's memory and disk hold at
-    the end of their runs (an Ant member's pool is ~3 GiB in memory and in its checkpoint: two
-    populations of five would not fit on 24 GiB); a free worker takes the first job, in the
+    the end of their runs (an Ant run's pool is ~3 GiB in memory and in its checkpoint); a free
+    worker takes the first job, in the
     plan's order, that fits beside the running ones, so a job waiting for memory or disk does not
     keep smaller ones behind it waiting (a job bigger than the whole memory budget runs alone,
     and the recipe judges it; one whose checkpoint the disk cannot hold even alone is refused
@@ -404,7 +383,6 @@ class Launcher:
         self.memory_held = 0  # by the running jobs
         self.needs: dict[tuple[str, str], int] = {}
         self.disk_needs: dict[tuple[str, str], tuple[int, int]] = {}  # pool, rest
-        self.checkpoint_dirs: dict[Job, Path | None] = {}
         self.checkpoints = args.scratch / "checkpoints"
         self.checkpoints.mkdir(parents=True, exist_ok=True)
         self.disk_poll = 30.0
@@ -438,8 +416,7 @@ class Launcher:
         for job in jobs:
             if (job.task, job.measure) not in self.needs:
                 self.needs[job.task, job.measure], self.disk_needs[job.task, job.measure] = (
-                    member_estimates(job.task, job.measure))
-            self.checkpoint_dirs[job] = job_checkpoint(job, self.command(job))
+                    run_estimates(job.task, job.measure))
         if getattr(self.args, "until", None) is not None:
             self.frames_done = frames_done(self.store, jobs)
 
@@ -457,13 +434,12 @@ class Launcher:
         return len(job.seeds) * self.needs.get((job.task, job.measure), 0)
 
     def disk_to_come(self, job: Job) -> int:
-        """What ``job``'s checkpoints may still add to the disk: their pools once (appended
-        beside ``last.pt``; twice where the code writes them whole into it) and the rest twice
-        (a new ``last.pt`` is written whole before the last one goes), less what they hold
-        there now (a single seed's directory is the recipe's to name: counted as empty)."""
+        """What ``job``'s checkpoints may add to the disk by their end: their pools once
+        (appended beside ``last.pt``; twice where the code writes them whole into it) and the
+        rest twice (a new ``last.pt`` is written whole before the last one goes); a resumed
+        run's directory (the recipe's to name) counts as empty."""
         pool, rest = self.disk_needs.get((job.task, job.measure), (0, 0))
-        final = len(job.seeds) * ((1 if self.pool_appended else 2) * pool + 2 * rest)
-        return max(0, final - directory_bytes(self.checkpoint_dirs.get(job)))
+        return len(job.seeds) * ((1 if self.pool_appended else 2) * pool + 2 * rest)
 
     @functools.cached_property
     def pool_appended(self) -> bool:
@@ -545,7 +521,7 @@ class Launcher:
         need = self.disk_to_come(job) + self.DISK_MARGIN
         state = (f"failed (its checkpoint needs about {need / 2**30:.1f} GiB free on "
                  f"{self.checkpoints}'s disk, {self.free_disk() / 2**30:.1f} GiB are: free "
-                 "space there, or run fewer seeds a job with --group)")
+                 "space there)")
         say(f"{state}: {job.name}")
         self.results.append((job, state))
 
@@ -629,12 +605,8 @@ class Launcher:
             self.commit(written, f"{job.study}: {job.name} failed", provenance=False)
 
     def run_checkpoints(self, job: Job) -> list[Path]:
-        """A finished, exported job's checkpoint directories: its population's, or each seed's
-        single run's (``<checkpoint.dir>/<experiment>/<run id>/``, the run id from the
-        ``runs.csv`` the export wrote)."""
-        directory = self.checkpoint_dirs.get(job)
-        if directory is not None:
-            return [directory]
+        """A finished, exported job's checkpoint directory (``<checkpoint.dir>/<experiment>/<run
+        id>/``, the run id from the ``runs.csv`` the export wrote)."""
         provenance = self.args.out / job.task / job.measure / "runs.csv"
         if not provenance.exists():
             return []
@@ -748,8 +720,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="the cells in the order --tasks and --measures name them (e.g. the "
                              "short tasks first), not the issue's")
     parser.add_argument("--workers", type=int, default=2, help="jobs at a time (one core each)")
-    parser.add_argument("--group", type=int, default=1,
-                        help="seeds per job (a population; needs --overrides collection=rllab)")
     parser.add_argument("--overrides", nargs="*", default=[],
                         help="Hydra overrides of every job, e.g. preset=former_defaults")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "figure3")
@@ -766,7 +736,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="shorter runs, for a try of the script (default: the task's)")
     parser.add_argument("--keep-checkpoints", action="store_true",
                         help="keep a finished job's checkpoint (default: removed once its runs "
-                             "are exported; a population's holds its replay pools)")
+                             "are exported; it holds the replay pool)")
     parser.add_argument("--launcher", choices=("pool", "slurm", "submitit_local"), default="pool",
                         help="pool: --workers processes here; slurm: a SLURM job a cell through "
                              "submitit; submitit_local: submitit's local executor")
@@ -786,12 +756,12 @@ def main(argv: list[str] | None = None) -> int:
                              "(default: skipped, their failures.csv says why)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     args = parser.parse_args(argv)
-    if min(args.workers, args.group, args.seed_block) < 1:
-        parser.error("--workers, --group and --seed-block must be at least 1.")
+    if min(args.workers, args.seed_block) < 1:
+        parser.error("--workers and --seed-block must be at least 1.")
     if args.until is not None and args.launcher != "pool":
         parser.error("--until times the pool's jobs; a cluster engine has its own time limits "
                      "(--timeout-min).")
-    jobs, _ = plan(args.tasks, args.measures, args.seeds, args.group, args.out, args.iterations,
+    jobs, _ = plan(args.tasks, args.measures, args.seeds, args.out, args.iterations,
                    args.algorithm, args.seed_block, args.given_order)
     store = args.store or f"sqlite:///{args.scratch.resolve()}/mlflow.db"
     kind = Launcher if args.launcher == "pool" else SubmititLauncher
@@ -801,7 +771,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"exported {len(recovered)} runs the store had finished before", flush=True)
         if args.commit:
             launcher.commit(recovered, f"{jobs[0].study}: runs finished before, exported")
-    jobs, done = plan(args.tasks, args.measures, args.seeds, args.group, args.out,
+    jobs, done = plan(args.tasks, args.measures, args.seeds, args.out,
                       args.iterations, args.algorithm, args.seed_block, args.given_order)
     if not args.retry_failed:
         commit = git_commit(args.code or ROOT)

@@ -22,7 +22,9 @@ task, the interquartile mean (IQM) with a stratified bootstrap (seeds resampled 
 performance profiles (the fraction of runs above each normalised score τ) and the probability of
 improvement averaged over tasks. rliable itself is not a dependency: it pins ``arch<8``, and arch
 7.2 does not import under pandas 3 (which mlflow's pins bring), while arch 8 refuses rliable's
-``random_state=None``; the few functions are written here and tested against closed forms.
+``random_state=None``; the few functions are written here, tested against closed forms and
+against rliable's own numbers on the study's runs (``rliable_reference.py``, run in an
+environment of its own: equal IQM and probability of improvement, intervals within 0.02).
 
 Examples:
     >>> import numpy as np

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from torchrl_vase import gaussian
 from torchrl_vase._validation import check_num_samples, check_positive, check_positive_int
 
 #: Per layer, a ``(weight, bias)`` pair. Weights are ``[out, in]`` and biases ``[out]`` for one
@@ -25,7 +26,6 @@ INIT_MEANS = ("uniform", "normal")
 #: shared by the rows (VIME's code), pre-activations per row (Kingma et al., 2015), or
 #: pre-activations with one draw per unit shared by the rows (the VASE authors' BNN layer).
 SAMPLINGS = ("weights", "local", "local_shared")
-_HALF_LOG_2PI_E = 0.5 * math.log(2 * math.pi * math.e)
 # Floats per block of hidden activations in an N-sample forward (2 MiB): cache-sized.
 _BLOCK_FLOATS = 2**19
 
@@ -208,16 +208,12 @@ class BayesianMLP(nn.Module):
         """All σ_i = softplus(ρ_i) as one flat vector (weights then bias, layer by layer)."""
         return F.softplus(self.rho)
 
-    def posterior_mean(self) -> Tensor:
-        """All μ_i as one flat vector (weights then bias, layer by layer)."""
-        return self.mu
-
     def entropy(self) -> Tensor:
         """``H(q) = ½ Σ_i log(2πe σ_i²)``, in closed form, summed over all parameters.
 
         This is the confidence term of VASE (paper, Eq. 10). Differentiable in ρ.
         """
-        return self.posterior_std().log().sum() + _HALF_LOG_2PI_E * self.num_parameters
+        return gaussian.entropy(self.posterior_std())
 
     def kl_divergence(self) -> Tensor:
         """``KL(q(θ; φ) ‖ P(θ))`` in closed form, summed (not averaged) over all parameters.
@@ -225,9 +221,7 @@ class BayesianMLP(nn.Module):
         ``Σ_i log(σ_m / σ_i) + (σ_i² + μ_i²) / (2σ_m²) − ½``, the regulariser of the ELBO
         (paper, Eq. 12) for the prior of Eq. 13. Differentiable in μ and ρ.
         """
-        sigma = self.posterior_std()
-        ratio = (sigma.square() + self.mu.square()) / (2 * self.prior_std**2)
-        return (math.log(self.prior_std) - sigma.log() + ratio - 0.5).sum()
+        return gaussian.kl_to_prior(self.mu, self.posterior_std(), self.prior_std)
 
     def log_density_ratio(self, theta: Tensor) -> Tensor:
         """``log q(θ) − log P(θ)`` for flat parameter samples ``[..., |Θ|]``, shape ``[...]``.

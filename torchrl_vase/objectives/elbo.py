@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal, NamedTuple
+from typing import ClassVar, Literal
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -15,24 +15,8 @@ from torchrl_vase._validation import check_non_negative, check_num_samples, chec
 from torchrl_vase.gaussian import gaussian_nll
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
 from torchrl_vase.modules.dynamics import DynamicsModel
-from torchrl_vase.objectives.elbo_gradients import (
-    ACTIVATION_DERIVATIVES,
-    compiled_elbo_gradients,
-    elbo_gradients,
-    population_elbo_gradients,
-)
 
 _KL_ESTIMATORS = ("analytic", "monte_carlo")
-
-
-class ELBOGradients(NamedTuple):
-    """The ELBO's terms on a minibatch and the gradients of the loss with respect to μ and ρ."""
-
-    loss_nll: Tensor
-    kl: Tensor
-    entropy: Tensor
-    grad_mu: Tensor
-    grad_rho: Tensor
 
 
 _REDUCTIONS = ("sum", "mean")
@@ -178,110 +162,6 @@ class VariationalELBOLoss(LossModule):
             )
         return tensor
 
-    # --------------------------------------------------------------------------------------
-    # The same ELBO with a hand-written backward pass (the fast path of many small steps)
-    # --------------------------------------------------------------------------------------
-    def has_analytic_gradients(self) -> bool:
-        """Whether ``elbo_gradients`` applies: the closed-form KL and ReLU or tanh activations."""
-        activations = self.model.network.activations
-        return self.kl_estimator == "analytic" and all(
-            type(a) in ACTIVATION_DERIVATIVES for a in activations
-        )
-
-    @torch.no_grad()
-    def elbo_gradients(self, x: Tensor, y: Tensor, noise: Tensor | None = None) -> ELBOGradients:
-        """``loss_nll``, ``kl``, ``entropy`` and the gradients of ``loss_nll + kl_weight · kl``
-        with respect to μ and ρ, on prepared data.
-
-        The same objective as ``forward`` (on ``x = cat(s, a)`` and the target ``y`` as
-        ``model_inputs`` returns them, ``[B, in]`` and ``[B, out]``), its gradients computed by
-        back-propagating through the N sampled networks by hand: for a minibatch of 10 on a small
-        model, autograd's per-operation bookkeeping costs more than the arithmetic. ``noise`` is
-        the standard normal ε of the N weight samples ``θ = μ + σ ⊙ ε``, ``[N, |Θ|]`` (drawn if
-        ``None``). Requires ``has_analytic_gradients()``.
-
-        Examples:
-            >>> import torch
-            >>> loss_fn = VariationalELBOLoss(DynamicsModel.build(3, 1, standardize=False))
-            >>> x, y = torch.randn(10, 4), torch.randn(10, 3)
-            >>> noise = loss_fn.model.network.sample_noise(10)
-            >>> out = loss_fn.elbo_gradients(x, y, noise)
-            >>> out.grad_mu.shape == loss_fn.model.network.mu.shape
-            True
-        """
-        if noise is None:
-            noise = self.model.network.sample_noise(self.num_samples)
-        terms, grad_mu, grad_rho = self.gradient_terms(x, y, noise)
-        return ELBOGradients(*terms.unbind(), grad_mu, grad_rho)
-
-    @torch.no_grad()
-    def gradient_terms(
-        self, x: Tensor, y: Tensor, noise: Tensor, *, compile: bool = False
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """``elbo_gradients`` as three tensors, ``(stack(loss_nll, kl, entropy), ∂/∂μ, ∂/∂ρ)``,
-        for a loop of many steps (``Exploration``).
-
-        With ``compile=True`` the step runs through ``torch.compile`` (one graph, static shapes,
-        compiled once per process and shared by every loss): inductor fuses the elementwise work
-        over the N parameter samples into a few kernels, which at minibatch 10 is most of a
-        step. The first call compiles (seconds to a minute; needs a C++ compiler; cached on disk
-        for later processes); the results agree with the eager step to float rounding. The
-        settings (``kl_weight``, σ_c, …) are read at every call: a compiled step recompiles for
-        new values, which it guards on. Requires ``has_analytic_gradients()``.
-
-        Examples:
-            >>> import torch
-            >>> loss_fn = VariationalELBOLoss(DynamicsModel.build(3, 1, standardize=False))
-            >>> noise = loss_fn.model.network.sample_noise(10)
-            >>> terms, grad_mu, grad_rho = loss_fn.gradient_terms(torch.randn(10, 4),
-            ...                                                   torch.randn(10, 3), noise)
-            >>> terms.shape, grad_rho.shape == loss_fn.model.network.rho.shape
-            (torch.Size([3]), True)
-        """
-        network = self.model.network
-        return self.gradient_terms_of(network.mu, network.rho, x, y, noise, compile=compile)
-
-    @torch.no_grad()
-    def gradient_terms_of(
-        self, mu: Tensor, rho: Tensor, x: Tensor, y: Tensor, noise: Tensor, *,
-        compile: bool = False,
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """``gradient_terms`` at the posterior parameters ``mu`` and ``rho`` given instead of
-        the model's (a pure function of its tensors: ``torch.vmap`` maps it over a population's
-        stacked models, ``Exploration.elbo_steps``)."""
-        if not self.has_analytic_gradients():
-            raise RuntimeError(
-                "elbo_gradients needs kl_estimator='analytic' and ReLU or tanh activations."
-            )
-        network = self.model.network
-        step = compiled_elbo_gradients() if compile else elbo_gradients
-        return step(
-            mu, rho, x, y, noise,
-            layer_sizes=tuple(network.layer_sizes),
-            activations=tuple(network.activations),
-            prior_std=float(network.prior_std),
-            sigma_c=float(self.model.sigma_c),
-            kl_weight=self.kl_weight,
-            reduction=self.reduction,
-            local=network.local_reparameterization,
-        )
-
-    @torch.no_grad()
-    def population_gradient_terms(self, mu: Tensor, rho: Tensor, x: Tensor, y: Tensor,
-                                  noise: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``gradient_terms_of`` for K models of this loss's architecture and settings at once
-        (``population_elbo_gradients``: ``mu``, ``rho`` ``[K, |Θ|]``, ``x``, ``y`` ``[K, B, ·]``,
-        noise ``[K, *step_noise(B).shape]``)."""
-        network = self.model.network
-        if not self.has_analytic_gradients():
-            raise RuntimeError("population_gradient_terms needs the analytic KL and ReLU or "
-                               "tanh activations.")
-        return population_elbo_gradients(
-            mu, rho, x, y, noise, layer_sizes=tuple(network.layer_sizes),
-            activations=tuple(network.activations), prior_std=float(network.prior_std),
-            sigma_c=float(self.model.sigma_c), kl_weight=self.kl_weight, reduction=self.reduction,
-            local=network.local_reparameterization)
-
     def step_noise_shape(self, rows: int) -> tuple[int, ...]:
         """The shape of one step's noise on ``rows`` transitions (``step_noise``)."""
         network = self.model.network
@@ -292,8 +172,8 @@ class VariationalELBOLoss(LossModule):
 
     def step_noise(self, rows: int, *, steps: int | None = None,
                    generator: torch.Generator | None = None) -> Tensor:
-        """The standard normal noise of one ``gradient_terms`` step on ``rows`` transitions:
-        the N weight samples' ``[N, |Θ|]``, or with the model's local ``sampling`` the
+        """The standard normal noise of one ELBO step (``terms_from_noise``) on ``rows``
+        transitions: the N weight samples' ``[N, |Θ|]``, or with the model's local ``sampling`` the
         pre-activations' ``[N, rows, Σ layer widths]`` (``[N, 1, Σ layer widths]`` shared);
         with ``steps``, that many steps' in one draw, ``[steps, ...]``."""
         shape = self.step_noise_shape(rows)
@@ -301,20 +181,41 @@ class VariationalELBOLoss(LossModule):
             shape = (check_positive_int("steps", steps), *shape)
         return self.model.network.standard_normal(shape, generator)
 
+    def terms_from_noise(self, x: Tensor, y: Tensor, noise: Tensor
+                         ) -> tuple[Tensor, Tensor, Tensor]:
+        """``(loss_nll, KL, entropy)`` on prepared data (``x = cat(s, a)`` ``[B, in]`` and the
+        target ``y`` ``[B, out]``, as ``model_inputs`` returns them) with the draws ``noise``
+        of one step (``step_noise(B)``: the N weight samples' ε, or the local sampling's
+        pre-activation ε). Differentiable in μ and ρ: ``ELBOTrainer``'s autograd steps and
+        ``forward`` both compute the loss here; the compiled kernel computes the same terms
+        and their gradients by hand (tested against this).
+
+        Examples:
+            >>> import torch
+            >>> loss_fn = VariationalELBOLoss(DynamicsModel.build(3, 1, standardize=False))
+            >>> x, y = torch.randn(10, 4), torch.randn(10, 3)
+            >>> loss_nll, kl, entropy = loss_fn.terms_from_noise(x, y, loss_fn.step_noise(10))
+            >>> loss_nll.requires_grad, kl.requires_grad
+            (True, True)
+        """
+        network = self.model.network
+        theta = None
+        if network.local_reparameterization:
+            prediction = network.outputs_from_noise(x, noise)  # [N, B, D]
+        else:
+            theta = network.parameters_from_noise(noise)  # [N, |Θ|]
+            prediction = network.apply_weights(x, network.unflatten(theta))
+        nll = gaussian_nll(prediction, y, self.model.sigma_c).mean(0)  # E_q over the N draws
+        loss_nll = nll.sum() if self.reduction == "sum" else nll.mean()
+        kl = (network.kl_divergence() if theta is None or self.kl_estimator == "analytic"
+              else network.log_density_ratio(theta).mean(0))
+        return loss_nll, kl, network.entropy().detach()
+
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         x, y = self.model_inputs(tensordict)
-        network = self.model.network
-        if self.kl_estimator == "analytic":
-            prediction = network.sample_outputs(x, self.num_samples)  # [N, *batch, D]
-        else:
-            theta = network.sample_parameters(self.num_samples)  # [N, |Θ|]
-            prediction = network.apply_weights(x, network.unflatten(theta))
-        nll = gaussian_nll(prediction, y, self.model.sigma_c).mean(0)  # E_q over the N samples
-        loss_nll = self._reduce_loss(nll, tensordict)
-        if self.kl_estimator == "analytic":
-            kl = network.kl_divergence()
-        else:
-            kl = network.log_density_ratio(theta).mean(0)
+        rows = x.reshape(-1, x.shape[-1])
+        loss_nll, kl, entropy = self.terms_from_noise(
+            rows, y.reshape(-1, y.shape[-1]), self.step_noise(rows.shape[0]))
         loss_kl = self.kl_weight * kl
         return TensorDict(
             {
@@ -322,7 +223,7 @@ class VariationalELBOLoss(LossModule):
                 "loss_kl": loss_kl,
                 "elbo": -(loss_nll + loss_kl).detach(),
                 "kl": kl.detach(),
-                "entropy": network.entropy().detach(),
+                "entropy": entropy,
             },
             batch_size=[],
         )

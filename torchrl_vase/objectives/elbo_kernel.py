@@ -1,4 +1,4 @@
-"""An iteration's ELBO steps in one compiled call: the kernel behind ``CompiledELBOSteps``.
+"""An iteration's ELBO steps in one compiled call: ``ELBOTrainer``'s ``"numba"`` backend.
 
 The VASE model takes 500 Adam steps on minibatches of 10 per iteration (the authors' script).
 A step is little arithmetic; as a few dozen torch calls it is mostly dispatch (the figures:
@@ -6,8 +6,9 @@ docs/benchmarks.md, "The ELBO's steps in one compiled call"). Here the whole seq
 in one numba function that never returns to Python between steps: for every step, σ =
 softplus(ρ) and the closed-form KL and entropy (paper, Eq. 12-13), the forward pass of the N
 sampled networks (or the local reparameterisation's pre-activations), the hand-derived backward
-pass (the formulas of the eager ``elbo_gradients.elbo_gradients``), the prior's
-gradients and Adam's update (``torch.optim.Adam``'s arithmetic), for K models in turn.
+pass (checked against autograd's gradients of ``VariationalELBOLoss.terms_from_noise``), the
+prior's gradients and Adam's update (``torch.optim.Adam``'s arithmetic). The arrays keep a
+leading axis of models, which ``ELBOTrainer`` fills with one.
 
 Why numba, measured side by side on the project's 2-core machine
 (``recipes/benchmarks/benchmark_bnn.py``, docs/benchmarks.md): the matrix products go to BLAS
@@ -16,7 +17,7 @@ log σ, Adam over 2·|Θ| values) is one fused loop per step instead of a dozen 
 the loop over steps is compiled. ``torch.compile`` (inductor, one graph a step) fuses the
 elementwise work but returns to Python and its runtime at every step. The kernel compiles once
 per dtype and machine (cached on disk beside this file) and runs on CPU arrays only: other
-models take the eager path (``elbo_steps.compiled_steps_unavailable`` says why).
+models take the autograd backend (``elbo_trainer.kernel_unavailable`` says why).
 
 The arrays are float32 or float64 throughout (the model's dtype); scalar settings arrive as a
 ``consts`` array of that dtype, so float32 work stays float32 (numba would otherwise promote
@@ -29,8 +30,6 @@ import math
 
 import numba
 import numpy as np
-
-from torchrl_vase.gaussian import log_normaliser
 
 # ---------------------------------------------------------------------------------------------
 # float32 exp, log and tanh that LLVM vectorises inside the loops below. numba lowers math.exp,
@@ -158,8 +157,10 @@ _HELPER = {**_JIT, "inline": "always"}
 
 def make_consts(dtype: np.dtype, *, kl_weight: float, prior_std: float, sigma_c: float,
                 per_row: float, lr: float, beta1: float, beta2: float, eps: float,
-                out_features: int) -> np.ndarray:
-    """The kernel's scalar settings as one array of the model's dtype."""
+                nll_normaliser: float, half_log_2pi_e: float) -> np.ndarray:
+    """The kernel's scalar settings as one array of the model's dtype; the Gaussian's
+    constants (``nll_normaliser``, ``D·log(√(2π) σ_c)``, and ``half_log_2pi_e``) are
+    ``torchrl_vase.gaussian``'s, passed in so that this module needs no torch."""
     consts = np.empty(NUM_CONSTS, dtype=dtype)
     consts[KL_WEIGHT] = kl_weight
     consts[PRIOR_VAR] = prior_std**2
@@ -167,8 +168,8 @@ def make_consts(dtype: np.dtype, *, kl_weight: float, prior_std: float, sigma_c:
     consts[PER_ROW] = per_row
     consts[LR], consts[BETA1], consts[BETA2], consts[EPS] = lr, beta1, beta2, eps
     consts[LOG_PRIOR_STD] = math.log(prior_std)
-    consts[HALF_LOG_2PI_E] = 0.5 * math.log(2 * math.pi * math.e)
-    consts[NLL_NORMALISER] = log_normaliser(out_features, sigma_c)
+    consts[HALF_LOG_2PI_E] = half_log_2pi_e
+    consts[NLL_NORMALISER] = nll_normaliser
     consts[ZERO], consts[ONE], consts[TWO] = 0.0, 1.0, 2.0
     # float32 models: exp, log and tanh from _vector_math (float64: libm's)
     consts[VECTOR_MATH] = dtype == np.float32
@@ -309,7 +310,7 @@ def _local_data_term(mu, variance, x, y, xi, sizes, relu, grad_mean, grad_var, c
 
     Per layer ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ``, ``ξ`` ``[N, B or 1, Σ widths]``; the
     first layer's input ``x`` ``[B, in]`` is every draw's, so its mean and std are computed once
-    per row, its gradients summed over draws (``elbo_gradients._population_local_data_term``)."""
+    per row, its gradients summed over draws."""
     output, inputs, squares, stds = _local_forward(mu, variance, x, xi, sizes, relu, consts)
     loss, grad_z = _nll_gradient(output, y, xi.shape[0], x.shape[0], consts)
     _local_backward(mu, variance, xi, sizes, relu, grad_z, inputs, squares, stds, grad_mean,
@@ -525,7 +526,7 @@ def weight_steps(mu, rho, m_mu, v_mu, m_rho, v_rho, step0, x, y, noise, terms, s
 
 def warm_up() -> None:
     """Compile the kernel for every dtype and sampling with the argument types
-    ``CompiledELBOSteps`` passes, or load it from numba's disk cache (beside this file).
+    ``ELBOTrainer`` passes, or load it from numba's disk cache (beside this file).
 
     A cold compilation takes about a minute in all (once per machine and version of this
     file); ``make venv`` runs it so that no run or test pays it.
@@ -534,7 +535,9 @@ def warm_up() -> None:
     size = int((sizes[:, 0] + 1) @ sizes[:, 1])
     for dtype in (np.float32, np.float64):
         consts = make_consts(dtype, kl_weight=0.2, prior_std=0.5, sigma_c=0.5, per_row=1.0,
-                             lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, out_features=2)
+                             lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
+                             nll_normaliser=2 * (math.log(0.5) + 0.5 * math.log(2 * math.pi)),
+                             half_log_2pi_e=0.5 * math.log(2 * math.pi * math.e))
         for kernel, noise_shape in ((local_steps, (1, 1, 2, 1, 6)),
                                     (weight_steps, (1, 1, 2, size))):
             state = [np.zeros((1, size), dtype) for _ in range(6)]

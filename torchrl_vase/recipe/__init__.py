@@ -1,5 +1,5 @@
 """The parts of ``recipes/trpo_vase.py``: its config's schema and checks (``config``), the
-loop's parts built from a config (``assembly``), and a population's training (``population``).
+and the loop's parts built from a config (``assembly``).
 
 The top layer of the library, and the only one that reads a Hydra config; it lives in the
 package (not beside the script) so that launchers running the recipe's jobs in other processes

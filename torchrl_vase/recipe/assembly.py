@@ -1,7 +1,6 @@
 """The recipe's parts from its config: ``build(cfg, ...)`` gives the loop's collector, step and
-stateful parts as ``recipes/trpo_vase.py`` (a single run) and ``train_population`` (each member)
-train them. Every builder reads the typed config (``torchrl_vase.recipe.config``); below this
-package, nothing in the library sees a config.
+stateful parts as ``recipes/trpo_vase.py`` trains them. Every builder reads the typed config
+(``torchrl_vase.recipe.config``); below this package, nothing in the library sees a config.
 
 Examples:
     >>> from hydra import compose, initialize_config_dir
@@ -202,7 +201,8 @@ def build_sac(cfg: DictConfig, observation_space, action_space,
     state = {"actor": actor, "sac": update, "replay": ReplayJournal(replay),
              "collector": collector, "exploration": exploration,
              "first_reward": coverage_watcher(cfg, observation_space)}
-    step = OffPolicyStep(replay, update, exploration, learning_starts=s.init_random_frames)
+    step = OffPolicyStep(replay, update, exploration, learning_starts=s.init_random_frames,
+                         shuffle_bonus=s.shuffle_bonus)
     return collector, step, state
 
 
@@ -219,7 +219,7 @@ def journal_replay(state: dict, directory: Path) -> None:
 
 def build(cfg: DictConfig, observation_space, action_space, make_collector=make_collector) -> tuple:
     """``(collector, step, state)``: the loop's parts, in the order that fixes their initial
-    weights (the same seed gives the same agent whatever the algorithm, or population); SAC's
+    weights (the same seed gives the same agent whatever the algorithm); SAC's
     from ``build_sac``."""
     if cfg.algorithm == "sac":
         return build_sac(cfg, observation_space, action_space, make_collector)
@@ -248,7 +248,7 @@ def build(cfg: DictConfig, observation_space, action_space, make_collector=make_
 def seeded_build(cfg: DictConfig, observation_space, action_space,
                  make_collector=make_collector) -> tuple:
     """``build`` with torch's, NumPy's and Python's generators seeded by ``cfg.seed`` first: the
-    same seed gives the same initial agent in a single run and as a population's member."""
+    same seed gives the same initial agent."""
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)  # noqa: NPY002
     random.seed(cfg.seed)

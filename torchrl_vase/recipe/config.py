@@ -24,7 +24,7 @@ import gymnasium
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from torchrl_vase._validation import check_layer_widths
@@ -38,8 +38,7 @@ from torchrl_vase.evaluation import check_video
 from torchrl_vase.mlflow_ui import MODEL_TRAINING_KIND, return_first_view
 from torchrl_vase.modules import ACTIVATIONS as MODULE_ACTIVATIONS
 from torchrl_vase.modules import INITIALIZATIONS, SAMPLINGS
-from torchrl_vase.objectives.elbo_steps import BACKENDS
-from torchrl_vase.population.streams import check_seeds
+from torchrl_vase.objectives.elbo_trainer import BACKENDS
 from torchrl_vase.runs import check_resume, flatten, ignored
 from torchrl_vase.watchers import episode_metrics
 
@@ -182,6 +181,7 @@ class SAC:
     activation: str = "relu"
     default_policy_scale: float = 1.0
     scale_lb: float = 0.1
+    shuffle_bonus: bool = False
 
 
 @dataclass
@@ -225,7 +225,6 @@ class Main:
     algorithm: str = "trpo"
     ppo: PPO = field(default_factory=PPO)
     sac: SAC = field(default_factory=SAC)
-    seeds: Any = None  # a list of seeds: one process trains them all (a population)
     whole_paths: bool = True
     logger: str = "mlflow"  # where the loop's metrics go: mlflow, or csv (under csv_dir)
     csv_dir: str = "csv_logs"
@@ -321,14 +320,6 @@ def typed_config(cfg: DictConfig) -> DictConfig:
         resolved, [key for key in resolved if key not in GROUPS]), "")
     env = _merge(Env, resolved.env, "env.")
     env.name = env_name(env.name, env.id)
-    if OmegaConf.select(resolved, "surprise.elbo.compile", default=None) is not None:
-        raise ValueError("surprise.elbo.compile is gone: surprise.elbo.backend=inductor compiles "
-                         "each step with torch.compile; the default, auto, runs an iteration's "
-                         "steps in one compiled call (docs/guides/recipe.md).")
-    if resolved.surprise.get("name") == "rnd" and isinstance(resolved.surprise.get("elbo"),
-                                                              DictConfig):
-        refuse_renamed_overrides(["surprise=rnd", *(f"surprise.elbo.{key}={value}" for key, value
-                                                    in resolved.surprise.elbo.items())])
     surprise = _merge(_choice(resolved.surprise, "name", SURPRISES, "surprise"),
                       resolved.surprise, "surprise.")
     advantage = _merge(_choice(resolved.advantage, "structure", ADVANTAGES, "advantage"),
@@ -368,7 +359,7 @@ def _check_relations(cfg: DictConfig) -> None:
     """What no single key's type or range says."""
     if not isinstance(cfg.resume, (bool, str)):
         raise ValueError(f"resume must be true, false or a checkpoint path, got {cfg.resume!r}.")
-    check_resume(cfg.resume, checkpoint_root(cfg), population=cfg.seeds is not None)
+    check_resume(cfg.resume, checkpoint_root(cfg))
     if cfg.device not in ("cpu", "cuda") and not cfg.device.startswith("cuda:"):
         raise ValueError(f"device must be cpu, cuda or cuda:<index>, got {cfg.device!r}.")
     if cfg.env.frames_per_batch < cfg.num_envs:
@@ -403,8 +394,6 @@ def _check_relations(cfg: DictConfig) -> None:
                          "from a pool smaller than one of them.")
     if cfg.algorithm == "sac":
         _check_sac(cfg)
-    if cfg.seeds is not None:
-        _check_population(cfg)
     sampling = OmegaConf.select(cfg, "surprise.sampling")
     if sampling is not None and sampling not in SAMPLINGS:
         raise ValueError(f"surprise.sampling must be one of {sorted(SAMPLINGS)}, got "
@@ -440,11 +429,10 @@ def _check_sac(cfg: DictConfig) -> None:
             "transition under the model as it was when the transition was seen (normalised by "
             "the recent batches' medians); recomputed for old transitions sampled from a replay "
             "buffer it is another quantity. Use vase, nll or rnd with SAC.")
-    if cfg.seeds is not None:
-        raise ValueError("algorithm=sac with seeds: populations train on-policy learners only "
-                         "(their members share the collected batch's layout); train the seeds "
-                         "as single runs (a sweep: -m seed=0,1,2).")
     s = cfg.sac
+    if s.shuffle_bonus and cfg.surprise.name == "none":
+        raise ValueError("sac.shuffle_bonus=true with surprise=none: the placebo shuffles a "
+                         "bonus across each sampled batch; choose a measure (vase, nll, rnd).")
     if s.buffer_size < s.frames_per_batch:
         raise ValueError(f"sac.buffer_size ({s.buffer_size}) is smaller than a collected batch "
                          f"(sac.frames_per_batch, {s.frames_per_batch}).")
@@ -458,41 +446,6 @@ def _check_sac(cfg: DictConfig) -> None:
     if s.init_random_frames >= frames:
         raise ValueError(f"sac.init_random_frames ({s.init_random_frames}) is not below the "
                          f"run's {frames} frames: SAC would never update.")
-
-
-# what a population (seeds=[...]) does not do yet: the key, its only value with seeds
-POPULATION_ONLY = {"collector": "lean", "env.normalize_observations": False,
-                   "stop_at_first_reward": False, "eval.video": False, "device": "cpu"}
-# bytes a member holds besides its pool (envs, networks, batches): measured ~60 MB, rounded up
-MEMBER_OVERHEAD = 200 * 2**20
-
-
-def _check_population(cfg: DictConfig) -> None:
-    """``seeds``: distinct non-negative ints, ``seed`` left at 0 or one of them, settings a
-    population supports, and a memory estimate below what the machine has free."""
-    seeds = cfg.seeds
-    if not isinstance(seeds, ListConfig) and not isinstance(seeds, list):
-        raise ValueError(f"seeds must be a list of ints, e.g. seeds=[0,1,2], got {seeds!r}.")
-    check_seeds(list(seeds))
-    if cfg.seed != 0 and cfg.seed not in seeds:
-        raise ValueError(f"seed={cfg.seed} with seeds={list(seeds)}: a population's seeds are "
-                         "its members'; leave seed out.")
-    if cfg.collection == "paths":
-        raise ValueError(
-            "collection=paths (the default: rllab's whole paths, a batch of any length) with "
-            "seeds: a population's members collect in lanes of one length; add "
-            "collection=rllab (10 lanes of 500 fresh steps, the former default), or train the "
-            "seeds as single runs (seed=<k>, or recipes/study/paper_grid.py --group 1).")
-    for key, only in POPULATION_ONLY.items():
-        if OmegaConf.select(cfg, key) != only:
-            raise ValueError(f"{key}={OmegaConf.select(cfg, key)} with seeds: a population "
-                             f"needs {key}={only} (not supported yet).")
-    needed = len(seeds) * (population_pool_bytes(cfg) + MEMBER_OVERHEAD)
-    free = available_memory()
-    if needed > 0.8 * free:
-        raise ValueError(f"seeds: {len(seeds)} members need about {needed / 2**30:.1f} GiB "
-                         f"(their replay pools and envs), more than 80 % of the "
-                         f"{free / 2**30:.1f} GiB free here; train fewer seeds per process.")
 
 
 def collected_frames(cfg: DictConfig, run_iterations: int) -> int:
@@ -529,8 +482,12 @@ def pool_capacity(cfg: DictConfig, run_iterations: int | None) -> int:
     return min(cfg.env.pool_size, max(cfg.env.pool_min, collected_frames(cfg, run_iterations)))
 
 
-def population_pool_bytes(cfg: DictConfig) -> int:
-    """One member's replay pool when full: (s, a, s') as float32 for the run's iterations."""
+#: bytes a run holds besides its replay pool (envs, networks, batches): measured ~60 MB, rounded up
+RUN_OVERHEAD = 200 * 2**20
+
+
+def pool_bytes(cfg: DictConfig) -> int:
+    """The run's replay pool when full: (s, a, s') as float32 for the run's iterations."""
     if cfg.surprise.name == "none":
         return 0
     spaces = check_env(cfg)
@@ -586,7 +543,7 @@ def check_env(cfg: DictConfig) -> tuple[gymnasium.spaces.Space, gymnasium.spaces
 # ------------------------------------------------------------------------------------------------
 # command-line overrides a run's name leaves out: already in it (the seed, the groups), or not a
 # setting (where the run logs and checkpoints, how it shows progress)
-NAME_IGNORES = {"seed", "seeds", "env", "surprise", "advantage", "resume", "progress_bar",
+NAME_IGNORES = {"seed", "env", "surprise", "advantage", "resume", "progress_bar",
                 "threads"}
 NAME_IGNORED_PREFIXES = ("mlflow.", "checkpoint.", "hydra.", "hydra/")
 # keys (and key groups) that do not change what a run computes: left out of MLflow's params
@@ -596,9 +553,10 @@ PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations",
                  "logger", "csv_dir")
 
 
-# keys added after runs existed: at these values a config keeps the identity it had before
-LATER_KEYS = {"algorithm": "trpo", "surprise.sampling": "weights", "seeds": None,
-              "whole_paths": True, "surprise.model_action": "raw"}
+# keys added after runs existed: at these values a config keeps the identity it had before, so
+# resume=true still finds the runs (and checkpoints) made before each key came
+LATER_KEYS = {"algorithm": "trpo", "surprise.sampling": "weights", "whole_paths": True,
+              "surprise.model_action": "raw", "sac.shuffle_bonus": False}
 
 
 # what another algorithm's run does not read: its blocks, and for SAC the on-policy learner's
@@ -654,9 +612,7 @@ def run_params(cfg: DictConfig) -> dict[str, str]:
     """The run's settings as MLflow params, one per leaf, without where it logs or checkpoints
     (nor what its algorithm does not read: ``ppo.*`` in a TRPO run); the iteration count once
     (the effective one)."""
-    # a population's member: its own seed is the param (the population is a tag); the seeds stay
-    # in its identity, so that a member is never taken for the single run of its seed
-    ignores = (*PARAM_IGNORES, "seeds", *UNREAD[cfg.algorithm])
+    ignores = (*PARAM_IGNORES, *UNREAD[cfg.algorithm])
     params = {key: value for key, value in flatten(OmegaConf.to_container(cfg, resolve=True))
               .items() if not ignored(key, ignores)}
     return params | {"iterations": str(iterations(cfg))}
@@ -715,37 +671,16 @@ def tracking_uri(cfg: DictConfig) -> str:
 
 
 def experiment_name(cfg: DictConfig) -> str:
-    """The MLflow experiment of a run or population: ``mlflow.experiment``, else the env's name."""
+    """The MLflow experiment of a run: ``mlflow.experiment``, else the env's name."""
     return cfg.mlflow.experiment or cfg.env.name
 
 
 def checkpoint_root(cfg: DictConfig) -> Path | None:
-    """Where a run's (or population's) checkpoint directory goes:
+    """Where a run's checkpoint directory goes:
     ``<checkpoint.dir>/<experiment>``; ``None`` without checkpoints (``checkpoint.every=0``)."""
     if not cfg.checkpoint.every:
         return None
     return Path(cfg.checkpoint.dir) / experiment_name(cfg)
-
-
-def refuse_renamed_overrides(overrides: list[str]) -> None:
-    """Command-line overrides of keys that were renamed, refused with the new name before Hydra
-    composes the config (it would only say that the old key is unknown).
-
-    Examples:
-        >>> refuse_renamed_overrides(["surprise=rnd", "surprise.elbo.lr=1"])  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        ValueError: surprise.elbo.lr: RND's predictor trains under surprise.predictor ...
-    """
-    if "surprise=rnd" not in overrides:
-        return
-    for override in overrides:
-        key, _, value = override.partition("=")
-        if key.startswith("surprise.elbo."):
-            new = key.replace("surprise.elbo.", "surprise.predictor.", 1)
-            raise ValueError(f"{key}: RND's predictor trains under surprise.predictor "
-                             f"({new}={value}); surprise.elbo is a Bayesian model's ELBO "
-                             "training.")
 
 
 def model_training_key(cfg: DictConfig) -> str | None:

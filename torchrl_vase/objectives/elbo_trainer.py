@@ -1,0 +1,239 @@
+"""The Bayesian model's training in one object: an iteration's minibatches, their Adam steps on
+the ELBO (paper, Eq. 12), the mean losses.
+
+``ELBOTrainer`` owns the optimiser and the choice of how the steps run:
+
+* ``"numba"``: all of an iteration's steps in one compiled call (``elbo_kernel``: the ELBO's
+  forward, its hand-derived backward, the closed-form KL and Adam, fused), for a float32 or
+  float64 model on the CPU with ReLU or tanh layers, the analytic KL and a plain Adam. At
+  minibatches of 10 (the authors' 500 an iteration) a step is a few microseconds of arithmetic
+  that one torch call per operation would bury under dispatch (docs/benchmarks.md).
+* ``"autograd"``: ``VariationalELBOLoss.terms_from_noise``, ``backward`` and the optimiser, one
+  step at a time: any device (a GPU), any activation, the Monte-Carlo KL, any optimiser.
+
+``"auto"`` (the default) takes the kernel wherever it applies. Both draw the same noise from the
+model's random stream in the same order (``steps_per_draw`` steps at a time), so a checkpoint
+resumes on either; their numbers agree to float rounding, not bit for bit.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from tensordict import TensorDictBase
+from torch import Tensor, nn
+
+from torchrl_vase._adam import adam_state, adam_step, supports_adam_steps
+from torchrl_vase._validation import check_positive_int
+from torchrl_vase.gaussian import HALF_LOG_2PI_E, log_normaliser
+from torchrl_vase.objectives.elbo import VariationalELBOLoss
+
+__all__ = ["BACKENDS", "ELBOTrainer", "kernel_unavailable", "steps_per_draw"]
+
+#: How the ELBO's steps run (``ELBOTrainer``).
+BACKENDS = ("auto", "numba", "autograd")
+# floats of noise drawn at once: local sampling draws an iteration's steps in one call; weight
+# sampling (N × |Θ| a step, 144 MB an iteration for the locomotion model) in blocks
+_NOISE_BLOCK_FLOATS = 2**22
+
+
+def steps_per_draw(loss: VariationalELBOLoss, rows: int, steps: int) -> int:
+    """How many steps' noise are drawn at once (``VariationalELBOLoss.step_noise`` with
+    ``steps``): all of an iteration's for local sampling, blocks of 16 MB (float32) for weight
+    sampling. Both backends draw alike, so a run consumes its random stream the same way
+    whichever runs its steps."""
+    per_step = math.prod(loss.step_noise_shape(rows))
+    return max(1, min(steps, _NOISE_BLOCK_FLOATS // per_step))
+
+
+def kernel_unavailable(loss: VariationalELBOLoss, optimizer: torch.optim.Optimizer) -> str | None:
+    """Why the compiled kernel cannot train ``loss``'s model with ``optimizer`` (``None``: it
+    can): it runs the analytic KL with ReLU or tanh layers, a float32 or float64 model on the
+    CPU, and a plain ``torch.optim.Adam``."""
+    network = loss.model.network
+    kinds = {type(a) for a in network.activations}
+    if loss.kl_estimator != "analytic":
+        return "it computes the analytic KL (kl_estimator='analytic')"
+    if not kinds <= {nn.ReLU, nn.Tanh}:
+        return "its layers are ReLU or tanh"
+    if len(kinds) > 1:
+        return "its layers share one activation"
+    if network.mu.device.type != "cpu":
+        return f"it runs on the CPU (the model is on {network.mu.device})"
+    if network.mu.dtype not in (torch.float32, torch.float64):
+        return f"it runs float32 and float64 models (this one is {network.mu.dtype})"
+    if not supports_adam_steps(optimizer):
+        return ("it implements plain torch.optim.Adam (one parameter group, no weight decay, "
+                "AMSGrad or maximisation)")
+    return None
+
+
+class ELBOTrainer:
+    """An iteration's ELBO steps on the pool's minibatches: ``trainer(sample)`` → mean losses.
+
+    ``sample`` holds ``steps × batch_size`` transitions (the keys the loss reads), drawn from the
+    pool by its owner (``Exploration``); each consecutive ``batch_size`` rows are one Adam step
+    on ``loss_nll + kl_weight · KL``. Returns the steps' mean ``loss_nll``, ``loss_kl``, ``elbo``,
+    ``kl`` and ``entropy``, each step's taken before its update.
+
+    Args:
+        loss: the ELBO (``VariationalELBOLoss``) on the model to train.
+        optimizer: an optimiser over the loss's parameters; ``None`` for Adam with ``lr``.
+
+    Keyword Args:
+        lr: Adam's learning rate (paper: 1e-3), when no ``optimizer`` is given.
+        batch_size: transitions per step (the authors: 10).
+        backend: ``"auto"`` (the kernel where it applies, else autograd), ``"numba"`` (the
+            kernel, or a ``ValueError`` saying why it cannot run) or ``"autograd"``.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from torchrl_vase import DynamicsModel
+        >>> loss = VariationalELBOLoss(DynamicsModel.build(3, 1, standardize=False),
+        ...                            kl_weight=0.2)
+        >>> trainer = ELBOTrainer(loss, batch_size=10)
+        >>> sample = TensorDict({"observation": torch.randn(500, 3),
+        ...                      "action": torch.randn(500, 1),
+        ...                      ("next", "observation"): torch.randn(500, 3)}, [500])
+        >>> metrics = trainer(sample)  # 50 steps of 10
+        >>> mu = loss.model.network.mu
+        >>> trainer.backend, sorted(metrics), int(trainer.optimizer.state[mu]["step"])
+        ('numba', ['elbo', 'entropy', 'kl', 'loss_kl', 'loss_nll'], 50)
+    """
+
+    def __init__(self, loss: VariationalELBOLoss, optimizer: torch.optim.Optimizer | None = None,
+                 *, lr: float = 1e-3, batch_size: int = 10, backend: str = "auto") -> None:
+        if not isinstance(loss, VariationalELBOLoss):
+            raise TypeError(f"loss must be a VariationalELBOLoss, got {type(loss).__name__}.")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
+        self.loss = loss
+        self.batch_size = check_positive_int("batch_size", batch_size)
+        if optimizer is None:
+            # fused: one kernel for all parameters a step (the autograd backend's step)
+            optimizer = torch.optim.Adam(loss.parameters(), lr=lr, fused=True)
+        self.optimizer = optimizer
+        unavailable = kernel_unavailable(loss, optimizer)
+        if backend == "numba" and unavailable:
+            raise ValueError(f"backend='numba' cannot train this model: {unavailable}. Use "
+                             "backend='auto' (autograd where the kernel cannot run).")
+        #: ``"numba"`` or ``"autograd"``: how the steps run
+        self.backend = "autograd" if backend == "autograd" or unavailable else "numba"
+
+    def __call__(self, sample: TensorDictBase) -> dict[str, float]:
+        x, y = self.loss.model_inputs(sample)
+        steps = x.shape[0] // self.batch_size
+        if steps == 0 or steps * self.batch_size != x.shape[0]:
+            raise ValueError(f"the sample holds {x.shape[0]} transitions, not a positive "
+                             f"multiple of batch_size ({self.batch_size}).")
+        x = x.view(1, steps, self.batch_size, x.shape[-1])
+        y = y.view(1, steps, self.batch_size, y.shape[-1])
+        terms = self.steps(x, y, lambda n: self.loss.step_noise(self.batch_size, steps=n)[None])
+        nll, kl, entropy = terms.mean(1)[0].tolist()
+        kl_weight = self.loss.kl_weight
+        return {"loss_nll": nll, "loss_kl": kl_weight * kl, "elbo": -(nll + kl_weight * kl),
+                "kl": kl, "entropy": entropy}
+
+    def steps(self, x: Tensor, y: Tensor, noise: Callable[[int], Tensor]) -> Tensor:
+        """The steps on prepared minibatches ``x`` ``[1, steps, B, in]`` and ``y``
+        ``[1, steps, B, out]`` (``VariationalELBOLoss.model_inputs``'s), ``noise(n)`` the next
+        ``n`` steps' standard normal draws ``[1, n, *step_noise_shape(B)]`` (asked for
+        ``steps_per_draw`` steps at a time). Updates the model and the optimiser in place;
+        returns each step's ``(loss_nll, KL, entropy)``, ``[1, steps, 3]``."""
+        if self.backend == "numba":
+            return self._kernel_steps(x, y, noise)
+        return self._autograd_steps(x, y, noise)
+
+    def _autograd_steps(self, x: Tensor, y: Tensor, noise: Callable[[int], Tensor]) -> Tensor:
+        steps, rows = x.shape[1:3]
+        terms = x.new_empty(1, steps, 3)
+        block = steps_per_draw(self.loss, rows, steps)
+        # torch's Adam without ``Optimizer.step``'s per-call bookkeeping, where it is plain Adam
+        step = (functools.partial(adam_step, self.optimizer)
+                if supports_adam_steps(self.optimizer) else self.optimizer.step)
+        for start in range(0, steps, block):
+            draws = noise(min(block, steps - start))[0]
+            for i, draw in enumerate(draws):
+                loss_nll, kl, entropy = self.loss.terms_from_noise(x[0, start + i],
+                                                                   y[0, start + i], draw)
+                self.optimizer.zero_grad()
+                (loss_nll + self.loss.kl_weight * kl).backward()
+                step()
+                with torch.no_grad():
+                    terms[0, start + i, 0], terms[0, start + i, 1] = loss_nll, kl
+                    terms[0, start + i, 2] = entropy
+        self.optimizer.zero_grad()
+        return terms
+
+    @torch.no_grad()
+    def _kernel_steps(self, x: Tensor, y: Tensor, noise: Callable[[int], Tensor]) -> Tensor:
+        kernel = _kernel()
+        network, model = self.loss.model.network, self.loss.model
+        steps, rows = x.shape[1:3]
+        mu_state, rho_state = (adam_state(self.optimizer, p) for p in (network.mu, network.rho))
+        # copies, with the leading axis of one model the kernel keeps
+        arrays = [np.stack([tensor.detach().numpy()]) for tensor in (
+            network.mu, network.rho, mu_state["exp_avg"], mu_state["exp_avg_sq"],
+            rho_state["exp_avg"], rho_state["exp_avg_sq"])]
+        step0 = np.array([int(mu_state["step"])], dtype=np.int64)
+        group = self.optimizer.param_groups[0]
+        consts = kernel.make_consts(
+            arrays[0].dtype, kl_weight=self.loss.kl_weight, prior_std=float(network.prior_std),
+            sigma_c=float(model.sigma_c),
+            per_row=1.0 if self.loss.reduction == "sum" else 1.0 / rows,
+            lr=float(group["lr"]), beta1=group["betas"][0], beta2=group["betas"][1],
+            eps=group["eps"],
+            nll_normaliser=log_normaliser(network.out_features, float(model.sigma_c)),
+            half_log_2pi_e=HALF_LOG_2PI_E)
+        step_kernel = (kernel.local_steps if network.local_reparameterization
+                       else kernel.weight_steps)
+        sizes = np.array(network.layer_sizes, dtype=np.int64).reshape(-1, 2)
+        relu = all(isinstance(a, nn.ReLU) for a in network.activations)
+        x_all, y_all = x.detach().numpy(), y.detach().numpy()
+        terms = np.empty((1, steps, 3), dtype=arrays[0].dtype)
+        block = steps_per_draw(self.loss, rows, steps)
+        # the products are small: BLAS threads would only contend with the caller's
+        with _blas_threads().limit(limits=torch.get_num_threads(), user_api="blas"):
+            for start in range(0, steps, block):
+                stop = min(steps, start + block)
+                part = np.empty((1, stop - start, 3), dtype=terms.dtype)
+                step_kernel(*arrays, step0 + start, np.ascontiguousarray(x_all[:, start:stop]),
+                            np.ascontiguousarray(y_all[:, start:stop]),
+                            noise(stop - start).numpy(), part, sizes, relu, consts)
+                terms[:, start:stop] = part
+        for tensor, array in ((network.mu, arrays[0]), (network.rho, arrays[1]),
+                              (mu_state["exp_avg"], arrays[2]),
+                              (mu_state["exp_avg_sq"], arrays[3]),
+                              (rho_state["exp_avg"], arrays[4]),
+                              (rho_state["exp_avg_sq"], arrays[5])):
+            tensor.detach().copy_(torch.from_numpy(array[0]))
+        mu_state["step"] += steps
+        rho_state["step"] += steps
+        return torch.from_numpy(terms)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(backend={self.backend!r}, batch_size={self.batch_size}, "
+                f"optimizer={type(self.optimizer).__name__})")
+
+
+@functools.cache
+def _kernel():
+    """``elbo_kernel``, imported at the first compiled steps: numba and the kernel's cache load
+    (about a second) only in processes that train a model with it."""
+    from torchrl_vase.objectives import elbo_kernel
+
+    return elbo_kernel
+
+
+@functools.cache
+def _blas_threads():
+    """The BLAS libraries loaded (SciPy's, which numba's ``np.dot`` calls), to cap their threads."""
+    import scipy.linalg.cython_blas  # noqa: F401  (loaded before the controller looks)
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
