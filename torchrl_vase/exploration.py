@@ -531,11 +531,14 @@ class ReplayBonus:
         (True, True)
     """
 
-    def __init__(self, exploration: Exploration) -> None:
+    def __init__(self, exploration: Exploration, *, shuffle: bool = False) -> None:
         if not isinstance(exploration, Exploration):
             raise TypeError(
                 f"exploration must be an Exploration, got {type(exploration).__name__}.")
         self.exploration = exploration
+        #: a placebo: each sampled batch's bonus permuted across its transitions, so the reward
+        #: keeps the bonus's size and spread but not which transition earned it
+        self.shuffle = bool(shuffle)
 
     def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
         bonus = self.exploration.bonus
@@ -543,7 +546,12 @@ class ReplayBonus:
         bonus.train(False)  # the statistics are read, not updated
         try:
             with torch.no_grad():
-                self.exploration.add_bonus(tensordict)
+                if self.exploration.add_bonus(tensordict) and self.shuffle:
+                    following = tensordict.get("next")
+                    values = following.get(bonus.intrinsic_reward_key).reshape(-1)
+                    # the global generator: seeded per iteration by the loop, checkpointed
+                    order = torch.randperm(values.numel(), device=values.device)
+                    bonus.write_bonus(following, values[order])
         finally:
             bonus.train(training)
         return tensordict

@@ -130,12 +130,13 @@ class OffPolicyStep:
     """
 
     def __init__(self, replay: ReplayBuffer, update: Callable[[int], dict[str, float]],
-                 exploration: Exploration | None = None, *, learning_starts: int = 0) -> None:
+                 exploration: Exploration | None = None, *, learning_starts: int = 0,
+                 shuffle_bonus: bool = False) -> None:
         if exploration is not None:
             if exploration.pool is not replay:
                 raise ValueError("the bonus's model must train on the learner's replay buffer: "
                                  "build the Exploration with pool=replay.")
-            replay.append_transform(ReplayBonus(exploration))
+            replay.append_transform(ReplayBonus(exploration, shuffle=shuffle_bonus))
         self.replay, self.update, self.exploration = replay, update, exploration
         self.learning_starts = check_positive_int("learning_starts", learning_starts, minimum=0)
 

@@ -202,7 +202,8 @@ def build_sac(cfg: DictConfig, observation_space, action_space,
     state = {"actor": actor, "sac": update, "replay": ReplayJournal(replay),
              "collector": collector, "exploration": exploration,
              "first_reward": coverage_watcher(cfg, observation_space)}
-    step = OffPolicyStep(replay, update, exploration, learning_starts=s.init_random_frames)
+    step = OffPolicyStep(replay, update, exploration, learning_starts=s.init_random_frames,
+                         shuffle_bonus=s.shuffle_bonus)
     return collector, step, state
 
 

@@ -182,6 +182,7 @@ class SAC:
     activation: str = "relu"
     default_policy_scale: float = 1.0
     scale_lb: float = 0.1
+    shuffle_bonus: bool = False
 
 
 @dataclass
@@ -598,7 +599,7 @@ PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations",
 
 # keys added after runs existed: at these values a config keeps the identity it had before
 LATER_KEYS = {"algorithm": "trpo", "surprise.sampling": "weights", "seeds": None,
-              "whole_paths": True, "surprise.model_action": "raw"}
+              "whole_paths": True, "surprise.model_action": "raw", "sac.shuffle_bonus": False}
 
 
 # what another algorithm's run does not read: its blocks, and for SAC the on-policy learner's
