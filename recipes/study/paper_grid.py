@@ -85,6 +85,9 @@ MEASURES = {
     # Ant's first-iteration scale (issue 77): is "VASE hurts Ant" the method or its scale?
     "vase_linear_init": ("surprise=vase", "surprise.init_mean=uniform"),
     "vase_eta_tenth": ("surprise=vase", "surprise.eta=1e-5"),
+    # SAC + VASE's placebos (issue 77): the model trained, no bonus; the bonus shuffled
+    "vase_eta0": ("surprise=vase", "surprise.eta=0"),
+    "vase_shuffled": ("surprise=vase", "sac.shuffle_bonus=true"),
 }
 #: the issue's order within a block of seeds: (measures, tasks) in turn
 ORDER = (
@@ -95,6 +98,7 @@ ORDER = (
     (("nll", "vime"), ("point_robot",)),
     (("rnd",), TASKS[:6]),  # only when asked for (--measures)
     (("vase_linear_init", "vase_eta_tenth"), ("ant",)),  # only when asked for
+    (("vase_eta0", "vase_shuffled"), ("mountain_car",)),  # SAC's placebos, when asked for
 )
 #: measures run on fewer seeds than the 20 of the paper (the issues' counts): seeds 0 to n - 1
 SEED_COUNT = {"vase_paper": 10, "vase_linear_init": 10, "vase_eta_tenth": 10}
