@@ -245,8 +245,8 @@ def test_the_studys_claims_follow_the_three_outcome_rule_on_the_whole_run(tmp_pa
     assert "| CartpoleSwingup | **not measured yet** | – |" in page
     assert "#claim-good-cartpole-swingup" not in page  # no numbers to link to
     block = page[page.index("{: #claim-good-ant }"):].split("\n\n")[2].splitlines()
-    assert block[0] == ("| A − B | median [95 % CI] | mean | P(A > B) | "
-                        "last 10 %: median [95 % CI] |")
+    assert block[0] == ("| A − B | median [5 %, 95 %] | mean | P(A > B) | "
+                        "last 10 %: median [5 %, 95 %] |")
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in block[2:]}
     assert list(rows) == ["VASE − VIME", "VASE − NLL", "VASE − TRPO (authors')",
                           "VASE − none (control)", "*verdict*"]

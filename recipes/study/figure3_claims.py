@@ -336,7 +336,7 @@ def claims_summary(claims: list[Claim], robot: dict[str, list[Seed]]) -> str:
 
 
 def _median_figure(comparison: MedianComparison | None) -> str:
-    """``+1.2 [−0.3, +2.0]``: the difference of medians and its 95 % interval."""
+    """``+1.2 [−0.3, +2.0]``: the difference of medians and its one-sided 95 % bounds."""
     if comparison is None:
         return "–"
     low, high = comparison.interval
@@ -360,7 +360,7 @@ def _claim_numbers(claim: Claim) -> list[str]:
     lines = [f"**{TITLES[claim.task]}**, “{claim.quote}” ({claim.seeds}): **{claim.verdict}**",
              f"{{: #{_claim_anchor(claim.quote, claim.task)} }}\n",
              f"The task's {what}: ±{claim.margin:.3g} (10 % of its return range).\n",
-             "| A − B | median [95 % CI] | mean | P(A > B) | last 10 %: median [95 % CI] |",
+             "| A − B | median [5 %, 95 %] | mean | P(A > B) | last 10 %: median [5 %, 95 %] |",
              "|---|---:|---:|---:|---:|"]
     for part, primary, sensitivity in claim.comparisons:
         lines.append(f"| {_part_label(part)} | {_median_figure(primary)} | "
@@ -394,8 +394,10 @@ def study_claims_table(data: dict, robot: dict[str, list[Seed]] | None = None,
                      f"**{robot_final}**{link} | – | {robot_final} (the same rule) | "
                      f"{robot_seeds} |")
     details = ["\nEach claim's numbers: A − B is the difference of the two measures' medians "
-               "over their seeds (each seed's mean return over the window), with its 95 % "
-               "percentile-bootstrap interval (seeds resampled within each measure); beside it "
+               "over their seeds (each seed's mean return over the window), in brackets the 5th "
+               "and 95th percentiles of its bootstrap (seeds resampled within each measure): "
+               "each a one-sided 95 % bound, the bound a verdict's one-sided test reads (Holm's "
+               "adjustment within the claim aside); beside it "
                "the difference of means and the probability of improvement P(A > B) (the share "
                "of seed pairs where A's is higher, ties counting half), in the whole run; then "
                "the median difference over the last 10 % of the run.\n"]

@@ -357,7 +357,9 @@ class MedianComparison:
     m: int
     margin: float
     median_difference: float  # median(A) − median(B)
-    interval: tuple[float, float]  # the 95 % percentile-bootstrap interval of it
+    #: its bootstrap's 5th and 95th percentiles: each a one-sided 95 % bound, the bounds the
+    #: verdict's one-sided tests read (before Holm's adjustment)
+    interval: tuple[float, float]
     mean_difference: float  # the mean beside it
     improvement: float  # P(A > B), ties half: the rank statistic beside it
     p_above_zero: float  # H0: Δ ≤ 0 ("A better" needs it rejected)
@@ -367,7 +369,7 @@ class MedianComparison:
 
 
 def median_comparison(a: Sequence[float], b: Sequence[float], margin: float, *,
-                      confidence: float = 1 - ALPHA, resamples: int = RESAMPLES,
+                      confidence: float = 1 - 2 * ALPHA, resamples: int = RESAMPLES,
                       seed: int = 0) -> MedianComparison | None:
     """A − B on medians, unpaired, every seed counting (``None`` with fewer than 2 finite
     values a side)."""
