@@ -279,8 +279,9 @@ same for every claim):
   span from the 5th to the 95th percentile of every iteration's return of the paper's four
   curves and the control there).
 - "A better than B" is **reproduced** when A − B > 0 with 95 % confidence (a one-sided
-  bootstrap test); **not reproduced** when A − B < m with 95 % confidence (no useful advantage, or worse; this takes precedence, so
-  an advantage shown but smaller than m is not reproduced); **inconclusive** otherwise. A
+  bootstrap test); **not reproduced** when A − B < m with 95 % confidence (no useful
+  advantage, or worse; this takes precedence, so an advantage shown but smaller than m is not
+  reproduced); **inconclusive** otherwise. A
   claim with several comparisons ("VASE above each of the others") is reproduced when every
   one is, not reproduced when one is, Holm-corrected within the claim (each direction).
 - "Almost the same" (LunarLander) is an equivalence claim: **reproduced** when each pair's
