@@ -57,6 +57,7 @@ def train(cfg: DictConfig) -> dict:
     cfg = schema.typed_config(cfg)
     logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines, every iteration
     spaces = schema.check_env(cfg)
+    schema.check_memory(cfg, spaces[0].shape[0], spaces[1].shape[0])
     torch.set_num_threads(cfg.threads)
     experiment = schema.experiment_name(cfg)
     overrides, sweep = schema.launch()
@@ -101,19 +102,23 @@ def train(cfg: DictConfig) -> dict:
         print(f"{result.stopped_by}: stopped after iteration {result.iterations_done - 1}"
               + (f", checkpoint {run.checkpointer.path}" if run.checkpointer else "")
               + "; continue with resume=true.")
+    # logger=csv: the metrics are in the CSV files, which MLflow's pages would not show
+    metrics_dir = str(logger.directory) if cfg.logger == "csv" else None
     return {"run_id": run.run_id, "iterations_done": result.iterations_done,
             "stopped_by": result.stopped_by, "runs_table": run.runs_table(),
-            "run_charts": run.run_charts(), **result.metrics}
+            "run_charts": run.run_charts(), "metrics_dir": metrics_dir, **result.metrics}
 
 
 @hydra.main(version_base=None, config_path=str(schema.CONF_DIR), config_name="trpo_vase")
 def main(cfg: DictConfig) -> float:
     with reported_errors("recipes/trpo_vase.py"):  # a refused input: its message, no traceback
         result = train(cfg)
+    where = (f"The run's metrics: {result['metrics_dir']}" if result.get("metrics_dir") else
+             f"The run's charts: {result['run_charts']}\nThe runs table: {result['runs_table']}")
     print(f"done: {result['iterations_done']} iterations; extrinsic return "
           f"{result.get('Return/mean', math.nan):.3f}" + (f", success rate {s:.2f}" if (
               s := result.get("Return/success_rate")) is not None else "")  # a sparse goal's
-          + f".\nThe run's charts: {result['run_charts']}\nThe runs table: {result['runs_table']}")
+          + f".\n{where}")
     if result["stopped_by"] is not None:
         sys.exit(128 + signal.Signals[result["stopped_by"]].value)
     return result.get("Return/mean", math.nan)

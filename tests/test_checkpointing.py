@@ -61,9 +61,40 @@ def test_a_torn_write_leaves_the_previous_checkpoint_and_the_next_save_cleans_up
     assert int(checkpointer.load()["step"]) == 1
     (tmp_path / ".last.pt.dead.tmp").write_bytes(b"half a checkpoint")  # a killed writer's
     checkpointer.save({"step": torch.tensor(3)})
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt", "last.pt.sha256"]
     assert int(checkpointer.load()["step"]) == 3
     assert oct(os.stat(checkpointer.path).st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def test_a_checkpoint_whose_tensor_bytes_changed_is_refused_with_a_message(tmp_path):
+    checkpointer = Checkpointer(tmp_path)
+    weight = torch.arange(1000, dtype=torch.float32)
+    checkpointer.save({"actor": {"weight": weight}})
+    torch.testing.assert_close(checkpointer.load()["actor"]["weight"], weight)
+    # four floats of the weight set to 7.0 inside the zip: torch would load it without a word
+    data = checkpointer.path.read_bytes()
+    at = data.index(weight[100:104].numpy().tobytes())
+    checkpointer.path.write_bytes(data[:at] + torch.full((4,), 7.0).numpy().tobytes()
+                                  + data[at + 16:])
+    unchecked = torch.load(checkpointer.path, weights_only=True)["actor"]["weight"]
+    assert unchecked[100:104].tolist() == [7.0] * 4
+    with pytest.raises(ValueError, match=r"does not match the checksum written with it "
+                                         r"\(last\.pt\.sha256\): its bytes changed"):
+        checkpointer.load()
+    with pytest.raises(ValueError, match="does not match the checksum"):
+        load_checkpoint(checkpointer.path)
+    # a checkpoint from before checksums (none beside it) still loads
+    (tmp_path / "last.pt.sha256").unlink()
+    assert checkpointer.load()["actor"]["weight"][100] == 7.0
+    # a writer killed between its checksum and its rename: the old file matches the record
+    checkpointer.save({"step": torch.tensor(1)})
+    old = checkpointer.path.read_bytes()
+    recorded = (tmp_path / "last.pt.sha256").read_text()
+    checkpointer.save({"step": torch.tensor(2)})
+    new_digest = (tmp_path / "last.pt.sha256").read_text()
+    (tmp_path / "last.pt.sha256").write_text(new_digest + recorded)  # as the kill left it
+    checkpointer.path.write_bytes(old)  # the rename never happened
+    assert int(checkpointer.load()["step"]) == 1
 
 
 @pytest.mark.parametrize(("umask", "mode"), [(0o077, 0o600), (0o022, 0o644), (0o002, 0o664)])
@@ -194,4 +225,4 @@ def test_a_full_disk_is_named_with_its_path_and_the_previous_checkpoint_kept(tmp
         checkpointer.save({"step": torch.tensor(4)})
     monkeypatch.setattr(torch, "save", real_save)
     assert int(checkpointer.load()["step"]) == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt", "last.pt.sha256"]

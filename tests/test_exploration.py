@@ -352,7 +352,9 @@ def test_a_journaled_pool_checkpoints_only_its_new_transitions_and_restores_slot
     # the checkpoint holds the count, not one transition; the files hold each batch once
     assert states[-1]["_extra_state"]["pool"] == {
         "journal": {"write_count": 1200, "capacity": 500}}
-    chunks = sorted(path.name for path in chunks_dir.iterdir())
+    chunks = sorted(path.name for path in chunks_dir.glob("*.pt"))
+    # each chunk has its checksum beside it, and only the chunks kept do
+    assert sorted(p.name for p in chunks_dir.glob("*.sha256")) == [f"{c}.sha256" for c in chunks]
     # the first batch was overwritten before the previous checkpoint: no checkpoint needs it
     assert chunks == ["chunk-000000000300-000000000600.pt", "chunk-000000000600-000000000900.pt",
                       "chunk-000000000900-000000001200.pt"]
@@ -403,7 +405,7 @@ def test_a_journal_moved_to_another_directory_writes_the_whole_pool_there(tmp_pa
     exploration.add_to_pool(_rollout(50, seed=1))
     exploration.journal_pool(tmp_path / "second")  # e.g. a copy of the run elsewhere
     state = exploration.state_dict()
-    assert [p.name for p in (tmp_path / "second").iterdir()] == [
+    assert [p.name for p in (tmp_path / "second").glob("*.pt")] == [
         "chunk-000000000000-000000000200.pt"]
     resumed = _exploration()
     resumed.journal_pool(tmp_path / "second")

@@ -249,8 +249,9 @@ def test_the_journal_rebuilds_the_buffer_slot_for_slot_across_wraps_and_kills(tm
         states.append(journal.state_dict())
     # no chunk the last two checkpoints need is gone, nothing older is left: the previous
     # one (138 transitions) needs transitions 88 on
-    chunks = sorted(path.name for path in tmp_path.iterdir())
+    chunks = sorted(path.name for path in tmp_path.glob("*.pt"))
     assert chunks[0] == "chunk-000000000069-000000000092.pt" and len(chunks) == 4
+    assert len(list(tmp_path.glob("*.sha256"))) == 4  # a deleted chunk's checksum went too
     restored = buffer()
     ReplayJournal(restored, tmp_path).load_state_dict(states[-1])
     assert torch.equal(restored.storage.get(torch.arange(50))["x"],
@@ -336,7 +337,7 @@ def test_a_sac_vase_run_killed_and_resumed_logs_the_uninterrupted_history(store,
     assert state["parts"]["exploration"]["_extra_state"]["pool"] is None  # not saved twice
     # what the checkpoints wrote of the buffer: each transition once, not the whole buffer at
     # every checkpoint (the first chunk is kept: the previous checkpoint needs 106-127)
-    chunks = sorted(path.name for path in (directory / "replay").iterdir())
+    chunks = sorted(path.name for path in (directory / "replay").glob("*.pt"))
     assert chunks == ["chunk-000000000000-000000000128.pt", "chunk-000000000128-000000000256.pt",
                       "chunk-000000000256-000000000320.pt"]
 

@@ -98,6 +98,20 @@ def test_a_submitit_sweep_into_the_postgres_server_logs_every_step_and_resumes(s
         assert sorted(m.step for m in frames) == [64, 128, 192]
 
 
+def test_a_password_in_the_tracking_uri_is_never_printed(server, run_script, tmp_path):
+    uri, _ = server
+    secret = "s3cret-Pw"
+    with_password = uri.replace("http://", f"http://vase:{secret}@")
+    result = run_script(
+        "recipes/trpo_vase.py", "surprise=none", "iterations=1", "num_envs=2",
+        "env.frames_per_batch=64", "trpo.critic_minibatch=32", "eval.every=0",
+        "progress_bar=false", "mlflow.experiment=redacted", f"mlflow.tracking_uri={with_password}",
+        f"checkpoint.dir={tmp_path / 'checkpoints'}", check=True)
+    printed = result.stdout + result.stderr
+    assert "The run's charts: http://vase:***@" in printed  # our link, the password redacted
+    assert secret not in printed and "View run" not in printed  # nor MLflow's own line
+
+
 def test_four_jobs_at_once_into_fresh_experiments_on_the_server_never_collide(server):
     uri, _ = server
     client = MlflowClient(tracking_uri=uri)

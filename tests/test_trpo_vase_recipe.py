@@ -3,6 +3,7 @@
 import copy
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -197,7 +198,7 @@ def test_kill_and_resume_ends_with_the_uninterrupted_runs_metric_values(store, m
     assert state["iterations_done"] == 5 and state["frames"] == 320 and state["pending_metrics"]
     pool = state["parts"]["exploration"]["_extra_state"]["pool"]
     assert list(pool) == ["journal"] and pool["journal"]["write_count"] == 320
-    chunks = sorted(path.parent.joinpath("pool").iterdir())
+    chunks = sorted(path.parent.joinpath("pool").glob("*.pt"))
     spans = [tuple(map(int, chunk.stem.split("-")[1:])) for chunk in chunks]
     # the kill left its checkpoint at iteration 2 (128 transitions); the resumed run wrote the
     # rest at its checkpoints, every 2 iterations and at the end
@@ -228,7 +229,7 @@ def test_a_run_checkpointed_with_its_pool_whole_resumes_exactly_and_journals_fro
         "_extra_state"]["pool"]
     assert pool["journal"]["write_count"] == 256
     # the resumed run's first checkpoint wrote the whole pool once, then each batch
-    assert sorted(chunk.name for chunk in (directory / "pool").iterdir()) == [
+    assert sorted(chunk.name for chunk in (directory / "pool").glob("*.pt")) == [
         "chunk-000000000000-000000000192.pt", "chunk-000000000192-000000000256.pt"]
 
 
@@ -263,6 +264,45 @@ def test_resume_refuses_a_checkpoint_of_another_config(store):
     with pytest.raises(ValueError, match=r"another config; keys that differ: seed \(4 there"):
         recipe.train(_config(store, "surprise=none", "seed=5", "checkpoint.every=1",
                              f"resume={path}"))
+
+
+def test_resume_from_an_older_copy_of_last_pt_is_refused_and_logs_no_step_twice(store, tmp_path):
+    overrides = ("surprise=none", "seed=6", "checkpoint.every=1", "mlflow.experiment=older")
+    result = recipe.train(_config(store, *overrides, "iterations=3"))
+    last = Path(store[1]) / "checkpoints" / "older" / result["run_id"] / "last.pt"
+    older = tmp_path / "older.pt"
+    shutil.copy(last, older)  # the checkpoint after iteration 3
+    recipe.train(_config(store, *overrides, "iterations=5", "resume=true"))
+    client = MlflowClient(tracking_uri=store[0])
+    before = [m.step for m in client.get_metric_history(result["run_id"], "train/iteration")]
+    assert len(before) == 5
+    with pytest.raises(ValueError, match=r"logged steps up to 320 frames, past this "
+                                         r"checkpoint's 192 \(an older copy of its last.pt\?\)"):
+        recipe.train(_config(store, *overrides, "iterations=6", f"resume={older}"))
+    after = [m.step for m in client.get_metric_history(result["run_id"], "train/iteration")]
+    assert after == before  # nothing logged, nothing twice
+    assert client.get_run(result["run_id"]).info.status == "FINISHED"  # left as it was
+    recipe.train(_config(store, *overrides, "iterations=6", f"resume={last}"))  # the latest
+    steps = [m.step for m in client.get_metric_history(result["run_id"], "train/iteration")]
+    assert len(steps) == len(set(steps)) == 6
+
+
+def test_a_run_too_big_for_the_memory_is_refused_before_any_mlflow_run(store, monkeypatch):
+    client = MlflowClient(tracking_uri=store[0])
+    with pytest.raises(ValueError, match=r"this run needs about \d+\.\d GiB \(a batch of "
+                                         r"2,000,000,\d+ frames: .* lower env.frames_per_batch"):
+        recipe.train(_config(store, "surprise=none", "env.frames_per_batch=2000000000",
+                             "mlflow.experiment=huge"))
+    assert client.get_experiment_by_name("huge") is None  # no experiment, no run
+    # the estimate against a known free memory: a batch of 5,000 MountainCar frames fits in 1
+    # GiB, a pool of 100,000 transitions too; the same run with 1 MiB free does not
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = schema.typed_config(compose("trpo_vase", overrides=["surprise=vase"]))
+    monkeypatch.setattr(schema, "available_memory", lambda: 2**30)
+    schema.check_memory(cfg, 2, 1)
+    monkeypatch.setattr(schema, "available_memory", lambda: 2**20)
+    with pytest.raises(ValueError, match=r"more than 80 % of the 0\.0 GiB free here"):
+        schema.check_memory(cfg, 2, 1)
 
 
 def test_a_parallel_sweep_with_checkpoints_gives_two_runs_that_each_resume_themselves(
@@ -1054,8 +1094,12 @@ def test_the_pool_holds_what_a_run_collects_up_to_the_authors_size(overrides, ca
 def test_the_recipe_explains_itself_and_a_refused_input_ends_with_its_message(tmp_path,
                                                                              run_script):
     helped = run_script("recipes/trpo_vase.py", "--help", check=True)
-    assert helped.stdout.startswith("recipes/trpo_vase.py: TRPO")
-    assert "env: ant, cartpole_swingup" in helped.stdout
+    assert helped.stdout.startswith("recipes/trpo_vase.py: TRPO (or PPO, or SAC)")
+    # the groups a user chooses, each with every option conf/ holds (not the presets' parts)
+    for group in ("advantage", "env", "preset", "surprise"):
+        options = ", ".join(sorted(p.stem for p in (ROOT / "conf" / group).glob("*.yaml")))
+        assert f"\n{group}: {options}\n" in helped.stdout, group
+    assert "preset_surprise" not in helped.stdout and "seeds=" not in helped.stdout
     assert "python recipes/evaluate.py <run id> --video" in helped.stdout
     refused = run_script("recipes/trpo_vase.py", "env.id=CartPole-v1",
                          f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}")
@@ -1071,6 +1115,8 @@ def test_logger_csv_writes_the_history_mlflow_gets_and_the_artifacts(store, tmp_
                                     "logger=csv", f"csv_dir={tmp_path}"))
     files = CSVLogger(in_files["run_id"], log_dir=tmp_path / "logger-csv")
     assert files.directory.is_dir()
+    # what the recipe prints at the end: the CSVs' folder, not MLflow's empty chart pages
+    assert in_files["metrics_dir"] == str(files.directory) and logged["metrics_dir"] is None
     got = {key: [(step, "nan" if np.isnan(v) else v) for step, v in files.history(key)]
            for key in files.logged_keys() if key not in TIMING_METRICS}
     assert got == _history(store[0], logged["run_id"]) and "Return/mean" in got
@@ -1080,6 +1126,19 @@ def test_logger_csv_writes_the_history_mlflow_gets_and_the_artifacts(store, tmp_
     assert not client.get_run(in_files["run_id"]).data.metrics
     assert client.get_run(in_files["run_id"]).data.tags["run_identity"] == \
         client.get_run(logged["run_id"]).data.tags["run_identity"]
+
+
+def test_the_printed_mlflow_ui_command_is_this_environment_s(monkeypatch, tmp_path):
+    from torchrl_vase import runs
+
+    beside = Path(sys.executable).with_name("mlflow")
+    assert beside.is_file()  # the project's environment has its own mlflow
+    monkeypatch.setattr(runs.shutil, "which", lambda name: None)  # not on PATH
+    assert Path(runs.mlflow_command()).resolve() == beside.resolve()
+    monkeypatch.chdir(beside.parents[2])  # from the project's root: .venv/bin/mlflow
+    assert runs.mlflow_command() == os.path.relpath(beside, beside.parents[2])
+    monkeypatch.setattr(runs.shutil, "which", lambda name: str(beside))  # activated
+    assert runs.mlflow_command() == "mlflow"
 
 
 @pytest.mark.parametrize("measure", ["vase", "nll", "vime"])

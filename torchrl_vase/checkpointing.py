@@ -144,7 +144,10 @@ class Checkpointer:
     ``save`` writes to a temporary file of its own in the same directory (a unique name: no two
     writers share one), flushes it to disk and renames it over the checkpoint, so a process
     killed at any instant leaves either the previous checkpoint or the new one, never a torn
-    file. Temporaries left by a killed writer are removed by the next ``save``.
+    file. Temporaries left by a killed writer are removed by the next ``save``. Beside the
+    checkpoint, ``<name>.sha256`` holds its bytes' SHA-256 (``checksum_path``; while a save
+    renames, the old one's too): ``load_checkpoint`` refuses a file whose bytes match neither
+    (torch reads a zip whose tensors were altered without a word).
 
     Args:
         directory: the run's own directory (created, and checked writable, at construction).
@@ -169,7 +172,13 @@ class Checkpointer:
                 torch.save(state, file)
                 file.flush()
                 os.fsync(file.fileno())
+            # the new file's digest beside the old one's until the rename is done: a process
+            # killed between the two writes leaves a checkpoint that matches either
+            digest, recorded = file_digest(temporary), checksum_path(self.path)
+            previous = recorded.read_text() if recorded.exists() else ""
+            _write_atomically(recorded, digest + "\n" + previous)
             os.replace(temporary, self.path)
+            _write_atomically(recorded, digest + "\n")
         except BaseException as error:
             full = _out_of_space(error, self.directory)
             with contextlib.suppress(OSError):
@@ -230,6 +239,47 @@ def _refused(error: BaseException) -> str:
     return "a pickled object"
 
 
+def checksum_path(path: str | os.PathLike) -> Path:
+    """Where a checkpoint's SHA-256 is kept: ``<path>.sha256`` beside it."""
+    path = Path(path)
+    return path.with_name(path.name + ".sha256")
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes, in hex."""
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                             suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "w") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def verify_checksum(path: str | os.PathLike) -> None:
+    """Refuse (``ValueError``) a checkpoint whose bytes differ from the SHA-256 written beside
+    it when it was saved; one without (written before checksums, or by hand) is let through."""
+    recorded = checksum_path(path)
+    if not recorded.exists():
+        return
+    if file_digest(path) not in recorded.read_text().split():
+        raise ValueError(
+            f"the checkpoint {str(path)!r} does not match the checksum written with it "
+            f"({recorded.name}): its bytes changed since it was saved (a disk error, a copy cut "
+            "short, an edit). Loading it would continue from values the run never had; start "
+            "the run afresh (resume=false), or point resume at a copy whose checksum matches.")
+
+
 def load_checkpoint(path: str | os.PathLike, *, what: str | None = None,
                     advice: str = "Start the run afresh (resume=false) or point resume at "
                                   "another checkpoint.") -> dict:
@@ -239,7 +289,10 @@ def load_checkpoint(path: str | os.PathLike, *, what: str | None = None,
 
     The tensors are memory-mapped from the file (``mmap=True``, private: writes to them stay in
     memory), so a replay pool of gigabytes is read into the pool it restores, not first into a
-    second copy in memory."""
+    second copy in memory. A file whose bytes no longer match the checksum saved beside it is
+    refused first (``verify_checksum``)."""
+    if Path(path).exists():
+        verify_checksum(path)
     try:
         return torch.load(path, weights_only=True, map_location="cpu", mmap=True)
     except Exception as error:

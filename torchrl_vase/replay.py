@@ -44,7 +44,12 @@ import torch
 from tensordict import TensorDict
 from torchrl.data import ReplayBuffer
 
-from torchrl_vase.checkpointing import Checkpointer, check_writable, load_checkpoint
+from torchrl_vase.checkpointing import (
+    Checkpointer,
+    check_writable,
+    checksum_path,
+    load_checkpoint,
+)
 
 __all__ = ["ReplayJournal"]
 
@@ -106,8 +111,7 @@ class ReplayJournal:
         # no checkpoint after this one needs what was overwritten before the previous one
         for _, end, path in self._chunks():
             if end <= self._saved - self.capacity:
-                with contextlib.suppress(OSError):
-                    path.unlink()
+                _remove(path)
         self._saved = written
         return {"write_count": written, "capacity": self.capacity}
 
@@ -124,7 +128,7 @@ class ReplayJournal:
                              "same buffer size.")
         for start, _, path in self._chunks():
             if start >= written:  # written by a process killed before its checkpoint
-                path.unlink()
+                _remove(path)
         first = max(0, written - self.capacity)
         plan, covered = [], first  # (chunk, its rows to take): found whole before any change
         for start, end, path in self._chunks():
@@ -156,8 +160,7 @@ class ReplayJournal:
         held it whole), so no chunk here is any checkpoint's (they are deleted) and the next
         ``state_dict`` writes its transitions anew."""
         for _, _, path in self._chunks():
-            with contextlib.suppress(OSError):
-                path.unlink()
+            _remove(path)
         self._saved = 0
 
     def _directory(self) -> Path:
@@ -173,3 +176,10 @@ class ReplayJournal:
             if match:
                 found.append((int(match[1]), int(match[2]), path))
         return sorted(found)
+
+
+def _remove(chunk: Path) -> None:
+    """A chunk and the checksum written beside it (``Checkpointer``), whichever exist."""
+    for path in (chunk, checksum_path(chunk)):
+        with contextlib.suppress(OSError):
+            path.unlink()

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -269,7 +271,8 @@ class TrainingRun:
         uri = redact(self.uri)
         if uri.startswith(("http://", "https://")):
             return page(uri)
-        return f"mlflow ui --backend-store-uri {uri}, then {page('http://127.0.0.1:5000')}"
+        return (f"{mlflow_command()} ui --backend-store-uri {uri}, then "
+                f"{page('http://127.0.0.1:5000')}")
 
     # --------------------------------------------------------------------------------------
     def _lock(self) -> RunLock:
@@ -325,7 +328,41 @@ class TrainingRun:
         lock = self._lock()
         if path.stat().st_mtime_ns != written:  # its writer ended between the read and the lock
             state = load_checkpoint(path)
+        try:
+            refuse_an_older_checkpoint(client, self.run_id, state, path)
+        except BaseException:
+            lock.release()
+            raise
         return self.run_id, state, lock
+
+
+def mlflow_command() -> str:
+    """The ``mlflow`` command of this Python's environment as a user can type it: ``mlflow``
+    when that is the one on ``PATH``, else its path (``.venv/bin/mlflow`` from the project's
+    root), so that the printed command works without activating the environment."""
+    beside = Path(sys.executable).with_name("mlflow")
+    if not beside.exists():
+        return "mlflow"
+    on_path = shutil.which("mlflow")
+    if on_path is not None and Path(on_path).resolve() == beside.resolve():
+        return "mlflow"
+    relative = os.path.relpath(beside, Path.cwd())
+    return relative if not relative.startswith("..") else str(beside)
+
+
+def refuse_an_older_checkpoint(client: MlflowClient, run_id: str, state: Mapping,
+                               path: Path) -> None:
+    """``resume=<path>`` of a checkpoint older than what its run logged since (a copy of an
+    earlier ``last.pt``): continuing from it would log the steps after it a second time, so it
+    is refused (``ValueError``) before anything is logged, naming both steps and the ways on."""
+    checkpointed = int(state.get("frames", 0))
+    logged = max((m.step for m in client.get_metric_history(run_id, "train/frames")), default=0)
+    if logged > checkpointed:
+        raise ValueError(
+            f"resume={path}: its run {run_id} logged steps up to {logged} frames, past this "
+            f"checkpoint's {checkpointed} (an older copy of its last.pt?); continuing from it "
+            "would log those steps twice. Resume the run's latest checkpoint (resume=true), or "
+            "start a new run (resume=false).")
 
 
 def run_identity(config: Mapping, identity_ignores: Iterable[str] = ()) -> str:

@@ -54,6 +54,10 @@ from mlflow.entities import Experiment, Metric, Param
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+# MLflow prints "View run ... at <the tracking URI>" when a run against a server ends, a password
+# in the URI included; the runs print their own links, the URI redacted (``redact``)
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+
 __all__ = [
     "MLflowTracker",
     "RunLock",
