@@ -39,7 +39,7 @@ def main() -> None:
                         help="keep the video here only (not logged to the run)")
     args = parser.parse_args()
     with reported_errors("evaluate.py", (MlflowException, ValueError, TypeError, OSError,
-                                          ImportError)):
+                                          ImportError, RuntimeError)):
         policy = load_policy(args.run_id, tracking_uri=args.tracking_uri)
         if args.video:  # before the evaluation: a missing renderer is said at once
             check_video(policy.env_id, policy.make_kwargs)

@@ -484,10 +484,11 @@ def test_bad_inputs_fail_before_training(store):
         ("env.bnn.num_cells=[32,x]", r"^env.bnn.num_cells\[1\]: Value 'x'"),
         ("+surprise.sigma=1", r"^surprise.sigma: Key 'sigma' not in 'BNNSurprise'"),
         ("+seed_list=3", r"^seed_list: Key 'seed_list' not in 'Main'"),
-        ("surprise.sigma_c=0", r"^sigma_c must be a finite number > 0, got 0.0"),
-        ("surprise.sigma_c=1e-20", r"^sigma_c must be in \[1e-06, 1e\+06\], got 1e-20"),
-        ("surprise.sigma_c=1e-300", r"^sigma_c must be in \[1e-06, 1e\+06\], got 1e-300: below, "
-                                    r"the surprise .* overflows float32"),
+        ("surprise.sigma_c=0", r"^surprise.sigma_c must be a finite number > 0, got 0.0"),
+        ("surprise.sigma_c=inf", r"^surprise.sigma_c must be a finite number > 0, got inf"),
+        ("surprise.sigma_c=1e-20", r"^surprise.sigma_c must be in \[1e-06, 1e\+06\], got 1e-20"),
+        ("surprise.sigma_c=1e-300", r"^surprise.sigma_c must be in \[1e-06, 1e\+06\], got "
+                                    r"1e-300: below, the surprise .* overflows float32"),
         ("trpo.init_log_std=1e6", r"^init_log_std must be in \[-20, 20\], got 1000000.0"),
         ("env.policy_cells=[-1]", r"^env.policy_cells must be a list of positive layer widths, "
                                   r"got \[-1\]"),
@@ -503,6 +504,20 @@ def test_a_bad_setting_fails_with_its_key_before_any_run_exists(store, override,
     with pytest.raises(ValueError, match=message):
         recipe.train(_config(store, override))
     assert _all_runs(store[0]) == before
+
+
+def test_a_refused_setting_leaves_no_store_behind(tmp_path, store):
+    fresh = tmp_path / "never.db"
+    with pytest.raises(ValueError, match=r"surprise\.sigma_c must be a finite number"):
+        recipe.train(_config(store, "surprise.sigma_c=inf",
+                             f"mlflow.tracking_uri=sqlite:///{fresh}"))
+    assert not fresh.exists()
+    # a torch file that is no run's checkpoint: a sentence, not a KeyError
+    stray = tmp_path / "stray.pt"
+    torch.save({"weights": torch.zeros(2)}, stray)
+    with pytest.raises(ValueError, match=r"this file is not a run's checkpoint \(it holds no run "
+                                         r"identity: weights\)"):
+        recipe.train(_config(store, "checkpoint.every=1", f"resume={stray}"))
 
 
 class DictObservationEnv(gymnasium.Env):
@@ -751,8 +766,10 @@ def test_load_policy_puts_the_runs_observation_standardisation_in_front(store):
 
 
 def test_load_policy_refuses_an_env_id_that_would_import_a_module(store, tmp_path):
-    # a run's config.yaml edited to name "module:Env": gymnasium.make would import the module
-    result = recipe.train(_config(store, "surprise=none", "seed=36", "iterations=1",
+    # a run's config.yaml edited to name "module:Env": gymnasium.make would import the module;
+    # load_policy and the study's scripts that rebuild a run from its files refuse it alike
+    noise = load_recipe("study/bonus_vs_action_noise")
+    result = recipe.train(_config(store, "surprise=vase", "seed=36", "iterations=1",
                                   "checkpoint.every=1", "mlflow.experiment=tampered"))
     client = MlflowClient(tracking_uri=store[0])
     local = Path(client.download_artifacts(result["run_id"], "config.yaml", str(tmp_path)))
@@ -765,6 +782,8 @@ def test_load_policy_refuses_an_env_id_that_would_import_a_module(store, tmp_pat
     try:
         with pytest.raises(ValueError, match=r"'evil_env:Env', which is not registered"):
             torchrl_vase.load_policy(result["run_id"], tracking_uri=store[0])
+        with pytest.raises(ValueError, match=r"'evil_env:Env', which is not registered"):
+            noise.trained_parts(result["run_id"], store[0])
     finally:
         sys.path.remove(str(tmp_path))
     assert not marker.exists()
@@ -968,6 +987,30 @@ def test_video_of_an_env_without_rendering_fails_before_any_run_exists(store):
                        match=r"test/NoRenderer-v0 (cannot render|renders no) rgb_array frame"):
         recipe.train(_config(store, "eval.video=true", "env.id=test/NoRenderer-v0"))
     assert _all_runs(store[0]) == before
+
+
+class FailingRendererEnv(NoRendererEnv):
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def render(self):
+        raise RuntimeError("gladLoadGL error (no OpenGL context)")
+
+
+gymnasium.register("test/FailingRenderer-v0", entry_point=FailingRendererEnv)
+
+
+def test_a_renderer_that_fails_says_how_a_mujoco_task_renders_without_a_display(monkeypatch):
+    from torchrl_vase.evaluation import check_video
+
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    with pytest.raises(ValueError, match=r"cannot render rgb_array frames \(RuntimeError: "
+                                         r"gladLoadGL error .*\)\. For a MuJoCo task without a "
+                                         r"display, set MUJOCO_GL=egl \(or osmesa\)"):
+        check_video("test/FailingRenderer-v0")
+    monkeypatch.setenv("MUJOCO_GL", "egl")  # already chosen: no advice to choose it
+    with pytest.raises(ValueError, match=r"\)\. otherwise turn the video off") as refused:
+        check_video("test/FailingRenderer-v0")
+    assert "MUJOCO_GL" not in str(refused.value)
 
 
 @pytest.mark.parametrize(("overrides", "identity"), [

@@ -13,6 +13,7 @@ mean), actions mapped from [−1, 1] to the env's bounds and clipped as in train
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from torchrl_vase.modules.policy import ACTIVATIONS, gaussian_policy, tanh_polic
 __all__ = [
     "WEIGHTS_FILE",
     "ObservationStandardization",
+    "check_registered",
     "evaluate",
     "load_policy",
     "record_episode",
@@ -176,9 +178,14 @@ def check_video(env_id: str, make_kwargs: dict | None = None) -> None:
             env.reset(seed=0)
             frame = env.render()
     except Exception as error:
+        # MuJoCo picks its OpenGL backend from MUJOCO_GL: on a machine without a display, EGL
+        # (or osmesa) renders where the default (GLFW, a window) cannot
+        backend = ("" if os.environ.get("MUJOCO_GL") else
+                   " For a MuJoCo task without a display, set MUJOCO_GL=egl (or osmesa) and "
+                   "try again;")
         raise ValueError(
             f"{env_id} cannot render rgb_array frames ({type(error).__name__}: "
-            f"{str(error).splitlines()[0][:200]}); turn the video off."
+            f"{str(error).splitlines()[0][:200]}).{backend} otherwise turn the video off."
         ) from None
     if not isinstance(frame, np.ndarray) or frame.ndim != 3:
         raise ValueError(f"{env_id} renders no rgb_array frame; turn the video off.")
@@ -248,6 +255,18 @@ def run_weights(parts: dict) -> dict:
     return weights
 
 
+def check_registered(env_id: str, whose: str) -> None:
+    """Refuse (``ValueError``) an env id that gymnasium has not registered in this process,
+    read from a file (``whose``: a run's config): ``gymnasium.make("module:Env")`` imports the
+    module, and a run's files must not run code here."""
+    if env_id not in gymnasium.registry:
+        raise ValueError(
+            f"{whose} names the env {env_id!r}, which is not registered with gymnasium in this "
+            "process; only registered envs are built from a run's files (an id of the form "
+            "'module:Env' would import that module). Import the package that registers it "
+            "first, if you trust it.")
+
+
 def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModuleBase:
     """The policy of a ``recipes/trpo_vase.py`` run, as a TorchRL actor that acts on observations
     as the env gives them (with the run's observation standardisation in front, if it had one).
@@ -279,13 +298,7 @@ def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModul
                    "loaded.")
     env = config["env"]
     make_kwargs = env.get("make_kwargs") or {}
-    if env["id"] not in gymnasium.registry:
-        # gymnasium.make("module:Env") imports the module: a run's files must not run code here
-        raise ValueError(
-            f"run {run_id}'s config names the env {env['id']!r}, which is not registered with "
-            "gymnasium in this process; load_policy builds registered envs only (an id of the "
-            "form 'module:Env' would import that module). Import the package that registers "
-            "it first, if you trust it.")
+    check_registered(env["id"], f"run {run_id}'s config")
     with gymnasium.make(env["id"], **make_kwargs) as probe:
         obs_dim = int(probe.observation_space.shape[0])
         action_dim = int(probe.action_space.shape[0])

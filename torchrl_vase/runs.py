@@ -307,6 +307,11 @@ class TrainingRun:
         if not path.is_file():
             raise FileNotFoundError(f"resume: no checkpoint at {path}.")
         state = load_checkpoint(path)
+        if not {"identity", "run_id", "config"} <= state.keys():
+            raise ValueError(
+                f"resume={path}: this file is not a run's checkpoint (it holds no run identity: "
+                f"{', '.join(sorted(map(str, state))[:6]) or 'nothing'}); point resume at a "
+                "last.pt under checkpoint.dir, or resume=true.")
         if state["identity"] != self.identity:
             saved, now = flatten(yaml.safe_load(state["config"])), flatten(self.config)
             differ = sorted(k for k in saved.keys() | now.keys() if saved.get(k) != now.get(k)

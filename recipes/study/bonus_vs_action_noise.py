@@ -29,6 +29,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 from scipy.stats import spearmanr
 
+from torchrl_vase.evaluation import check_registered
 from torchrl_vase.recipe import assembly, config
 from torchrl_vase.runs import reported_errors
 
@@ -47,6 +48,7 @@ def trained_parts(run_id: str, tracking_uri: str):
                              "bonus's model.")
         weights = torch.load(client.download_artifacts(run_id, "weights.pt", folder),
                              weights_only=True)
+    check_registered(cfg.env.id, f"run {run_id}'s config")  # no module a file names imported
     observation_space, action_space = config.check_env(cfg)
     collector, _, state = assembly.build(cfg, observation_space, action_space)
     for name, part in state.items():

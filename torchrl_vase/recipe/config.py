@@ -27,7 +27,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from torchrl_vase._validation import check_layer_widths
+from torchrl_vase._validation import check_layer_widths, check_sigma_c
 from torchrl_vase.envs import (
     FAITHFUL,
     VECTORIZATIONS,
@@ -398,6 +398,12 @@ def _check_relations(cfg: DictConfig) -> None:
     if sampling is not None and sampling not in SAMPLINGS:
         raise ValueError(f"surprise.sampling must be one of {sorted(SAMPLINGS)}, got "
                          f"{sampling!r}.")
+    sigma_c = OmegaConf.select(cfg, "surprise.sigma_c")
+    if sigma_c is not None:  # here, not at the model's construction: before any store exists
+        try:
+            check_sigma_c(sigma_c)
+        except ValueError as error:
+            raise ValueError(f"surprise.{error}") from None
     if cfg.advantage.structure == "dual" and cfg.surprise.name == "none":
         raise ValueError(
             "advantage=dual needs an intrinsic reward for its intrinsic critic; choose a "
