@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import ClassVar
 
 import gymnasium
 import imageio
@@ -990,7 +991,7 @@ def test_video_of_an_env_without_rendering_fails_before_any_run_exists(store):
 
 
 class FailingRendererEnv(NoRendererEnv):
-    metadata = {"render_modes": ["rgb_array"]}
+    metadata: ClassVar[dict] = {"render_modes": ["rgb_array"]}
 
     def render(self):
         raise RuntimeError("gladLoadGL error (no OpenGL context)")

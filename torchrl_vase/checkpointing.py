@@ -63,13 +63,6 @@ def _out_of_space(error: BaseException, directory: Path) -> bool:
     return False
 
 
-def _umask() -> int:
-    """The process's umask (read by setting it and putting it back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def config_identity(config: Mapping, ignore: Iterable[str] = (), length: int = 12) -> str:
     """A short hash of a (resolved, nested) config without the dotted keys in ``ignore``.
 
@@ -144,7 +137,8 @@ class Checkpointer:
     ``save`` writes to a temporary file of its own in the same directory (a unique name: no two
     writers share one), flushes it to disk and renames it over the checkpoint, so a process
     killed at any instant leaves either the previous checkpoint or the new one, never a torn
-    file. Temporaries left by a killed writer are removed by the next ``save``. Beside the
+    file. Temporaries left by a killed writer are removed by the next ``save``. The file is
+    private (0600) and its directory too (0700), whatever the umask. Beside the
     checkpoint, ``<name>.sha256`` holds its bytes' SHA-256 (``checksum_path``; while a save
     renames, the old one's too): ``load_checkpoint`` refuses a file whose bytes match neither
     (torch reads a zip whose tensors were altered without a word).
@@ -156,6 +150,7 @@ class Checkpointer:
 
     def __init__(self, directory: str | os.PathLike, filename: str = "last.pt") -> None:
         self.directory = check_writable(directory, "checkpoint directory")
+        self.directory.chmod(0o700)  # the run's own directory: private, as its files are
         self.path = self.directory / filename
 
     def exists(self) -> bool:
@@ -166,8 +161,8 @@ class Checkpointer:
             dir=self.directory, prefix=f".{self.path.name}.", suffix=".tmp"
         )
         try:
-            # a new file's mode under the umask, as open() gives it (mkstemp's is always 0600)
-            os.chmod(temporary, 0o666 & ~_umask())
+            # private whatever the umask (mkstemp's 0600): a run's checkpoint holds its policy
+            # and config, which other users of the machine have no business reading
             with os.fdopen(descriptor, "wb") as file:
                 torch.save(state, file)
                 file.flush()
