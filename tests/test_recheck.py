@@ -182,6 +182,9 @@ def test_the_newer_code_must_not_be_the_commit_being_checked(capsys):
         recheck.main(["--commit", head[:7], "--code", str(ROOT), "--dry-run"])
     assert exit_info.value.code == 2
     assert "point it at the newer one" in capsys.readouterr().err
+    # unless asked for: a rerun at the commit the runs ran at (bit for bit on this machine?)
+    assert recheck.main(["--commit", head[:7], "--code", str(ROOT), "--same-commit",
+                         "--dry-run"]) == 0
 
 
 def test_the_first_difference_names_the_first_iteration_where_the_runs_part():

@@ -314,12 +314,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recompare", action="store_true",
                         help="compare every recorded seed again from the reruns kept under "
                              "--scratch, run nothing, and stop")
+    parser.add_argument("--same-commit", action="store_true",
+                        help="--code may be at --commit itself: rerun the drawn seeds at the "
+                             "commit they ran at (is a run reproduced bit for bit here?)")
     parser.add_argument("--dry-run", action="store_true", help="list the draw and stop")
     args = parser.parse_args(argv)
     if args.per_cell < 1:
         parser.error("--per-cell must be at least 1.")
     commit = git_commit(args.code)
-    if commit.startswith(args.commit):
+    if commit.startswith(args.commit) and not args.same_commit:
         parser.error(f"--code is at {commit[:7]}, the commit being checked: point it at the "
                      "newer one.")
     if args.earlier_code is not None and not git_commit(args.earlier_code).startswith(
