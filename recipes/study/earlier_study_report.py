@@ -381,8 +381,9 @@ paper nor the authors), the bonus centred per batch, PyTorch's initialisation, C
 `advantage=extrinsic`. Seeds 0–9 (5 on some cells), each run exported to
 `docs/results/paper_grid/<task>/<measure>/seed<k>.csv` with its commit, machine and load in
 `runs.csv` beside it. Its verdicts pair seeds and read one window (the last 10 iterations); the
-study above replaces them. Nothing was tuned towards the paper: those defaults were chosen before
-it, on other seeds (the [earlier studies](results_history.md)).
+study at the authors' configuration ([results](results.md)) replaces them. Nothing was tuned
+towards the paper: those defaults were chosen before it, on other seeds (the [earlier
+studies](results_history.md)).
 This page is written by `python recipes/study/paper_grid_report.py` from those files; the study is
 run (and resumed) by `python recipes/study/paper_grid.py` ([how](#how-this-was-run)).
 

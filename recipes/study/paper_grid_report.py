@@ -31,21 +31,32 @@ def _link(target: Path, page: Path) -> str:
 
 
 def report(grid: Path, page: Path, figures: Path | None = None,
-           study: Path | None = None) -> dict[str, Path]:
+           study: Path | None = None, earlier_page: Path | None = None) -> dict[str, Path]:
     """Write the results page ``page``: the study at the authors' configuration (``study``, its
     figures beside its CSVs), then the earlier study (``grid``, its figures into ``figures``,
-    default ``grid``); return every file written by name."""
+    default ``grid``), on a page of its own where ``earlier_page`` is given (the results page
+    then links it); return every file written by name."""
     figures = figures or grid
     page.parent.mkdir(parents=True, exist_ok=True)
-    text, written = earlier_section(grid, figures, _link(figures, page))
+    text, written = earlier_section(grid, figures, _link(figures, earlier_page or page))
     written["report"] = page
     if study is not None:
         part, drawn = study_section(study, study, _link(study, page))
         written.update({f"figure3/{name}": path for name, path in drawn.items()})
-        # the earlier study becomes the page's second part: its headings one level down
-        earlier = text.replace("\n## ", "\n### ").replace("# The earlier study",
-                                                           "## The earlier study", 1)
-        text = part + "\n" + earlier
+        if earlier_page is not None:
+            earlier_page.write_text(text)
+            written["earlier"] = earlier_page
+            link = _link(earlier_page, page)
+            text = part + (f"\n## The earlier study at the former defaults\n\nThe paper's "
+                           f"claims judged on our first study (issue 26), at the recipe's "
+                           f"defaults of the time (`preset=former_defaults`: a mix of the "
+                           f"paper's text and the authors' code), seeds 0–9: "
+                           f"[its page]({link}).\n")
+        else:
+            # the earlier study becomes the page's second part: its headings one level down
+            earlier = text.replace("\n## ", "\n### ").replace("# The earlier study",
+                                                               "## The earlier study", 1)
+            text = part + "\n" + earlier
     page.write_text(text)
     return written
 
@@ -58,8 +69,11 @@ def main() -> None:
     parser.add_argument("--figures", type=Path, default=None, help="default: --grid")
     parser.add_argument("--study", type=Path, default=ROOT / "docs" / "results" / "figure3",
                         help="the study at the authors' configuration (the page's first part)")
+    parser.add_argument("--earlier-page", type=Path,
+                        default=ROOT / "docs" / "results_former_defaults.md",
+                        help="the earlier study's page of its own (the results page links it)")
     args = parser.parse_args()
-    written = report(args.grid, args.page, args.figures, args.study)
+    written = report(args.grid, args.page, args.figures, args.study, args.earlier_page)
     for name, path in written.items():
         print(f"{name}: {path}")
 
