@@ -241,10 +241,10 @@ class Exploration(nn.Module):
 
     def _confidence_metrics(self, bonus_mean: float | None) -> dict[str, float]:
         """VASE's ``δ·H(q)`` (``confidence``) and its share of the surprise it is taken from,
-        ``δ·H / (mean U + δ·H)`` (``confidence_share``), where the bonus has such a term and is
-        not rescaled; nothing otherwise."""
-        term = getattr(self.bonus, "confidence_term", lambda: None)()
-        if term is None or getattr(self.bonus, "reward_normalization", None) is not None:
+        ``δ·H / (mean U + δ·H)`` (``confidence_share``), where the bonus has such a term
+        (``confidence_term``); nothing otherwise."""
+        term = self.bonus.confidence_term()
+        if term is None:
             return {}
         if bonus_mean is None:
             return {"confidence": math.nan, "confidence_share": math.nan}

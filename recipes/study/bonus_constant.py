@@ -29,13 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from study_runs import OBSERVATION_DIMS, ROOT  # beside this script
 
 from torchrl_vase.gaussian import log_normaliser
 
-ROOT = Path(__file__).resolve().parents[2]
-#: the observation's dimensions of each task's model target (its env's observation space)
-OBSERVATION_DIMS = {"mountain_car": 2, "cartpole_swingup": 4, "double_pendulum": 6,
-                    "half_cheetah": 20, "ant": 125, "lunar_lander": 8, "point_robot": 2}
 #: measure -> (σ_c, δ) of the study's runs: the authors' code, and the paper's text
 SETTINGS = {"vase": (0.5, 0.0), "nll": (0.5, 0.0), "vase_paper": (5.0, 1e-3)}
 SHARE_FLOOR = 0.01  # the constant counts from 1 % of the mean bonus ...

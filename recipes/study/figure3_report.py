@@ -51,7 +51,7 @@ from figure3_status import (  # how far the study has come (beside this script)
 )
 from omegaconf import OmegaConf
 from study_figures import DPI, figure, legible, running_mean
-from study_runs import ROOT, TASKS, TITLES, Seed, load, provenance
+from study_runs import OBSERVATION_DIMS, ROOT, TASKS, TITLES, Seed, load, provenance
 from study_statistics import (  # the statistics of issue 38 (beside this script)
     PRIMARY_WINDOW,
     aggregate_improvement,
@@ -338,10 +338,6 @@ STUDY_RUNS = """\
 """
 
 
-#: each task's observation size, the dimensions a surprise sums over (checked against the envs
-#: by tests/test_paper_grid_report.py)
-OBSERVATION_DIMS = {"mountain_car": 2, "cartpole_swingup": 4, "double_pendulum": 6,
-                    "half_cheetah": 20, "ant": 125, "lunar_lander": 8}
 #: the iterations at a run's end that ``bonus_reach`` reads
 LATE = 50
 #: the bonuses' weight η at the authors' configuration, every task

@@ -27,7 +27,10 @@ TASKS = ("mountain_car", "cartpole_swingup", "double_pendulum", "half_cheetah", 
 TITLES = {"mountain_car": "MountainCar", "cartpole_swingup": "CartpoleSwingup",
           "double_pendulum": "DoublePendulum", "half_cheetah": "HalfCheetah", "ant": "Ant",
           "lunar_lander": "LunarLanderContinuous", "point_robot": "point robot"}
-#: the paper's four curves, then ours
+#: each task's observation size, the dimensions a surprise sums over (checked against the envs
+#: by tests/test_paper_grid_report.py)
+OBSERVATION_DIMS = {"mountain_car": 2, "cartpole_swingup": 4, "double_pendulum": 6,
+                    "half_cheetah": 20, "ant": 125, "lunar_lander": 8, "point_robot": 2}
 #: the iterations of a seed's *final return*
 FINAL = 10
 

@@ -518,15 +518,15 @@ def check_memory(cfg: DictConfig, obs: int, action: int) -> None:
     frames = collected_frames(cfg, 1)
     per_obs, per_action, rest = BATCH_VALUES
     batch = frames * (per_obs * obs + per_action * action + rest) * 4
-    needed = pool_bytes(cfg, obs, action) + batch + RUN_OVERHEAD
+    pool = pool_bytes(cfg, obs, action)
+    needed = pool + batch + RUN_OVERHEAD
     free = available_memory()
     if needed > 0.8 * free:
         key = "sac.frames_per_batch" if cfg.algorithm == "sac" else "env.frames_per_batch"
         raise ValueError(
             f"this run needs about {needed / 2**30:.1f} GiB (a batch of {frames:,} frames: "
-            f"{batch / 2**30:.1f} GiB; the replay pool: {pool_bytes(cfg, obs, action) / 2**30:.1f}"
-            f" GiB), more than 80 % of the {free / 2**30:.1f} GiB free here: lower {key} or "
-            "the pool's size.")
+            f"{batch / 2**30:.1f} GiB; the replay pool: {pool / 2**30:.1f} GiB), more than 80 % "
+            f"of the {free / 2**30:.1f} GiB free here: lower {key} or the pool's size.")
 
 
 def available_memory() -> int:

@@ -247,6 +247,11 @@ class IntrinsicRewardTransform(Transform):
             next_tensordict.set(self.reward_key, reward)
         return next_tensordict
 
+    def confidence_term(self) -> float | None:
+        """The part of the bonus that is the same for every transition of a batch (VASE's
+        ``δ·H(q)``), where a measure has one and the bonus is not rescaled; ``None`` here."""
+        return None
+
     def settings(self) -> str:
         """The settings that scale the bonus, for error messages (subclasses add their own)."""
         return f"eta={self.eta}"

@@ -319,8 +319,9 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
     def confidence_term(self) -> float | None:
         """VASE's ``δ·H(q)`` under the model as it is: the part of U that is the same for every
         transition of a batch (uncentred, a reward a step); ``None`` where there is none (another
-        measure, or ``delta=0``, the authors' code)."""
-        if self.measure != "vase" or self.delta == 0:
+        measure, ``delta=0``, the authors' code) or the bonus is rescaled (the term is then no
+        longer a part of the bonus as written)."""
+        if self.measure != "vase" or self.delta == 0 or self.reward_normalization is not None:
             return None
         with torch.no_grad():
             return self.delta * self._require_model().network.entropy().item()
