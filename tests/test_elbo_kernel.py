@@ -34,9 +34,9 @@ def _loss(sampling: str, activation: type[nn.Module], cells: list[int], dtype: t
 
 
 def _data(steps: int, dtype: torch.dtype, *, rows: int = 6, seed: int = 1):
-    """Minibatches of a smooth map, ``[1, steps, rows, ·]``."""
+    """Minibatches of a smooth map, ``[steps, rows, ·]``."""
     generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(1, steps, rows, 5, dtype=dtype, generator=generator)
+    x = torch.randn(steps, rows, 5, dtype=dtype, generator=generator)
     weight = torch.randn(5, 3, dtype=dtype, generator=generator) / math.sqrt(5)
     return x, torch.tanh(x @ weight)
 
@@ -47,7 +47,7 @@ def _noise_stream(noise: torch.Tensor):
     def draw(steps: int) -> torch.Tensor:
         nonlocal taken
         taken += steps
-        return noise[:, taken - steps:taken]
+        return noise[taken - steps:taken]
 
     return draw
 
@@ -60,7 +60,7 @@ def _both(loss: VariationalELBOLoss, steps: int, x, y, noise):
         twin = copy.deepcopy(loss)
         network = twin.model.network
         optimizer = torch.optim.Adam(network.parameters(), lr=1e-3, fused=True)
-        trainer = ELBOTrainer(twin, optimizer, batch_size=x.shape[2], backend=backend)
+        trainer = ELBOTrainer(twin, optimizer, batch_size=x.shape[1], backend=backend)
         assert trainer.backend == backend
         terms = trainer.steps(x, y, _noise_stream(noise))
         out.append((terms, network, optimizer))
@@ -74,7 +74,7 @@ def _both(loss: VariationalELBOLoss, steps: int, x, y, noise):
 def test_one_compiled_step_is_the_autograd_step(sampling, activation, cells, dtype):
     loss = _loss(sampling, activation, cells, dtype)
     x, y = _data(1, dtype)
-    noise = loss.step_noise(6, steps=1)[None]
+    noise = loss.step_noise(6, steps=1)
     (terms, network, optimizer), (ref_terms, ref_network, ref_optimizer) = _both(
         loss, 1, x, y, noise)
     tolerance = ({"rtol": 1e-10, "atol": 1e-12} if dtype == torch.float64
@@ -99,23 +99,23 @@ def test_500_compiled_steps_track_500_autograd_steps(sampling):
                                      (nn.ReLU, torch.float64, 1e-9)):
         loss = _loss(sampling, activation, [8, 6], dtype)
         x, y = _data(500, dtype)
-        noise = loss.step_noise(6, steps=500)[None]
+        noise = loss.step_noise(6, steps=500)
         (terms, network, _), (ref_terms, ref_network, _) = _both(loss, 500, x, y, noise)
         for ours, theirs in ((network.mu, ref_network.mu), (network.rho, ref_network.rho)):
             error = ((ours - theirs).abs().max() / theirs.abs().max()).item()
             assert error <= bound, (activation, error)
         assert (network.mu - loss.model.network.mu).abs().max() > 0.1  # it went somewhere
-        torch.testing.assert_close(terms[0, -1], ref_terms[0, -1], rtol=1e-3, atol=0)
+        torch.testing.assert_close(terms[-1], ref_terms[-1], rtol=1e-3, atol=0)
 
 
 def test_the_elbo_falls_as_fast_on_both_paths():
     loss = _loss("local_shared", nn.ReLU, [16, 16], torch.float32, kl_weight=1e-3)
     x, y = _data(500, torch.float32, rows=10)
-    noise = loss.step_noise(10, steps=500)[None]
+    noise = loss.step_noise(10, steps=500)
     (terms, *_), (ref_terms, *_) = _both(loss, 500, x, y, noise)
-    first, last = ref_terms[0, :25, 0].mean(), ref_terms[0, -25:, 0].mean()
+    first, last = ref_terms[:25, 0].mean(), ref_terms[-25:, 0].mean()
     assert last < 0.7 * first  # the model learns the map
-    assert terms[0, -25:, 0].mean().item() == pytest.approx(last.item(), rel=0.02)
+    assert terms[-25:, 0].mean().item() == pytest.approx(last.item(), rel=0.02)
 
 
 def test_weight_sampling_draws_its_noise_in_blocks():
@@ -125,7 +125,7 @@ def test_weight_sampling_draws_its_noise_in_blocks():
     per_step = math.prod(loss.step_noise_shape(6))
     asked = []
     x, y = _data(500, torch.float64)
-    noise = loss.step_noise(6, steps=500)[None]
+    noise = loss.step_noise(6, steps=500)
     for backend in ("numba", "autograd"):  # both ask for the same blocks: the same stream
         asked.clear()
         stream = _noise_stream(noise)
@@ -216,12 +216,12 @@ consts = ek.make_consts(np.dtype(f), kl_weight=0.2, prior_std=0.5, sigma_c=0.5, 
                         lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, nll_normaliser=0.45,
                         half_log_2pi_e=1.42)
 rng = np.random.default_rng(0)
-state = [rng.normal(size=(1, size)).astype(f), np.full((1, size), -3.0, f)]
-state += [np.zeros((1, size), f) for _ in range(4)]
-terms = np.empty((1, 50, 3), f)
-ek.weight_steps(*state, np.zeros(1, np.int64), rng.normal(size=(1, 50, 10, 3)).astype(f),
-                rng.normal(size=(1, 50, 10, 2)).astype(f),
-                rng.normal(size=(1, 50, 10, size)).astype(f), terms, sizes, False, consts)
+state = [rng.normal(size=size).astype(f), np.full(size, -3.0, f)]
+state += [np.zeros(size, f) for _ in range(4)]
+terms = np.empty((50, 3), f)
+ek.weight_steps(*state, 0, rng.normal(size=(50, 10, 3)).astype(f),
+                rng.normal(size=(50, 10, 2)).astype(f),
+                rng.normal(size=(50, 10, size)).astype(f), terms, sizes, False, consts)
 print("digest", hashlib.sha1(b"".join(array.tobytes() for array in (terms, *state))).hexdigest())
 """
 

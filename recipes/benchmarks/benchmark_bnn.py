@@ -217,8 +217,8 @@ def elbo_steps_table(args) -> None:
             loss = VariationalELBOLoss(DynamicsModel.build(obs_dim, act_dim, cells,
                                                            sampling=sampling),
                                        num_samples=args.num_samples, kl_weight=0.2)
-            x = torch.randn(1, steps, 10, obs_dim + act_dim)
-            y = torch.randn(1, steps, 10, obs_dim)
+            x = torch.randn(steps, 10, obs_dim + act_dim)
+            y = torch.randn(steps, 10, obs_dim)
             paths = {backend: _steps_call(loss, x, y, backend)
                      for backend in ("autograd", "numba")}
             for run in paths.values():
@@ -268,7 +268,7 @@ def _steps_call(loss: VariationalELBOLoss, x: torch.Tensor, y: torch.Tensor, bac
     def run() -> None:
         network.load_state_dict(start)
         trainer = ELBOTrainer(loss, backend=backend)
-        trainer.steps(x, y, lambda n: loss.step_noise(10, steps=n)[None])
+        trainer.steps(x, y, lambda n: loss.step_noise(10, steps=n))
 
     return run
 

@@ -429,26 +429,25 @@ def _local_backward(mu, variance, xi, sizes, relu, grad_z, inputs, squares, stds
 @numba.njit(**_JIT)
 def local_steps(mu, rho, m_mu, v_mu, m_rho, v_rho, step0, x, y, noise, terms, sizes, relu,
                 consts):
-    """``steps`` ELBO steps of K models with local reparameterisation, in place.
+    """``steps`` ELBO steps of one model with local reparameterisation, in place.
 
-    ``mu``, ``rho`` and Adam's moments ``m_*``, ``v_*`` ``[K, |Θ|]`` (updated in place);
-    ``step0`` ``[K]`` Adam steps each model took before; ``x`` ``[K, steps, B, in]``, ``y``
-    ``[K, steps, B, out]``; ``noise`` ξ ``[K, steps, N, B or 1, Σ widths]``; ``terms``
-    ``[K, steps, 3]`` receives each step's (loss_nll, KL, entropy) before its update."""
-    members, steps, size = mu.shape[0], x.shape[1], mu.shape[1]
+    ``mu``, ``rho`` and Adam's moments ``m_*``, ``v_*`` ``[|Θ|]`` (updated in place);
+    ``step0`` the Adam steps the model took before; ``x`` ``[steps, B, in]``, ``y``
+    ``[steps, B, out]``; ``noise`` ξ ``[steps, N, B or 1, Σ widths]``; ``terms``
+    ``[steps, 3]`` receives each step's (loss_nll, KL, entropy) before its update."""
+    steps, size = x.shape[0], mu.shape[0]
     sigma, variance, dsigma = np.empty(size, mu.dtype), np.empty(size, mu.dtype), \
         np.empty(size, mu.dtype)
     grad_mean, grad_var = np.empty(size, mu.dtype), np.empty(size, mu.dtype)
     work = np.empty((2, size), mu.dtype)
-    for k in range(members):
-        for s in range(steps):
-            kl, entropy = _posterior(mu[k], rho[k], sigma, variance, dsigma, consts, work)
-            loss = _local_data_term(mu[k], variance, x[k, s], y[k, s], noise[k, s], sizes,
-                                    relu, grad_mean, grad_var, consts)
-            terms[k, s, 0], terms[k, s, 1], terms[k, s, 2] = loss, kl, entropy
-            grad_var *= consts[TWO] * sigma  # ∂/∂σ = 2σ ∂/∂σ²
-            _prior_and_adam(mu[k], rho[k], grad_mean, grad_var, sigma, dsigma, m_mu[k],
-                            v_mu[k], m_rho[k], v_rho[k], step0[k] + s + 1, consts)
+    for s in range(steps):
+        kl, entropy = _posterior(mu, rho, sigma, variance, dsigma, consts, work)
+        loss = _local_data_term(mu, variance, x[s], y[s], noise[s], sizes, relu, grad_mean,
+                                grad_var, consts)
+        terms[s, 0], terms[s, 1], terms[s, 2] = loss, kl, entropy
+        grad_var *= consts[TWO] * sigma  # ∂/∂σ = 2σ ∂/∂σ²
+        _prior_and_adam(mu, rho, grad_mean, grad_var, sigma, dsigma, m_mu, v_mu, m_rho, v_rho,
+                        step0 + s + 1, consts)
 
 
 @numba.njit(**_HELPER)
@@ -507,21 +506,20 @@ def _weight_data_term(mu, sigma, x, y, eps, sizes, relu, theta, grad_mean, grad_
 @numba.njit(**_JIT)
 def weight_steps(mu, rho, m_mu, v_mu, m_rho, v_rho, step0, x, y, noise, terms, sizes, relu,
                  consts):
-    """``local_steps`` with weight sampling: ``noise`` ε ``[K, steps, N, |Θ|]``."""
-    members, steps, size = mu.shape[0], x.shape[1], mu.shape[1]
+    """``local_steps`` with weight sampling: ``noise`` ε ``[steps, N, |Θ|]``."""
+    steps, size = x.shape[0], mu.shape[0]
     sigma, variance, dsigma = np.empty(size, mu.dtype), np.empty(size, mu.dtype), \
         np.empty(size, mu.dtype)
     theta = np.empty(size, mu.dtype)
     grad_mean, grad_sigma = np.empty(size, mu.dtype), np.empty(size, mu.dtype)
     work = np.empty((2, size), mu.dtype)
-    for k in range(members):
-        for s in range(steps):
-            kl, entropy = _posterior(mu[k], rho[k], sigma, variance, dsigma, consts, work)
-            loss = _weight_data_term(mu[k], sigma, x[k, s], y[k, s], noise[k, s], sizes, relu,
-                                     theta, grad_mean, grad_sigma, consts)
-            terms[k, s, 0], terms[k, s, 1], terms[k, s, 2] = loss, kl, entropy
-            _prior_and_adam(mu[k], rho[k], grad_mean, grad_sigma, sigma, dsigma, m_mu[k],
-                            v_mu[k], m_rho[k], v_rho[k], step0[k] + s + 1, consts)
+    for s in range(steps):
+        kl, entropy = _posterior(mu, rho, sigma, variance, dsigma, consts, work)
+        loss = _weight_data_term(mu, sigma, x[s], y[s], noise[s], sizes, relu, theta,
+                                 grad_mean, grad_sigma, consts)
+        terms[s, 0], terms[s, 1], terms[s, 2] = loss, kl, entropy
+        _prior_and_adam(mu, rho, grad_mean, grad_sigma, sigma, dsigma, m_mu, v_mu, m_rho,
+                        v_rho, step0 + s + 1, consts)
 
 
 def warm_up() -> None:
@@ -538,11 +536,9 @@ def warm_up() -> None:
                              lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
                              nll_normaliser=2 * (math.log(0.5) + 0.5 * math.log(2 * math.pi)),
                              half_log_2pi_e=0.5 * math.log(2 * math.pi * math.e))
-        for kernel, noise_shape in ((local_steps, (1, 1, 2, 1, 6)),
-                                    (weight_steps, (1, 1, 2, size))):
-            state = [np.zeros((1, size), dtype) for _ in range(6)]
+        for kernel, noise_shape in ((local_steps, (1, 2, 1, 6)), (weight_steps, (1, 2, size))):
+            state = [np.zeros(size, dtype) for _ in range(6)]
             state[1][:] = -1.0  # ρ
-            kernel(*state, np.zeros(1, np.int64), np.zeros((1, 1, 2, 3), dtype),
-                   np.zeros((1, 1, 2, 2), dtype), np.zeros(noise_shape, dtype),
-                   np.zeros((1, 1, 3), dtype), sizes, True, consts)
+            kernel(*state, 0, np.zeros((1, 2, 3), dtype), np.zeros((1, 2, 2), dtype),
+                   np.zeros(noise_shape, dtype), np.zeros((1, 3), dtype), sizes, True, consts)
 

@@ -131,42 +131,39 @@ class ELBOTrainer:
         if steps == 0 or steps * self.batch_size != x.shape[0]:
             raise ValueError(f"the sample holds {x.shape[0]} transitions, not a positive "
                              f"multiple of batch_size ({self.batch_size}).")
-        x = x.view(1, steps, self.batch_size, x.shape[-1])
-        y = y.view(1, steps, self.batch_size, y.shape[-1])
-        terms = self.steps(x, y, lambda n: self.loss.step_noise(self.batch_size, steps=n)[None])
-        nll, kl, entropy = terms.mean(1)[0].tolist()
+        x = x.view(steps, self.batch_size, x.shape[-1])
+        y = y.view(steps, self.batch_size, y.shape[-1])
+        terms = self.steps(x, y, lambda n: self.loss.step_noise(self.batch_size, steps=n))
+        nll, kl, entropy = terms.mean(0).tolist()
         kl_weight = self.loss.kl_weight
         return {"loss_nll": nll, "loss_kl": kl_weight * kl, "elbo": -(nll + kl_weight * kl),
                 "kl": kl, "entropy": entropy}
 
     def steps(self, x: Tensor, y: Tensor, noise: Callable[[int], Tensor]) -> Tensor:
-        """The steps on prepared minibatches ``x`` ``[1, steps, B, in]`` and ``y``
-        ``[1, steps, B, out]`` (``VariationalELBOLoss.model_inputs``'s), ``noise(n)`` the next
-        ``n`` steps' standard normal draws ``[1, n, *step_noise_shape(B)]`` (asked for
+        """The steps on prepared minibatches ``x`` ``[steps, B, in]`` and ``y``
+        ``[steps, B, out]`` (``VariationalELBOLoss.model_inputs``'s), ``noise(n)`` the next
+        ``n`` steps' standard normal draws ``[n, *step_noise_shape(B)]`` (asked for
         ``steps_per_draw`` steps at a time). Updates the model and the optimiser in place;
-        returns each step's ``(loss_nll, KL, entropy)``, ``[1, steps, 3]``."""
+        returns each step's ``(loss_nll, KL, entropy)``, ``[steps, 3]``."""
         if self.backend == "numba":
             return self._kernel_steps(x, y, noise)
         return self._autograd_steps(x, y, noise)
 
     def _autograd_steps(self, x: Tensor, y: Tensor, noise: Callable[[int], Tensor]) -> Tensor:
-        steps, rows = x.shape[1:3]
-        terms = x.new_empty(1, steps, 3)
+        steps, rows = x.shape[:2]
+        terms = x.new_empty(steps, 3)
         block = steps_per_draw(self.loss, rows, steps)
         # torch's Adam without ``Optimizer.step``'s per-call bookkeeping, where it is plain Adam
         step = (functools.partial(adam_step, self.optimizer)
                 if supports_adam_steps(self.optimizer) else self.optimizer.step)
         for start in range(0, steps, block):
-            draws = noise(min(block, steps - start))[0]
-            for i, draw in enumerate(draws):
-                loss_nll, kl, entropy = self.loss.terms_from_noise(x[0, start + i],
-                                                                   y[0, start + i], draw)
+            draws = noise(min(block, steps - start))
+            for i, draw in enumerate(draws, start):
+                loss_nll, kl, entropy = self.loss.terms_from_noise(x[i], y[i], draw)
                 self.optimizer.zero_grad()
                 (loss_nll + self.loss.kl_weight * kl).backward()
                 step()
-                with torch.no_grad():
-                    terms[0, start + i, 0], terms[0, start + i, 1] = loss_nll, kl
-                    terms[0, start + i, 2] = entropy
+                terms[i] = torch.stack((loss_nll, kl, entropy)).detach()
         self.optimizer.zero_grad()
         return terms
 
@@ -174,13 +171,13 @@ class ELBOTrainer:
     def _kernel_steps(self, x: Tensor, y: Tensor, noise: Callable[[int], Tensor]) -> Tensor:
         kernel = _kernel()
         network, model = self.loss.model.network, self.loss.model
-        steps, rows = x.shape[1:3]
+        steps, rows = x.shape[:2]
         mu_state, rho_state = (adam_state(self.optimizer, p) for p in (network.mu, network.rho))
-        # copies, with the leading axis of one model the kernel keeps
-        arrays = [np.stack([tensor.detach().numpy()]) for tensor in (
+        # the parameters' and Adam's moments' own memory: the kernel updates them in place
+        arrays = [tensor.detach().numpy() for tensor in (
             network.mu, network.rho, mu_state["exp_avg"], mu_state["exp_avg_sq"],
             rho_state["exp_avg"], rho_state["exp_avg_sq"])]
-        step0 = np.array([int(mu_state["step"])], dtype=np.int64)
+        step0 = int(mu_state["step"])
         group = self.optimizer.param_groups[0]
         consts = kernel.make_consts(
             arrays[0].dtype, kl_weight=self.loss.kl_weight, prior_std=float(network.prior_std),
@@ -194,24 +191,15 @@ class ELBOTrainer:
                        else kernel.weight_steps)
         sizes = np.array(network.layer_sizes, dtype=np.int64).reshape(-1, 2)
         relu = all(isinstance(a, nn.ReLU) for a in network.activations)
-        x_all, y_all = x.detach().numpy(), y.detach().numpy()
-        terms = np.empty((1, steps, 3), dtype=arrays[0].dtype)
+        x_all, y_all = (np.ascontiguousarray(t.detach().numpy()) for t in (x, y))
+        terms = np.empty((steps, 3), dtype=arrays[0].dtype)
         block = steps_per_draw(self.loss, rows, steps)
         # the products are small: BLAS threads would only contend with the caller's
         with _blas_threads().limit(limits=torch.get_num_threads(), user_api="blas"):
             for start in range(0, steps, block):
                 stop = min(steps, start + block)
-                part = np.empty((1, stop - start, 3), dtype=terms.dtype)
-                step_kernel(*arrays, step0 + start, np.ascontiguousarray(x_all[:, start:stop]),
-                            np.ascontiguousarray(y_all[:, start:stop]),
-                            noise(stop - start).numpy(), part, sizes, relu, consts)
-                terms[:, start:stop] = part
-        for tensor, array in ((network.mu, arrays[0]), (network.rho, arrays[1]),
-                              (mu_state["exp_avg"], arrays[2]),
-                              (mu_state["exp_avg_sq"], arrays[3]),
-                              (rho_state["exp_avg"], arrays[4]),
-                              (rho_state["exp_avg_sq"], arrays[5])):
-            tensor.detach().copy_(torch.from_numpy(array[0]))
+                step_kernel(*arrays, step0 + start, x_all[start:stop], y_all[start:stop],
+                            noise(stop - start).numpy(), terms[start:stop], sizes, relu, consts)
         mu_state["step"] += steps
         rho_state["step"] += steps
         return torch.from_numpy(terms)
