@@ -240,7 +240,7 @@ def test_algorithm_1_order_bonus_from_the_previous_model_then_pool_statistics_tr
     # no bonus before the model has learnt anything: the reward is left as it is
     assert (first["next", "intrinsic_reward"] == 0).all()
     torch.testing.assert_close(first["next", "reward"], first["next", "extrinsic_reward"])
-    assert np.isnan(metrics["novelty_spearman"]) and np.isnan(metrics["self_agreement"])
+    assert "novelty_spearman" not in metrics and "self_agreement" not in metrics
     assert int(exploration.model_updates) == 30 and len(exploration.pool) == 300
     assert {"loss_nll", "loss_kl", "elbo"} <= set(metrics)
 
@@ -263,6 +263,29 @@ def test_algorithm_1_order_bonus_from_the_previous_model_then_pool_statistics_tr
         second["next", "reward"],
         second["next", "extrinsic_reward"] + 0.1 * second["next", "intrinsic_reward"],
     )
+
+
+def test_diagnostics_run_exactly_on_every_kth_iteration_with_a_bonus_and_are_absent_elsewhere():
+    thinned, every = _exploration(diagnostics_every=3), _exploration(diagnostics_every=1)
+    never = _exploration(diagnostics_every=0)
+    logged = {"thinned": [], "every": [], "never": []}
+    for seed in range(6):
+        for name, exploration in (("thinned", thinned), ("every", every), ("never", never)):
+            metrics = exploration.step(_rollout(200, seed=seed))
+            logged[name].append({key: metrics[key] for key in
+                                 ("novelty_spearman", "self_agreement", "loss_nll")
+                                 if key in metrics})
+    # iteration 0 has no bonus; the model's 1st and 4th trainings are iterations 1 and 4
+    assert [i for i, m in enumerate(logged["thinned"]) if "self_agreement" in m] == [1, 4]
+    assert [i for i, m in enumerate(logged["every"]) if "novelty_spearman" in m] == [1, 2, 3, 4, 5]
+    assert not any("novelty_spearman" in m or "self_agreement" in m for m in logged["never"])
+    for i in (1, 4):  # exact where computed: the same values as computing them every time
+        assert logged["thinned"][i] == logged["every"][i]
+        assert np.isfinite(logged["thinned"][i]["novelty_spearman"])
+    # the diagnostics draw from generators of their own: the training is the same either way
+    assert [m["loss_nll"] for m in logged["thinned"]] == [m["loss_nll"] for m in logged["never"]]
+    with pytest.raises(ValueError, match="diagnostics_every"):
+        _exploration(diagnostics_every=-1)
 
 
 def test_nothing_trains_before_the_pool_holds_pool_min():

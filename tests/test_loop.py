@@ -12,6 +12,7 @@ from torch import nn
 
 from torchrl_vase import TrainingLoop
 from torchrl_vase.checkpointing import Checkpointer
+from torchrl_vase.loop import is_clock
 
 NUM_ENVS, STEPS = 2, 4
 
@@ -98,7 +99,7 @@ def _loop(logger, checkpointer=None, iterations=6, every=2, step=None, **kwargs)
 
 
 def _without_timings(steps):
-    return [(s, {k: v for k, v in m.items() if k not in ("train/fps", "train/wall_time")})
+    return [(s, {k: v for k, v in m.items() if not is_clock(k)})
             for s, m in steps]
 
 

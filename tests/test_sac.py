@@ -26,7 +26,7 @@ from torchrl_vase import (
     tanh_policy,
 )
 from torchrl_vase.exploration import ReplayBonus
-from torchrl_vase.loop import TIMING_METRICS
+from torchrl_vase.loop import is_clock
 from torchrl_vase.off_policy import OffPolicyStep, SACUpdate
 from torchrl_vase.recipe import assembly
 from torchrl_vase.recipe import config as schema
@@ -286,7 +286,7 @@ def _history(uri: str, run_id: str) -> dict:
     client = MlflowClient(tracking_uri=uri)
     return {key: [(m.step, "nan" if math.isnan(m.value) else m.value)
                   for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
-            for key in client.get_run(run_id).data.metrics if key not in TIMING_METRICS}
+            for key in client.get_run(run_id).data.metrics if not is_clock(key)}
 
 
 def test_a_sac_vase_run_killed_and_resumed_logs_the_uninterrupted_history(store, monkeypatch):

@@ -32,7 +32,7 @@ from torchrl_vase import CSVLogger, Exploration
 from torchrl_vase import step as algorithm
 from torchrl_vase.checkpointing import config_identity
 from torchrl_vase.envs import PointRobot2DEnv, make_training_env
-from torchrl_vase.loop import TIMING_METRICS
+from torchrl_vase.loop import is_clock
 from torchrl_vase.recipe import assembly
 from torchrl_vase.recipe import config as schema
 from torchrl_vase.runs import flatten
@@ -137,12 +137,31 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
                 "train/frames", "train/coverage"):
         history = client.get_metric_history(run.info.run_id, key)
         assert [m.step for m in history] == [64, 128], key  # stepped by frames
-    # the bonus starts once the model has been trained: the novelty diagnostic is NaN (logged,
-    # not dropped) in the first iteration; the alignment needs a bonus with a spread
+    # the bonus starts once the model has been trained: its diagnostics from then on, every
+    # 10th iteration (diagnostics_every) from the first; the alignment needs a bonus's spread
     for key in ("bonus/novelty_spearman", "bonus/self_agreement"):
         history = client.get_metric_history(run.info.run_id, key)
-        assert [m.step for m in history] == [64, 128] and np.isnan(history[0].value), key
-        assert np.isfinite(history[1].value), key
+        assert [m.step for m in history] == [128] and np.isfinite(history[0].value), key
+    # where the time went, by phase: they add up to the iteration, which is the loop's own
+    # clock's (train/wall_time) from one iteration to the next, and "other" (no phase) is small
+    times = {key: {m.step: m.value for m in client.get_metric_history(run.info.run_id, key)}
+             for key in run.data.metrics if key.startswith("time/")}
+    phases = {"collection", "watchers", "bonus", "diagnostics", "pool", "model", "advantage",
+              "policy", "critic", "checkpoint", "logging", "other"}
+    assert {key.removeprefix("time/") for key in times} == phases | {"iteration",
+                                                                     "exploration_share"}
+    # the checkpoint and logging after iteration 1 are in iteration 2's lap; the diagnostics
+    # start with the bonus
+    assert set(times["time/checkpoint"]) == set(times["time/diagnostics"]) == {128}
+    for step in (64, 128):
+        laps = sum(times[f"time/{name}"].get(step, 0.0) for name in phases)
+        np.testing.assert_allclose(laps, times["time/iteration"][step], rtol=1e-9)
+    times = {key: [by_step[step] for step in sorted(by_step)] for key, by_step in times.items()
+             if len(by_step) == 2}
+    wall = [m.value for m in sorted(client.get_metric_history(run.info.run_id, "train/wall_time"),
+                                    key=lambda m: m.step)]
+    np.testing.assert_allclose(times["time/iteration"][1], wall[1] - wall[0], rtol=0.05)
+    assert sum(times["time/other"]) <= 0.05 * sum(times["time/iteration"]), times
     for key in ("bonus/advantage_corr", "bonus/advantage_share"):
         history = client.get_metric_history(run.info.run_id, key)
         assert [m.step for m in history] == [128], key
@@ -164,7 +183,7 @@ def _history(uri: str, run_id: str) -> dict[str, list[tuple[int, float]]]:
     return {
         key: [(m.step, "nan" if np.isnan(m.value) else m.value)
               for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
-        for key in client.get_run(run_id).data.metrics if key not in TIMING_METRICS
+        for key in client.get_run(run_id).data.metrics if not is_clock(key)
     }
 
 
@@ -1162,7 +1181,7 @@ def test_logger_csv_writes_the_history_mlflow_gets_and_the_artifacts(store, tmp_
     # what the recipe prints at the end: the CSVs' folder, not MLflow's empty chart pages
     assert in_files["metrics_dir"] == str(files.directory) and logged["metrics_dir"] is None
     got = {key: [(step, "nan" if np.isnan(v) else v) for step, v in files.history(key)]
-           for key in files.logged_keys() if key not in TIMING_METRICS}
+           for key in files.logged_keys() if not is_clock(key)}
     assert got == _history(store[0], logged["run_id"]) and "Return/mean" in got
     # the heatmap went to the CSV run's folder; its MLflow run holds the identity, no metric
     assert (files.directory / "artifacts" / "visited_positions.png").is_file()

@@ -9,6 +9,7 @@ from torchrl_vase.evaluation import evaluate, load_policy
 from torchrl_vase.exploration import Exploration, ReplayBonus
 from torchrl_vase.loggers import CSVLogger, Logger
 from torchrl_vase.loop import LoopResult, TrainingLoop
+from torchrl_vase.timing import PhaseClock, phase
 from torchrl_vase.modules import (
     SAMPLINGS,
     BayesianMLP,
@@ -93,6 +94,7 @@ __all__ = [
     "OffPolicyStep",
     "OnPolicyStep",
     "PPOUpdate",
+    "PhaseClock",
     "RNDRewardTransform",
     "RecentMedianNormalizer",
     "ReplayBonus",
@@ -122,6 +124,7 @@ __all__ = [
     "initialize_",
     "load_policy",
     "nll_surprise",
+    "phase",
     "prediction_nll",
     "q_value_network",
     "tanh_policy",

@@ -18,6 +18,7 @@ from torchrl_vase.diagnostics import novelty_correlation, spearman
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
 from torchrl_vase.objectives.elbo_trainer import BACKENDS, ELBOTrainer
 from torchrl_vase.replay import ReplayJournal
+from torchrl_vase.timing import phase
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 from torchrl_vase.transforms.surprise_reward import SurpriseRewardTransform
 
@@ -52,13 +53,15 @@ class Exploration(nn.Module):
        paper's per-step computation). Until the model's first update the bonus is 0 and the reward
        left as it is (the authors add none in the first iteration), unless
        ``bonus_before_training``.
-    2. Diagnostics: the bonus's mean and std, ``novelty_spearman``, the Spearman correlation
+    2. Diagnostics: the bonus's mean and std; every ``diagnostics_every``-th iteration with a
+       bonus (the first among them), ``novelty_spearman``, the Spearman correlation
        between U and the k-NN novelty of s' among the states of the pool so far
        (``torchrl_vase.diagnostics.novelty_correlation``), and ``self_agreement``, the Spearman
        correlation between two evaluations of a Monte-Carlo bonus (VASE, NLL, VIME: N weight
        samples each) on the same transitions with fresh draws: how much of the bonus's ranking
        of transitions is the model's and how much its sampling noise (NaN for RND, whose
-       bonus is deterministic).
+       bonus is deterministic). These two are ours, not the paper's: computed exactly where
+       they run, absent from the other iterations' metrics.
     3. ``update``: the transitions go into the pool; once it holds ``pool_min`` of them, the data
        statistics are refreshed over the whole pool (``bonus.fit_statistics``: the dynamics model's
        standardisation, as the authors recompute it each iteration) and the model takes
@@ -94,6 +97,10 @@ class Exploration(nn.Module):
         novelty_queries: transitions of a batch the novelty diagnostic looks at.
         novelty_reference: pool states it compares them with.
         agreement_queries: transitions of a batch the self-agreement diagnostic evaluates twice.
+        diagnostics_every: the novelty and self-agreement diagnostics on every k-th iteration
+            with a bonus, counting from the first (0: never). Their cost is a few k-NN
+            searches and two bonus evaluations: every iteration, about a quarter of a VASE
+            iteration on HalfCheetah (docs/benchmarks.md); every 10th, under 5 %.
         pool: an off-policy learner's replay buffer (torchrl's ``ReplayBuffer`` holding the
             bonus's ``transition_keys``): the model trains on it and its statistics are read
             from it, instead of a pool of its own. Its owner extends it (before ``observe`` or
@@ -140,6 +147,7 @@ class Exploration(nn.Module):
         novelty_queries: int = 1000,
         novelty_reference: int = 10_000,
         agreement_queries: int = 500,
+        diagnostics_every: int = 10,
         pool: ReplayBuffer | None = None,
         backend: str = "auto",
     ) -> None:
@@ -193,6 +201,8 @@ class Exploration(nn.Module):
         self.novelty_queries = check_positive_int("novelty_queries", novelty_queries)
         self.novelty_reference = check_positive_int("novelty_reference", novelty_reference)
         self.agreement_queries = check_positive_int("agreement_queries", agreement_queries)
+        self.diagnostics_every = check_positive_int("diagnostics_every", diagnostics_every,
+                                                    minimum=0)
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
         #: The model's training: ``ELBOTrainer`` for the ELBO, autograd steps on another loss
@@ -227,17 +237,30 @@ class Exploration(nn.Module):
 
     def diagnose(self, batch: TensorDictBase) -> dict[str, float]:
         """The bonus written into ``batch`` (``add_bonus``) and its diagnostics: ``bonus_mean``,
-        ``bonus_std``, ``novelty_spearman`` (against the pool as it is: call it before the
-        batch is added) and ``self_agreement``. ``observe``'s first half."""
+        ``bonus_std``, and where they are due (``diagnostics_due``) ``novelty_spearman``
+        (against the pool as it is: call it before the batch is added) and
+        ``self_agreement``. ``observe``'s first half."""
         active = self.add_bonus(batch)
         bonus = batch.get(("next", self.bonus.intrinsic_reward_key))
         metrics = {
             "bonus_mean": bonus.mean().item(),
             "bonus_std": bonus.std().item() if bonus.numel() > 1 else math.nan,
-            "novelty_spearman": self.novelty(batch) if active else math.nan,
-            "self_agreement": self.self_agreement(batch) if active else math.nan,
         }
+        if active and self.diagnostics_due():
+            with phase("diagnostics"):
+                metrics["novelty_spearman"] = self.novelty(batch)
+                metrics["self_agreement"] = self.self_agreement(batch)
         return metrics | self._confidence_metrics(metrics["bonus_mean"] if active else None)
+
+    def diagnostics_due(self) -> bool:
+        """Whether this iteration computes ``novelty_spearman`` and ``self_agreement``: the
+        model's k-th training so far (its update count over ``updates_per_iteration``) with
+        ``(k − 1) % diagnostics_every == 0``. A count the checkpoint holds, so a resumed run
+        computes them on the same iterations."""
+        if not self.diagnostics_every:
+            return False
+        trainings = int(self.model_updates) // self.updates_per_iteration
+        return (trainings - 1) % self.diagnostics_every == 0
 
     def _confidence_metrics(self, bonus_mean: float | None) -> dict[str, float]:
         """VASE's ``δ·H(q)`` (``confidence``) and its share of the surprise it is taken from,
@@ -252,11 +275,12 @@ class Exploration(nn.Module):
 
     def add_bonus(self, batch: TensorDictBase) -> bool:
         """Write the bonus into ``batch`` in place; ``False`` if it was 0 (model untrained)."""
-        if int(self.model_updates) == 0 and not self.bonus_before_training:
-            self.bonus.write_no_bonus(batch)
-            return False
-        self.bonus(batch)
-        return True
+        with phase("bonus"):
+            if int(self.model_updates) == 0 and not self.bonus_before_training:
+                self.bonus.write_no_bonus(batch)
+                return False
+            self.bonus(batch)
+            return True
 
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """Add the batch to the pool; refresh statistics and train the model once it is big enough.
@@ -270,6 +294,10 @@ class Exploration(nn.Module):
         """The batch's transitions into the pool (a learner's buffer: already there); once it
         holds ``pool_min``, the statistics refreshed over the whole pool and the iteration's
         minibatches drawn (``None`` before)."""
+        with phase("pool"):
+            return self._add_to_pool(batch)
+
+    def _add_to_pool(self, batch: TensorDictBase) -> TensorDictBase | None:
         transitions = batch.reshape(-1).select(*self.bonus.transition_keys)
         if self.owns_pool:
             self.pool.extend(transitions.clone())
@@ -294,8 +322,9 @@ class Exploration(nn.Module):
         ``nn.Module.train(mode)``, which torch code calls on any module tree.)"""
         if sample is None:
             return {}
-        return self.count_steps(self._loss_steps(sample) if self.trainer is None
-                                else self.trainer(sample))
+        with phase("model"):
+            return self.count_steps(self._loss_steps(sample) if self.trainer is None
+                                    else self.trainer(sample))
 
     def count_steps(self, metrics: dict[str, float]) -> dict[str, float]:
         """After a training: non-finite losses refused, the step count advanced."""

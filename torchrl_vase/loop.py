@@ -12,7 +12,14 @@ it calls the algorithm once per collected batch: ``OnPolicyStep`` (TRPO, PPO),
   the same history as one never killed, value for value;
 - **signals**: the first SIGTERM or SIGINT ends the running iteration, writes a checkpoint and
   returns ``stopped_by``; a second one stops at once (``KeyboardInterrupt``);
-- **one checkpoint per run**: the loop hands its ``state_dict`` to one ``checkpoint`` callable.
+- **one checkpoint per run**: the loop hands its ``state_dict`` to one ``checkpoint`` callable;
+- **where the time goes**: each iteration's metrics carry its wall time by phase
+  (``torchrl_vase.timing``): ``time/collection``, ``time/bonus``, ``time/model``,
+  ``time/policy``, ... and ``time/other``, which add up to ``time/iteration``, and
+  ``time/exploration_share``; the progress display shows the largest. An iteration's lap ends
+  after its evaluation: the checkpoint and the logging that follow it are in the next
+  iteration's ``time/checkpoint`` and ``time/logging`` (so the checkpoint holds the times it
+  logs, and the laps add up to the run's wall time).
 
 Why not torchrl's ``Trainer`` (0.14): it is built around ``loss_module`` + one optimiser stepped
 ``optim_steps_per_batch`` times on sub-batches, which TRPO's natural-gradient step and the ELBO's
@@ -57,14 +64,26 @@ from torchrl_vase._validation import check_positive_int
 from torchrl_vase.checkpointing import StopSignals, rng_state, set_rng_state
 from torchrl_vase.loggers import Logger
 from torchrl_vase.progress import Progress
+from torchrl_vase.timing import PhaseClock, phase, timing_metrics
 
-__all__ = ["LoopResult", "TrainingLoop", "check_finite", "iteration_seed"]
+__all__ = ["LoopResult", "TrainingLoop", "check_finite", "is_clock", "iteration_seed"]
 
-# the loop's own metrics: a run's size and the machine's speed (the last two differ between a run
+# the loop's own metrics: a run's size and the machine's speed (the clocks differ between a run
 # and its replay, everything else must not)
 FRAMES, ITERATION = "train/frames", "train/iteration"
 FPS, WALL_TIME = "train/fps", "train/wall_time"
-TIMING_METRICS = (FPS, WALL_TIME)
+
+
+def is_clock(metric: str) -> bool:
+    """Whether a metric is a clock (``train/fps``, ``train/wall_time``, the ``time/*``
+    phases): the values that differ between any two runs of the same seed, and between a run
+    and its replay after a kill; every other metric must not.
+
+    Examples:
+        >>> is_clock("time/model"), is_clock("train/fps"), is_clock("bonus/mean")
+        (True, True, False)
+    """
+    return metric in (FPS, WALL_TIME) or metric.startswith("time/")
 
 
 class Stateful(Protocol):
@@ -243,8 +262,9 @@ class TrainingLoop:
                             enabled=self.progress)
         started, before = time.perf_counter(), self.wall_time
         batches = iter(self.collector) if self.iteration < self.iterations else iter(())
+        clock = PhaseClock()
         try:
-            with StopSignals() as signals:
+            with StopSignals() as signals, clock.running():
                 while self.iteration < self.iterations and not self.stop_when():
                     metrics = self._iteration(batches)
                     # read once: a signal arriving after this is handled after the next iteration
@@ -256,14 +276,20 @@ class TrainingLoop:
                     if self.evaluate is not None and self.eval_every and (
                         self.iteration % self.eval_every == 0 or ends
                     ):
-                        metrics.update(self.evaluate(self.iteration - 1))
+                        with phase("evaluation"):
+                            metrics.update(self.evaluate(self.iteration - 1))
                     self.wall_time = before + time.perf_counter() - started
                     metrics[WALL_TIME] = self.wall_time
+                    # the lap ends here so that the checkpoint holds this iteration's times:
+                    # its checkpoint, logging and progress fall in the next iteration's lap
+                    times = clock.lap()
+                    metrics.update(timing_metrics(times))
                     self._save_and_flush(metrics, last)
                     result.metrics = metrics
-                    progress.update(self.iteration - 1, {
-                        label: metrics.get(key, math.nan)
-                        for label, key in self.progress_keys.items()})
+                    with phase("logging"):
+                        progress.update(self.iteration - 1, {
+                            label: metrics.get(key, math.nan)
+                            for label, key in self.progress_keys.items()} | _slowest(times))
                     if result.stopped_by is not None:
                         break
         finally:
@@ -283,14 +309,17 @@ class TrainingLoop:
         torch.manual_seed(seed)
         if self.reseed_collector:
             self.collector.set_seed(seed)
-        batch = next(batches).to(self.device)  # the rollout: after the seeding
+        with phase("collection"):
+            batch = next(batches).to(self.device)  # the rollout: after the seeding
         check_finite(batch["next", "reward"], "the env's reward ('next', 'reward')", iteration)
         frames_before, self.frames = self.frames, self.frames + batch.numel()
         metrics: dict[str, float] = {}
-        for watch in self.watchers:
-            metrics.update(watch(batch, frames_before))
+        with phase("watchers"):
+            for watch in self.watchers:
+                metrics.update(watch(batch, frames_before))
         metrics.update(self.step(batch))
-        self.collector.update_policy_weights_()
+        with phase("collection"):  # the collector's copy of the policy
+            self.collector.update_policy_weights_()
         self.iteration += 1
         fps = batch.numel() / (time.perf_counter() - tick)
         return metrics | {FRAMES: self.frames, ITERATION: iteration, FPS: fps}
@@ -299,9 +328,11 @@ class TrainingLoop:
         self.pending.append((self.frames, metrics))
         due = self.iteration % self.checkpoint_every == 0 or last
         if self.checkpoint is not None and due:
-            self.checkpoint(self.state_dict())
+            with phase("checkpoint"):
+                self.checkpoint(self.state_dict())
         if self.checkpoint is None or due:
-            self._log(self.pending)
+            with phase("logging"):
+                self._log(self.pending)
             self.pending = []
 
     def _unlogged_after_resume(self) -> list[tuple[int, dict[str, float]]]:
@@ -316,3 +347,9 @@ class TrainingLoop:
     def _log(self, steps: list[tuple[int, dict[str, float]]]) -> None:
         if self.logger is not None and steps:
             self.logger.log(steps)
+
+
+def _slowest(times: Mapping[str, float]) -> dict[str, str]:
+    """The progress display's ``slowest``: the lap's largest phase and its seconds."""
+    name = max(times, key=times.__getitem__)
+    return {"slowest": f"{name} {times[name]:.2g}s"}

@@ -50,6 +50,7 @@ from torchrl.objectives import SACLoss, SoftUpdate
 from torchrl_vase._validation import check_positive_int
 from torchrl_vase.exploration import Exploration, ReplayBonus
 from torchrl_vase.step import logged_model_metrics
+from torchrl_vase.timing import phase
 
 __all__ = ["TRANSITION_KEYS", "OffPolicyStep", "SACUpdate"]
 
@@ -150,13 +151,16 @@ class OffPolicyStep:
         transitions = flat.select(*TRANSITION_KEYS).clone()
         metrics: dict[str, float] = {}
         if self.exploration is None:
-            self.replay.extend(transitions)
+            with phase("replay"):  # the learner's store, not the bonus's
+                self.replay.extend(transitions)
         else:  # Exploration.observe, with the buffer extended between its halves
             metrics |= logged_model_metrics(self.exploration, self.exploration.diagnose(flat))
-            self.replay.extend(transitions)
+            with phase("replay"):  # the learner's store, not the bonus's
+                self.replay.extend(transitions)
             sample = self.exploration.add_to_pool(flat)
             metrics |= logged_model_metrics(self.exploration,
                                             self.exploration.update_model(sample))
         if len(self.replay) >= self.learning_starts:
-            metrics |= self.update(flat.numel())
+            with phase("policy"):  # the bonus on its samples: time/bonus
+                metrics |= self.update(flat.numel())
         return metrics

@@ -25,7 +25,9 @@ from tqdm import tqdm
 __all__ = ["Progress"]
 
 
-def _format(value: float) -> str:
+def _format(value: float | str) -> str:
+    if isinstance(value, str):
+        return value
     if not math.isfinite(value):
         return str(value)
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
@@ -57,7 +59,7 @@ class Progress:
                         disable=not enabled or not terminal)
         self.started = time.perf_counter()
 
-    def update(self, iteration: int, values: Mapping[str, float]) -> None:
+    def update(self, iteration: int, values: Mapping[str, float | str]) -> None:
         """Iteration ``iteration`` (0-based) is done; ``values`` are shown beside it."""
         self.bar.set_postfix({key: _format(value) for key, value in values.items()},
                              refresh=False)

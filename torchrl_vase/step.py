@@ -50,6 +50,7 @@ from torchrl_vase._validation import check_positive_int
 from torchrl_vase.diagnostics import advantage_alignment
 from torchrl_vase.exploration import Exploration
 from torchrl_vase.objectives.trpo import TRPOLoss, fit_critic, loggable_fit
+from torchrl_vase.timing import phase
 from torchrl_vase.transforms.rnd import RNDRewardTransform
 
 __all__ = ["CriticFit", "OnPolicyStep", "PPOUpdate", "TRPOUpdate", "logged_model_metrics"]
@@ -196,9 +197,11 @@ class OnPolicyStep:
         metrics, sample = self.observe(batch)
         metrics.update(self.train_model(sample))
         metrics.update(self.advantage(batch, metrics))
-        metrics.update(self.policy_update(batch))
+        with phase("policy"):
+            metrics.update(self.policy_update(batch))
         if self.critic_fit is not None:
-            metrics.update(self.critic_fit(batch))
+            with phase("critic"):
+                metrics.update(self.critic_fit(batch))
         return metrics
 
     # the phases of __call__
@@ -224,10 +227,11 @@ class OnPolicyStep:
     def advantage(self, batch: TensorDictBase, metrics: Mapping[str, float]) -> dict[str, float]:
         """The advantage written into the batch; with a bonus that varies (``bonus/std`` of
         ``metrics``), how much of it the bonus makes."""
-        with torch.no_grad():
+        with torch.no_grad(), phase("advantage"):
             self.value_estimator(batch)
         if self.exploration is None or not metrics.get("bonus/std", 0) > 0:
             return {}
-        alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
+        with phase("diagnostics"):
+            alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
         return {"bonus/advantage_corr": alignment["correlation"],
                 "bonus/advantage_share": alignment["bonus_share"]}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from torchrl_vase.loop import TIMING_METRICS
+from torchrl_vase.loop import is_clock
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP = 4.0  # seconds of imports before a run starts
@@ -52,7 +52,7 @@ def history(store: Path) -> dict[str, tuple[str, dict[str, list[tuple[int, float
         raise SystemExit(f"{store.name}: more than one run of a seed: {sorted(seeds)}")
     return {run.data.tags["seed"]: (run.info.status, {
         key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
-        for key in run.data.metrics if key not in TIMING_METRICS}) for run in runs}
+        for key in run.data.metrics if not is_clock(key)}) for run in runs}
 
 
 def temporaries(store: Path) -> list[Path]:

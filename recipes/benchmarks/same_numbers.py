@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from torchrl_vase.loop import TIMING_METRICS  # the clocks: they differ between any two runs
+from torchrl_vase.loop import is_clock  # the clocks: they differ between any two runs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,7 +54,7 @@ def record_run(task: str, measure: str, iterations: int, seed: int, scratch: Pat
     [run] = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"],
                                max_results=1)
     return {key: [[m.step, m.value] for m in client.get_metric_history(run.info.run_id, key)]
-            for key in sorted(run.data.metrics) if key not in TIMING_METRICS}
+            for key in sorted(run.data.metrics) if not is_clock(key)}
 
 
 def compare_runs(before: dict, after: dict) -> dict:

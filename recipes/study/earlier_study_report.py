@@ -268,9 +268,12 @@ def plot_self_agreement(data: dict, path: Path, caption: str) -> bool:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # iterations without a bonus
                 median = np.nanmedian(curves, axis=0)
-            if np.isfinite(median).any():
-                ax.plot(seeds[0].frames[:length] / 1e6, median, color=COLOURS[measure],
-                        label=LABELS[measure])
+            # the iterations it was computed on (a thinned series: Exploration's
+            # diagnostics_every), joined
+            computed = np.isfinite(median)
+            if computed.any():
+                ax.plot(seeds[0].frames[:length][computed] / 1e6, median[computed],
+                        color=COLOURS[measure], label=LABELS[measure])
         ax.set_ylim(-0.1, 1.05)
         ax.set_xlabel("frames (millions)")
         ax.set_ylabel("ρ")

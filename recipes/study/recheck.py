@@ -8,7 +8,7 @@ cell (task × measure) with runs finished at ``--commit`` (their ``runs.csv`` ro
 ``--per-cell`` of those seeds (a seeded generator: the draw is fixed before anything runs), reruns
 each through ``paper_grid.py`` at ``--code``'s commit into a scratch store and folder, and
 compares the exported CSV with the study's: the same iterations, the same config identity, and
-every metric equal (NaN equal to NaN) except the clocks (the loop's ``TIMING_METRICS``).
+every metric equal (NaN equal to NaN) except the clocks (the loop's ``is_clock``).
 An evaluation that one run logged and the other did not (off the schedule: at a stop, before
 67d98e2) is not a value that differs: such a run is "equal where both logged", the rows named in
 ``logged_by_one_run``.
@@ -44,7 +44,7 @@ import numpy as np
 from paper_grid import MEASURES, TASKS  # beside this script
 from study_timing import expected_minutes, study_setup
 
-from torchrl_vase.loop import TIMING_METRICS  # the clocks: they differ between any two runs
+from torchrl_vase.loop import is_clock  # the clocks: they differ between any two runs
 from torchrl_vase.runs import git_commit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,7 +170,7 @@ def compare_run(earlier: Path, rerun: Path, seed: int) -> dict[str, object]:
     """The rerun of ``seed`` (under ``rerun/``) against the study's (under ``earlier/``): the
     record's comparison fields."""
     old, new = _table(earlier / f"seed{seed}.csv"), _table(rerun / f"seed{seed}.csv")
-    names = sorted((set(old) | set(new)) - set(TIMING_METRICS))
+    names = sorted(n for n in set(old) | set(new) if not is_clock(n))
     differing = [n for n in names if n not in old or n not in new
                  or not same_values(old[n], new[n], n.startswith(EVALUATION))]
     identity_equal = _identity(earlier, seed) == _identity(rerun, seed) != ""

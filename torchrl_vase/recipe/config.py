@@ -228,6 +228,7 @@ class Main:
     whole_paths: bool = True
     logger: str = "mlflow"  # where the loop's metrics go: mlflow, or csv (under csv_dir)
     csv_dir: str = "csv_logs"
+    diagnostics_every: int = 10  # the bonus's novelty and self-agreement: every k-th iteration
 
 
 SURPRISES = {"none": NoSurprise, "vase": BNNSurprise, "nll": BNNSurprise, "vime": BNNSurprise,
@@ -237,7 +238,8 @@ GROUPS = ("env", "surprise", "advantage")
 
 # (key, lowest allowed, inclusive?): every number the run needs in a range
 RANGES = [
-    ("seed", 0, True), ("iterations", 1, True), ("threads", 1, True), ("num_envs", 1, True),
+    ("seed", 0, True), ("iterations", 1, True), ("threads", 1, True),
+    ("diagnostics_every", 0, True), ("num_envs", 1, True),
     ("obs_norm_steps", 1, True), ("checkpoint.every", 0, True), ("eval.every", 0, True),
     ("eval.episodes", 1, True), ("mlflow.retry_minutes", 0, True),
     ("env.iterations", 1, True), ("env.frames_per_batch", 1, True), ("env.max_kl", 0, False),
@@ -578,11 +580,12 @@ def check_env(cfg: DictConfig) -> tuple[gymnasium.spaces.Space, gymnasium.spaces
 # command-line overrides a run's name leaves out: already in it (the seed, the groups), or not a
 # setting (where the run logs and checkpoints, how it shows progress)
 NAME_IGNORES = {"seed", "env", "surprise", "advantage", "resume", "progress_bar",
-                "threads"}
+                "threads", "diagnostics_every"}
 NAME_IGNORED_PREFIXES = ("mlflow.", "checkpoint.", "hydra.", "hydra/")
 # keys (and key groups) that do not change what a run computes: left out of MLflow's params
 # (`iterations` is logged once, as the effective count); a run resumed with other values of
-# these, or of `threads`, is the same run
+# these, or of `threads` or `diagnostics_every` (what is measured about it, with random numbers
+# of its own), is the same run
 PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations", "env.iterations",
                  "logger", "csv_dir")
 
@@ -605,7 +608,7 @@ def identity_ignores(cfg: DictConfig) -> tuple[str, ...]:
     so the identity of every config from before those keys existed is unchanged
     (``resume=true`` still finds its runs)."""
     later = [key for key, default in LATER_KEYS.items() if OmegaConf.select(cfg, key) == default]
-    return (*PARAM_IGNORES, "threads", *later, *UNREAD[cfg.algorithm])
+    return (*PARAM_IGNORES, "threads", "diagnostics_every", *later, *UNREAD[cfg.algorithm])
 
 
 def iterations(cfg: DictConfig) -> int:

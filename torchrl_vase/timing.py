@@ -1,0 +1,144 @@
+"""Where a training iteration's wall time goes: the ``time/<phase>`` metrics of every run.
+
+``TrainingLoop`` runs each iteration inside a ``PhaseClock``; the library's parts mark their
+work with ``phase(name)`` (the bonus, the model's training, the policy step, ...), which times
+it on the clock that is running and does nothing when none is. Phases may nest; each second is
+counted once, in the innermost phase open at the time (a bonus computed inside the policy
+update's replay sampling, SAC's, is ``bonus``, not ``policy``). What no phase covers is
+``other``, so an iteration's phases add up to its ``time/iteration``.
+
+Why not cProfile or ``torch.profiler``: their overhead falls on Python calls and inflates the
+Python-heavy phases several-fold (docs/benchmarks.md); a clock read at a dozen phase edges an
+iteration costs microseconds and runs in every run.
+
+Examples:
+    >>> import time
+    >>> clock = PhaseClock()
+    >>> with clock.running():
+    ...     with phase("model"):
+    ...         time.sleep(0.02)
+    ...         with phase("bonus"):  # nested: its time is the bonus's, not the model's
+    ...             time.sleep(0.01)
+    >>> times = clock.lap()
+    >>> sorted(times)
+    ['bonus', 'model', 'other']
+    >>> 0.01 <= times["bonus"] < times["model"] and abs(sum(times.values()) - clock.last) < 1e-9
+    True
+    >>> with phase("model"):  # no clock running: nothing is timed
+    ...     pass
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+__all__ = ["EXPLORATION_PHASES", "PhaseClock", "phase", "timing_metrics"]
+
+#: the phases of the exploration side (Algorithm 1's additions to the policy gradient): what
+#: ``time/exploration_share`` adds up
+EXPLORATION_PHASES = ("bonus", "diagnostics", "pool", "model")
+
+_RUNNING: ContextVar[PhaseClock | None] = ContextVar("torchrl_vase_phase_clock", default=None)
+
+
+class PhaseClock:
+    """Wall-clock seconds per phase, exclusive of nested phases, between two ``lap`` calls.
+
+    ``running()`` makes it the clock that ``phase`` reports to (in this thread or task);
+    ``lap()`` returns the seconds of each phase since the previous lap (or since the clock
+    started running) with ``other`` for the time outside every phase, and starts the next
+    lap: consecutive laps cover the time without gaps. A phase seen in an earlier lap and not
+    in this one reports 0 (a regular series: the checkpoint's time is 0 between checkpoints).
+    """
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._seen: dict[str, None] = {}
+        #: the length of the previous lap, seconds
+        self.last = 0.0
+        self._open: list[str] = []
+        self._mark = self._lap_start = time.perf_counter()
+
+    @contextmanager
+    def running(self) -> Iterator[PhaseClock]:
+        """Report ``phase`` calls here while the block runs; the first lap starts now."""
+        token = _RUNNING.set(self)
+        self.seconds, self._open, self._seen = {}, [], {}
+        self._mark = self._lap_start = time.perf_counter()
+        try:
+            yield self
+        finally:
+            _RUNNING.reset(token)
+
+    def enter(self, name: str) -> None:
+        self._charge()
+        self._open.append(name)
+
+    def exit(self) -> None:
+        self._charge()
+        self._open.pop()
+
+    def _charge(self) -> None:
+        """The time since the last edge goes to the innermost open phase (or to no phase)."""
+        now = time.perf_counter()
+        if self._open:
+            name = self._open[-1]
+            self.seconds[name] = self.seconds.get(name, 0.0) + now - self._mark
+        self._mark = now
+
+    def lap(self) -> dict[str, float]:
+        """The seconds of each phase since the last lap, ``other`` included (their sum is
+        the lap's length, ``last``); a phase still open is split at this instant."""
+        self._charge()
+        now = self._mark
+        self.last = now - self._lap_start
+        self._seen.update(dict.fromkeys(self.seconds))
+        times = {name: self.seconds.get(name, 0.0) for name in self._seen}
+        self.seconds, self._lap_start = {}, now
+        times["other"] = max(self.last - sum(times.values()), 0.0)
+        return times
+
+
+class phase:  # lower case: a context manager, like torch.no_grad
+    """Time the block as phase ``name`` on the running ``PhaseClock``; nothing without one.
+
+    A class rather than a generator: it costs about a microsecond, entered a few times an
+    iteration (never per transition).
+    """
+
+    __slots__ = ("_clock", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._clock: PhaseClock | None = None
+
+    def __enter__(self) -> None:
+        self._clock = _RUNNING.get()
+        if self._clock is not None:
+            self._clock.enter(self.name)
+
+    def __exit__(self, *exc) -> None:
+        if self._clock is not None:
+            self._clock.exit()
+
+
+def timing_metrics(times: Mapping[str, float]) -> dict[str, float]:
+    """A lap's phases as metrics: ``time/<phase>``, ``time/iteration`` (their sum) and
+    ``time/exploration_share``, the share of the exploration side's phases
+    (``EXPLORATION_PHASES``) where any ran.
+
+    Examples:
+        >>> metrics = timing_metrics({"collection": 0.3, "model": 0.1, "other": 0.0})
+        >>> metrics["time/iteration"], metrics["time/exploration_share"]
+        (0.4, 0.25)
+    """
+    total = sum(times.values())
+    metrics = {f"time/{name}": seconds for name, seconds in sorted(times.items())}
+    metrics["time/iteration"] = total
+    exploring = [times[name] for name in EXPLORATION_PHASES if name in times]
+    if exploring and total > 0:
+        metrics["time/exploration_share"] = sum(exploring) / total
+    return metrics
