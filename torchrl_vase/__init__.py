@@ -9,7 +9,6 @@ from torchrl_vase.evaluation import evaluate, load_policy
 from torchrl_vase.exploration import Exploration, ReplayBonus
 from torchrl_vase.loggers import CSVLogger, Logger
 from torchrl_vase.loop import LoopResult, TrainingLoop
-from torchrl_vase.timing import PhaseClock, phase
 from torchrl_vase.modules import (
     SAMPLINGS,
     BayesianMLP,
@@ -43,6 +42,7 @@ from torchrl_vase.surprise import (
     vase_surprise,
     vime_information_gain,
 )
+from torchrl_vase.timing import PhaseClock, phase
 from torchrl_vase.transforms import (
     IntrinsicRewardTransform,
     NLLRewardTransform,
