@@ -101,8 +101,9 @@ def prediction_nll(
     check_num_samples(num_samples)
     sigma_c = check_sigma_c(sigma_c)
     x, y = _model_inputs(model, obs, action, next_obs)
-    errors = squared_error_nll(model.sample_outputs(x, num_samples, generator=generator), y,
-                               sigma_c)
+    # the squared errors block by block (sample_squared_errors), then squared_error_nll's scale
+    errors = model.sample_squared_errors(x, y, num_samples, generator=generator) / (
+        2 * sigma_c**2)
     return errors + log_normaliser(y.shape[-1], sigma_c) if normalised else errors
 
 

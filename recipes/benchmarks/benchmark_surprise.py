@@ -8,10 +8,16 @@ Prints:
   of weight samples), the same batched backward pass with per-transition outer products (our
   form until 0d82290) and per transition (one backward pass per transition, as VIME's original
   code); and the ratios VASE / VIME and VASE / NLL;
+* the bonus of the recipe's models against their arithmetic (``--arithmetic``, issue 79's
+  bar): VASE's U of 5,000 transitions × 10 draws with each sampling, for HalfCheetah v1's
+  model ([64, 64] tanh, obs 20 + act 6) and Ant v1's ([64, 64] ReLU, obs 125 + act 8), beside
+  its FLOP count, the core's speed on the same matrix products, and the time those products
+  alone take at that speed;
 * the wall-clock overhead of ``VASERewardTransform`` on the batch path (applied to a collected
   batch) as a percentage of collecting 5,000 steps of HalfCheetah-v5 with a TorchRL ``Collector``.
 
     python recipes/benchmarks/benchmark_surprise.py [--threads 2] [--per-transition-sample 500]
+    python recipes/benchmarks/benchmark_surprise.py --threads 1 --arithmetic  # that table alone
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from torchrl.modules import MLP, ProbabilisticActor, TanhNormal
 from torchrl.modules.distributions import NormalParamExtractor
 
 from torchrl_vase import (
+    SAMPLINGS,
     BayesianMLP,
     DynamicsModel,
     VASERewardTransform,
@@ -138,6 +145,65 @@ def measure_rates(batch: int, per_transition_sample: int) -> None:
           f"{max(differences):.1e} (float32)")
 
 
+RECIPE_MODELS = {"HalfCheetah v1": (20, 6, nn.Tanh, 12.0), "Ant v1": (125, 8, nn.ReLU, 35.0)}
+
+
+def matrix_products(model: BayesianMLP, rows: int, num_samples: int, sampling: str
+                    ) -> list[tuple[int, int, int]]:
+    """The (m, k, n) matrix products of one bonus evaluation: per layer one (weight sets) or
+    two (the local samplings: means and variances), the first layer's once for every draw
+    where its input is shared (local samplings)."""
+    products = []
+    for layer, (n_in, n_out) in enumerate(model.layer_sizes):
+        if sampling == "weights":
+            products.append((num_samples * rows, n_in, n_out))
+        else:
+            first = layer == 0
+            products += [(rows if first else num_samples * rows, n_in, n_out)] * 2
+    return products
+
+
+def arithmetic(batch: int, num_samples: int = 10, repeats: int = 30) -> None:
+    """The bonus of a batch against its matrix products' FLOPs and this core's speed on them."""
+    print(f"VASE's U of {batch:,} transitions x {num_samples} draws (float32, best of "
+          f"{repeats}), against its matrix products on this core")
+    print(f"{'model':<15} {'sampling':<13} {'MFLOP':>7} {'GEMM GFLOP/s':>13} "
+          f"{'products ms':>12} {'U ms':>7} {'GFLOP/s':>8} {'bar ms':>7}")
+    for name, (obs_dim, act_dim, activation, bar) in RECIPE_MODELS.items():
+        for sampling in SAMPLINGS:
+            torch.manual_seed(0)
+            model = BayesianMLP(obs_dim + act_dim, obs_dim, [64, 64], activation,
+                                init_mean="normal", sampling=sampling)
+            obs, action = torch.randn(batch, obs_dim), torch.randn(batch, act_dim)
+            next_obs = torch.randn(batch, obs_dim)
+            shapes = matrix_products(model, batch, num_samples, sampling)
+            flops = sum(2 * m * k * n for m, k, n in shapes)
+            operands = [(torch.randn(m, k), torch.randn(k, n), torch.empty(m, n))
+                        for m, k, n in shapes]
+
+            def products(operands=operands):
+                for a, b, out in operands:
+                    torch.mm(a, b, out=out)
+
+            floor = best_seconds(products, repeats)
+            with torch.no_grad():
+                seconds = best_seconds(lambda m=model, o=obs, a=action, n=next_obs: vase_surprise(
+                    m, o, a, n, num_samples=num_samples, sigma_c=0.5, delta=0.0), repeats)
+            print(f"{name:<15} {sampling:<13} {flops / 1e6:>7,.0f} {flops / floor / 1e9:>13,.0f} "
+                  f"{floor * 1e3:>12.1f} {seconds * 1e3:>7.1f} {flops / seconds / 1e9:>8,.0f} "
+                  f"{bar if sampling == 'local_shared' else '':>7}")
+
+
+def best_seconds(fn, repeats: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def collection_overhead(frames: int) -> None:
     env = TransformedEnv(GymEnv("HalfCheetah-v5"), DoubleToFloat())
     obs_dim = env.observation_spec["observation"].shape[-1]
@@ -196,10 +262,16 @@ def main() -> None:
         help="transitions timed for the per-transition VIME loop (its rate is per transition)",
     )
     parser.add_argument("--frames", type=int, default=5000, help="HalfCheetah steps per batch")
+    parser.add_argument("--arithmetic", action="store_true",
+                        help="only the recipe's models against their matrix products")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
+    arithmetic(args.batch)
+    if args.arithmetic:
+        return
+    print()
     measure_rates(args.batch, args.per_transition_sample)
     collection_overhead(args.frames)
 

@@ -10,6 +10,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -28,6 +29,9 @@ INIT_MEANS = ("uniform", "normal")
 SAMPLINGS = ("weights", "local", "local_shared")
 # Floats per block of hidden activations in an N-sample forward (2 MiB): cache-sized.
 _BLOCK_FLOATS = 2**19
+# the hidden activations that a forward without gradients applies in place (one buffer less a
+# layer); any other activation module is called as it is
+_IN_PLACE = {nn.Tanh: Tensor.tanh_, nn.ReLU: Tensor.relu_}
 
 
 def _inverse_softplus(value: float) -> float:
@@ -298,6 +302,127 @@ class BayesianMLP(nn.Module):
         out = self.outputs_from_noise(rows, noise)
         return out.reshape(num_samples, *x.shape[:-1], self.out_features)
 
+    def sample_squared_errors(self, x: Tensor, y: Tensor, num_samples: int, *,
+                              generator: torch.Generator | None = None) -> Tensor:
+        """``‖y − f(x; θ_n)‖²`` for N draws of the network's output: ``[N, *batch]``, for
+        ``x`` ``[*batch, in_features]`` and targets ``y`` ``[*batch, out_features]``.
+
+        The draws of ``sample_outputs`` (the same random numbers, the same values), each
+        block of rows reduced as soon as it is computed: the ``[N, *batch, out]`` outputs are
+        never formed, and without gradients every layer works in place. What the bonus of a
+        whole batch costs is then its matrix products (docs/benchmarks.md). Differentiable
+        in μ and ρ where gradients are on.
+
+        Examples:
+            >>> import torch
+            >>> bnn = BayesianMLP(3, 2, [16], sampling="local_shared")
+            >>> x, y = torch.randn(100, 3), torch.randn(100, 2)
+            >>> same = lambda: torch.Generator().manual_seed(0)
+            >>> errors = bnn.sample_squared_errors(x, y, 10, generator=same())
+            >>> outputs = bnn.sample_outputs(x, 10, generator=same())
+            >>> errors.shape, torch.allclose(errors, (y - outputs).square().sum(-1))
+            (torch.Size([10, 100]), True)
+        """
+        rows, targets = x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1])
+        if self.local_reparameterization and self._compiled_passes_apply(rows):
+            noise = self.sample_output_noise(num_samples, rows.shape[0], generator=generator)
+            errors = self._compiled_squared_errors(rows, targets, noise)
+            return errors.reshape(num_samples, *x.shape[:-1])
+        if not self.local_reparameterization:
+            weights = self._packed(self.sample_weights(num_samples, generator=generator))
+            evaluate = self._apply_flat
+        else:
+            weights = self.sample_output_noise(num_samples, rows.shape[0], generator=generator)
+            layers = self._local_layers()
+
+            def evaluate(block: Tensor, noise: Tensor) -> Tensor:
+                return self._outputs_from_noise(block, noise, layers)
+
+        errors = []
+        for block, draws in self._blocks(rows, weights):
+            out = evaluate(rows[block], draws)
+            target = targets[block]
+            errors.append((out.sub_(target).square_() if not torch.is_grad_enabled()
+                           else (target - out).square()).sum(-1))
+        return torch.cat(errors, dim=-1).reshape(num_samples, *x.shape[:-1])
+
+    def _compiled_passes_apply(self, rows: Tensor) -> bool:
+        """Whether the layer passes compiled by numba compute this evaluation: no gradients,
+        CPU tensors of float32 or float64, ReLU or tanh layers (else torch's calls do)."""
+        return (not torch.is_grad_enabled() and rows.device.type == "cpu"
+                and rows.dtype in (torch.float32, torch.float64)
+                and all(type(a) in _IN_PLACE for a in self.activations))
+
+    def _compiled_squared_errors(self, rows: Tensor, targets: Tensor, noise: Tensor) -> Tensor:
+        """``sample_squared_errors`` of a local sampling without gradients: per block of rows,
+        each layer's two products by torch (its BLAS), the elementwise work between them in
+        one compiled pass (``elbo_kernel.local_hidden_layer``, ``local_output_errors``)."""
+        from torchrl_vase.objectives import elbo_kernel  # numba: on first use
+
+        layers = [(mean_w.mT, mean_b.numpy(), var_w.mT, var_b.numpy())
+                  for (mean_w, mean_b), (var_w, var_b) in self._local_layers()]
+        relu = [isinstance(a, nn.ReLU) for a in self.activations]
+        consts = elbo_kernel.layer_consts(rows.numpy().dtype)
+        num_samples, count = noise.shape[0], rows.shape[0]
+        errors = rows.new_empty(num_samples, count)
+        blocks = self._blocks(rows, noise)
+        most = max(block.stop - block.start for block, _ in blocks) * num_samples
+        # one set of buffers for every block: fresh tensors of this size would each cost
+        # page faults (measured: more than the arithmetic they hold)
+        products = [rows.new_empty(most * max([*self.num_cells, self.out_features]))
+                    for _ in range(2)]
+        activations = [rows.new_empty(most * max(self.num_cells, default=0)) for _ in range(2)]
+        targets = targets.numpy()
+        for block, draws in blocks:
+            h = rows[block]
+            h_square = h.square()
+            draws = np.ascontiguousarray(draws.numpy())
+            offset = 0
+            for i, (mean_w, mean_b, var_w, var_b) in enumerate(layers):
+                width, size = mean_b.shape[0], h.shape[0] * mean_b.shape[0]
+                mean = torch.mm(h, mean_w, out=products[0][:size].view(h.shape[0], width))
+                var = torch.mm(h_square, var_w, out=products[1][:size].view(h.shape[0], width))
+                if i == len(layers) - 1:
+                    elbo_kernel.local_output_errors(mean.numpy(), var.numpy(), mean_b, var_b,
+                                                    draws, offset, targets[block],
+                                                    errors.numpy(), block.start)
+                    break
+                outputs = (block.stop - block.start) * num_samples
+                h, h_square = (buffer[: outputs * width].view(outputs, width)
+                               for buffer in activations)
+                elbo_kernel.local_hidden_layer(mean.numpy(), var.numpy(), mean_b, var_b, draws,
+                                               offset, relu[i], h.numpy(), h_square.numpy(),
+                                               consts)
+                offset += width
+        return errors
+
+    def _blocks(self, rows: Tensor, draws: Tensor | LayerWeights
+                ) -> list[tuple[slice, Tensor | LayerWeights]]:
+        """Cache blocking: the rows of an N-draw evaluation in equal blocks (``tensor_split``'s)
+        whose hidden activations (N × rows × the widest layer) stay cache-sized; with each, its
+        draws (weight sets, or the local noise's rows for per-row noise).
+
+        Unblocked, the elementwise work on a large batch's activations is memory-bound
+        (measured by recipes/benchmarks/benchmark_bnn.py on B = 5,000, N = 10)."""
+        num_samples = draws[0][0].shape[0] if isinstance(draws, list) else draws.shape[0]
+        widest = max(self.num_cells, default=self.out_features)
+        count = rows.shape[0]
+        num_blocks = max(1, -(-num_samples * count * widest // _BLOCK_FLOATS))
+        size, extra = divmod(count, num_blocks)
+        blocks, start = [], 0
+        for index in range(num_blocks):
+            stop = start + size + (index < extra)
+            block = slice(start, stop)
+            per_row = isinstance(draws, Tensor) and draws.shape[1] != 1
+            blocks.append((block, draws[:, block] if per_row else draws))
+            start = stop
+        return blocks
+
+    def _local_layers(self) -> list[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]]:
+        """Per layer, the weights' and biases' means and variances (once per evaluation)."""
+        return list(zip(self.unflatten(self.mu), self.unflatten(self.posterior_std().square()),
+                        strict=True))
+
     def sample_output_noise(self, num_samples: int, rows: int, *,
                             generator: torch.Generator | None = None) -> Tensor:
         """Standard normal ξ for ``outputs_from_noise``: ``[N, rows, Σ layer widths]``, or
@@ -311,32 +436,41 @@ class BayesianMLP(nn.Module):
         ``M``, ``S`` the weights' means and variances and ``ξ`` the layer's slice of ``noise``
         ``[N, rows, Σ widths]`` (or ``[N, 1, Σ widths]``, one draw for all rows); ``rows`` is
         ``[rows, in_features]``. Returns ``[N, rows, out_features]``."""
-        # Cache blocking, as in apply_weights: blocks of rows keep the N × rows × width
-        # activations cache-sized (docs/benchmarks.md: unblocked, a large bonus is memory-bound)
-        widest = max(self.num_cells, default=self.out_features)
-        num_blocks = -(-noise.shape[0] * rows.shape[0] * widest // _BLOCK_FLOATS)
-        if num_blocks <= 1:
-            return self._outputs_from_noise(rows, noise)
-        shared = noise.shape[1] == 1
-        blocks = zip(rows.tensor_split(num_blocks),
-                     [noise] * num_blocks if shared else noise.tensor_split(num_blocks, dim=1),
-                     strict=True)
-        return torch.cat([self._outputs_from_noise(r, n) for r, n in blocks], dim=1)
+        layers = self._local_layers()
+        blocks = self._blocks(rows, noise)
+        if len(blocks) == 1:
+            return self._outputs_from_noise(rows, noise, layers)
+        return torch.cat([self._outputs_from_noise(rows[block], draws, layers)
+                          for block, draws in blocks], dim=1)
 
-    def _outputs_from_noise(self, rows: Tensor, noise: Tensor) -> Tensor:
-        layers = zip(self.unflatten(self.mu), self.unflatten(self.posterior_std().square()),
-                     strict=True)
+    def _outputs_from_noise(self, rows: Tensor, noise: Tensor, layers: list) -> Tensor:
+        # without gradients, each layer's products write their outputs and the rest works in
+        # place on them
+        in_place = not torch.is_grad_enabled()
+        num_samples = noise.shape[0]
         # the first layer's input is every draw's: its mean and std once for the N draws
         h, offset, last = rows, 0, len(self.layer_sizes) - 1
         for i, ((mean_w, mean_b), (var_w, var_b)) in enumerate(layers):
             width = mean_b.shape[-1]
-            mean = torch.matmul(h, mean_w.mT) + mean_b
-            std = (torch.matmul(h.square(), var_w.mT) + var_b).sqrt()
-            h = torch.addcmul(mean, std, noise[..., offset : offset + width])
+            flat = h.reshape(-1, h.shape[-1])
+            mean = torch.addmm(mean_b, flat, mean_w.mT)
+            std = torch.addmm(var_b, flat.square(), var_w.mT)
+            std = std.sqrt_() if in_place else std.sqrt()
+            draw = noise[..., offset : offset + width]
+            if i == 0:
+                h = torch.addcmul(mean, std, draw)  # [rows, W] with ξ [N, 1 or rows, W]
+            else:
+                mean, std = (t.view(num_samples, -1, width) for t in (mean, std))
+                h = mean.addcmul_(std, draw) if in_place else torch.addcmul(mean, std, draw)
             offset += width
             if i < last:
-                h = self.activations[i](h)
+                h = self._activate(i, h, in_place)
         return h
+
+    def _activate(self, layer: int, h: Tensor, in_place: bool) -> Tensor:
+        activation = self.activations[layer]
+        apply = _IN_PLACE.get(type(activation)) if in_place else None
+        return activation(h) if apply is None else apply(h)
 
     def mean_weights(self) -> LayerWeights:
         """The posterior means as a weight set (the model's most likely network)."""
@@ -421,23 +555,21 @@ class BayesianMLP(nn.Module):
         if weights[0][0].dim() == 2:
             out = self._apply_flat(flat, weights)
         else:
-            # Cache blocking: with N weight sets the hidden activations of a large batch
-            # (N × B × width floats) overflow the CPU caches and the elementwise activations
-            # become memory-bound; equal blocks of rows keep them cache-sized (measured by
-            # recipes/benchmarks/benchmark_bnn.py on B = 5,000, N = 10).
-            num_samples = weights[0][0].shape[0]
-            # Views into a flat [N, |Θ|] sample stride N by |Θ|; batched GEMMs want them packed.
-            weights = [(weight.contiguous(), bias.contiguous()) for weight, bias in weights]
-            widest = max(self.num_cells, default=self.out_features)
-            num_blocks = -(-num_samples * flat.shape[0] * widest // _BLOCK_FLOATS)
-            if num_blocks <= 1:
-                out = self._apply_flat(flat, weights)
-            else:
-                blocks = flat.tensor_split(num_blocks)
-                out = torch.cat([self._apply_flat(block, weights) for block in blocks], dim=-2)
+            weights = self._packed(weights)
+            blocks = self._blocks(flat, weights)
+            out = (self._apply_flat(flat, weights) if len(blocks) == 1 else
+                   torch.cat([self._apply_flat(flat[block], weights) for block, _ in blocks],
+                             dim=-2))
         return out.reshape(*out.shape[:-2], *batch_shape, out.shape[-1])
 
+    @staticmethod
+    def _packed(weights: LayerWeights) -> LayerWeights:
+        """Views into a flat ``[N, |Θ|]`` sample stride N by |Θ|; batched GEMMs want them
+        packed."""
+        return [(weight.contiguous(), bias.contiguous()) for weight, bias in weights]
+
     def _apply_flat(self, h: Tensor, weights: LayerWeights) -> Tensor:
+        in_place = not torch.is_grad_enabled()
         last = len(weights) - 1
         for i, (weight, bias) in enumerate(weights):
             if weight.dim() == 2:
@@ -447,7 +579,7 @@ class BayesianMLP(nn.Module):
                 h = h.expand(weight.shape[0], *h.shape[-2:])
                 h = torch.baddbmm(bias.unsqueeze(-2), h, weight.mT)
             if i < last:
-                h = self.activations[i](h)
+                h = self._activate(i, h, in_place)
         return h
 
     def check_inputs(self, inputs: tuple[Tensor, ...]) -> Tensor:

@@ -1,4 +1,6 @@
-"""An iteration's ELBO steps in one compiled call: ``ELBOTrainer``'s ``"numba"`` backend.
+"""An iteration's ELBO steps in one compiled call: ``ELBOTrainer``'s ``"numba"`` backend; and
+the elementwise passes of a batch's bonus between its matrix products (``local_hidden_layer``,
+``local_output_errors``: ``BayesianMLP.sample_squared_errors``).
 
 The VASE model takes 500 Adam steps on minibatches of 10 per iteration (the authors' script).
 A step is little arithmetic; as a few dozen torch calls it is mostly dispatch (the figures:
@@ -54,9 +56,15 @@ _EXP_P = tuple(_F(c) for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3
 _LOG_P = tuple(_F(c) for c in (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1,
                                   -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
                                   2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1))
-_TANH_P = tuple(_F(c) for c in (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2,
-                                   1.33314422036e-1, -3.33332819422e-1))
-_TANH_SMALL = _F(0.625)
+# tanh's rational approximation x·P(x²)/Q(x²) (Eigen's float tanh): odd numerator, even
+# denominator, x clamped where float32 tanh rounds to ±1, x itself below 4e-4
+_TANH_P = tuple(_F(c) for c in (-2.76076847742355e-16, 2.00018790482477e-13,
+                                   -8.60467152213735e-11, 5.12229709037114e-08,
+                                   1.48572235717979e-05, 6.37261928875436e-04,
+                                   4.89352455891786e-03))
+_TANH_Q = tuple(_F(c) for c in (1.19825839466702e-06, 1.18534705686654e-04,
+                                   2.26843463243900e-03, 4.89352518554385e-03))
+_TANH_CLAMP, _TANH_TINY = _F(7.90531110763549805), _F(0.0004)
 
 _INLINE = {"cache": True, "error_model": "numpy",
         "fastmath": {"contract", "nsz", "arcp"}}
@@ -121,17 +129,19 @@ def log_parts(values, mantissa, exponent):
 
 
 @numba.njit(**_INLINE)
-def fast_tanh(x, pow2):
-    """float32 ``tanh(x)``: Cephes' odd polynomial for ``|x| < 0.625``, else
-    ``1 − 2 / (exp(2|x|) + 1)`` with the sign of x."""
-    a = abs(x)
-    z = x * x
+def fast_tanh(x):
+    """float32 ``tanh(x)`` as a rational function of x (within 3 float32 epsilons relative;
+    no exp, no table, no branch a loop cannot vectorise: an earlier form through ``exp`` and
+    a table of powers of 2 ran a scalar loop, about 1 ns an element)."""
+    c = min(max(x, -_TANH_CLAMP), _TANH_CLAMP)
+    z = c * c
     p = _TANH_P[0]
-    for c in _TANH_P[1:]:
-        p = p * z + c
-    small = p * z * x + x
-    large = _ONE - _TWO / (_ONE / exp_non_positive(-_TWO * a, pow2) + _ONE)
-    return small if a < _TANH_SMALL else (large if x > 0 else -large)
+    for coefficient in _TANH_P[1:]:
+        p = p * z + coefficient
+    q = _TANH_Q[0]
+    for coefficient in _TANH_Q[1:]:
+        q = q * z + coefficient
+    return c * p / q if abs(x) >= _TANH_TINY else x  # NaN: x, so a diverged model shows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,7 +272,7 @@ def _activate(h, relu, consts):
         for r in range(h.shape[0]):
             row = h[r]
             for j in range(row.shape[0]):
-                row[j] = fast_tanh(row[j], POW2)
+                row[j] = fast_tanh(row[j])
     else:
         h[:] = np.tanh(h)
 
@@ -522,6 +532,81 @@ def weight_steps(mu, rho, m_mu, v_mu, m_rho, v_rho, step0, x, y, noise, terms, s
                         v_rho, step0 + s + 1, consts)
 
 
+# ---------------------------------------------------------------------------------------------
+# The bonus's layer passes (BayesianMLP.sample_squared_errors with a local sampling)
+# ---------------------------------------------------------------------------------------------
+# A batch's bonus is two matrix products a layer (the pre-activations' means and variances,
+# torch's BLAS) and elementwise work between them: bias, square root, noise, activation, and
+# the next layer's squared input, or at the output the squared error. As torch calls that work
+# is half a dozen passes over N × rows × width floats, each writing a tensor of its own; here
+# it is one pass a layer, reading the products and writing what the next product reads.
+@numba.njit(**_HELPER)
+def _pre_activation(mean, var, bias_mean, bias_var, draw, source, j):
+    """``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ`` of unit j from the products' row ``source``."""
+    return mean[source, j] + bias_mean[j] + math.sqrt(var[source, j] + bias_var[j]) * draw[j]
+
+
+@numba.njit(**_JIT)
+def local_hidden_layer(mean, var, bias_mean, bias_var, noise, offset, relu, h, h_square,
+                       consts):
+    """A hidden layer's activations from its products, for N draws of ``rows`` rows.
+
+    ``mean`` = h M, ``var`` = h² S: ``[N·rows, W]``, or ``[rows, W]`` for the first layer
+    (whose input is every draw's); ``noise`` ξ ``[N, 1 or rows, Σ widths]``, this layer's
+    units from ``offset``. Writes ``act(z)`` and its square into ``h`` and ``h_square``
+    ``[N·rows, W]``."""
+    draws, width = noise.shape[0], h.shape[1]
+    rows = h.shape[0] // draws
+    shared_input = mean.shape[0] != h.shape[0]
+    per_row_noise = noise.shape[1] != 1
+    zero = consts[ZERO]
+    for n in range(draws):
+        for b in range(rows):
+            row = n * rows + b
+            source = b if shared_input else row
+            draw = noise[n, b if per_row_noise else 0, offset:offset + width]
+            out, out_square = h[row], h_square[row]
+            for j in range(width):
+                z = _pre_activation(mean, var, bias_mean, bias_var, draw, source, j)
+                if relu:
+                    a = z if z > zero else zero
+                elif consts[VECTOR_MATH] > zero:
+                    a = fast_tanh(z)
+                else:
+                    a = math.tanh(z)
+                out[j] = a
+                out_square[j] = a * a
+
+
+@numba.njit(**_JIT)
+def local_output_errors(mean, var, bias_mean, bias_var, noise, offset, y, errors, start):
+    """The output layer's squared errors ``Σ_d (z − y)²`` for N draws of ``rows`` rows into
+    ``errors[:, start:start + rows]`` (``errors`` ``[N, all rows]``); the arguments as
+    ``local_hidden_layer``'s, ``y`` the block's targets ``[rows, D]``."""
+    draws, rows, width = noise.shape[0], y.shape[0], y.shape[1]
+    shared_input = mean.shape[0] != draws * rows
+    per_row_noise = noise.shape[1] != 1
+    for n in range(draws):
+        for b in range(rows):
+            row = n * rows + b
+            source = b if shared_input else row
+            draw = noise[n, b if per_row_noise else 0, offset:offset + width]
+            target = y[b]
+            total = mean[source, 0] * 0
+            for j in range(width):
+                r = _pre_activation(mean, var, bias_mean, bias_var, draw, source, j) - target[j]
+                total += r * r
+            errors[n, start + b] = total
+
+
+def layer_consts(dtype: np.dtype) -> np.ndarray:
+    """``consts`` for the layer passes: 0 and whether tanh is the float32 polynomial."""
+    consts = np.zeros(NUM_CONSTS, dtype=dtype)
+    consts[ONE], consts[TWO] = 1.0, 2.0
+    consts[VECTOR_MATH] = dtype == np.float32
+    return consts
+
+
 def warm_up() -> None:
     """Compile the kernel for every dtype and sampling with the argument types
     ``ELBOTrainer`` passes, or load it from numba's disk cache (beside this file).
@@ -541,4 +626,14 @@ def warm_up() -> None:
             state[1][:] = -1.0  # ρ
             kernel(*state, 0, np.zeros((1, 2, 3), dtype), np.zeros((1, 2, 2), dtype),
                    np.zeros(noise_shape, dtype), np.zeros((1, 3), dtype), sizes, True, consts)
+        # the bonus's layer passes, with noise shared by the rows and per row
+        products, bias = np.ones((4, 3), dtype), np.zeros(3, dtype)
+        for rows in (1, 2):
+            noise = np.zeros((2, rows, 6), dtype)
+            for relu in (True, False):
+                local_hidden_layer(products, products, bias, bias, noise, 0, relu,
+                                   np.empty((4, 3), dtype), np.empty((4, 3), dtype),
+                                   layer_consts(dtype))
+            local_output_errors(products, products, bias, bias, noise, 3,
+                                np.zeros((2, 3), dtype), np.empty((2, 2), dtype), 0)
 

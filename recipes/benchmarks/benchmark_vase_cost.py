@@ -1,0 +1,145 @@
+"""What VASE costs over plain TRPO, whole iterations, and where a VASE iteration's time goes.
+
+Runs ``recipes/trpo_vase.py`` for each task with ``surprise=none`` and ``surprise=vase`` (the
+recipe's defaults otherwise: the authors' settings), ``iterations`` iterations, ``threads=1``, no
+evaluation or checkpoints, one run at a time, the runs of each round alternating, each into a
+scratch MLflow store; with ``--code DIR`` (repeatable) the same runs of another checkout
+(e.g. an earlier commit's worktree), interleaved with this one's. Prints
+
+* per task and code, the median over rounds of each run's median iteration time (iterations 2
+  to the last, from ``train/wall_time``, which every commit logs) and VASE's over plain TRPO's:
+  the bar is ≤ 1.3× on MountainCar and HalfCheetah, ≤ 1.5× on Ant;
+* a whole run's estimated wall time (the task's iterations × that median) and the Figure 3
+  grid's core-hours at that speed (20 seeds of plain TRPO, VASE, NLL and VIME per task);
+* the phase table of this checkout's runs: each ``time/<phase>`` metric, median over
+  iterations 2 to the last and over rounds (``torchrl_vase.timing``: the same clocks every run
+  logs, not a profiler's).
+
+    python recipes/benchmarks/benchmark_vase_cost.py [--tasks mountain_car half_cheetah ant]
+        [--rounds 2] [--iterations 8] [--code ../before --label-code 731077c]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BARS = {"mountain_car": 1.3, "half_cheetah": 1.3, "ant": 1.5}
+# the paper's iterations per task (conf/env/*.yaml): a whole run's length
+PAPER_ITERATIONS = {"point_robot": 100, "mountain_car": 50, "cartpole_swingup": 500,
+                    "double_pendulum": 500, "lunar_lander": 500, "half_cheetah": 1000,
+                    "ant": 1000}
+
+
+def run(code: Path, task: str, surprise: str, iterations: int, store: Path) -> str:
+    """One run of ``code``'s recipe; returns its MLflow run id."""
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    command = [sys.executable, str(code / "recipes" / "trpo_vase.py"), f"env={task}",
+               f"surprise={surprise}", f"iterations={iterations}", "threads=1",
+               "eval.every=0", "checkpoint.every=0", "progress_bar=false",
+               f"mlflow.tracking_uri={uri}", f"checkpoint.dir={store / 'checkpoints'}",
+               f"hydra.run.dir={store / 'hydra'}"]
+    subprocess.run(command, cwd=code, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    from mlflow.tracking import MlflowClient
+
+    runs = MlflowClient(tracking_uri=uri).search_runs(
+        [e.experiment_id for e in MlflowClient(tracking_uri=uri).search_experiments()],
+        order_by=["attributes.start_time DESC"], max_results=1)
+    return runs[0].info.run_id
+
+
+def histories(store: Path, run_id: str) -> dict[str, dict[int, float]]:
+    """Every clock metric of the run by step: ``train/wall_time`` and ``time/*``."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{store / 'mlflow.db'}")
+    names = [key for key in client.get_run(run_id).data.metrics
+             if key == "train/wall_time" or key.startswith("time/")]
+    return {name: {m.step: m.value for m in client.get_metric_history(run_id, name)}
+            for name in names}
+
+
+def iteration_times(wall: list[float]) -> list[float]:
+    """Each iteration's seconds from the cumulative ``train/wall_time``."""
+    return [b - a for a, b in zip([0.0, *wall[:-1]], wall, strict=True)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", nargs="+", default=list(BARS))
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=8)
+    parser.add_argument("--code", type=Path, action="append", default=[],
+                        help="another checkout to run the same way, interleaved")
+    parser.add_argument("--label-code", action="append", default=[],
+                        help="its label in the tables (default: its directory's name)")
+    args = parser.parse_args()
+    codes = {"this": ROOT} | {
+        (args.label_code[i] if i < len(args.label_code) else path.name): path.resolve()
+        for i, path in enumerate(args.code)}
+    skip = 2  # the first two iterations: imports warmed, the kernel loaded, the pool started
+    seconds: dict[tuple[str, str, str], list[float]] = {}
+    phases: dict[tuple[str, str], dict[str, list[float]]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for round_ in range(args.rounds):
+            for task in args.tasks:
+                for label, code in codes.items():
+                    for surprise in ("none", "vase"):
+                        store = Path(scratch) / f"{label}-{task}-{surprise}-{round_}"
+                        store.mkdir()
+                        clocks = histories(store, run(code, task, surprise, args.iterations,
+                                                      store))
+                        steps = sorted(clocks["train/wall_time"])
+                        wall = [clocks["train/wall_time"][step] for step in steps]
+                        times = iteration_times(wall)[skip:]
+                        seconds.setdefault((task, label, surprise), []).append(
+                            statistics.median(times))
+                        if label == "this":
+                            cell = phases.setdefault((task, surprise), {})
+                            for name, values in clocks.items():
+                                if name.startswith("time/"):  # 0 where a phase did not run
+                                    cell.setdefault(name, []).append(statistics.median(
+                                        values.get(step, 0.0) for step in steps[skip:]))
+                print(f"round {round_ + 1}/{args.rounds}: {task} done", flush=True)
+
+    print(f"\nMedian iteration time (iterations {skip + 1}-{args.iterations}, median over "
+          f"{args.rounds} rounds), threads=1")
+    print(f"{'task':<14} {'code':<10} {'plain s':>8} {'VASE s':>8} {'VASE/plain':>11} "
+          f"{'per round':>22} {'bar':>5} {'run: plain':>11} {'VASE':>8}")
+    grid: dict[str, float] = {}
+    for task in args.tasks:
+        for label in codes:
+            plain = statistics.median(seconds[task, label, "none"])
+            vase = statistics.median(seconds[task, label, "vase"])
+            rounds = ", ".join(f"{v / p:.2f}" for p, v in zip(
+                seconds[task, label, "none"], seconds[task, label, "vase"], strict=True))
+            length = PAPER_ITERATIONS[task]
+            print(f"{task:<14} {label:<10} {plain:>8.3f} {vase:>8.3f} {vase / plain:>10.2f}x "
+                  f"{rounds:>22} {BARS.get(task, float('nan')):>5} "
+                  f"{plain * length / 3600:>10.2f}h {vase * length / 3600:>7.2f}h")
+            # Figure 3's cells of the task: plain TRPO, and VASE, NLL and VIME (the three
+            # BNN bonuses taken at VASE's iteration time: NLL's is the same work, VIME's more)
+            grid[label] = grid.get(label, 0.0) + 20 * length * (plain + 3 * vase) / 3600
+    print("\nFigure 3 at these speeds (20 seeds x plain TRPO, VASE, NLL and VIME at VASE's "
+          "iteration time, the tasks above only): "
+          + ", ".join(f"{label} {hours:,.0f} core-hours" for label, hours in grid.items()))
+
+    names = sorted({name for cell in phases.values() for name in cell})
+    print(f"\nWhere an iteration's time goes (this checkout; time/<phase>, median of iterations "
+          f"{skip + 1}-{args.iterations}, median over rounds; s)")
+    columns = [(task, surprise) for task in args.tasks for surprise in ("none", "vase")]
+    print(f"{'phase':<22}" + "".join(f"{task[:11] + ' ' + s:>18}" for task, s in columns))
+    for name in names:
+        cells = [phases[c].get(name) for c in columns]
+        print(f"{name.removeprefix('time/'):<22}" + "".join(
+            f"{statistics.median(v):>18.3f}" if v else f"{'':>18}" for v in cells))
+
+
+if __name__ == "__main__":
+    main()
