@@ -227,3 +227,58 @@ def test_bad_weights_raise():
         model(x, weights=[weights[0], (weights[1][0][:, :, :4], weights[1][1])])
     with pytest.raises(ValueError, match="same N"):
         model(x, weights=[weights[0], (weights[1][0][0], weights[1][1][0])])
+
+
+def _per_draw_squared_errors(model: BayesianMLP, x, y, draws, sampling) -> torch.Tensor:
+    """The reference: each draw's network evaluated alone, in float64, from the weights
+    (weight sampling) or the pre-activations' means, stds and noise (local samplings)."""
+    x, y = x.double(), y.double()
+    errors = []
+    if sampling == "weights":
+        for n in range(draws[0][0].shape[0]):
+            h = x
+            for i, (weight, bias) in enumerate(draws):
+                h = h @ weight[n].double().T + bias[n].double()
+                if i < len(draws) - 1:
+                    h = model.activations[i](h)
+            errors.append((y - h).square().sum(-1))
+        return torch.stack(errors)
+    means = model.unflatten(model.mu.detach().double())
+    variances = model.unflatten(model.posterior_std().detach().double().square())
+    for n in range(draws.shape[0]):
+        h, offset = x, 0
+        for i, ((mean_w, mean_b), (var_w, var_b)) in enumerate(zip(means, variances,
+                                                                   strict=True)):
+            width = mean_b.shape[0]
+            xi = draws[n, :, offset:offset + width].double()  # [1 or rows, width]
+            h = h @ mean_w.T + mean_b + (h.square() @ var_w.T + var_b).sqrt() * xi
+            offset += width
+            if i < len(means) - 1:
+                h = model.activations[i](h)
+        errors.append((y - h).square().sum(-1))
+    return torch.stack(errors)
+
+
+@pytest.mark.parametrize("sampling", ["weights", "local", "local_shared"])
+@pytest.mark.parametrize("activation", [nn.Tanh, nn.ReLU])
+def test_a_batchs_squared_errors_equal_each_draw_evaluated_alone(sampling, activation):
+    torch.manual_seed(0)
+    model = BayesianMLP(7, 3, [40, 24], activation, sampling=sampling, init_mean="normal")
+    _random_posterior(model)
+    x, y = torch.randn(2000, 7), torch.randn(2000, 3)  # several cache blocks
+    assert len(model._blocks(x, model.sample_output_noise(10, 2000))) > 1
+
+    def generator():
+        return torch.Generator().manual_seed(4)
+
+    with torch.no_grad():  # the compiled layer passes (local samplings), in place otherwise
+        errors = model.sample_squared_errors(x, y, 10, generator=generator())
+    draws = (model.sample_weights(10, generator=generator()) if sampling == "weights"
+             else model.sample_output_noise(10, 2000, generator=generator()))
+    reference = _per_draw_squared_errors(model, x, y, draws, sampling)
+    torch.testing.assert_close(errors.double(), reference, rtol=2e-5, atol=1e-4)
+    # with gradients: torch's calls, the same values, and a gradient
+    differentiable = model.sample_squared_errors(x, y, 10, generator=generator())
+    torch.testing.assert_close(differentiable.double(), reference, rtol=2e-5, atol=1e-4)
+    differentiable.mean().backward()
+    assert model.rho.grad is not None and model.rho.grad.abs().sum() > 0

@@ -22,6 +22,7 @@ scratch MLflow store; with ``--code DIR`` (repeatable) the same runs of another 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -44,8 +45,10 @@ def run(code: Path, task: str, surprise: str, iterations: int, store: Path) -> s
                "eval.every=0", "checkpoint.every=0", "progress_bar=false",
                f"mlflow.tracking_uri={uri}", f"checkpoint.dir={store / 'checkpoints'}",
                f"hydra.run.dir={store / 'hydra'}"]
+    # the checkout's own library first on the path (not the one installed in the venv)
+    environment = os.environ | {"PYTHONPATH": str(code)}
     subprocess.run(command, cwd=code, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+                   stderr=subprocess.DEVNULL, env=environment)
     from mlflow.tracking import MlflowClient
 
     runs = MlflowClient(tracking_uri=uri).search_runs(
