@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -qq torch==2.13.0
 	$(PY) -m pip install -qq -c constraints.txt -e ".[dev,docs,video,cluster,server]"
 	@# the ELBO kernel's one-off numba compilation (about a minute), so no run or test pays it
-	$(PY) -c 'from torchrl_vase.objectives.elbo_kernel import warm_up; warm_up()'
+	$(PY) -c 'from torchrl_vase.kernels import warm_up; warm_up()'
 	touch $(STAMP)
 
 venv: $(STAMP)

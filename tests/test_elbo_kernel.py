@@ -1,4 +1,4 @@
-"""``ELBOTrainer``'s compiled kernel (``objectives/elbo_kernel.py``) against its autograd backend
+"""``ELBOTrainer``'s compiled kernel (``torchrl_vase/kernels.py``) against its autograd backend
 (``VariationalELBOLoss.terms_from_noise``, ``backward`` and torch's Adam): the same steps on the
 same minibatches and noise."""
 
@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from torchrl_vase import DynamicsModel, Exploration, VariationalELBOLoss, VASERewardTransform
-from torchrl_vase.objectives import elbo_kernel
+from torchrl_vase import kernels as elbo_kernel
 from torchrl_vase.objectives.elbo_trainer import ELBOTrainer, kernel_unavailable
 
 SAMPLINGS = ("weights", "local", "local_shared")
@@ -209,7 +209,7 @@ _KERNEL_RUN = """
 import hashlib, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-import elbo_kernel as ek
+import kernels as ek
 sizes = np.array([[3, 32], [32, 2]], dtype=np.int64)
 size = int((sizes[:, 0] + 1) @ sizes[:, 1])
 f = np.float32

@@ -9,8 +9,10 @@ scratch MLflow store; with ``--code DIR`` (repeatable) the same runs of another 
 * per task and code, the median over rounds of each run's median iteration time (iterations 2
   to the last, from ``train/wall_time``, which every commit logs) and VASE's over plain TRPO's:
   the bar is ≤ 1.3× on MountainCar and HalfCheetah, ≤ 1.5× on Ant;
-* a whole run's estimated wall time (the task's iterations × that median) and the Figure 3
-  grid's core-hours at that speed (20 seeds of plain TRPO, VASE, NLL and VIME per task);
+* a whole run's estimated wall time (the task's iterations × that median: a lower bound, as
+  later iterations cost more where the policy's paths change and the pool grows) and the
+  Figure 3 grid's core-hours at that speed (20 seeds of plain TRPO, VASE, NLL and VIME per
+  task, the three BNN bonuses at VASE's iteration time);
 * the phase table of this checkout's runs: each ``time/<phase>`` metric, median over
   iterations 2 to the last and over rounds (``torchrl_vase.timing``: the same clocks every run
   logs, not a profiler's).
@@ -22,7 +24,6 @@ scratch MLflow store; with ``--code DIR`` (repeatable) the same runs of another 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -31,24 +32,27 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BARS = {"mountain_car": 1.3, "half_cheetah": 1.3, "ant": 1.5}
-# the paper's iterations per task (conf/env/*.yaml): a whole run's length
-PAPER_ITERATIONS = {"point_robot": 100, "mountain_car": 50, "cartpole_swingup": 500,
-                    "double_pendulum": 500, "lunar_lander": 500, "half_cheetah": 1000,
-                    "ant": 1000}
+
+
+def paper_iterations(task: str) -> int:
+    """A whole run's iterations: the task's config (``conf/env/<task>.yaml``)."""
+    from omegaconf import OmegaConf
+
+    return int(OmegaConf.load(ROOT / "conf" / "env" / f"{task}.yaml").iterations)
 
 
 def run(code: Path, task: str, surprise: str, iterations: int, store: Path) -> str:
     """One run of ``code``'s recipe; returns its MLflow run id."""
     uri = f"sqlite:///{store / 'mlflow.db'}"
-    command = [sys.executable, str(code / "recipes" / "trpo_vase.py"), f"env={task}",
+    # run as a module from the checkout: Python puts it first on the path, so the run trains
+    # that checkout's library (not the one installed in the venv)
+    command = [sys.executable, "-m", "recipes.trpo_vase", f"env={task}",
                f"surprise={surprise}", f"iterations={iterations}", "threads=1",
                "eval.every=0", "checkpoint.every=0", "progress_bar=false",
                f"mlflow.tracking_uri={uri}", f"checkpoint.dir={store / 'checkpoints'}",
                f"hydra.run.dir={store / 'hydra'}"]
-    # the checkout's own library first on the path (not the one installed in the venv)
-    environment = os.environ | {"PYTHONPATH": str(code)}
     subprocess.run(command, cwd=code, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, env=environment)
+                   stderr=subprocess.DEVNULL)
     from mlflow.tracking import MlflowClient
 
     runs = MlflowClient(tracking_uri=uri).search_runs(
@@ -122,7 +126,7 @@ def main() -> None:
             vase = statistics.median(seconds[task, label, "vase"])
             rounds = ", ".join(f"{v / p:.2f}" for p, v in zip(
                 seconds[task, label, "none"], seconds[task, label, "vase"], strict=True))
-            length = PAPER_ITERATIONS[task]
+            length = paper_iterations(task)
             print(f"{task:<14} {label:<10} {plain:>8.3f} {vase:>8.3f} {vase / plain:>10.2f}x "
                   f"{rounds:>22} {BARS.get(task, float('nan')):>5} "
                   f"{plain * length / 3600:>10.2f}h {vase * length / 3600:>7.2f}h")

@@ -29,8 +29,10 @@ mkdir -p "$SCRATCH"
 if [ ! -d "$CODE" ]; then
     git worktree add --detach "$CODE" "$STUDY_COMMIT"
     # the kernel's compile cache lives beside its source: compile it once, before the jobs
-    (cd "$CODE" && "$PY" -c \
-        "from torchrl_vase.objectives import elbo_kernel; elbo_kernel.warm_up()")
+    # (torchrl_vase/kernels.py; objectives/elbo_kernel.py at commits before 2026-12-04's)
+    KERNELS=torchrl_vase.kernels
+    [ -f "$CODE/torchrl_vase/kernels.py" ] || KERNELS=torchrl_vase.objectives.elbo_kernel
+    (cd "$CODE" && "$PY" -c "from $KERNELS import warm_up; warm_up()")
 fi
 test "$(git -C "$CODE" rev-parse HEAD)" = "$(git rev-parse "$STUDY_COMMIT")" || {
     echo "$CODE is not at $STUDY_COMMIT"; exit 1; }

@@ -360,13 +360,13 @@ class BayesianMLP(nn.Module):
     def _compiled_squared_errors(self, rows: Tensor, targets: Tensor, noise: Tensor) -> Tensor:
         """``sample_squared_errors`` of a local sampling without gradients: per block of rows,
         each layer's two products by torch (its BLAS), the elementwise work between them in
-        one compiled pass (``elbo_kernel.local_hidden_layer``, ``local_output_errors``)."""
-        from torchrl_vase.objectives import elbo_kernel  # numba: on first use
+        one compiled pass (``kernels.local_hidden_layer``, ``local_output_errors``)."""
+        from torchrl_vase import kernels  # numba: on first use
 
         layers = [(mean_w.mT, mean_b.numpy(), var_w.mT, var_b.numpy())
                   for (mean_w, mean_b), (var_w, var_b) in self._local_layers()]
         relu = [isinstance(a, nn.ReLU) for a in self.activations]
-        consts = elbo_kernel.layer_consts(rows.numpy().dtype)
+        consts = kernels.layer_consts(rows.numpy().dtype)
         num_samples, count = noise.shape[0], rows.shape[0]
         errors = rows.new_empty(num_samples, count)
         blocks = self._blocks(rows, noise, _PASS_BLOCK_FLOATS)
@@ -387,14 +387,14 @@ class BayesianMLP(nn.Module):
                 mean = torch.mm(h, mean_w, out=products[0][:size].view(h.shape[0], width))
                 var = torch.mm(h_square, var_w, out=products[1][:size].view(h.shape[0], width))
                 if i == len(layers) - 1:
-                    elbo_kernel.local_output_errors(mean.numpy(), var.numpy(), mean_b, var_b,
+                    kernels.local_output_errors(mean.numpy(), var.numpy(), mean_b, var_b,
                                                     draws, offset, targets[block],
                                                     errors.numpy(), block.start)
                     break
                 outputs = (block.stop - block.start) * num_samples
                 h, h_square = (buffer[: outputs * width].view(outputs, width)
                                for buffer in activations)
-                elbo_kernel.local_hidden_layer(mean.numpy(), var.numpy(), mean_b, var_b, draws,
+                kernels.local_hidden_layer(mean.numpy(), var.numpy(), mean_b, var_b, draws,
                                                offset, relu[i], h.numpy(), h_square.numpy(),
                                                consts)
                 offset += width

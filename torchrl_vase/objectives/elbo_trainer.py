@@ -3,8 +3,8 @@ the ELBO (paper, Eq. 12), the mean losses.
 
 ``ELBOTrainer`` owns the optimiser and the choice of how the steps run:
 
-* ``"numba"``: all of an iteration's steps in one compiled call (``elbo_kernel``: the ELBO's
-  forward, its hand-derived backward, the closed-form KL and Adam, fused), for a float32 or
+* ``"numba"``: all of an iteration's steps in one compiled call (``torchrl_vase.kernels``: the
+  ELBO's forward, its hand-derived backward, the closed-form KL and Adam, fused), for a float32 or
   float64 model on the CPU with ReLU or tanh layers, the analytic KL and a plain Adam. At
   minibatches of 10 (the authors' 500 an iteration) a step is a few microseconds of arithmetic
   that one torch call per operation would bury under dispatch (docs/benchmarks.md).
@@ -211,11 +211,11 @@ class ELBOTrainer:
 
 @functools.cache
 def _kernel():
-    """``elbo_kernel``, imported at the first compiled steps: numba and the kernel's cache load
-    (about a second) only in processes that train a model with it."""
-    from torchrl_vase.objectives import elbo_kernel
+    """``torchrl_vase.kernels``, imported at the first compiled steps: numba and the kernel's
+    cache load (about a second) only in processes that train a model with it."""
+    from torchrl_vase import kernels
 
-    return elbo_kernel
+    return kernels
 
 
 @functools.cache

@@ -1,6 +1,8 @@
-"""An iteration's ELBO steps in one compiled call: ``ELBOTrainer``'s ``"numba"`` backend; and
-the elementwise passes of a batch's bonus between its matrix products (``local_hidden_layer``,
-``local_output_errors``: ``BayesianMLP.sample_squared_errors``).
+"""The library's compiled kernels (numba and numpy, no torch): an iteration's ELBO steps in one
+compiled call (``ELBOTrainer``'s ``"numba"`` backend), and the elementwise passes of a batch's
+bonus between its matrix products (``local_hidden_layer``, ``local_output_errors``:
+``BayesianMLP.sample_squared_errors``). One file: numba's disk cache keys a function on its
+own file, so the helpers they share (tanh, exp, log) must live beside them.
 
 The VASE model takes 500 Adam steps on minibatches of 10 per iteration (the authors' script).
 A step is little arithmetic; as a few dozen torch calls it is mostly dispatch (the figures:
