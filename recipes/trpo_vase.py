@@ -98,7 +98,14 @@ def train(cfg: DictConfig) -> dict:
         run.stopped_by = result.stopped_by
         if result.iterations_done > started:
             log_figures(cfg, logger, policy, first_reward, loop.frames)
-    if result.stopped_by is not None:
+    if result.dropped is not None:
+        saved = run.checkpointer is not None and run.checkpointer.exists()
+        print(f"{result.stopped_by} during a collection: its partial batch dropped; "
+              + (f"the checkpoint {run.checkpointer.path} holds the run after iteration "
+                 f"{result.iterations_done - 1} ({result.dropped} iteration(s) since are "
+                 "computed again); continue with resume=true." if saved else
+                 "no checkpoint was written yet: run it again to start it."))
+    elif result.stopped_by is not None:
         print(f"{result.stopped_by}: stopped after iteration {result.iterations_done - 1}"
               + (f", checkpoint {run.checkpointer.path}" if run.checkpointer else "")
               + "; continue with resume=true.")

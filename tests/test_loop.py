@@ -1,9 +1,12 @@
 """TrainingLoop's guarantees with a toy iteration (a linear model fitted to random batches): exact
 resume after a crash at any point, SIGTERM, the evaluation and checkpoint schedules, bad input."""
 
+import itertools
 import math
 import os
 import signal
+import threading
+import time
 
 import pytest
 import torch
@@ -280,3 +283,76 @@ def test_a_checkpoint_of_the_recipe_before_the_loop_is_refused_with_the_way_out(
 def test_bad_cadences_fail_at_construction(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TrainingLoop(ToyCollector(), ToyStep(), **{"iterations": 2, "seed": 0, **kwargs})
+
+
+def test_a_signal_in_a_long_collection_drops_the_partial_batch_within_the_grace(tmp_path):
+    hanging = threading.Event()
+
+    class SlowFourthBatch:
+        def __iter__(self):
+            for index in itertools.count():
+                if index == 3:  # a batch of two billion frames: minutes, not seconds
+                    hanging.set()
+                    deadline = time.monotonic() + 30
+                    while time.monotonic() < deadline:
+                        time.sleep(0.01)
+                    raise AssertionError("the collection was not abandoned")
+                yield TensorDict({"next": {"reward": torch.zeros(4, 1)}}, [4])
+
+        def update_policy_weights_(self):
+            pass
+
+        def shutdown(self):
+            pass
+
+    saved, logged = [], []
+
+    class Logger:
+        def log(self, steps):
+            logged.extend(step for step, _ in steps)
+
+    def send_sigterm():
+        hanging.wait(30)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    loop = TrainingLoop(SlowFourthBatch(), lambda batch: {"loss": 1.0}, iterations=10, seed=0,
+                        logger=Logger(), checkpoint=lambda state: saved.append(
+                            state["iterations_done"]), checkpoint_every=2, progress=False,
+                        stop_grace=0.2)
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGALRM)
+    threading.Thread(target=send_sigterm, daemon=True).start()
+    started = time.monotonic()
+    result = loop.run()
+    assert time.monotonic() - started < 10
+    # iterations 0-1 checkpointed and logged; iteration 2 computed, not saved: dropped with
+    # the partial batch, so a resumed run computes it again (no step logged twice)
+    assert result.stopped_by == "SIGTERM" and result.dropped == 1
+    assert result.iterations_done == 2 and saved == [2] and logged == [4, 8]
+    assert signal.getsignal(signal.SIGTERM) == before[0]  # the handlers given back
+    assert signal.getsignal(signal.SIGALRM) == before[1]
+
+
+def test_a_signal_in_an_ordinary_collection_keeps_the_iteration_and_checkpoints_it():
+    saved = []
+
+    class SignalledOnce:
+        def __iter__(self):
+            for index in itertools.count():
+                if index == 2:  # the signal arrives during the collection, which then ends
+                    os.kill(os.getpid(), signal.SIGTERM)
+                yield TensorDict({"next": {"reward": torch.zeros(4, 1)}}, [4])
+
+        def update_policy_weights_(self):
+            pass
+
+        def shutdown(self):
+            pass
+
+    loop = TrainingLoop(SignalledOnce(), lambda batch: {"loss": 1.0}, iterations=10, seed=0,
+                        checkpoint=lambda state: saved.append(state["iterations_done"]),
+                        checkpoint_every=5, progress=False, stop_grace=5.0)
+    result = loop.run()
+    assert result.stopped_by == "SIGTERM" and result.dropped is None
+    assert result.iterations_done == 3 and saved == [3]
+    with pytest.raises(ValueError, match="stop_grace"):
+        TrainingLoop(SignalledOnce(), lambda batch: {}, iterations=1, seed=0, stop_grace=0)

@@ -28,7 +28,7 @@ import random
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -38,6 +38,7 @@ from torch import Tensor
 
 __all__ = [
     "Checkpointer",
+    "StopNow",
     "StopSignals",
     "check_writable",
     "config_identity",
@@ -310,13 +311,27 @@ def load_checkpoint(path: str | os.PathLike, *, what: str | None = None,
         ) from None
 
 
+class StopNow(BaseException):
+    """Raised by ``StopSignals`` on the first signal where the running work may be abandoned
+    (``interrupt``): a collection, whose partial batch is dropped. A ``BaseException``, like
+    ``KeyboardInterrupt``, so that no ``except Exception`` on the way swallows it."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(f"{signal_name}: stopping now")
+        self.signal_name = signal_name
+
+
 class StopSignals:
     """A context in which SIGTERM and SIGINT ask the loop to stop instead of killing it.
 
     The first signal sets ``received`` (its name); the loop checks it between iterations, saves
-    a checkpoint and ends the run as killed. A second signal raises ``KeyboardInterrupt`` at
-    once, for a user who does not want to wait. The previous handlers come back on exit. Outside
-    the main thread (where Python allows no handlers) it does nothing.
+    a checkpoint and ends the run as killed. Where ``interrupt()`` says the running work may be
+    abandoned (the loop: while it collects a batch, which can take minutes), the first signal
+    also arms a timer: if that work is still running ``grace`` seconds later, ``StopNow`` is
+    raised there (an ordinary collection ends first, and the iteration is kept). A second
+    signal raises ``KeyboardInterrupt`` at once, for a user who does not want to wait. The
+    previous handlers come back on exit. Outside the main thread (where Python allows no
+    handlers) it does nothing.
 
     Examples:
         >>> import os, signal
@@ -328,22 +343,33 @@ class StopSignals:
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self) -> None:
+    def __init__(self, interrupt: Callable[[], bool] | None = None, grace: float = 10.0) -> None:
         self.received: str | None = None
+        self.interrupt, self.grace = interrupt, grace
         self._previous: dict[int, object] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received is not None:
             raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: stopping now")
         self.received = signal.Signals(signum).name
+        if self.interrupt is not None and self.interrupt() and signal.SIGALRM in self._previous:
+            signal.setitimer(signal.ITIMER_REAL, self.grace)
+
+    def _deadline(self, signum: int, frame: FrameType | None) -> None:
+        if self.interrupt is not None and self.interrupt():
+            raise StopNow(self.received)
 
     def __enter__(self) -> StopSignals:
         with contextlib.suppress(ValueError):  # not the main thread
             for signum in self.SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._handle)
+            if self.interrupt is not None:
+                self._previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._deadline)
         return self
 
     def __exit__(self, *exc) -> None:
+        if signal.SIGALRM in self._previous:
+            signal.setitimer(signal.ITIMER_REAL, 0)
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()

@@ -11,7 +11,11 @@ it calls the algorithm once per collected batch: ``OnPolicyStep`` (TRPO, PPO),
   holds the state they describe: a run killed at any instant and resumed from its checkpoint logs
   the same history as one never killed, value for value;
 - **signals**: the first SIGTERM or SIGINT ends the running iteration, writes a checkpoint and
-  returns ``stopped_by``; a second one stops at once (``KeyboardInterrupt``);
+  returns ``stopped_by``; a collection still running ``stop_grace`` seconds after it (a batch
+  can take minutes) is abandoned instead: the partial batch is dropped, nothing is written or
+  logged, and the run continues from its last checkpoint (``LoopResult.dropped``: the
+  iterations since it, which a resumed run computes again); a second signal stops at once
+  (``KeyboardInterrupt``);
 - **one checkpoint per run**: the loop hands its ``state_dict`` to one ``checkpoint`` callable;
 - **where the time goes**: each iteration's metrics carry its wall time by phase
   (``torchrl_vase.timing``): ``time/collection``, ``time/bonus``, ``time/model``,
@@ -61,7 +65,7 @@ import torch
 from tensordict import TensorDictBase
 
 from torchrl_vase._validation import check_positive_int
-from torchrl_vase.checkpointing import StopSignals, rng_state, set_rng_state
+from torchrl_vase.checkpointing import StopNow, StopSignals, rng_state, set_rng_state
 from torchrl_vase.loggers import Logger
 from torchrl_vase.progress import Progress
 from torchrl_vase.timing import PhaseClock, phase, timing_metrics
@@ -123,6 +127,9 @@ class LoopResult:
     iterations_done: int
     stopped_by: str | None
     metrics: dict[str, float] = field(default_factory=dict)
+    #: a signal during a collection: the iterations done since the last checkpoint, dropped
+    #: with the partial batch (a resumed run computes them again); ``None`` otherwise
+    dropped: int | None = None
 
 
 Watcher = Callable[[TensorDictBase, int], Mapping[str, float]]
@@ -170,6 +177,8 @@ class TrainingLoop:
         progress: a bar on a terminal, a line every ~5 % in a piped log; ``progress_keys`` maps
             its labels to metric names.
         name: the progress display's label.
+        stop_grace: seconds a collection may still run after a signal before it is abandoned
+            (its partial batch dropped, the run left at its last checkpoint).
     """
 
     def __init__(
@@ -193,6 +202,7 @@ class TrainingLoop:
         progress: bool = True,
         progress_keys: Mapping[str, str] | None = None,
         name: str = "training",
+        stop_grace: float = 10.0,
     ) -> None:
         check_positive_int("iterations", iterations)
         check_positive_int("checkpoint_every", checkpoint_every)
@@ -208,6 +218,9 @@ class TrainingLoop:
         self.stop_when = stop_when or (lambda: False)
         self.reseed_collector, self.device, self.threads = reseed_collector, device, threads
         self.progress, self.name = progress, name
+        if not (math.isfinite(stop_grace) and stop_grace > 0):
+            raise ValueError(f"stop_grace must be a positive number of seconds, got {stop_grace}.")
+        self.stop_grace = float(stop_grace)
         self.progress_keys = dict(progress_keys or {})
         #: iterations done, frames collected, seconds spent in earlier processes
         self.iteration, self.frames, self.wall_time = 0, 0, 0.0
@@ -264,7 +277,8 @@ class TrainingLoop:
         batches = iter(self.collector) if self.iteration < self.iterations else iter(())
         clock = PhaseClock()
         try:
-            with StopSignals() as signals, clock.running():
+            with StopSignals(interrupt=lambda: clock.current() == "collection",
+                             grace=self.stop_grace) as signals, clock.running():
                 while self.iteration < self.iterations and not self.stop_when():
                     metrics = self._iteration(batches)
                     # read once: a signal arriving after this is handled after the next iteration
@@ -292,6 +306,11 @@ class TrainingLoop:
                             for label, key in self.progress_keys.items()} | _slowest(times))
                     if result.stopped_by is not None:
                         break
+        except StopNow as stop:
+            # in a collection: what changed since the last checkpoint is not saved or logged
+            result.stopped_by, result.dropped = stop.signal_name, len(self.pending)
+            self.iteration -= len(self.pending)
+            self.pending = []
         finally:
             progress.close()
             self.collector.shutdown()
@@ -318,8 +337,8 @@ class TrainingLoop:
             for watch in self.watchers:
                 metrics.update(watch(batch, frames_before))
         metrics.update(self.step(batch))
-        with phase("collection"):  # the collector's copy of the policy
-            self.collector.update_policy_weights_()
+        # not "collection": a signal here must not drop the iteration just computed
+        self.collector.update_policy_weights_()
         self.iteration += 1
         fps = batch.numel() / (time.perf_counter() - tick)
         return metrics | {FRAMES: self.frames, ITERATION: iteration, FPS: fps}

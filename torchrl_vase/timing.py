@@ -73,6 +73,10 @@ class PhaseClock:
         finally:
             _RUNNING.reset(token)
 
+    def current(self) -> str | None:
+        """The innermost phase open now (``None``: none)."""
+        return self._open[-1] if self._open else None
+
     def enter(self, name: str) -> None:
         self._charge()
         self._open.append(name)
