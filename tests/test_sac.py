@@ -373,3 +373,11 @@ def test_sac_runs_are_named_and_identified_by_what_they_read(store):
     assert "sac" in schema.identity_ignores(trpo)
     assert schema.iterations(schema.typed_config(_config(store, "iterations=null",
                                                          "sac.frames=1000"))) == 16
+
+
+def test_a_memmap_replay_buffer_maps_its_files_in_the_run_s_checkpoint_directory(store):
+    result = recipe.train(_config(store, "sac.storage=memmap", "checkpoint.every=2"))
+    run_directory = store[1] / "checkpoints" / "mountain_car" / result["run_id"]
+    mapped = {path.name for path in (run_directory / "replay_memmap").rglob("*.memmap")}
+    assert {"observation.memmap", "action.memmap"} <= mapped, mapped
+    assert (run_directory / "replay").is_dir()  # the journal beside it holds the transitions

@@ -210,9 +210,15 @@ def build_sac(cfg: DictConfig, observation_space, action_space,
 def journal_replay(state: dict, directory: Path) -> None:
     """Checkpoint a run's transitions by appending them beside its checkpoint in ``directory``
     (``ReplayJournal``), not whole in it: SAC's replay buffer in ``replay/``, the bonus's own
-    pool (TRPO, PPO) in ``pool/``. Call it before the loop saves or restores."""
+    pool (TRPO, PPO) in ``pool/``; a memory-mapped buffer (``sac.storage=memmap``) maps its
+    files in ``replay_memmap/`` there (the disk the run's checkpoints are on, not /tmp's),
+    removed when the process ends (the journal, not they, holds the transitions). Call it
+    before the loop saves or restores, and before the buffer's first transition."""
     if state.get("replay") is not None:
         state["replay"].attach(directory / "replay")
+        storage = state["replay"].buffer.storage
+        if isinstance(storage, LazyMemmapStorage) and not storage.initialized:
+            storage.scratch_dir = str(directory / "replay_memmap") + "/"
     exploration = state.get("exploration")
     if exploration is not None and exploration.owns_pool:
         exploration.journal_pool(directory / "pool")
