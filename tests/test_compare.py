@@ -286,3 +286,19 @@ def test_timings_from_runs_started_apart_are_flagged_and_seed_counts_are_plural_
     together = [compare.Run(str(i), "vase", i, {}, start_time=1_000 + i * 60_000) for i in (0, 1)]
     assert compare.timing_note(together) == ""  # a minute apart: a sweep's parallel jobs
     assert [compare.seeds(n) for n in (1, 2)] == ["1 seed", "2 seeds"]
+
+
+def test_groups_that_differ_in_many_settings_are_labelled_by_the_fewest_that_tell_them_apart():
+    paper = {"surprise.sigma_c": "5.0", "surprise.delta": "0.001", "surprise.init_mean": "uniform",
+             "surprise.sampling": "weights", "trpo.init": "torch", "trpo.cg_damping": "0.1"}
+    authors = {"surprise.sigma_c": "0.5", "surprise.delta": "0.0", "surprise.init_mean": "normal",
+               "surprise.sampling": "local_shared", "trpo.init": "glorot",
+               "trpo.cg_damping": "1e-05"}
+    runs = [compare.Run("a", "vase", 0, {}, paper), compare.Run("b", "vase", 0, {}, authors),
+            compare.Run("c", "vase", 1, {}, {**authors, "surprise.eta": "0.001"})]
+    groups = compare.by_measure(runs)
+    # seven settings differ; δ (the paper's symbols first) and η split the runs as all do
+    assert sorted(groups) == ["vase δ=0, η=0.001 (+5 settings)",
+                              "vase δ=0, η=None (+5 settings)",
+                              "vase δ=0.001, η=None (+5 settings)"]
+    assert [len(members) for members in groups.values()] == [1, 1, 1]

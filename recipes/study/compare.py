@@ -221,6 +221,28 @@ def _label(value: str | None) -> str:
     return f"{number:g}" if number is not None else str(value)
 
 
+#: a label names every setting that differs up to this many; beyond, the fewest that tell the
+#: groups apart (a preset changes a dozen settings at once: its label would run off the legend)
+MAX_LABELLED = 3
+
+
+def _distinguishing(members: list[Run], varying: list[str]) -> list[str]:
+    """The settings a measure's groups are labelled by: all of ``varying`` up to
+    ``MAX_LABELLED``, else the fewest (chosen greedily, the paper's symbols first) whose values
+    split the runs into the same groups as all of them do."""
+    if len(varying) <= MAX_LABELLED:
+        return varying
+
+    def groups(keys: list[str]) -> int:
+        return len({tuple(r.settings.get(k) for k in keys) for r in members})
+
+    target, chosen = groups(varying), []
+    while groups(chosen) < target:
+        chosen.append(max((k for k in varying if k not in chosen),
+                          key=lambda k: (groups([*chosen, k]), k in SYMBOLS, -varying.index(k))))
+    return [k for k in varying if k in chosen]
+
+
 def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
     """Runs grouped by surprise measure and, within a measure, by every setting but the seed
     that differs between its runs (``"vase δ=0.01"``, ``"vase δ=0, σ_c=0.5"``,
@@ -240,6 +262,8 @@ def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
             if key in varying:
                 varying = [k for k in varying if not k.startswith(group) or k == key]
 
+        labelled = _distinguishing(members, varying)
+
         def setting(run: Run, varying: list[str] = varying) -> tuple:
             # numbers in numeric order, then anything else by its text
             values = [run.settings.get(k) for k in varying]
@@ -251,8 +275,9 @@ def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
             if varying:
                 name += " " + ", ".join(
                     f"{SYMBOLS.get(k, k.removeprefix('surprise.'))}={_label(run.settings.get(k))}"
-                    for k in varying
-                )
+                    for k in labelled
+                ) + (f" (+{len(varying) - len(labelled)} settings)"
+                     if len(labelled) < len(varying) else "")
             groups.setdefault(name, []).append(run)
     return groups
 
