@@ -1,6 +1,7 @@
 """TrainingRun: a run's MLflow life, its identity, resume lookup and end status, on a SQLite
 store (the recipe's end-to-end tests exercise it with real training)."""
 
+import os
 import subprocess
 
 import pytest
@@ -133,3 +134,20 @@ def test_git_commit_says_dirty_when_the_code_a_run_executes_differs_from_head(tm
     git("checkout", "--", "torchrl_vase/loss.py")
     (tmp_path / "torchrl_vase" / "new.py").write_text("")  # a new module
     assert git_commit(tmp_path) == f"{head}-dirty"
+
+
+def test_a_second_signal_ends_the_program_with_a_sentence_and_the_signal_s_status(capfd):
+    import signal
+
+    from torchrl_vase.checkpointing import StopAtOnce, StopSignals
+    from torchrl_vase.runs import reported_errors
+
+    with pytest.raises(SystemExit) as stopped, reported_errors("demo"), StopSignals():
+        os.kill(os.getpid(), signal.SIGTERM)  # the first: a line at once, the run goes on
+        assert "SIGTERM: stopping after this iteration" in capfd.readouterr().err
+        os.kill(os.getpid(), signal.SIGTERM)  # the second: at once
+        raise AssertionError("not stopped")
+    assert stopped.value.code == 128 + signal.SIGTERM
+    err = capfd.readouterr().err
+    assert "demo: second SIGTERM: stopped at once" in err and "Traceback" not in err
+    assert issubclass(StopAtOnce, KeyboardInterrupt)  # a TrainingRun ends KILLED on it

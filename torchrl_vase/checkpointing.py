@@ -38,6 +38,7 @@ from torch import Tensor
 
 __all__ = [
     "Checkpointer",
+    "StopAtOnce",
     "StopNow",
     "StopSignals",
     "check_writable",
@@ -321,6 +322,15 @@ class StopNow(BaseException):
         self.signal_name = signal_name
 
 
+class StopAtOnce(KeyboardInterrupt):
+    """A second signal: the run stops where it is (its last checkpoint holds it)."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(f"second {signal_name}: stopped at once; the last checkpoint holds the "
+                         "run (resume=true continues it)")
+        self.signal_name = signal_name
+
+
 class StopSignals:
     """A context in which SIGTERM and SIGINT ask the loop to stop instead of killing it.
 
@@ -350,8 +360,14 @@ class StopSignals:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received is not None:
-            raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: stopping now")
+            raise StopAtOnce(signal.Signals(signum).name)
         self.received = signal.Signals(signum).name
+        # at once, whatever the iteration is doing (os.write: a print here could re-enter a
+        # print the signal interrupted)
+        dropped = (f"a collection still running in {self.grace:g} s is dropped; "
+                   if self.interrupt is not None else "")
+        os.write(2, f"{self.received}: stopping after this iteration ({dropped}a second "
+                    "signal stops at once)\n".encode())
         if self.interrupt is not None and self.interrupt() and signal.SIGALRM in self._previous:
             signal.setitimer(signal.ITIMER_REAL, self.grace)
 

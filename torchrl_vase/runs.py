@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,7 @@ from mlflow.tracking import MlflowClient
 
 from torchrl_vase.checkpointing import (
     Checkpointer,
+    StopAtOnce,
     check_writable,
     config_identity,
     load_checkpoint,
@@ -100,6 +102,11 @@ def reported_errors(program: str,
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         raise SystemExit(f"{program}: {redact(str(error))}") from None
+    except StopAtOnce as stop:  # a second signal: a sentence, the signal's exit status
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        print(f"{program}: {stop}", file=sys.stderr)
+        raise SystemExit(128 + signal.Signals[stop.signal_name].value) from None
 
 
 # what a run executes: a change here (uncommitted, or a new file) means HEAD did not produce it
