@@ -96,7 +96,7 @@ def train(cfg: DictConfig) -> dict:
         started = loop.iteration
         result = loop.run()
         run.stopped_by = result.stopped_by
-        if result.iterations_done > started:
+        if result.iterations_done > started and result.dropped is None:
             log_figures(cfg, logger, policy, first_reward, loop.frames)
     if result.dropped is not None:
         saved = run.checkpointer is not None and run.checkpointer.exists()

@@ -309,14 +309,13 @@ class TrainingLoop:
         except StopNow as stop:
             # in a collection: what changed since the last checkpoint is not saved or logged
             result.stopped_by, result.dropped = stop.signal_name, len(self.pending)
-            self.iteration -= len(self.pending)
-            self.pending = []
         finally:
             progress.close()
             self.collector.shutdown()
             if self.threads is not None:
                 torch.set_num_threads(self.threads)
-        result.iterations_done = self.iteration
+        # after a dropped collection, the run is where its last checkpoint left it
+        result.iterations_done = self.iteration - (result.dropped or 0)
         return result
 
     def _iteration(self, batches: Iterator[TensorDictBase]) -> dict[str, float]:

@@ -150,13 +150,13 @@ class OffPolicyStep:
         # stored as collected (the extrinsic reward): the bonus is the sample's, not the buffer's
         transitions = flat.select(*TRANSITION_KEYS).clone()
         metrics: dict[str, float] = {}
-        if self.exploration is None:
-            with phase("replay"):  # the learner's store, not the bonus's
-                self.replay.extend(transitions)
-        else:  # Exploration.observe, with the buffer extended between its halves
+        # Exploration.observe's two halves around the buffer's extension: the bonus and its
+        # diagnostics against the buffer as it was, then the model's minibatches from it
+        if self.exploration is not None:
             metrics |= logged_model_metrics(self.exploration, self.exploration.diagnose(flat))
-            with phase("replay"):  # the learner's store, not the bonus's
-                self.replay.extend(transitions)
+        with phase("replay"):  # the learner's store, not the bonus's
+            self.replay.extend(transitions)
+        if self.exploration is not None:
             sample = self.exploration.add_to_pool(flat)
             metrics |= logged_model_metrics(self.exploration,
                                             self.exploration.update_model(sample))

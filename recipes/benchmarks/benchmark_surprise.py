@@ -105,13 +105,7 @@ def vime_per_transition(model, obs, action, next_obs, *, num_samples=10, sigma_c
 
 def rate(fn, n: int, repeats: int = 5) -> float:
     """Best-of-``repeats`` transitions per second of ``fn()`` over ``n`` transitions."""
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return n / best
+    return n / best_seconds(fn, repeats)
 
 
 def measure_rates(batch: int, per_transition_sample: int) -> None:
@@ -195,6 +189,7 @@ def arithmetic(batch: int, num_samples: int = 10, repeats: int = 30) -> None:
 
 
 def best_seconds(fn, repeats: int) -> float:
+    """The shortest of ``repeats`` calls of ``fn()`` after a warm-up call, seconds."""
     fn()
     best = float("inf")
     for _ in range(repeats):

@@ -299,12 +299,25 @@ class BayesianMLP(nn.Module):
         output has the same distribution every way, so per-transition expectations (the bonus,
         the ELBO) agree.
         """
-        if not self.local_reparameterization:
-            return self.apply_weights(x, self.sample_weights(num_samples, generator=generator))
         rows = x.reshape(-1, x.shape[-1])
-        noise = self.sample_output_noise(num_samples, rows.shape[0], generator=generator)
-        out = self.outputs_from_noise(rows, noise)
+        draws, evaluate = self._draws(rows, num_samples, generator)
+        out = self._by_blocks(rows, draws, lambda block, d: evaluate(rows[block], d), dim=-2)
         return out.reshape(num_samples, *x.shape[:-1], self.out_features)
+
+    def _draws(self, rows: Tensor, num_samples: int, generator: torch.Generator | None):
+        """The N draws of an evaluation of ``rows`` (weight sets, packed, or the local noise)
+        and the function ``(block of rows, its draws) -> [N, block, out]`` that evaluates a
+        block with them."""
+        if not self.local_reparameterization:
+            return self._packed(self.sample_weights(num_samples, generator=generator)), \
+                self._apply_flat
+        layers = self._local_layers()
+
+        def evaluate(block: Tensor, noise: Tensor) -> Tensor:
+            return self._outputs_from_noise(block, noise, layers)
+
+        return self.sample_output_noise(num_samples, rows.shape[0], generator=generator), \
+            evaluate
 
     def sample_squared_errors(self, x: Tensor, y: Tensor, num_samples: int, *,
                               generator: torch.Generator | None = None) -> Tensor:
@@ -332,23 +345,15 @@ class BayesianMLP(nn.Module):
             noise = self.sample_output_noise(num_samples, rows.shape[0], generator=generator)
             errors = self._compiled_squared_errors(rows, targets, noise)
             return errors.reshape(num_samples, *x.shape[:-1])
-        if not self.local_reparameterization:
-            weights = self._packed(self.sample_weights(num_samples, generator=generator))
-            evaluate = self._apply_flat
-        else:
-            weights = self.sample_output_noise(num_samples, rows.shape[0], generator=generator)
-            layers = self._local_layers()
+        draws, evaluate = self._draws(rows, num_samples, generator)
+        in_place = not torch.is_grad_enabled()
 
-            def evaluate(block: Tensor, noise: Tensor) -> Tensor:
-                return self._outputs_from_noise(block, noise, layers)
+        def squared_errors(block: slice, block_draws) -> Tensor:
+            out, target = evaluate(rows[block], block_draws), targets[block]
+            return (out.sub_(target).square_() if in_place else (target - out).square()).sum(-1)
 
-        errors = []
-        for block, draws in self._blocks(rows, weights):
-            out = evaluate(rows[block], draws)
-            target = targets[block]
-            errors.append((out.sub_(target).square_() if not torch.is_grad_enabled()
-                           else (target - out).square()).sum(-1))
-        return torch.cat(errors, dim=-1).reshape(num_samples, *x.shape[:-1])
+        errors = self._by_blocks(rows, draws, squared_errors, dim=-1)
+        return errors.reshape(num_samples, *x.shape[:-1])
 
     def _compiled_passes_apply(self, rows: Tensor) -> bool:
         """Whether the layer passes compiled by numba compute this evaluation: no gradients,
@@ -413,14 +418,21 @@ class BayesianMLP(nn.Module):
         count = rows.shape[0]
         num_blocks = max(1, -(-num_samples * count * widest // block_floats))
         size, extra = divmod(count, num_blocks)
+        per_row = isinstance(draws, Tensor) and draws.shape[1] != 1
         blocks, start = [], 0
         for index in range(num_blocks):
             stop = start + size + (index < extra)
             block = slice(start, stop)
-            per_row = isinstance(draws, Tensor) and draws.shape[1] != 1
             blocks.append((block, draws[:, block] if per_row else draws))
             start = stop
         return blocks
+
+    def _by_blocks(self, rows: Tensor, draws: Tensor | LayerWeights, evaluate, *,
+                   dim: int) -> Tensor:
+        """``evaluate(block, its draws)`` on each cache block of ``rows`` (``_blocks``), the
+        results concatenated along ``dim`` (the rows' dim of what it returns)."""
+        parts = [evaluate(block, block_draws) for block, block_draws in self._blocks(rows, draws)]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=dim)
 
     def _local_layers(self) -> list[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]]:
         """Per layer, the weights' and biases' means and variances (once per evaluation)."""
@@ -441,11 +453,8 @@ class BayesianMLP(nn.Module):
         ``[N, rows, Σ widths]`` (or ``[N, 1, Σ widths]``, one draw for all rows); ``rows`` is
         ``[rows, in_features]``. Returns ``[N, rows, out_features]``."""
         layers = self._local_layers()
-        blocks = self._blocks(rows, noise)
-        if len(blocks) == 1:
-            return self._outputs_from_noise(rows, noise, layers)
-        return torch.cat([self._outputs_from_noise(rows[block], draws, layers)
-                          for block, draws in blocks], dim=1)
+        return self._by_blocks(
+            rows, noise, lambda block, d: self._outputs_from_noise(rows[block], d, layers), dim=1)
 
     def _outputs_from_noise(self, rows: Tensor, noise: Tensor, layers: list) -> Tensor:
         # without gradients, each layer's products write their outputs and the rest works in
@@ -560,10 +569,8 @@ class BayesianMLP(nn.Module):
             out = self._apply_flat(flat, weights)
         else:
             weights = self._packed(weights)
-            blocks = self._blocks(flat, weights)
-            out = (self._apply_flat(flat, weights) if len(blocks) == 1 else
-                   torch.cat([self._apply_flat(flat[block], weights) for block, _ in blocks],
-                             dim=-2))
+            out = self._by_blocks(flat, weights, lambda block, w: self._apply_flat(flat[block], w),
+                                  dim=-2)
         return out.reshape(*out.shape[:-2], *batch_shape, out.shape[-1])
 
     @staticmethod
