@@ -21,6 +21,7 @@ from torchrl_vase import (
     Exploration,
     SurpriseRewardTransform,
     VectorEnvCollector,
+    defaults,
 )
 from torchrl_vase import step as algorithm
 from torchrl_vase.objectives.trpo import _critics
@@ -78,10 +79,11 @@ def test_the_lean_collector_acts_on_the_cpu_with_the_learners_weights(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_bonus_on_the_device_rewards_cpu_batches_in_place(device, measure, num_cells, rtol):
     torch.manual_seed(0)
-    model = DynamicsModel.build(3, 1, num_cells)
+    sampling = defaults.sampling_for(measure)
+    model = DynamicsModel.build(3, 1, num_cells, sampling=sampling)
     on_cpu = SurpriseRewardTransform(model, measure=measure, seed=1)
-    on_device = SurpriseRewardTransform(DynamicsModel.build(3, 1, num_cells), measure=measure,
-                                        seed=1).to(device)
+    on_device = SurpriseRewardTransform(DynamicsModel.build(3, 1, num_cells, sampling=sampling),
+                                        measure=measure, seed=1).to(device)
     on_device.model.load_state_dict(model.state_dict())
 
     def batch():

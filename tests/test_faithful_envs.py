@@ -127,6 +127,44 @@ def test_mountain_car_physics_gravity_damping_and_pumping():
     assert terminated and reward == 1.0 and obs[0] >= 0.6 and steps < 120
 
 
+class _TrackBuiltEachReset(RllabMountainCarEnv):
+    """The track as rllab's model describes it, its chain made anew through pybox2d's vertex
+    setter at every reset (what the env did before it kept one fixture definition)."""
+
+    def _build(self, world) -> None:
+        self.cart = world.CreateDynamicBody(position=(0.0, 0.05), userData="cart")
+        self.cart.CreatePolygonFixture(box=(0.2, 0.1), density=5.0, friction=0.0005)
+        track = world.CreateStaticBody(position=(0.0, 1.0), userData="track")
+        track.CreateChainFixture(vertices_chain=[
+            (0.02 * i, np.sin((i / 100 - 0.5) * np.pi)) for i in range(-100, 101)])
+
+
+def test_mountain_car_shared_track_definition_steps_bit_for_bit_as_a_track_built_anew():
+    # many episodes (the pumping policy ends one every ~150 steps), resets in between: the
+    # trajectories equal to the last bit, and the track is the model's chain either way
+    def trajectory(env_class) -> tuple[np.ndarray, int]:
+        env, rng = env_class(), np.random.default_rng(3)
+        obs, _ = env.reset(seed=3)
+        observations, episodes = [obs], 0
+        for _ in range(1500):
+            pump = rng.random() < 0.8
+            action = np.array([1.0 if obs[1] >= 0 else -1.0]) if pump else rng.uniform(-1, 1, 1)
+            obs, _, terminated, _, _ = env.step(action)
+            observations.append(obs)
+            if terminated:
+                obs, _ = env.reset()
+                observations.append(obs)
+                episodes += 1
+        track = env._body("track").fixtures[0]
+        assert track.friction == pytest.approx(0.2) and track.shape.vertexCount == 201
+        return np.array(observations), episodes
+
+    shared, episodes = trajectory(RllabMountainCarEnv)
+    anew, _ = trajectory(_TrackBuiltEachReset)
+    assert episodes >= 5
+    np.testing.assert_array_equal(shared, anew)
+
+
 def test_mountain_car_contradictory_options_raise():
     with pytest.raises(ValueError, match="off the track"):
         RllabMountainCarEnv(goal_position=2.5)

@@ -496,3 +496,48 @@ def test_an_overflowing_bonus_names_the_settings_that_scale_it():
     huge_eta = VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)), eta=1e308)
     with pytest.raises(FloatingPointError, match=r"r_e \+ eta \* bonus is not finite.*eta=1e\+308"):
         huge_eta(_transitions())
+
+
+@pytest.mark.parametrize("measure", ["vase", "nll", "vime"])
+def test_library_and_recipe_default_to_the_same_settings_the_authors_code(measure):
+    # one rule (torchrl_vase.defaults): a transform built with no settings, the surprise
+    # functions and the recipe's surprise group start from the same model and bonus, and the
+    # recipe's preset=paper is the library's PAPER_TEXT
+    import inspect
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from torchrl_vase import PAPER_TEXT
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    recipe = OmegaConf.load(conf / "surprise" / f"{measure}.yaml")
+    authors = OmegaConf.load(conf / "preset_surprise" / f"authors_{measure}.yaml")
+    paper = OmegaConf.load(conf / "preset_surprise" / f"paper_{measure}.yaml")
+    transform = SurpriseRewardTransform(measure=measure)
+    TransformedEnv(_mountain_car(), transform)  # builds its model from the env's specs
+    model = transform.model
+    assert model.sigma_c == recipe.sigma_c == authors.sigma_c == 0.5
+    assert (model.network.sampling, model.network.init_mean) == (recipe.sampling,
+                                                                recipe.init_mean)
+    assert model.network.init_mean == authors.init_mean == "normal"
+    assert model.network.prior_std == recipe.prior_std
+    assert model.standardize == recipe.standardize == authors.standardize
+    assert isinstance(model.network.activations[0], nn.ReLU)  # hard-coded in their code
+    function = {"vase": vase_surprise, "nll": nll_surprise, "vime": vime_information_gain}
+    assert inspect.signature(function[measure]).parameters["sigma_c"].default == 0.5
+    assert paper.sigma_c == PAPER_TEXT["sigma_c"]
+    if measure == "vase":
+        assert transform.delta == recipe.delta == authors.delta == 0.0
+        assert inspect.signature(vase_surprise).parameters["delta"].default == 0.0
+        assert paper.delta == PAPER_TEXT["delta"]
+        text = VASERewardTransform(**PAPER_TEXT)
+        TransformedEnv(_mountain_car(), text)
+        assert (text.model.sigma_c, text.delta) == (5.0, 1e-3)
+
+
+def test_a_vime_bonus_refuses_a_local_sampling_it_is_asked_to_build():
+    with pytest.raises(ValueError, match="needs weight sampling"):
+        VIMERewardTransform(sampling="local_shared")
+    with pytest.raises(ValueError, match="sampling must be one of"):
+        VASERewardTransform(sampling="shared")

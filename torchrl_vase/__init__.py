@@ -3,8 +3,9 @@
 from typing import TYPE_CHECKING
 
 # envs: registers the sparse envs
-from torchrl_vase import checkpointing, diagnostics, envs, gaussian, watchers
+from torchrl_vase import checkpointing, defaults, diagnostics, envs, gaussian, watchers
 from torchrl_vase.collectors import VectorEnvCollector
+from torchrl_vase.defaults import PAPER_TEXT
 from torchrl_vase.evaluation import evaluate, load_policy
 from torchrl_vase.exploration import Exploration, ReplayBonus
 from torchrl_vase.loggers import CSVLogger, Logger
@@ -77,6 +78,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BACKENDS",
+    "PAPER_TEXT",
     "SAMPLINGS",
     "BayesianMLP",
     "CSVLogger",
@@ -112,6 +114,7 @@ __all__ = [
     "VectorEnvCollector",
     "checkpointing",
     "conjugate_gradient",
+    "defaults",
     "diagnostics",
     "discounted_sum",
     "envs",

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from torchrl_vase import defaults
 from torchrl_vase._validation import (
     check_num_samples,
     check_positive,
@@ -74,7 +75,7 @@ def prediction_nll(
     next_obs: Tensor,
     *,
     num_samples: int = 10,
-    sigma_c: float = 5.0,
+    sigma_c: float = defaults.SIGMA_C,
     normalised: bool = False,
     generator: torch.Generator | None = None,
 ) -> Tensor:
@@ -95,7 +96,7 @@ def prediction_nll(
         >>> same = lambda: torch.Generator().manual_seed(0)
         >>> full = prediction_nll(model, *batch, normalised=True, generator=same())
         >>> errors = prediction_nll(model, *batch, generator=same())
-        >>> torch.allclose(full - errors, torch.tensor(log_normaliser(2, 5.0)))
+        >>> torch.allclose(full - errors, torch.tensor(log_normaliser(2, 0.5)))
         True
     """
     check_num_samples(num_samples)
@@ -115,8 +116,8 @@ def vase_surprise(
     next_obs: Tensor,
     *,
     num_samples: int = 10,
-    sigma_c: float = 5.0,
-    delta: float = 1e-3,
+    sigma_c: float = defaults.SIGMA_C,
+    delta: float = defaults.DELTA,
     generator: torch.Generator | None = None,
 ) -> Tensor:
     """U_VASE (paper, Eq. 10) as the authors' code computes it:
@@ -138,8 +139,9 @@ def vase_surprise(
 
     Keyword Args:
         num_samples: N, the weight samples (paper: 10).
-        sigma_c: σ_c of the likelihood (paper: 5).
-        delta: δ, the weight of the confidence term (paper: best in [1e-4, 1e-2]).
+        sigma_c: σ_c of the likelihood (default 0.5, the authors' script; the paper's text: 5).
+        delta: δ, the weight of the confidence term (default 0, the authors' code; the paper's
+            text: best in [1e-4, 1e-2], ``PAPER_TEXT``'s 1e-3).
         generator: RNG for the weight samples.
 
     Returns:
@@ -168,7 +170,7 @@ def nll_surprise(
     next_obs: Tensor,
     *,
     num_samples: int = 10,
-    sigma_c: float = 5.0,
+    sigma_c: float = defaults.SIGMA_C,
     generator: torch.Generator | None = None,
 ) -> Tensor:
     """Surprisal (Achiam & Sastry; paper, Eq. 4): ``−log P(s' | s, a)`` under the model.
@@ -353,7 +355,7 @@ def vime_information_gain(
     next_obs: Tensor,
     *,
     num_samples: int = 10,
-    sigma_c: float = 5.0,
+    sigma_c: float = defaults.SIGMA_C,
     step_size: float = 0.01,
     clip: float = 1000.0,
     chunk_size: int = 256,

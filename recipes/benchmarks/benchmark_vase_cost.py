@@ -1,14 +1,20 @@
 """What VASE costs over plain TRPO, whole iterations, and where a VASE iteration's time goes.
 
-Runs ``recipes/trpo_vase.py`` for each task with ``surprise=none`` and ``surprise=vase`` (the
-recipe's defaults otherwise: the authors' settings), ``iterations`` iterations, ``threads=1``, no
+Runs ``recipes/trpo_vase.py`` for each task with ``surprise=none``, ``surprise=vase`` and
+``surprise=vase surprise.eta=0`` (the recipe's defaults otherwise: the authors' settings),
+``iterations`` iterations, ``threads=1``, no
 evaluation or checkpoints, one run at a time, the runs of each round alternating, each into a
 scratch MLflow store; with ``--code DIR`` (repeatable) the same runs of another checkout
 (e.g. an earlier commit's worktree), interleaved with this one's. Prints
 
 * per task and code, the median over rounds of each run's median iteration time (iterations 2
   to the last, from ``train/wall_time``, which every commit logs) and VASE's over plain TRPO's:
-  the bar is ≤ 1.3× on MountainCar and HalfCheetah, ≤ 1.5× on Ant;
+  the bar is ≤ 1.3× on MountainCar and HalfCheetah, ≤ 1.5× on Ant. A VASE run's policy learns
+  from its bonus and so collects other paths than plain TRPO's, at another cost per step where
+  the simulator's cost depends on the motion (MountainCar's Box2D contacts); VASE with η = 0
+  does all of VASE's work (the model, the bonus, the pool) while its policy learns from the
+  extrinsic reward alone, as plain TRPO's does: its ratio is VASE's own cost on plain's kind
+  of paths;
 * a whole run's estimated wall time (the task's iterations × that median: a lower bound, as
   later iterations cost more where the policy's paths change and the pool grows) and the
   Figure 3 grid's core-hours at that speed (20 seeds of plain TRPO, VASE, NLL and VIME per
@@ -41,13 +47,18 @@ def paper_iterations(task: str) -> int:
     return int(OmegaConf.load(ROOT / "conf" / "env" / f"{task}.yaml").iterations)
 
 
-def run(code: Path, task: str, surprise: str, iterations: int, store: Path) -> str:
-    """One run of ``code``'s recipe; returns its MLflow run id."""
+#: the configurations compared: plain TRPO, VASE, and VASE's work on plain TRPO's kind of paths
+SETTINGS = {"none": ["surprise=none"], "vase": ["surprise=vase"],
+            "vase_eta0": ["surprise=vase", "surprise.eta=0"]}
+
+
+def run(code: Path, task: str, setting: str, iterations: int, store: Path) -> str:
+    """One run of ``code``'s recipe in one of ``SETTINGS``; returns its MLflow run id."""
     uri = f"sqlite:///{store / 'mlflow.db'}"
     # run as a module from the checkout: Python puts it first on the path, so the run trains
     # that checkout's library (not the one installed in the venv)
     command = [sys.executable, "-m", "recipes.trpo_vase", f"env={task}",
-               f"surprise={surprise}", f"iterations={iterations}", "threads=1",
+               *SETTINGS[setting], f"iterations={iterations}", "threads=1",
                "eval.every=0", "checkpoint.every=0", "progress_bar=false",
                f"mlflow.tracking_uri={uri}", f"checkpoint.dir={store / 'checkpoints'}",
                f"hydra.run.dir={store / 'hydra'}"]
@@ -62,12 +73,13 @@ def run(code: Path, task: str, surprise: str, iterations: int, store: Path) -> s
 
 
 def histories(store: Path, run_id: str) -> dict[str, dict[int, float]]:
-    """Every clock metric of the run by step: ``train/wall_time`` and ``time/*``."""
+    """Every clock metric of the run by step (``train/wall_time`` and ``time/*``), and the
+    paths each iteration collected (``train/episodes``: resets cost more than steps)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{store / 'mlflow.db'}")
     names = [key for key in client.get_run(run_id).data.metrics
-             if key == "train/wall_time" or key.startswith("time/")]
+             if key in ("train/wall_time", "train/episodes") or key.startswith("time/")]
     return {name: {m.step: m.value for m in client.get_metric_history(run_id, name)}
             for name in names}
 
@@ -97,7 +109,7 @@ def main() -> None:
         for round_ in range(args.rounds):
             for task in args.tasks:
                 for label, code in codes.items():
-                    for surprise in ("none", "vase"):
+                    for surprise in SETTINGS:
                         store = Path(scratch) / f"{label}-{task}-{surprise}-{round_}"
                         store.mkdir()
                         clocks = histories(store, run(code, task, surprise, args.iterations,
@@ -110,7 +122,7 @@ def main() -> None:
                         if label == "this":
                             cell = phases.setdefault((task, surprise), {})
                             for name, values in clocks.items():
-                                if name.startswith("time/"):  # 0 where a phase did not run
+                                if name != "train/wall_time":  # 0 where a phase did not run
                                     cell.setdefault(name, []).append(statistics.median(
                                         values.get(step, 0.0) for step in steps[skip:]))
                 print(f"round {round_ + 1}/{args.rounds}: {task} done", flush=True)
@@ -118,18 +130,21 @@ def main() -> None:
     print(f"\nMedian iteration time (iterations {skip + 1}-{args.iterations}, median over "
           f"{args.rounds} rounds), threads=1")
     print(f"{'task':<14} {'code':<10} {'plain s':>8} {'VASE s':>8} {'VASE/plain':>11} "
-          f"{'per round':>22} {'bar':>5} {'run: plain':>11} {'VASE':>8}")
+          f"{'per round':>22} {'bar':>5} {'η=0 s':>8} {'η=0/plain':>10} {'run: plain':>11} "
+          f"{'VASE':>8}")
     grid: dict[str, float] = {}
     for task in args.tasks:
         for label in codes:
             plain = statistics.median(seconds[task, label, "none"])
             vase = statistics.median(seconds[task, label, "vase"])
+            eta0 = statistics.median(seconds[task, label, "vase_eta0"])
             rounds = ", ".join(f"{v / p:.2f}" for p, v in zip(
                 seconds[task, label, "none"], seconds[task, label, "vase"], strict=True))
             length = paper_iterations(task)
             print(f"{task:<14} {label:<10} {plain:>8.3f} {vase:>8.3f} {vase / plain:>10.2f}x "
-                  f"{rounds:>22} {BARS.get(task, float('nan')):>5} "
-                  f"{plain * length / 3600:>10.2f}h {vase * length / 3600:>7.2f}h")
+                  f"{rounds:>22} {BARS.get(task, float('nan')):>5} {eta0:>8.3f} "
+                  f"{eta0 / plain:>9.2f}x {plain * length / 3600:>10.2f}h "
+                  f"{vase * length / 3600:>7.2f}h")
             # Figure 3's cells of the task: plain TRPO, and VASE, NLL and VIME (the three
             # BNN bonuses taken at VASE's iteration time: NLL's is the same work, VIME's more)
             grid[label] = grid.get(label, 0.0) + 20 * length * (plain + 3 * vase) / 3600
@@ -140,12 +155,12 @@ def main() -> None:
     names = sorted({name for cell in phases.values() for name in cell})
     print(f"\nWhere an iteration's time goes (this checkout; time/<phase>, median of iterations "
           f"{skip + 1}-{args.iterations}, median over rounds; s)")
-    columns = [(task, surprise) for task in args.tasks for surprise in ("none", "vase")]
-    print(f"{'phase':<22}" + "".join(f"{task[:11] + ' ' + s:>18}" for task, s in columns))
+    columns = [(task, surprise) for task in args.tasks for surprise in SETTINGS]
+    print(f"{'phase':<22}" + "".join(f"{task[:8] + ' ' + s:>20}" for task, s in columns))
     for name in names:
         cells = [phases[c].get(name) for c in columns]
         print(f"{name.removeprefix('time/'):<22}" + "".join(
-            f"{statistics.median(v):>18.3f}" if v else f"{'':>18}" for v in cells))
+            f"{statistics.median(v):>20.3f}" if v else f"{'':>20}" for v in cells))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from torchrl_vase import defaults
 from torchrl_vase._validation import check_sigma_c
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
 
@@ -98,7 +99,8 @@ class DynamicsModel(nn.Module):
             (the number of classes for a discrete action), ``out_features`` = observation features.
 
     Keyword Args:
-        sigma_c: σ_c of the likelihood (paper: 5.0).
+        sigma_c: σ_c of the likelihood (default 0.5, the authors' script; the paper's text:
+            5; ``torchrl_vase.defaults``).
         target: ``"next_observation"`` (predict s', the paper's) or ``"delta"`` (predict s' − s).
         standardize: standardise inputs and target by ``update_statistics``'s data.
         action_classes: for a discrete action, its number of classes; integer actions (indices)
@@ -128,7 +130,7 @@ class DynamicsModel(nn.Module):
         self,
         network: BayesianMLP,
         *,
-        sigma_c: float = 5.0,
+        sigma_c: float = defaults.SIGMA_C,
         target: str = "next_observation",
         standardize: bool = True,
         action_classes: int | None = None,
@@ -187,13 +189,13 @@ class DynamicsModel(nn.Module):
         activation_class: type[nn.Module] = nn.ReLU,
         *,
         prior_std: float = 0.5,
-        init_mean: str = "uniform",
-        sigma_c: float = 5.0,
+        init_mean: str = defaults.INIT_MEAN,
+        sigma_c: float = defaults.SIGMA_C,
         target: str = "next_observation",
         standardize: bool = True,
         action_classes: int | None = None,
         action_bounds: tuple[float | Tensor, float | Tensor] | None = None,
-        sampling: str = "weights",
+        sampling: str = defaults.SAMPLING,
         dtype: torch.dtype | None = None,
     ) -> DynamicsModel:
         """A model with a new ``BayesianMLP(obs_dim + action_dim, obs_dim, num_cells, ...)``

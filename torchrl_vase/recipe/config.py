@@ -27,6 +27,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from torchrl_vase import defaults
 from torchrl_vase._validation import check_layer_widths, check_sigma_c
 from torchrl_vase.envs import (
     FAITHFUL,
@@ -105,8 +106,8 @@ class BNNSurprise:
     standardize: bool
     elbo: ELBOTraining
     reward_normalization: str | None = None
-    delta: float = 0.0
-    sampling: str = "weights"
+    delta: float = defaults.DELTA
+    sampling: str = defaults.SAMPLING  # conf/surprise/<measure>.yaml sets it (VIME: weights)
     model_action: str = "raw"
 
 

@@ -10,21 +10,23 @@ from tensordict import TensorDictBase
 from torch import Tensor, nn
 from torchrl.data import Categorical, OneHot
 
+from torchrl_vase import defaults
 from torchrl_vase._validation import check_num_samples, check_positive, check_sigma_c
-from torchrl_vase.modules.bayesian_mlp import INIT_MEANS, BayesianMLP
+from torchrl_vase.modules.bayesian_mlp import INIT_MEANS, SAMPLINGS, BayesianMLP
 from torchrl_vase.modules.dynamics import TARGETS, DynamicsModel
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
 from torchrl_vase.surprise import nll_surprise, vase_surprise, vime_information_gain
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 
 MEASURES = ("vase", "nll", "vime")
-# settings of the model a transform builds for itself; with a given model they are the model's
+# settings of the model a transform builds for itself (the library's rule: the authors' code,
+# torchrl_vase.defaults); with a given model they are the model's
 _BUILD_DEFAULTS = {
     "num_cells": (32,),
     "activation_class": nn.ReLU,
     "prior_std": 0.5,
-    "init_mean": "uniform",
-    "sigma_c": 5.0,
+    "init_mean": defaults.INIT_MEAN,
+    "sigma_c": defaults.SIGMA_C,
     "target": "next_observation",
     "standardize": True,
 }
@@ -50,9 +52,10 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
 
     With ``model=None`` a ``DynamicsModel`` is built from the parent env's observation and action
     specs when the transform is attached to an env (``num_cells``, ``activation_class``,
-    ``prior_std``, ``init_mean``, ``sigma_c``, ``target``, ``standardize``; the paper's classic
-    defaults); read it back as ``transform.model``. A given model is checked against the specs at
-    that same point, and those building settings must then be left out (they are the model's).
+    ``prior_std``, ``init_mean``, ``sigma_c``, ``target``, ``standardize``, ``sampling``; the
+    authors' code's defaults, ``torchrl_vase.defaults``; the paper's text: ``**PAPER_TEXT``);
+    read it back as ``transform.model``. A given model is checked against the specs at that
+    same point, and those building settings must then be left out (they are the model's).
     Discrete actions (``Categorical`` or ``OneHot`` specs) are one-hot encoded.
 
     Args:
@@ -60,13 +63,17 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
 
     Keyword Args:
         measure: ``"vase"``, ``"nll"`` or ``"vime"``.
-        delta: δ ≥ 0 of U_VASE's confidence term (paper: best in [1e-4, 1e-2]; default 1e-3).
+        delta: δ ≥ 0 of U_VASE's confidence term (default 0, the authors' code; the paper's
+            text: best in [1e-4, 1e-2], ``PAPER_TEXT``'s 1e-3).
         num_samples: N weight samples per evaluation (paper: 10).
         num_cells: hidden widths of the model built when ``model=None`` (default ``[32]``).
         activation_class: its activation (default ``nn.ReLU``).
         prior_std: its σ_m (default 0.5).
-        init_mean: its ``BayesianMLP`` mean initialisation (default ``"uniform"``).
-        sigma_c: its σ_c (default 5.0, the paper's).
+        init_mean: its ``BayesianMLP`` mean initialisation (default ``"normal"``: N(0, 1), the
+            authors' BNN).
+        sigma_c: its σ_c (default 0.5, the authors' script; the paper's text: 5).
+        sampling: its ``BayesianMLP`` sampling (default ``"local_shared"``, the authors' layer;
+            ``"weights"`` for ``measure="vime"``, whose gain needs weight samples).
         target: its target, ``"next_observation"`` (default) or ``"delta"``.
         standardize: whether it standardises its data (default ``True``).
         vime_step_size: λ of VIME's information gain.
@@ -94,7 +101,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         model: DynamicsModel | None = None,
         *,
         measure: str = "vase",
-        delta: float = 1e-3,
+        delta: float = defaults.DELTA,
         num_samples: int = 10,
         num_cells: Sequence[int] | None = None,
         activation_class: type[nn.Module] | None = None,
@@ -103,6 +110,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         sigma_c: float | None = None,
         target: str | None = None,
         standardize: bool | None = None,
+        sampling: str | None = None,
         vime_step_size: float = 0.01,
         vime_clip: float = 1000.0,
         seed: int | None = None,
@@ -118,38 +126,12 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
             "sigma_c": sigma_c,
             "target": target,
             "standardize": standardize,
+            "sampling": sampling,
         }
         if model is not None:
-            if not isinstance(model, DynamicsModel):
-                hint = (
-                    " Wrap it once, DynamicsModel(bnn, sigma_c=...), and give that one object to "
-                    "the transform and to VariationalELBOLoss."
-                    if isinstance(model, BayesianMLP)
-                    else ""
-                )
-                raise TypeError(
-                    f"model must be a DynamicsModel or None, got {type(model).__name__}.{hint}"
-                )
-            if measure == "vime" and model.network.local_reparameterization:
-                raise ValueError("measure='vime' needs weight sampling: VIME's information gain "
-                                 "is a gradient with respect to the weights (build the model "
-                                 "with sampling='weights').")
-            given = sorted(name for name, value in build.items() if value is not None)
-            if given:
-                raise ValueError(
-                    f"{', '.join(given)} describe the model a transform builds for itself; with "
-                    "a given model they are the model's own (set them on the DynamicsModel)."
-                )
+            _check_given_model(model, measure, build)
         else:
-            build = {k: _BUILD_DEFAULTS[k] if v is None else v for k, v in build.items()}
-            check_sigma_c(build["sigma_c"])
-            check_positive("prior_std", build["prior_std"])
-            if build["target"] not in TARGETS:
-                raise ValueError(f"target must be one of {TARGETS}, got {build['target']!r}.")
-            if build["init_mean"] not in INIT_MEANS:
-                raise ValueError(
-                    f"init_mean must be one of {INIT_MEANS}, got {build['init_mean']!r}."
-                )
+            build = _build_settings(measure, build)
         delta = float(delta)
         if not delta >= 0 or delta == float("inf"):
             raise ValueError(f"delta must be a finite number >= 0, got {delta}.")
@@ -387,3 +369,47 @@ class VIMERewardTransform(SurpriseRewardTransform):
     def __init__(self, model: DynamicsModel | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("measure", "vime")
         super().__init__(model, **kwargs)
+
+
+def _check_given_model(model: DynamicsModel, measure: str, build: dict[str, Any]) -> None:
+    """A given model: a ``DynamicsModel`` the measure can use, no building setting beside it."""
+    if not isinstance(model, DynamicsModel):
+        hint = (
+            " Wrap it once, DynamicsModel(bnn, sigma_c=...), and give that one object to "
+            "the transform and to VariationalELBOLoss."
+            if isinstance(model, BayesianMLP)
+            else ""
+        )
+        raise TypeError(
+            f"model must be a DynamicsModel or None, got {type(model).__name__}.{hint}"
+        )
+    if measure == "vime" and model.network.local_reparameterization:
+        raise ValueError("measure='vime' needs weight sampling: VIME's information gain "
+                         "is a gradient with respect to the weights (build the model "
+                         "with sampling='weights').")
+    given = sorted(name for name, value in build.items() if value is not None)
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} describe the model a transform builds for itself; with "
+            "a given model they are the model's own (set them on the DynamicsModel)."
+        )
+
+
+def _build_settings(measure: str, build: dict[str, Any]) -> dict[str, Any]:
+    """The settings of the model a transform builds: each one given, else the library's
+    default (the authors' code; the sampling by measure), checked."""
+    settings = {**_BUILD_DEFAULTS, "sampling": defaults.sampling_for(measure)}
+    build = {k: settings[k] if v is None else v for k, v in build.items()}
+    if build["sampling"] not in SAMPLINGS:
+        raise ValueError(f"sampling must be one of {SAMPLINGS}, got {build['sampling']!r}.")
+    if measure == "vime" and build["sampling"] != defaults.VIME_SAMPLING:
+        raise ValueError("measure='vime' needs weight sampling: VIME's information gain is a "
+                         "gradient with respect to the weights (sampling='weights', its "
+                         "default).")
+    check_sigma_c(build["sigma_c"])
+    check_positive("prior_std", build["prior_std"])
+    if build["target"] not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {build['target']!r}.")
+    if build["init_mean"] not in INIT_MEANS:
+        raise ValueError(f"init_mean must be one of {INIT_MEANS}, got {build['init_mean']!r}.")
+    return build
