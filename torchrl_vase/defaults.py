@@ -4,19 +4,18 @@ differ (their code produced the paper's figures); the text's settings are an opt
 The same rule sets the recipe's defaults (``conf/surprise/*.yaml``; ``preset=paper`` for the
 text's), so a transform built in a notebook and a ``recipes/trpo_vase.py`` run start from the
 same model and bonus (a test holds the two to each other). What the rule covers, and where the
-two sources disagree (``docs/concepts.md``, "Which settings, and why"):
+two sources disagree (``docs/concepts.md``, "Where the authors' code differs from the paper"):
 
-============  ===========================================  ====================================
-setting       the authors' code (default)                  the paper's text (``PAPER_TEXT``)
-============  ===========================================  ====================================
-σ_c           0.5 (their experiment script's default)      5
-δ             0 (their bonus has no confidence term)       1e-3 (in its best range, 1e-4-1e-2)
-init_mean     ``"normal"``: the BNN's means from N(0, 1)   silent
-sampling      ``"local_shared"``: pre-activations, one     weight samples θ⁽ⁿ⁾ ~ q (Eq. 10)
-              draw a unit shared by a batch's rows
-============  ===========================================  ====================================
+| setting | the authors' code (the default) | the paper's text (``PAPER_TEXT``) |
+|---|---|---|
+| σ_c | 0.5 (their experiment script's default) | 5 |
+| δ | 0 (their bonus has no confidence term) | 1e-3 (in its best range, 1e-4 to 1e-2) |
+| ``init_mean`` | ``"normal"``: the BNN's means from N(0, 1) | silent |
+| ``sampling`` | ``"local_shared"``: one draw a unit, shared by the rows | weight samples (Eq. 10) |
 
-VIME's information gain is a gradient with respect to the weights: a model built for
+(``"local_shared"``: the local reparametrisation of each layer's pre-activations with one noise
+draw a unit for all of a batch's rows.) VIME's information gain is a gradient with respect to the
+weights: a model built for
 ``measure="vime"`` samples weights (``VIME_SAMPLING``), as VIME's and the authors' code do.
 
 ``BayesianMLP`` on its own is a layer stack, not the VASE model: it keeps ``torch.nn.Linear``'s
