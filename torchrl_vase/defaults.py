@@ -15,8 +15,8 @@ two sources disagree (``docs/concepts.md``, "Where the authors' code differs fro
 
 (``"local_shared"``: the local reparametrisation of each layer's pre-activations with one noise
 draw a unit for all of a batch's rows.) VIME's information gain is a gradient with respect to the
-weights: a model built for
-``measure="vime"`` samples weights (``VIME_SAMPLING``), as VIME's and the authors' code do.
+weights: a model built for ``measure="vime"`` samples weights (``VIME_SAMPLING``), as VIME's and
+the authors' code do.
 
 ``BayesianMLP`` on its own is a layer stack, not the VASE model: it keeps ``torch.nn.Linear``'s
 initialisation and weight sampling (Bayes by backprop's textbook form) unless told otherwise;

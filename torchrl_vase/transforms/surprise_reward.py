@@ -19,6 +19,8 @@ from torchrl_vase.surprise import nll_surprise, vase_surprise, vime_information_
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 
 MEASURES = ("vase", "nll", "vime")
+_VIME_NEEDS_WEIGHTS = ("measure='vime' needs weight sampling: VIME's information gain is a "
+                       "gradient with respect to the weights")
 # settings of the model a transform builds for itself (the library's rule: the authors' code,
 # torchrl_vase.defaults); with a given model they are the model's
 _BUILD_DEFAULTS = {
@@ -384,9 +386,7 @@ def _check_given_model(model: DynamicsModel, measure: str, build: dict[str, Any]
             f"model must be a DynamicsModel or None, got {type(model).__name__}.{hint}"
         )
     if measure == "vime" and model.network.local_reparameterization:
-        raise ValueError("measure='vime' needs weight sampling: VIME's information gain "
-                         "is a gradient with respect to the weights (build the model "
-                         "with sampling='weights').")
+        raise ValueError(_VIME_NEEDS_WEIGHTS + " (build the model with sampling='weights').")
     given = sorted(name for name, value in build.items() if value is not None)
     if given:
         raise ValueError(
@@ -403,9 +403,7 @@ def _build_settings(measure: str, build: dict[str, Any]) -> dict[str, Any]:
     if build["sampling"] not in SAMPLINGS:
         raise ValueError(f"sampling must be one of {SAMPLINGS}, got {build['sampling']!r}.")
     if measure == "vime" and build["sampling"] != defaults.VIME_SAMPLING:
-        raise ValueError("measure='vime' needs weight sampling: VIME's information gain is a "
-                         "gradient with respect to the weights (sampling='weights', its "
-                         "default).")
+        raise ValueError(_VIME_NEEDS_WEIGHTS + " (sampling='weights', its default).")
     check_sigma_c(build["sigma_c"])
     check_positive("prior_std", build["prior_std"])
     if build["target"] not in TARGETS:
