@@ -534,3 +534,95 @@ def test_the_constant_s_share_of_a_former_bonus_decides_which_cells_rerun(tmp_pa
     table = constant.markdown([row])
     assert table.splitlines()[-1].startswith("| mountain_car (2) | vase | 0.5 | 0.452 | ")
     assert table.splitlines()[-1].endswith("| 1 / 2 | – | yes |")
+
+
+ant_scale = load_recipe("study/ant_scale")
+
+
+def _scale_runs(levels: dict[str, float], first_bonus: dict[str, float], late: dict | None = None,
+                seeds: int = 10, iterations: int = 40) -> dict:
+    """Ant-like cells: each seed's return ``levels[m]`` plus noise every iteration (``late[m]``
+    over the last 10 % instead, where given), its bonus U ``first_bonus[m]`` at iteration 1."""
+    rng = np.random.default_rng(3)
+    runs = {}
+    for measure, level in levels.items():
+        cell = []
+        for seed in range(seeds):
+            returns = level + 0.05 * rng.standard_normal(iterations)
+            if late and measure in late:
+                returns[-iterations // 10:] = late[measure] + 0.05 * rng.standard_normal(
+                    iterations // 10)
+            bonus = np.full(iterations, np.nan if measure == "none" else 200.0)
+            if measure != "none":
+                bonus[0], bonus[1] = 0.0, first_bonus[measure]
+            cell.append(runs_of.Seed(seed, 5000.0 * np.arange(1, iterations + 1), returns,
+                                     np.nan, bonus_mean=bonus))
+        runs[measure] = cell
+    return runs
+
+
+ETAS = {"vase": 1e-4, "vase_linear_init": 1e-4, "vase_eta_tenth": 1e-5}
+HUGE = {"vase": 5e6, "vase_linear_init": 5e6, "vase_eta_tenth": 5e6}  # η·U 500, 500, 50
+SMALL_INIT = {**HUGE, "vase_linear_init": 5e3}  # the Linear init's first bonus: 0.5 a step
+
+
+@pytest.mark.parametrize(("levels", "first", "answer"), [
+    # a variant recovers to the control's level: the scale
+    ({"none": 4, "vase": 0, "vase_linear_init": 4, "vase_eta_tenth": 0}, SMALL_INIT,
+     "the scale"),
+    # recovers, but stays below the control by more than the margin (0.4): partly
+    ({"none": 4, "vase": 0, "vase_linear_init": 2, "vase_eta_tenth": 0}, SMALL_INIT,
+     "partly the scale"),
+    # the variant at the reward's scale still hurts, neither recovers: the method
+    ({"none": 4, "vase": 0, "vase_linear_init": 0, "vase_eta_tenth": 0}, SMALL_INIT,
+     "the method"),
+    # the same returns, but no variant brought the bonus down to the reward's scale
+    ({"none": 4, "vase": 0, "vase_linear_init": 0, "vase_eta_tenth": 0}, HUGE, "undecided"),
+    # VASE level with the control: nothing to explain, whatever the variants do
+    ({"none": 4, "vase": 4, "vase_linear_init": 0, "vase_eta_tenth": 4}, SMALL_INIT,
+     "nothing to explain"),
+])
+def test_ants_scale_question_reaches_each_answer_its_rule_names(levels, first, answer):
+    runs = _scale_runs(levels, first)
+    margin = claims_of.task_margin(runs)
+    judged = ant_scale.judge_scale(runs, ETAS, "whole", margin, resamples=2000)
+    assert judged.answer == answer
+    assert judged.hurts.median_difference == pytest.approx(
+        np.median([s.returns.mean() for s in runs["none"]])
+        - np.median([s.returns.mean() for s in runs["vase"]]))
+    assert judged.at_scale == {"vase_linear_init": first["vase_linear_init"] * 1e-4 <= 1,
+                               "vase_eta_tenth": False}
+
+
+def test_ants_scale_section_states_its_rule_before_numbers_and_flags_a_late_disagreement():
+    # the Linear init recovers to the control's level, then falls halfway back in the last 10 %
+    levels = {"none": 4, "vase": 0, "vase_linear_init": 4, "vase_eta_tenth": 0}
+    runs = _scale_runs(levels, SMALL_INIT, late={"vase_linear_init": 2})
+    page = ant_scale.scale_section(runs, ETAS, resamples=2000)
+    assert page.startswith(ant_scale.RULE)
+    assert "**Answer: the scale** (the whole run); the last 10 %: partly the scale ⚑." in page
+    rows = {line.split(" | ")[0].removeprefix("| "): line for line in page.splitlines()
+            if line.startswith("| VASE")}
+    # η·U at the first iteration with a model: 1e-4 × 5e6; the Linear init's 1e-4 × 5e3
+    assert rows["VASE"].startswith("| VASE | 0.0001 | 10 | 500 [500, 500] | ")
+    assert rows["VASE (Linear init)"].startswith("| VASE (Linear init) | 0.0001 | 10 | 0.5 [")
+    # iterations above 1 a step: the first only for VASE (200 × 1e-4 = 0.02 afterwards)
+    assert rows["VASE"].endswith("| 1 |")
+    # with no variant run yet: the rule, the scale table, VASE's harm, and no answer yet
+    early = ant_scale.scale_section({m: runs[m] for m in ("none", "vase")}, ETAS,
+                                    resamples=2000)
+    assert early.startswith(ant_scale.RULE)
+    assert "| VASE (η / 10) | – | 0 | – | – |" in early
+    assert "**Answer: not measured yet** (the whole run)" in early
+
+
+def test_a_cells_eta_is_read_from_its_runs_configurations(tmp_path):
+    cell = tmp_path / "ant" / "vase_eta_tenth"
+    cell.mkdir(parents=True)
+    for seed in (0, 1):
+        (cell / f"seed{seed}.config.yaml").write_text("surprise:\n  eta: 1.0e-05\n")
+    assert ant_scale.cell_eta(tmp_path, "ant", "vase_eta_tenth") == 1e-5
+    assert math.isnan(ant_scale.cell_eta(tmp_path, "ant", "vase"))
+    (cell / "seed2.config.yaml").write_text("surprise:\n  eta: 1.0e-04\n")
+    with pytest.raises(ValueError, match="different η"):
+        ant_scale.cell_eta(tmp_path, "ant", "vase_eta_tenth")

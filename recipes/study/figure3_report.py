@@ -25,6 +25,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+from ant_scale import VARIANTS, cell_eta, scale_section
 from bonus_constant import cell_rows  # beside this script, as are the others
 from bonus_constant import markdown as constant_table
 from figure3_claims import (  # the claims' judgement (beside this script)
@@ -455,6 +456,10 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                 f"x-velocity above 3 m/s; [the envs]({ANT_ENV_DOCS})), so the text settings' "
                 "curve there has an axis of its own, right: its returns are not comparable with "
                 "the other curves'.\n")
+        if ant := data.get("ant"):
+            etas = {m: cell_eta(study, "ant", m) for m in ("vase", *VARIANTS)}
+            sections += ["### Ant: the method or its first scale? {: #ant-scale }\n",
+                         scale_section(ant, etas)]
         summary = aggregate(data, ("vase", "nll", "vime", "trpo_authors", "none"),
                             window=PRIMARY_WINDOW)
         if summary["tasks"]:

@@ -1,0 +1,201 @@
+"""Ant: does VASE hurt because of the method or because of its first iterations' scale?
+(issue 77, item 6)
+
+At the authors' configuration VASE's bonus on Ant starts huge: at the first iteration with a
+model, η·U is hundreds a step (U sums a squared error over 125 observation dimensions, and the
+model's means are drawn from N(0, 1)), against an extrinsic reward of at most 1 a step. Two
+variants of VASE change only that scale, 10 seeds each: the model's means initialised as
+``torch.nn.Linear`` initialises them (``surprise.init_mean=uniform``) and η / 10
+(``surprise.eta=1e-5``). ``RULE`` is the question's rule, written before any run of either
+variant finished; ``scale_section`` applies it with the claims' statistics
+(``study_statistics.median_comparison``: medians over seeds, unpaired percentile bootstrap, the
+task's smallest effect of interest from ``figure3_claims.task_margin``).
+
+    >>> import numpy as np
+    >>> from study_runs import Seed
+    >>> run = Seed(0, np.array([5e3, 1e4, 1.5e4]), np.zeros(3), np.nan,
+    ...            bonus_mean=np.array([0.0, 5e6, 10.0]))
+    >>> first_bonus(run, eta=1e-4), iterations_above(run, eta=1e-4, level=1.0)
+    (500.0, 1)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from figure3_claims import AGGREGATE_LABELS, MIN_SEEDS, seed_windows, task_margin
+from omegaconf import OmegaConf
+from study_runs import Seed
+from study_statistics import (
+    ALPHA,
+    PRIMARY_WINDOW,
+    SENSITIVITY_WINDOW,
+    MedianComparison,
+    holm_rejects,
+    median_comparison,
+)
+
+#: VASE at the authors' configuration and its two variants of scale
+VASE = "vase"
+VARIANTS = ("vase_linear_init", "vase_eta_tenth")
+#: the control: the bonuses' own TRPO without a bonus (VASE's runs but for the bonus)
+CONTROL = "none"
+#: the most Ant's extrinsic reward pays a step (1 while the x-velocity exceeds 3 m/s)
+REWARD_SCALE = 1.0
+#: the answers the rule can give
+ANSWERS = ("the scale", "partly the scale", "the method", "undecided", "nothing to explain",
+           "not measured yet")
+
+RULE = """\
+At the authors' configuration VASE's bonus on Ant starts far above the task's reward: at the
+first iteration with a model, η·U is hundreds a step (U sums a squared error over the
+observation's 125 dimensions, and the model's means are drawn from N(0, 1)), while the extrinsic
+reward pays at most 1 a step. Is VASE's result on Ant the method's, or that first scale's? Two
+variants change only the scale, 10 seeds each: the model's means initialised as
+`torch.nn.Linear` does (`surprise.init_mean=uniform`), and η / 10 (`surprise.eta=1e-5`).
+
+**The rule** (written on 2026-12-05, before any run of either variant finished; VASE's and the
+control's 20 seeds had finished, its comparison not yet drawn). The claims' statistics: each
+seed's mean return over the whole run (the last 10 % as the sensitivity check, ⚑ where it
+answers otherwise), medians over seeds, unpaired percentile bootstrap, 95 % one-sided, the
+task's smallest effect of interest m; Holm over the two variants in each test.
+
+1. **VASE hurts Ant** when control − VASE > 0 (the control: the same TRPO without a bonus).
+2. A variant **brings the bonus to the reward's scale** when the median over its seeds of η·U a
+   step, at its first iteration with a model, is at most 1. It **recovers** when variant − VASE
+   > 0; it is **as good as the control** when control − variant < m; it **still hurts** when
+   control − variant > 0.
+3. The answer: **the scale** when a variant recovers and is as good as the control; else
+   **partly the scale** when a variant recovers; else **the method** when a variant brought
+   the bonus to the reward's scale and every such variant still hurts; **undecided**
+   otherwise. **Nothing to explain** when step 1 does not find VASE hurting (the variants'
+   numbers are shown all the same).
+"""
+
+
+def first_bonus(seed: Seed, eta: float) -> float:
+    """η·U a step at the run's first iteration with a bonus (the model's first), NaN if none."""
+    bonus = seed.bonus_mean[np.isfinite(seed.bonus_mean) & (seed.bonus_mean > 0)]
+    return float(eta * bonus[0]) if bonus.size else math.nan
+
+
+def iterations_above(seed: Seed, eta: float, level: float = REWARD_SCALE) -> int:
+    """How many of the run's iterations paid a bonus above ``level`` a step."""
+    bonus = seed.bonus_mean[np.isfinite(seed.bonus_mean)]
+    return int((eta * bonus > level).sum())
+
+
+def cell_eta(study: Path, task: str, measure: str) -> float:
+    """The bonus weight η every finished run of a cell ran with, read from the resolved
+    configurations beside its CSVs; NaN for a cell with none."""
+    etas = {float(OmegaConf.load(path).surprise.eta)
+            for path in (study / task / measure).glob("seed*.config.yaml")}
+    if len(etas) > 1:
+        raise ValueError(f"{task}/{measure}: runs with different η {sorted(etas)}.")
+    return etas.pop() if etas else math.nan
+
+
+@dataclass(frozen=True)
+class ScaleAnswer:
+    """The rule's answer in one window, with every comparison it read."""
+
+    answer: str
+    hurts: MedianComparison | None  # control − VASE
+    recovers: dict[str, MedianComparison | None]  # variant − VASE
+    versus_control: dict[str, MedianComparison | None]  # control − variant
+    at_scale: dict[str, bool]  # the variant's first bonus at most the reward's scale
+
+
+def judge_scale(runs: dict[str, list[Seed]], etas: dict[str, float], window: str,
+                margin: float, alpha: float = ALPHA, **kwargs) -> ScaleAnswer:
+    """``RULE`` in one window (``study_statistics.WINDOW_LABELS``)."""
+    measured = [m for m in (VASE, CONTROL, *VARIANTS) if len(runs.get(m, [])) >= MIN_SEEDS]
+    if VASE not in measured or CONTROL not in measured or not margin > 0:
+        return ScaleAnswer("not measured yet", None, {}, {}, {})
+    values = {m: seed_windows(runs[m], window) for m in measured}
+    hurts = median_comparison(values[CONTROL], values[VASE], margin, **kwargs)
+    variants = [v for v in VARIANTS if v in measured]
+    recovers = {v: median_comparison(values[v], values[VASE], margin, **kwargs) for v in variants}
+    versus = {v: median_comparison(values[CONTROL], values[v], margin, **kwargs)
+              for v in variants}
+    at_scale = {v: bool(np.nanmedian([first_bonus(s, etas[v]) for s in runs[v]])
+                        <= REWARD_SCALE) for v in variants}
+    answer = ScaleAnswer("", hurts, recovers, versus, at_scale)
+    if not holm_rejects([hurts.p_above_zero], alpha)[0]:
+        return _with(answer, "nothing to explain")
+    if len(variants) < len(VARIANTS):
+        return _with(answer, "not measured yet")
+    better = dict(zip(variants, holm_rejects([recovers[v].p_above_zero for v in variants],
+                                             alpha), strict=True))
+    as_good = dict(zip(variants, holm_rejects([versus[v].p_below_margin for v in variants],
+                                              alpha), strict=True))
+    still = dict(zip(variants, holm_rejects([versus[v].p_above_zero for v in variants], alpha),
+                     strict=True))
+    if any(better[v] and as_good[v] for v in variants):
+        return _with(answer, "the scale")
+    if any(better.values()):
+        return _with(answer, "partly the scale")
+    scaled = [v for v in variants if at_scale[v]]
+    if scaled and all(still[v] for v in scaled):
+        return _with(answer, "the method")
+    return _with(answer, "undecided")
+
+
+def _with(answer: ScaleAnswer, text: str) -> ScaleAnswer:
+    return ScaleAnswer(text, answer.hurts, answer.recovers, answer.versus_control,
+                       answer.at_scale)
+
+
+def _figure(comparison: MedianComparison | None) -> str:
+    if comparison is None:
+        return "–"
+    low, high = comparison.interval
+    return (f"{comparison.median_difference:+.3g} [{low:+.3g}, {high:+.3g}] "
+            f"(P {comparison.improvement:.2f})")
+
+
+def scale_section(runs: dict[str, list[Seed]], etas: dict[str, float], **kwargs) -> str:
+    """The page's section: ``RULE``, then each cell's first scale (the manipulation check), the
+    comparisons in both windows and the answer."""
+    margin = task_margin(runs)
+    primary = judge_scale(runs, etas, PRIMARY_WINDOW, margin, **kwargs)
+    sensitivity = judge_scale(runs, etas, SENSITIVITY_WINDOW, margin, **kwargs)
+    label = AGGREGATE_LABELS
+    lines = [RULE]
+    scale_rows = []
+    for measure in (VASE, *VARIANTS):
+        seeds = runs.get(measure, [])
+        eta = etas.get(measure, math.nan)
+        if not seeds or not math.isfinite(eta):
+            scale_rows.append(f"| {label[measure]} | – | {len(seeds)} | – | – |")
+            continue
+        first = np.array([first_bonus(s, eta) for s in seeds])
+        above = np.array([iterations_above(s, eta) for s in seeds])
+        scale_rows.append(f"| {label[measure]} | {eta:g} | {len(seeds)} | "
+                          f"{np.nanmedian(first):.3g} [{np.nanmin(first):.3g}, "
+                          f"{np.nanmax(first):.3g}] | {np.median(above):.0f} |")
+    lines += ["Each cell's bonus at its start (η read from each run's resolved configuration):\n",
+              "| cell | η | seeds | η·U a step at the first iteration with a model: median "
+              "[range] | iterations with η·U > 1 (median) |",
+              "|---|---:|---:|---:|---:|", *scale_rows, ""]
+    if primary.answer == "not measured yet" and primary.hurts is None:
+        lines.append(f"**Answer: not measured yet** (each cell needs {MIN_SEEDS} seeds).\n")
+        return "\n".join(lines)
+    flag = "" if sensitivity.answer == primary.answer else " ⚑"
+    lines += [f"The task's smallest effect of interest m = {margin:.3g}. A − B: the difference "
+              "of medians, in brackets its bootstrap's 5th and 95th percentiles, P(A > B) "
+              "beside.\n",
+              "| A − B | whole run | last 10 % |", "|---|---:|---:|",
+              f"| {label[CONTROL]} − {label[VASE]} | {_figure(primary.hurts)} | "
+              f"{_figure(sensitivity.hurts)} |"]
+    for v in VARIANTS:
+        lines += [f"| {label[v]} − {label[VASE]} | {_figure(primary.recovers.get(v))} | "
+                  f"{_figure(sensitivity.recovers.get(v))} |",
+                  f"| {label[CONTROL]} − {label[v]} | {_figure(primary.versus_control.get(v))} "
+                  f"| {_figure(sensitivity.versus_control.get(v))} |"]
+    lines += ["", f"**Answer: {primary.answer}** (the whole run); the last 10 %: "
+              f"{sensitivity.answer}{flag}.\n"]
+    return "\n".join(lines)
