@@ -118,6 +118,24 @@ def test_the_pool_lives_with_the_model_and_takes_cpu_batches(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_the_bonus_draws_on_the_device_from_its_own_stream_and_leaves_the_default_one(device):
+    bonus = SurpriseRewardTransform(DynamicsModel.build(3, 1, [16])).to(device)
+    exploration = Exploration(bonus, bonus.make_loss(), pool_min=20, updates_per_iteration=2,
+                              seed=1)
+    rollout = TensorDict({
+        "observation": torch.randn(4, 10, 3), "action": torch.randn(4, 10, 1),
+        "next": {"observation": torch.randn(4, 10, 3), "reward": torch.zeros(4, 10, 1)},
+    }, [4, 10])
+    torch.manual_seed(2)  # every device's default generator
+    for _ in range(2):
+        exploration.step(rollout.clone())  # trains, then samples weights for the bonus
+    after = torch.rand(3, device=device)
+    torch.manual_seed(2)
+    assert torch.equal(after, torch.rand(3, device=device))  # as if nothing had drawn
+    assert ("cuda" in exploration.random_stream.state_dict()) == (device == "cuda")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("surprise", "algorithm_name"),
                          [("vase", "trpo"), ("rnd", "trpo"), ("vase", "ppo")])
 def test_a_run_trains_on_the_device_checkpoints_and_resumes(tmp_path, monkeypatch, device,

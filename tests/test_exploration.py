@@ -17,6 +17,7 @@ from torchrl_vase import (
     VASERewardTransform,
     vase_surprise,
 )
+from torchrl_vase._random_stream import RandomStream
 
 MOUNTAIN_CAR = "torchrl_vase/SparseMountainCar-v1"
 
@@ -675,3 +676,65 @@ def test_vase_s_confidence_term_and_its_share_of_the_surprise_are_logged_where_i
     assert metrics["confidence"] == pytest.approx(term)
     assert metrics["confidence_share"] == pytest.approx(term / (metrics["bonus_mean"] + term))
     assert 0 < metrics["confidence_share"] < 1
+
+
+# ------------------------------------------------------------------------------------------------
+# The exploration's random numbers are its own
+# ------------------------------------------------------------------------------------------------
+def test_a_random_stream_draws_its_own_numbers_continues_and_resumes_from_its_state():
+    stream = RandomStream(seed=5)
+    reference = torch.Generator().manual_seed(5)
+    torch.manual_seed(0)
+    with stream.active():
+        first = torch.randn(3)
+        with stream.active():  # nested: one block, one stream
+            second = torch.rand(2)
+    assert torch.equal(first, torch.randn(3, generator=reference))
+    assert torch.equal(second, torch.rand(2, generator=reference))
+    # the default generator is where the block found it
+    assert torch.equal(torch.rand(4), torch.rand(4, generator=torch.Generator().manual_seed(0)))
+    state = stream.state_dict()
+    with stream.active():  # the next block continues the stream, whatever torch was seeded with
+        torch.manual_seed(123)  # inside: moves the stream, not the default generator
+        third = torch.randn(3)
+    assert torch.equal(third, torch.randn(3, generator=torch.Generator().manual_seed(123)))
+    resumed = RandomStream(seed=99)
+    resumed.load_state_dict(state)
+    with resumed.active():
+        assert torch.equal(torch.randn(3), torch.randn(3, generator=reference))
+    with pytest.raises(ValueError, match="needs 'seed' and 'cpu'"):
+        resumed.load_state_dict({"seed": 1})
+
+
+def test_an_exploration_leaves_the_learners_random_numbers_as_it_found_them():
+    batches = [_rollout(300, seed=0), _rollout(200, seed=1)]
+    exploration = _exploration()
+    torch.manual_seed(3)
+    for batch in batches:  # the model trains, the bonus samples weights, the pool draws
+        exploration.step(batch)
+    after = torch.rand(5)
+    torch.manual_seed(3)
+    assert torch.equal(after, torch.rand(5))  # as if no exploration had run
+    assert batches[1]["next", "intrinsic_reward"].std() > 0  # it did run, and drew
+    # its own draws are its stream's: another seed of torch's leaves its bonus as it was
+    again, rerolled = _exploration(), [_rollout(300, seed=0), _rollout(200, seed=1)]
+    torch.manual_seed(4)
+    for batch in rerolled:
+        again.step(batch)
+    assert torch.equal(rerolled[1]["next", "intrinsic_reward"],
+                       batches[1]["next", "intrinsic_reward"])
+    # and another stream's seed gives other draws
+    other, third = _exploration(seed=8), [_rollout(300, seed=0), _rollout(200, seed=1)]
+    for batch in third:
+        other.step(batch)
+    assert not torch.equal(third[1]["next", "intrinsic_reward"],
+                           batches[1]["next", "intrinsic_reward"])
+
+
+def test_a_checkpoint_without_the_random_stream_is_refused_with_what_to_do():
+    exploration = _exploration()
+    exploration.step(_rollout(300, seed=0))
+    state = copy.deepcopy(exploration.state_dict())
+    del state["_extra_state"]["random"]  # as torchrl-vase wrote it before the stream
+    with pytest.raises(ValueError, match=r"no random stream of its own.*start the run afresh"):
+        _exploration().load_state_dict(state)

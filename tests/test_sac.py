@@ -1,6 +1,7 @@
 """SAC through the library's loop: torchrl's SACLoss untouched, the bonus on the replay buffer
 under the model at sampling time, the buffer checkpointed by appending, exact resume."""
 
+import contextlib
 import copy
 import math
 from pathlib import Path
@@ -125,13 +126,16 @@ def test_a_sampled_batch_carries_r_e_plus_eta_u_under_the_model_at_sampling_time
 
     def sample_and_expected(seed):
         torch.manual_seed(seed)
+        stream = exploration.random_stream.state_dict()
         sample, info = buffer.sample(return_info=True)
-        torch.manual_seed(seed)  # the same index draw, then the bonus's own draws
+        torch.manual_seed(seed)  # the same index draw
         index, _ = buffer.sampler.sample(buffer.storage, 64)
         assert torch.equal(index, info["index"])
         expected = buffer.storage.get(index)
+        exploration.random_stream.load_state_dict(stream)  # then the bonus's own draws
         exploration.bonus.eval()
-        exploration.bonus(expected)  # the bonus transform itself, on the stored transitions
+        with exploration.own_random():
+            exploration.bonus(expected)  # the bonus transform itself, on the stored transitions
         exploration.bonus.train()
         return sample, expected, index
 
@@ -188,13 +192,15 @@ def test_the_shuffled_placebo_permutes_each_sampled_batch_s_bonus():
     buffer.extend(batch.reshape(-1).clone())
     exploration.update_model(exploration.add_to_pool(batch))
     torch.manual_seed(7)
+    stream = exploration.random_stream.state_dict()
     honest = buffer.sample()
     placebo = ReplayBonus(exploration, shuffle=True)
     assert repr(placebo) == "ReplayBonus(VASERewardTransform, shuffle=True)"
     beside = ReplayBuffer(storage=buffer.storage, batch_size=64)  # the same transitions
     beside.append_transform(placebo)
     torch.manual_seed(7)
-    shuffled = beside.sample()  # the same transitions drawn, then the permutation
+    exploration.random_stream.load_state_dict(stream)
+    shuffled = beside.sample()  # the same transitions and bonuses drawn, then the permutation
     assert torch.equal(shuffled["observation"], honest["observation"])
     u, v = honest["next", "intrinsic_reward"], shuffled["next", "intrinsic_reward"]
     assert torch.equal(u.flatten().sort().values, v.flatten().sort().values)
@@ -381,3 +387,23 @@ def test_a_memmap_replay_buffer_maps_its_files_in_the_run_s_checkpoint_directory
     mapped = {path.name for path in (run_directory / "replay_memmap").rglob("*.memmap")}
     assert {"observation.memmap", "action.memmap"} <= mapped, mapped
     assert (run_directory / "replay").is_dir()  # the journal beside it holds the transitions
+
+
+def test_sac_with_vase_at_eta_zero_trains_bit_for_bit_as_sac_without_a_bonus(store, monkeypatch):
+    """The exact control under SAC: the model trains on the buffer and rewards every sampled
+    batch (its own random stream), its bonus weighs nothing: SAC's numbers are plain SAC's."""
+
+    def history(*more):
+        result = recipe.train(_config(store, "seed=5", *more))
+        return _history(store[0], result["run_id"])
+
+    plain = history("surprise=none", "mlflow.experiment=plain")
+    zero = history("surprise=vase", "surprise.eta=0", "mlflow.experiment=zero")
+    assert "bnn/elbo" in zero and "bonus/sampled_mean" in zero
+    shared = sorted(key for key in plain if key in zero)
+    assert {"sac/loss_actor", "sac/alpha", "Return/mean"} <= set(shared)
+    assert {key: zero[key] for key in shared} == {key: plain[key] for key in shared}
+    # with the bonus drawing from torch's default generator, SAC's samples follow its draws
+    monkeypatch.setattr(Exploration, "own_random", lambda self: contextlib.nullcontext())
+    leaky = history("surprise=vase", "surprise.eta=0", "mlflow.experiment=leaky")
+    assert any(leaky[key] != plain[key] for key in shared)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
+import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
@@ -12,6 +14,7 @@ from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.objectives.common import LossModule
 
 from torchrl_vase._device import module_device
+from torchrl_vase._random_stream import RandomStream
 from torchrl_vase._validation import check_positive_int
 from torchrl_vase.checkpointing import saveable_prefix
 from torchrl_vase.diagnostics import novelty_correlation, spearman
@@ -23,6 +26,20 @@ from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 from torchrl_vase.transforms.surprise_reward import SurpriseRewardTransform
 
 __all__ = ["Exploration", "ReplayBonus"]
+
+#: the exploration's random stream among a seed's: ``SeedSequence([seed, 0, STREAM])``
+STREAM = 0x766173
+
+
+def exploration_seed(seed: int) -> int:
+    """The seed of an exploration's random stream in a run seeded with ``seed`` (independent of
+    the run's per-iteration seeds, ``loop.iteration_seed``).
+
+    Examples:
+        >>> exploration_seed(0) == exploration_seed(0) != exploration_seed(1)
+        True
+    """
+    return int(np.random.SeedSequence([seed, 0, STREAM]).generate_state(1)[0])
 
 
 def _check_optimizer(optimizer, parameters: list[nn.Parameter]) -> None:
@@ -78,8 +95,14 @@ class Exploration(nn.Module):
     ``RNDLoss``. The loss must train the model the bonus evaluates (checked at construction);
     ``loss=None`` builds it with ``bonus.make_loss()``.
 
+    Its random numbers are its own (``random_stream``): the model's weights and noise, the pool's
+    minibatches and the bonus's draws come from a stream seeded by ``seed``, and torch's default
+    generators are left as they were. What a learner draws after it (a critic's minibatches,
+    SAC's samples) is then what it would draw without a bonus, so with η = 0 the policy trains
+    bit for bit as with no bonus: an exact control for a bonus's effect and cost.
+
     Everything that changes during training is in ``state_dict``: the model, its statistics, the
-    bonus's scaling statistics, the optimiser, the pool and the update count.
+    bonus's scaling statistics, the optimiser, the pool, the update count and the random stream.
 
     Args:
         bonus: the bonus transform (with its model; attach it to an env first if it builds one).
@@ -113,6 +136,9 @@ class Exploration(nn.Module):
             cannot run; ``"autograd"`` one step at a time through ``backward`` (any device,
             activation and optimiser). The kernel compiles once per machine (cached on disk);
             its steps agree with autograd's to float rounding, not bit for bit.
+        seed: the random stream's seed (``exploration_seed``); ``None`` derives it from the
+            seed torch's default generator was last given (``torch.initial_seed()``: the
+            run's, where it seeds torch before building its parts).
 
     Examples:
         >>> import torch
@@ -150,6 +176,7 @@ class Exploration(nn.Module):
         diagnostics_every: int = 10,
         pool: ReplayBuffer | None = None,
         backend: str = "auto",
+        seed: int | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(bonus, IntrinsicRewardTransform):
@@ -163,18 +190,7 @@ class Exploration(nn.Module):
             if not isinstance(pool, ReplayBuffer):
                 raise TypeError(f"pool must be a torchrl ReplayBuffer, got {type(pool).__name__}.")
             pool_size = pool.storage.max_size
-        self.pool_size = check_positive_int("pool_size", pool_size)
-        self.pool_min = check_positive_int("pool_min", pool_min)
-        self.updates_per_iteration = check_positive_int("updates_per_iteration",
-                                                        updates_per_iteration)
-        self.batch_size = check_positive_int("batch_size", batch_size)
-        if self.pool_min > self.pool_size:
-            raise ValueError(
-                f"pool_min ({pool_min}) exceeds pool_size ({pool_size}): the model would never "
-                "be trained."
-            )
-        if self.batch_size > self.pool_min:
-            raise ValueError(f"batch_size ({batch_size}) exceeds pool_min ({pool_min}).")
+        self._check_sizes(pool_size, pool_min, updates_per_iteration, batch_size)
         self.bonus = bonus
         self.loss = loss
         parameters = [p for p in loss.parameters() if p.requires_grad]
@@ -211,6 +227,24 @@ class Exploration(nn.Module):
         #: Optimiser steps taken so far.
         self.register_buffer("model_updates", torch.zeros((), dtype=torch.long,
                                                           device=module_device(bonus)))
+        #: Where every random number of the exploration comes from (see the class).
+        self.random_stream = RandomStream(
+            exploration_seed(torch.initial_seed() if seed is None else seed))
+
+    def _check_sizes(self, pool_size: int, pool_min: int, updates_per_iteration: int,
+                     batch_size: int) -> None:
+        self.pool_size = check_positive_int("pool_size", pool_size)
+        self.pool_min = check_positive_int("pool_min", pool_min)
+        self.updates_per_iteration = check_positive_int("updates_per_iteration",
+                                                        updates_per_iteration)
+        self.batch_size = check_positive_int("batch_size", batch_size)
+        if self.pool_min > self.pool_size:
+            raise ValueError(
+                f"pool_min ({pool_min}) exceeds pool_size ({pool_size}): the model would never "
+                "be trained."
+            )
+        if self.batch_size > self.pool_min:
+            raise ValueError(f"batch_size ({batch_size}) exceeds pool_min ({pool_min}).")
 
     # ----------------------------------------------------------------------------------------
     # Algorithm 1
@@ -240,17 +274,25 @@ class Exploration(nn.Module):
         ``bonus_std``, and where they are due (``diagnostics_due``) ``novelty_spearman``
         (against the pool as it is: call it before the batch is added) and
         ``self_agreement``. ``observe``'s first half."""
-        active = self.add_bonus(batch)
-        bonus = batch.get(("next", self.bonus.intrinsic_reward_key))
-        metrics = {
-            "bonus_mean": bonus.mean().item(),
-            "bonus_std": bonus.std().item() if bonus.numel() > 1 else math.nan,
-        }
-        if active and self.diagnostics_due():
-            with phase("diagnostics"):
-                metrics["novelty_spearman"] = self.novelty(batch)
-                metrics["self_agreement"] = self.self_agreement(batch)
+        with self.own_random():
+            active = self.add_bonus(batch)
+            bonus = batch.get(("next", self.bonus.intrinsic_reward_key))
+            metrics = {
+                "bonus_mean": bonus.mean().item(),
+                "bonus_std": bonus.std().item() if bonus.numel() > 1 else math.nan,
+            }
+            if active and self.diagnostics_due():
+                with phase("diagnostics"):
+                    metrics["novelty_spearman"] = self.novelty(batch)
+                    metrics["self_agreement"] = self.self_agreement(batch)
         return metrics | self._confidence_metrics(metrics["bonus_mean"] if active else None)
+
+    def own_random(self) -> contextlib.AbstractContextManager[None]:
+        """A block whose draws from torch's default generators come from ``random_stream`` (the
+        model's device's too, on a GPU), leaving them as they were: ``diagnose``,
+        ``add_bonus``, ``add_to_pool`` and ``update_model`` run in one; wrap in it any other
+        draw made for the bonus (``ReplayBonus``'s shuffle)."""
+        return self.random_stream.active(module_device(self.bonus))
 
     def diagnostics_due(self) -> bool:
         """Whether this iteration computes ``novelty_spearman`` and ``self_agreement``: the
@@ -275,7 +317,7 @@ class Exploration(nn.Module):
 
     def add_bonus(self, batch: TensorDictBase) -> bool:
         """Write the bonus into ``batch`` in place; ``False`` if it was 0 (model untrained)."""
-        with phase("bonus"):
+        with self.own_random(), phase("bonus"):
             if int(self.model_updates) == 0 and not self.bonus_before_training:
                 self.bonus.write_no_bonus(batch)
                 return False
@@ -294,7 +336,7 @@ class Exploration(nn.Module):
         """The batch's transitions into the pool (a learner's buffer: already there); once it
         holds ``pool_min``, the statistics refreshed over the whole pool and the iteration's
         minibatches drawn (``None`` before)."""
-        with phase("pool"):
+        with self.own_random(), phase("pool"):
             return self._add_to_pool(batch)
 
     def _add_to_pool(self, batch: TensorDictBase) -> TensorDictBase | None:
@@ -322,7 +364,7 @@ class Exploration(nn.Module):
         ``nn.Module.train(mode)``, which torch code calls on any module tree.)"""
         if sample is None:
             return {}
-        with phase("model"):
+        with self.own_random(), phase("model"):
             return self.count_steps(self._loss_steps(sample) if self.trainer is None
                                     else self.trainer(sample))
 
@@ -445,17 +487,21 @@ class Exploration(nn.Module):
         self._pool_journal.attach(directory)
 
     def get_extra_state(self) -> dict:
-        """The optimiser and the pool: with ``journal_pool``, the count of the transitions
+        """The optimiser, the random stream and the pool (``_pool_state``)."""
+        return {"optimizer": self.optimizer.state_dict(), "random": self.random_stream.state_dict(),
+                "pool": self._pool_state()}
+
+    def _pool_state(self) -> dict | None:
+        """The pool: with ``journal_pool``, the count of the transitions
         appended to its files; otherwise its *filled* part (not its preallocated capacity).
         Plain tensors and numbers (``torch.load(..., weights_only=True)`` reads them back). The
         filled rows share the pool's memory (``checkpointing.saveable_prefix``: no second copy
         of a pool of gigabytes at each checkpoint), so save the state before the pool
         changes."""
         if not self.owns_pool:  # a learner's buffer: its owner saves it
-            return {"optimizer": self.optimizer.state_dict(), "pool": None}
+            return None
         if self._pool_journal.directory is not None:
-            return {"optimizer": self.optimizer.state_dict(),
-                    "pool": {"journal": self._pool_journal.state_dict()}}
+            return {"journal": self._pool_journal.state_dict()}
         filled = len(self.pool)
         writer = self.pool.writer.state_dict()
         transitions = None
@@ -463,16 +509,19 @@ class Exploration(nn.Module):
             transitions = self.pool.storage[:filled].apply(
                 lambda rows: saveable_prefix(rows, filled)).to_dict()
         return {
-            "optimizer": self.optimizer.state_dict(),
-            "pool": {
-                "transitions": transitions,
-                "cursor": int(writer["_cursor"]),
-                "write_count": int(writer["_write_count"]),
-            },
+            "transitions": transitions,
+            "cursor": int(writer["_cursor"]),
+            "write_count": int(writer["_write_count"]),
         }
 
     def set_extra_state(self, state: dict) -> None:
+        if "random" not in state:
+            raise ValueError(
+                "the saved Exploration has no random stream of its own: it was written by "
+                "torchrl-vase before 2026-12-05, whose bonus drew from torch's default "
+                "generator. Resume it with that version, or start the run afresh.")
         self.optimizer.load_state_dict(state["optimizer"])
+        self.random_stream.load_state_dict(state["random"])
         pool = state["pool"]
         if (pool is None) == self.owns_pool:
             raise ValueError("the saved state is of an Exploration " + (
@@ -548,11 +597,10 @@ class ReplayBonus:
         training = bonus.training
         bonus.train(False)  # the statistics are read, not updated
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self.exploration.own_random():
                 if self.exploration.add_bonus(tensordict) and self.shuffle:
                     following = tensordict.get("next")
                     values = following.get(bonus.intrinsic_reward_key).reshape(-1)
-                    # the global generator: seeded per iteration by the loop, checkpointed
                     order = torch.randperm(values.numel(), device=values.device)
                     bonus.write_bonus(following, values[order])
         finally:
