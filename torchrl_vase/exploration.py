@@ -136,9 +136,10 @@ class Exploration(nn.Module):
             cannot run; ``"autograd"`` one step at a time through ``backward`` (any device,
             activation and optimiser). The kernel compiles once per machine (cached on disk);
             its steps agree with autograd's to float rounding, not bit for bit.
-        seed: the random stream's seed (``exploration_seed``); ``None`` derives it from the
-            seed torch's default generator was last given (``torch.initial_seed()``: the
-            run's, where it seeds torch before building its parts).
+        seed: the run's seed, which the random stream's derives from
+            (``exploration_seed(seed)``); ``None`` takes the seed torch's default generator was
+            last given (``torch.initial_seed()``: the run's, where it seeds torch before
+            building its parts).
 
     Examples:
         >>> import torch

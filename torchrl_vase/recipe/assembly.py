@@ -123,7 +123,7 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
         bonus, loss, pool_size=pool_size, pool_min=e.pool_min,
         updates_per_iteration=training.updates_per_iteration, batch_size=training.batch_size,
         lr=training.lr, backend=training.get("backend", "auto"), pool=pool,
-        diagnostics_every=cfg.get("diagnostics_every", 10))
+        diagnostics_every=cfg.get("diagnostics_every", 10), seed=cfg.seed)
 
 
 def make_policy_update(cfg: DictConfig, actor, critic):
