@@ -65,9 +65,9 @@ task's smallest effect of interest m; Holm over the two variants in each test.
 
 1. **VASE hurts Ant** when control − VASE > 0 (the control: the same TRPO without a bonus).
 2. A variant **brings the bonus to the reward's scale** when the median over its seeds of η·U a
-   step, at its first iteration with a model, is at most 1. It **recovers** when variant − VASE
-   > 0; it is **as good as the control** when control − variant < m; it **still hurts** when
-   control − variant > 0.
+   step, at its first iteration with a model, is at most 1. It **recovers** when
+   variant − VASE > 0; it is **as good as the control** when control − variant < m; it **still
+   hurts** when control − variant > 0.
 3. The answer: **the scale** when a variant recovers and is as good as the control; else
    **partly the scale** when a variant recovers; else **the method** when a variant brought
    the bonus to the reward's scale and every such variant still hurts; **undecided**
