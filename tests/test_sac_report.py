@@ -205,3 +205,52 @@ def test_the_page_keeps_its_design_and_is_written_below_its_marker(tmp_path, mon
     page.write_text(design)
     with pytest.raises(SystemExit, match="no line"):
         sac.main(["--study", str(study), "--figure3", str(figure3), "--page", str(page)])
+
+
+placebos = load_recipe("study/sac_placebos")
+
+
+@pytest.mark.parametrize(("levels", "answer"), [
+    # VASE reaches the goal, both placebos stay at 0: what the bonus says matters
+    ({"vase_eta0": (0.0, 0.0), "vase_shuffled": (0.0, 0.0)}, "the content"),
+    # the shuffled bonus explores as VASE does, η = 0 does not: its size and spread
+    ({"vase_eta0": (0.0, 0.0), "vase_shuffled": (0.0, 1.0)}, "its size and spread"),
+    # the shuffled placebo halfway (above η = 0, below VASE), η = 0 level with VASE
+    ({"vase_eta0": (0.0, 1.0), "vase_shuffled": (0.0, 0.5)}, "undecided"),
+])
+def test_the_placebos_rule_reaches_each_answer_from_the_pages_own_readings(tmp_path, levels,
+                                                                           answer):
+    study = tmp_path / "sac"
+    _cell(study, "mountain_car", "none", (0.0, 0.0), first_reward=None)
+    _cell(study, "mountain_car", "vase", (0.0, 1.0), first_reward=60_000)
+    for measure, level in levels.items():
+        _cell(study, "mountain_car", measure, level)
+    cells = {m: runs_of.load_cell(study, "mountain_car", m)
+             for m in ("none", "vase", *placebos.PLACEBOS)}
+    lines = placebos.placebo_section(cells, sac.LABELS, sac.reading,
+                                     lambda seeds: (sac.first_reward(seeds, BUDGET), "–"),
+                                     resamples=2000)
+    text = "\n".join(lines)
+    assert text.count(placebos.RULE) == 1 and text.index(placebos.RULE) < text.index("| A − B")
+    assert text.endswith(f"**Answer: {answer}.**")
+    # each row is the page's reading of the pair, recomputed here
+    figures, read = sac.reading(cells["vase"], cells["vase_eta0"], "SAC + VASE",
+                                "SAC + VASE, η = 0", resamples=2000)
+    assert (f"| SAC + VASE − SAC + VASE, η = 0 | {figures['last10pct']} | {figures['whole']} "
+            f"| {read} |") in lines
+    assert any(line.endswith("(shown, not judged) |") and "η = 0 − SAC (no bonus)" in line
+               for line in lines)
+    assert "| SAC + VASE | 5 | 5 of 5, median 60,000 | – |" in lines
+
+
+def test_the_placebos_wait_for_every_seed_before_an_answer(tmp_path):
+    study = tmp_path / "sac"
+    _cell(study, "mountain_car", "vase", (0.0, 1.0))
+    _cell(study, "mountain_car", "vase_eta0", (0.0, 0.0), seeds=4)
+    _cell(study, "mountain_car", "vase_shuffled", (0.0, 0.0))
+    cells = {m: runs_of.load_cell(study, "mountain_car", m)
+             for m in ("none", "vase", *placebos.PLACEBOS)}
+    lines = placebos.placebo_section(cells, sac.LABELS, sac.reading, lambda seeds: ("–", "–"),
+                                     resamples=500)
+    assert lines[-1] == "\n**Answer: not measured yet.**"
+    assert "| SAC (no bonus) | 0 | – | – |" in lines

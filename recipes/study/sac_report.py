@@ -43,6 +43,7 @@ import yaml
 from figure3_claims import seed_windows
 from figure3_report import smoothed
 from paper_grid import task_frames
+from sac_placebos import PLACEBOS, placebo_section
 from study_figures import DPI, figure, legible
 from study_runs import ROOT, TITLES, Seed, load_cell, provenance
 from study_statistics import compare, window_mean
@@ -340,6 +341,11 @@ def results_section(study: Path, figure3: Path, link: str,
             lines.append(f"| {TITLES[task]} | {LABELS[measure]} | "
                          f"{first_reward(seeds, frames)} | {rate} |")
     lines += bonus_size_section(study, data)
+    placebos = {m: data["mountain_car"][m] for m in ("none", "vase")} | {
+        m: load_cell(study, "mountain_car", m) for m in PLACEBOS}
+    lines += placebo_section(placebos, LABELS, reading,
+                             lambda seeds: (first_reward(seeds, frames), success(seeds)),
+                             **kwargs)
     return "\n".join(lines) + "\n", path
 
 
