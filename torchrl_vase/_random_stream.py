@@ -25,9 +25,25 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 
+import numpy as np
 import torch
 
-__all__ = ["RandomStream"]
+__all__ = ["RandomStream", "iteration_seed"]
+
+#: ``iteration_seed``'s streams besides training's (0): the evaluation's, the exploration's
+EVALUATION_STREAM, EXPLORATION_STREAM = 1, 0x766173
+
+
+def iteration_seed(seed: int, iteration: int, stream: int = 0) -> int:
+    """The seed of one iteration of a run: a function of the run's seed and the iteration only;
+    ``stream`` > 0 gives independent seeds for other uses of the same iteration (evaluation).
+
+    Examples:
+        >>> iteration_seed(0, 3) == iteration_seed(0, 3) != iteration_seed(0, 3, stream=1)
+        True
+    """
+    entropy = [seed, iteration] + ([stream] if stream else [])
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
 
 
 class RandomStream:

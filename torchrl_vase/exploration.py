@@ -6,7 +6,6 @@ import contextlib
 import math
 import os
 
-import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
@@ -14,7 +13,7 @@ from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.objectives.common import LossModule
 
 from torchrl_vase._device import module_device
-from torchrl_vase._random_stream import RandomStream
+from torchrl_vase._random_stream import EXPLORATION_STREAM, RandomStream, iteration_seed
 from torchrl_vase._validation import check_positive_int
 from torchrl_vase.checkpointing import saveable_prefix
 from torchrl_vase.diagnostics import novelty_correlation, spearman
@@ -26,21 +25,6 @@ from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 from torchrl_vase.transforms.surprise_reward import SurpriseRewardTransform
 
 __all__ = ["Exploration", "ReplayBonus"]
-
-#: the exploration's random stream among a seed's: ``SeedSequence([seed, 0, STREAM])``
-STREAM = 0x766173
-
-
-def exploration_seed(seed: int) -> int:
-    """The seed of an exploration's random stream in a run seeded with ``seed`` (independent of
-    the run's per-iteration seeds, ``loop.iteration_seed``).
-
-    Examples:
-        >>> exploration_seed(0) == exploration_seed(0) != exploration_seed(1)
-        True
-    """
-    return int(np.random.SeedSequence([seed, 0, STREAM]).generate_state(1)[0])
-
 
 def _check_optimizer(optimizer, parameters: list[nn.Parameter]) -> None:
     """An optimiser that steps every trainable parameter of the loss (the model's)."""
@@ -137,9 +121,9 @@ class Exploration(nn.Module):
             activation and optimiser). The kernel compiles once per machine (cached on disk);
             its steps agree with autograd's to float rounding, not bit for bit.
         seed: the run's seed, which the random stream's derives from
-            (``exploration_seed(seed)``); ``None`` takes the seed torch's default generator was
-            last given (``torch.initial_seed()``: the run's, where it seeds torch before
-            building its parts).
+            (``iteration_seed(seed, 0, stream=EXPLORATION_STREAM)``); ``None`` takes the seed
+            torch's default generator was last given (``torch.initial_seed()``: the run's,
+            where it seeds torch before building its parts).
 
     Examples:
         >>> import torch
@@ -229,8 +213,8 @@ class Exploration(nn.Module):
         self.register_buffer("model_updates", torch.zeros((), dtype=torch.long,
                                                           device=module_device(bonus)))
         #: Where every random number of the exploration comes from (see the class).
-        self.random_stream = RandomStream(
-            exploration_seed(torch.initial_seed() if seed is None else seed))
+        self.random_stream = RandomStream(iteration_seed(
+            torch.initial_seed() if seed is None else seed, 0, stream=EXPLORATION_STREAM))
 
     def _check_sizes(self, pool_size: int, pool_min: int, updates_per_iteration: int,
                      batch_size: int) -> None:

@@ -60,10 +60,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
 import torch
 from tensordict import TensorDictBase
 
+from torchrl_vase._random_stream import iteration_seed  # re-exported: the loop seeds by it
 from torchrl_vase._validation import check_positive_int
 from torchrl_vase.checkpointing import StopNow, StopSignals, rng_state, set_rng_state
 from torchrl_vase.loggers import Logger
@@ -93,18 +93,6 @@ def is_clock(metric: str) -> bool:
 class Stateful(Protocol):
     def state_dict(self) -> dict: ...
     def load_state_dict(self, state: dict) -> Any: ...
-
-
-def iteration_seed(seed: int, iteration: int, stream: int = 0) -> int:
-    """The seed of one iteration of a run: a function of the run's seed and the iteration only;
-    ``stream`` > 0 gives independent seeds for other uses of the same iteration (evaluation).
-
-    Examples:
-        >>> iteration_seed(0, 3) == iteration_seed(0, 3) != iteration_seed(0, 3, stream=1)
-        True
-    """
-    entropy = [seed, iteration] + ([stream] if stream else [])
-    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
 
 
 def check_finite(value: torch.Tensor, what: str, iteration: int) -> None:

@@ -22,11 +22,17 @@ task's smallest effect of interest from ``figure3_claims.task_margin``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from figure3_claims import AGGREGATE_LABELS, MIN_SEEDS, seed_windows, task_margin
+from figure3_claims import (
+    AGGREGATE_LABELS,
+    MIN_SEEDS,
+    median_figure,
+    seed_windows,
+    task_margin,
+)
 from omegaconf import OmegaConf
 from study_runs import Seed
 from study_statistics import (
@@ -125,9 +131,9 @@ def judge_scale(runs: dict[str, list[Seed]], etas: dict[str, float], window: str
                         <= REWARD_SCALE) for v in variants}
     answer = ScaleAnswer("", hurts, recovers, versus, at_scale)
     if not holm_rejects([hurts.p_above_zero], alpha)[0]:
-        return _with(answer, "nothing to explain")
+        return replace(answer, answer="nothing to explain")
     if len(variants) < len(VARIANTS):
-        return _with(answer, "not measured yet")
+        return replace(answer, answer="not measured yet")
     better = dict(zip(variants, holm_rejects([recovers[v].p_above_zero for v in variants],
                                              alpha), strict=True))
     as_good = dict(zip(variants, holm_rejects([versus[v].p_below_margin for v in variants],
@@ -135,26 +141,20 @@ def judge_scale(runs: dict[str, list[Seed]], etas: dict[str, float], window: str
     still = dict(zip(variants, holm_rejects([versus[v].p_above_zero for v in variants], alpha),
                      strict=True))
     if any(better[v] and as_good[v] for v in variants):
-        return _with(answer, "the scale")
+        return replace(answer, answer="the scale")
     if any(better.values()):
-        return _with(answer, "partly the scale")
+        return replace(answer, answer="partly the scale")
     scaled = [v for v in variants if at_scale[v]]
     if scaled and all(still[v] for v in scaled):
-        return _with(answer, "the method")
-    return _with(answer, "undecided")
-
-
-def _with(answer: ScaleAnswer, text: str) -> ScaleAnswer:
-    return ScaleAnswer(text, answer.hurts, answer.recovers, answer.versus_control,
-                       answer.at_scale)
+        return replace(answer, answer="the method")
+    return replace(answer, answer="undecided")
 
 
 def _figure(comparison: MedianComparison | None) -> str:
+    """The claims' figure of a difference of medians, with P(A > B) beside."""
     if comparison is None:
         return "–"
-    low, high = comparison.interval
-    return (f"{comparison.median_difference:+.3g} [{low:+.3g}, {high:+.3g}] "
-            f"(P {comparison.improvement:.2f})")
+    return f"{median_figure(comparison)} (P {comparison.improvement:.2f})"
 
 
 def scale_section(runs: dict[str, list[Seed]], etas: dict[str, float], **kwargs) -> str:

@@ -335,7 +335,7 @@ def claims_summary(claims: list[Claim], robot: dict[str, list[Seed]]) -> str:
             f"names), {', '.join(parts)}.{sensitivity}\n")
 
 
-def _median_figure(comparison: MedianComparison | None) -> str:
+def median_figure(comparison: MedianComparison | None) -> str:
     """``+1.2 [−0.3, +2.0]``: the difference of medians and its one-sided 95 % bounds."""
     if comparison is None:
         return "–"
@@ -363,9 +363,9 @@ def _claim_numbers(claim: Claim) -> list[str]:
              "| A − B | median [5 %, 95 %] | mean | P(A > B) | last 10 %: median [5 %, 95 %] |",
              "|---|---:|---:|---:|---:|"]
     for part, primary, sensitivity in claim.comparisons:
-        lines.append(f"| {_part_label(part)} | {_median_figure(primary)} | "
+        lines.append(f"| {_part_label(part)} | {median_figure(primary)} | "
                      f"{primary.mean_difference:+.3g} | {primary.improvement:.2f} | "
-                     f"{_median_figure(sensitivity)} |")
+                     f"{median_figure(sensitivity)} |")
     lines.append(f"| *verdict* | *{claim.verdict}* | | | *{claim.sensitivity}* |\n")
     return lines
 

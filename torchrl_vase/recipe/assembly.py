@@ -28,13 +28,13 @@ from torchrl.data import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer
 from torchrl.modules import MLP, ValueOperator
 from torchrl.objectives import ClipPPOLoss, SACLoss, SoftUpdate, group_optimizers
 
+from torchrl_vase._random_stream import EVALUATION_STREAM, iteration_seed
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.diagnostics import CoverageGrid
 from torchrl_vase.envs import make_training_env
 from torchrl_vase.evaluation import evaluate, record_episode
 from torchrl_vase.exploration import Exploration
 from torchrl_vase.loggers import CSVLogger, Logger
-from torchrl_vase.loop import iteration_seed
 from torchrl_vase.modules import (
     ACTIVATIONS,
     DynamicsModel,
@@ -266,7 +266,7 @@ def evaluation_metrics(cfg: DictConfig, policy, iteration: int) -> dict[str, flo
     """``eval/*``: ``eval.episodes`` episodes of the deterministic policy, from starts of their
     own (the training's random numbers are not touched: resume stays exact)."""
     result = evaluate(policy, cfg.env.id, episodes=cfg.eval.episodes,
-                      seed=iteration_seed(cfg.seed, iteration, stream=1),
+                      seed=iteration_seed(cfg.seed, iteration, stream=EVALUATION_STREAM),
                       make_kwargs=config.make_kwargs(cfg))
     return {f"eval/{key}": value for key, value in result.items()}
 
