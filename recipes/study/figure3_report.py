@@ -257,14 +257,14 @@ and not tuned towards the paper; seeds 0–19, each run to the task's full itera
 measures, settings and commits, and how far the study has come:
 [how the study was run](#how-the-study-was-run).
 
-**The bonus, rerun (from 2026-12-04).** Until then VASE's and NLL's bonus
-carried the Gaussian's normaliser `D·log(√(2π)σ_c)`, a constant the authors' code removes;
-uncentred, it paid every step a reward, 5–40 % of the bonus at the authors' σ_c and nearly all
-of it at the text's ([which cells it touched](#the-constant-in-the-bonus)). Every VASE and NLL
-cell runs again at a commit that differs from the study's in the bonus alone: at the authors'
-configuration all of them have their 20 seeds (since 2026-12-05); what is still running, cells
-that no claim reads: [the study's progress](#how-the-study-was-run). A claim reads a cell once
-it has 5 seeds. The verdicts at the former bonus, by the rule of their day, are in the [earlier
+**The bonus, rerun (from 2026-12-04).** Until then VASE's and NLL's bonus carried the Gaussian's
+normaliser `D·log(√(2π)σ_c)`, a constant the authors' code removes; uncentred, it paid every
+step a reward, 5–40 % of the bonus at the authors' σ_c and nearly all of it at the text's
+([which cells it touched](#the-constant-in-the-bonus)). Every VASE and NLL cell runs again at a
+commit that differs from the study's in the bonus alone: at the authors' configuration all of
+them have their 20 seeds (since 2026-12-05); what is still running, cells that no claim reads:
+[how far the study has come](#how-far-the-study-has-come). A claim reads a cell once it has 5
+seeds. The verdicts at the former bonus, by the rule of their day, are in the [earlier
 results](results_history.md#figure-3-with-the-normaliser-in-the-bonus).
 
 **How a claim is judged** (written on 2026-12-04, before any rerun cell reached 5 seeds; the
