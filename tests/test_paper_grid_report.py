@@ -404,8 +404,38 @@ def test_a_recheck_of_an_earlier_commit_is_reported_with_each_run_that_differed(
     assert status.rechecks(tmp_path).splitlines()[0].endswith(
         "; **different**: LunarLanderContinuous VIME seed 2 (from iteration 3 (bnn/kl); b2b53df "
         "rerun here equals 82a8bde here: not the commit); MountainCar NLL seed 7 (from "
-        "iteration 0 (bnn/kl); b2b53df rerun here differs from 82a8bde here in bnn/elbo, "
-        "bnn/kl, from iteration 4).")
+        "iteration 0 (bnn/kl); only the kernel's logged KL and entropy; b2b53df rerun here "
+        "differs from 82a8bde here in bnn/elbo, bnn/kl, from iteration 4).")
+
+
+def test_a_rerun_that_differs_only_in_the_kernels_logged_kl_is_told_apart(tmp_path):
+    """A rerun whose only differing metrics are the ELBO kernel's logged KL and entropy (the
+    study's kernel, before e253547, logged them a float32 step apart in a compiling process and
+    a cache-loading one) is named so and counted; one that also differs in a metric training
+    reads, or in its config identity, is not."""
+    fields = ("task,measure,seed,earlier_commit,commit,iterations,metrics_compared,"
+              "metrics_differing,identity_equal,result,first_difference\n")
+    (tmp_path / "recheck_01cdad2_rerun.csv").write_text(
+        fields
+        + "ant,vase,0,01cdad2,01cdad2,600,30,bnn/elbo bnn/entropy bnn/kl bnn/loss_kl,True,"
+          "DIFFERENT,iteration 1: bnn/entropy\n"
+          "ant,vase,1,01cdad2,01cdad2,600,30,bnn/kl bonus/mean,True,DIFFERENT,"
+          "iteration 2: bnn/kl bonus/mean\n"
+          "ant,nll,9,01cdad2,01cdad2,600,30,bnn/kl,False,DIFFERENT,iteration 0: bnn/kl\n"
+          "ant,nll,10,01cdad2,01cdad2,600,30,,True,equal,\n")
+    first, second, *_ = status.rechecks(tmp_path).splitlines()
+    assert first.endswith(
+        "**different**: Ant VASE seed 0 (from iteration 1 (bnn/entropy); only the kernel's "
+        "logged KL and entropy); Ant VASE seed 1 (from iteration 2 (bnn/kl, bonus/mean)); Ant "
+        "NLL seed 9 (from iteration 0 (bnn/kl)).")
+    assert second.startswith("1 of the differing reruns differs only in the ELBO kernel's "
+                             "logged KL and entropy (`bnn/elbo`, `bnn/entropy`, `bnn/kl`, "
+                             "`bnn/loss_kl`)")
+    assert "Up to e253547" in second
+    (tmp_path / "recheck_01cdad2_rerun.csv").write_text(
+        fields + "ant,vase,1,01cdad2,01cdad2,600,30,bnn/kl bonus/mean,True,DIFFERENT,"
+                 "iteration 2: bnn/kl bonus/mean\n")
+    assert "ELBO kernel" not in status.rechecks(tmp_path)
 
 
 def test_a_rerun_that_differs_only_by_an_evaluation_at_a_pause_is_told_apart(tmp_path):
@@ -431,12 +461,14 @@ def test_a_rerun_that_differs_only_by_an_evaluation_at_a_pause_is_told_apart(tmp
         rows = "".join(f"{5000 * (i + 1)},{value}\n" for i, value in enumerate(evaluated))
         (cell / f"seed{seed}.csv").write_text("frames,eval/return\n" + rows)
     assert status.off_schedule_evaluations(tmp_path) == (1, 3)
-    first, second = status.rechecks(tmp_path).splitlines()
+    first, kernel, second = status.rechecks(tmp_path).splitlines()
+    assert kernel.startswith("1 of the differing reruns differs only in the ELBO kernel's")
     assert ("0 equal to the study's in every metric (clocks aside) and in their config identity; "
             "1 equal in every value, the evaluation's wherever both runs evaluated, one of the two "
             "evaluating off the schedule (LunarLanderContinuous TRPO (authors') seed 6, iteration "
-            "48); **different**: HalfCheetah NLL seed 0 (from iteration 1 (bnn/kl); b2b53df rerun "
-            "here equals 82a8bde here wherever both evaluated, one of them evaluating off the "
+            "48); **different**: HalfCheetah NLL seed 0 (from iteration 1 (bnn/kl); only the "
+            "kernel's logged KL and entropy; b2b53df rerun here equals 82a8bde here wherever "
+            "both evaluated, one of them evaluating off the "
             "schedule at iteration 578: not the commit).") in first
     assert f"off the {every}-iteration schedule" in second
     assert "1 of the study's 3 runs carry at least one" in second
@@ -592,6 +624,21 @@ def test_ants_scale_question_reaches_each_answer_its_rule_names(levels, first, a
         - np.median([s.returns.mean() for s in runs["vase"]]))
     assert judged.at_scale == {"vase_linear_init": first["vase_linear_init"] * 1e-4 <= 1,
                                "vase_eta_tenth": False}
+    assert judged.why == WHY[answer]
+
+
+WHY = {
+    "the scale": "VASE (Linear init) recovers and is as good as the control",
+    "partly the scale": "VASE (Linear init) recovers, not shown as good as the control",
+    "the method": "no variant recovers; VASE (Linear init) brought the bonus to the reward's "
+                  "scale and still hurts",
+    # η·U at the first iteration: 1e-4 × 5e6 and 1e-5 × 5e6
+    "undecided": "no variant recovers, and none brought the bonus to the reward's scale (η·U a "
+                 "step at the first iteration with a model, median: VASE (Linear init) 500, "
+                 "VASE (η / 10) 50; the scale: at most 1), so none tells the method from the "
+                 "scale",
+    "nothing to explain": "control − VASE is not shown above 0",
+}
 
 
 def test_ants_scale_section_states_its_rule_before_numbers_and_flags_a_late_disagreement():
@@ -600,7 +647,8 @@ def test_ants_scale_section_states_its_rule_before_numbers_and_flags_a_late_disa
     runs = _scale_runs(levels, SMALL_INIT, late={"vase_linear_init": 2})
     page = ant_scale.scale_section(runs, ETAS, resamples=2000)
     assert page.startswith(ant_scale.RULE)
-    assert "**Answer: the scale** (the whole run); the last 10 %: partly the scale ⚑." in page
+    assert ("**Answer: the scale** (the whole run: VASE (Linear init) recovers and is as good "
+            "as the control); the last 10 %: partly the scale ⚑.") in page
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in page.splitlines()
             if line.startswith("| VASE")}
     # η·U at the first iteration with a model: 1e-4 × 5e6; the Linear init's 1e-4 × 5e3
@@ -613,7 +661,8 @@ def test_ants_scale_section_states_its_rule_before_numbers_and_flags_a_late_disa
                                     resamples=2000)
     assert early.startswith(ant_scale.RULE)
     assert "| VASE (η / 10) | – | 0 | – | – |" in early
-    assert "**Answer: not measured yet** (the whole run)" in early
+    assert ("**Answer: not measured yet** (the whole run: VASE (Linear init) and VASE (η / 10) "
+            "below 5 seeds)") in early
 
 
 def test_a_cells_eta_is_read_from_its_runs_configurations(tmp_path):

@@ -113,6 +113,12 @@ class ScaleAnswer:
     recovers: dict[str, MedianComparison | None]  # variant − VASE
     versus_control: dict[str, MedianComparison | None]  # control − variant
     at_scale: dict[str, bool]  # the variant's first bonus at most the reward's scale
+    why: str = ""  # which of the rule's steps gave the answer, in the page's words
+
+
+def _names(variants: list[str]) -> str:
+    """Variants by the page's labels, joined."""
+    return " and ".join(AGGREGATE_LABELS[v] for v in variants)
 
 
 def judge_scale(runs: dict[str, list[Seed]], etas: dict[str, float], window: str,
@@ -131,23 +137,42 @@ def judge_scale(runs: dict[str, list[Seed]], etas: dict[str, float], window: str
                         <= REWARD_SCALE) for v in variants}
     answer = ScaleAnswer("", hurts, recovers, versus, at_scale)
     if not holm_rejects([hurts.p_above_zero], alpha)[0]:
-        return replace(answer, answer="nothing to explain")
+        return replace(answer, answer="nothing to explain",
+                       why="control − VASE is not shown above 0")
     if len(variants) < len(VARIANTS):
-        return replace(answer, answer="not measured yet")
+        return replace(answer, answer="not measured yet",
+                       why=f"{_names([v for v in VARIANTS if v not in variants])} "
+                           f"below {MIN_SEEDS} seeds")
     better = dict(zip(variants, holm_rejects([recovers[v].p_above_zero for v in variants],
                                              alpha), strict=True))
     as_good = dict(zip(variants, holm_rejects([versus[v].p_below_margin for v in variants],
                                               alpha), strict=True))
     still = dict(zip(variants, holm_rejects([versus[v].p_above_zero for v in variants], alpha),
                      strict=True))
-    if any(better[v] and as_good[v] for v in variants):
-        return replace(answer, answer="the scale")
-    if any(better.values()):
-        return replace(answer, answer="partly the scale")
+    recovered = [v for v in variants if better[v]]
+    if any(as_good[v] for v in recovered):
+        return replace(answer, answer="the scale",
+                       why=f"{_names([v for v in recovered if as_good[v]])} recovers and is as "
+                           "good as the control")
+    if recovered:
+        return replace(answer, answer="partly the scale",
+                       why=f"{_names(recovered)} recovers, not shown as good as the control")
     scaled = [v for v in variants if at_scale[v]]
     if scaled and all(still[v] for v in scaled):
-        return replace(answer, answer="the method")
-    return replace(answer, answer="undecided")
+        return replace(answer, answer="the method",
+                       why=f"no variant recovers; {_names(scaled)} brought the bonus to the "
+                           "reward's scale and still hurts")
+    if not scaled:
+        firsts = ", ".join(
+            f"{AGGREGATE_LABELS[v]} {np.nanmedian([first_bonus(s, etas[v]) for s in runs[v]]):.3g}"
+            for v in variants)
+        why = ("no variant recovers, and none brought the bonus to the reward's scale (η·U a "
+               f"step at the first iteration with a model, median: {firsts}; the scale: at most "
+               f"{REWARD_SCALE:g}), so none tells the method from the scale")
+    else:
+        why = (f"no variant recovers; {_names([v for v in scaled if not still[v]])} at the "
+               "reward's scale is not shown to still hurt")
+    return replace(answer, answer="undecided", why=why)
 
 
 def _figure(comparison: MedianComparison | None) -> str:
@@ -196,6 +221,6 @@ def scale_section(runs: dict[str, list[Seed]], etas: dict[str, float], **kwargs)
                   f"{_figure(sensitivity.recovers.get(v))} |",
                   f"| {label[CONTROL]} − {label[v]} | {_figure(primary.versus_control.get(v))} "
                   f"| {_figure(sensitivity.versus_control.get(v))} |"]
-    lines += ["", f"**Answer: {primary.answer}** (the whole run); the last 10 %: "
-              f"{sensitivity.answer}{flag}.\n"]
+    lines += ["", f"**Answer: {primary.answer}** (the whole run: {primary.why}); the last "
+              f"10 %: {sensitivity.answer}{flag}.\n"]
     return "\n".join(lines)

@@ -130,7 +130,9 @@ def plot_curves(data: dict, measures: tuple[str, ...], path: Path, title: str,
     figure.legend([handles[m][0] for m in order],
                   [STUDY_LABELS[m] + (" (dashed, for reference)" if m == reference and
                                       m not in measures else "") for m in order],
-                  loc="outside lower center", ncol=len(order), frameon=False)
+                  # five long labels in one row ran past the figure's edges
+                  loc="outside lower center", ncol=len(order) if len(order) <= 4 else 3,
+                  frameon=False)
     figure.savefig(path, dpi=DPI)
     plt.close(figure)
 
@@ -262,10 +264,10 @@ normaliser `D·log(√(2π)σ_c)`, a constant the authors' code removes; uncentr
 step a reward, 5–40 % of the bonus at the authors' σ_c and nearly all of it at the text's
 ([which cells it touched](#the-constant-in-the-bonus)). Every VASE and NLL cell runs again at a
 commit that differs from the study's in the bonus alone: at the authors' configuration all of
-them have their 20 seeds (since 2026-12-05); what is still running, cells that no claim reads:
-[how far the study has come](#how-far-the-study-has-come). A claim reads a cell once it has 5
-seeds. The verdicts at the former bonus, by the rule of their day, are in the [earlier
-results](results_history.md#figure-3-with-the-normaliser-in-the-bonus).
+them have their 20 seeds, the paper's text settings and Ant's two variants of scale their 10
+(every cell since 2026-12-05; [how far the study has come](#how-far-the-study-has-come)). A
+claim reads a cell once it has 5 seeds. The verdicts at the former bonus, by the rule of their
+day, are in the [earlier results](results_history.md#figure-3-with-the-normaliser-in-the-bonus).
 
 **How a claim is judged** (written on 2026-12-04, before any rerun cell reached 5 seeds; the
 same for every claim):
