@@ -266,6 +266,33 @@ def test_algorithm_1_order_bonus_from_the_previous_model_then_pool_statistics_tr
     )
 
 
+def test_the_shuffled_placebo_pays_an_iterations_bonuses_to_other_transitions():
+    """``shuffle_bonus=True``: an on-policy batch gets the same bonuses as the honest
+    exploration's, permuted across its transitions; the reward follows them, the extrinsic
+    reward stays; the learner's random numbers are untouched."""
+    honest, placebo = _exploration(), _exploration(shuffle_bonus=True)
+    for exploration in (honest, placebo):
+        exploration.step(_rollout(300, seed=0))
+    batches = [_rollout(300, seed=1) for _ in range(2)]
+    torch.manual_seed(9)
+    honest.step(batches[0])
+    torch.manual_seed(9)
+    placebo_metrics = placebo.step(batches[1])
+    after = torch.rand(3)
+    torch.manual_seed(9)
+    assert torch.equal(after, torch.rand(3))  # the permutation came from the random stream
+    u, v = (b["next", "intrinsic_reward"].squeeze(-1) for b in batches)
+    assert u.std() > 0 and not torch.equal(u, v)
+    assert torch.equal(u.sort().values, v.sort().values)
+    torch.testing.assert_close(batches[1]["next", "reward"],
+                               batches[1]["next", "extrinsic_reward"] + 0.1 * batches[1][
+                                   "next", "intrinsic_reward"])
+    assert torch.equal(batches[1]["next", "extrinsic_reward"],
+                       batches[0]["next", "extrinsic_reward"])
+    # the diagnostics read the bonus the policy got: its mean unchanged, its ranking not
+    assert placebo_metrics["bonus_mean"] == pytest.approx(u.mean().item(), rel=1e-6)
+
+
 def test_diagnostics_run_exactly_on_every_kth_iteration_with_a_bonus_and_are_absent_elsewhere():
     thinned, every = _exploration(diagnostics_every=3), _exploration(diagnostics_every=1)
     never = _exploration(diagnostics_every=0)

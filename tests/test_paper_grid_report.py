@@ -675,3 +675,67 @@ def test_a_cells_eta_is_read_from_its_runs_configurations(tmp_path):
     (cell / "seed2.config.yaml").write_text("surprise:\n  eta: 1.0e-04\n")
     with pytest.raises(ValueError, match="different η"):
         ant_scale.cell_eta(tmp_path, "ant", "vase_eta_tenth")
+
+
+placebo_of = load_recipe("study/robot_placebo")
+
+
+def _robot_cell(first_steps: list[float]) -> list:
+    """A point robot cell: each run's steps to its first reward (NaN: never found it)."""
+    return [_seed(seed, [0.0] * 3, first_reward=steps) for seed, steps in enumerate(first_steps)]
+
+
+FAST = [20_000.0 + 1000 * k for k in range(12)]  # found early, every run
+SLOW = [1_500_000.0 + 10_000 * k for k in range(6)] + [np.nan] * 6  # found late or never
+
+
+@pytest.mark.parametrize(("cells", "answer", "readings"), [
+    # VASE sooner than its shuffled placebo, the placebo no sooner than none: the content
+    ({"vase": FAST, "vase_shuffled": SLOW, "none": SLOW}, "the content",
+     ("VASE sooner", "neither shown sooner")),
+    # the placebo as fast as VASE and sooner than none: the bonus's size and spread
+    ({"vase": FAST, "vase_shuffled": FAST, "none": SLOW}, "its size and spread",
+     ("neither shown sooner", "VASE, bonus shuffled sooner")),
+    # the placebo slower than none, VASE not sooner than it: neither
+    ({"vase": SLOW, "vase_shuffled": SLOW, "none": FAST}, "undecided",
+     ("neither shown sooner", "none sooner")),
+])
+def test_the_point_robots_placebo_reaches_each_answer_its_rule_names(cells, answer, readings):
+    runs = {measure: _robot_cell(steps) for measure, steps in cells.items()}
+    page = placebo_of.placebo_section(runs, resamples=2000)
+    assert page.startswith(placebo_of.RULE)
+    assert f"**Answer: {answer}**." in page
+    rows = [line for line in page.splitlines() if line.startswith("| VASE − ")
+            or line.startswith("| VASE, bonus shuffled − ")]
+    assert [row.rsplit(" | ", 1)[1].rstrip(" |") for row in rows] == list(readings)
+    # the claim's own test, the same numbers: P(VASE sooner than its placebo) by direct count
+    vase = np.nan_to_num(np.array(cells["vase"]), nan=np.inf)
+    shuffled = np.nan_to_num(np.array(cells["vase_shuffled"]), nan=np.inf)
+    direct = np.mean([(a < b) + 0.5 * (a == b) for a in vase for b in shuffled])
+    assert rows[0].startswith(f"| VASE − VASE, bonus shuffled | {direct:.2f} [")
+
+
+def test_the_point_robots_placebo_waits_for_its_seeds():
+    runs = {"vase": _robot_cell(FAST), "none": _robot_cell(SLOW),
+            "vase_shuffled": _robot_cell(FAST[:3])}
+    page = placebo_of.placebo_section(runs, resamples=2000)
+    assert "**Answer: not measured yet**." in page
+    assert "| VASE, bonus shuffled | 3 | found by 3 of 3 within 2,500,000 steps, median 21,000 |" \
+        in page
+
+
+def test_a_rerun_on_another_processor_says_so(tmp_path):
+    """recheck.py records where the rerun ran and where the study's run started; the page names
+    both processors where they differ, and says nothing where they are one."""
+    fields = ("task,measure,seed,earlier_commit,commit,iterations,metrics_compared,"
+              "metrics_differing,identity_equal,result,first_difference,machine,study_machine\n")
+    amd, intel = "vm (2 cores, AMD EPYC)", "vm (2 cores, Intel(R) Xeon(R) Processor)"
+    (tmp_path / "recheck_01cdad2_rerun.csv").write_text(
+        fields + f'ant,vase_paper,5,01cdad2,01cdad2,600,30,frames,True,DIFFERENT,'
+                 f'iteration 0: frames,"{amd}","{intel}"\n'
+                 f'ant,vase_paper,8,01cdad2,01cdad2,600,30,frames,True,DIFFERENT,'
+                 f'iteration 0: frames,"{amd}","{amd}"\n')
+    line = status.rechecks(tmp_path).splitlines()[0]
+    assert ("Ant VASE, paper's text seed 5 (from iteration 0 (frames); rerun on AMD EPYC, the "
+            "study's on Intel(R) Xeon(R) Processor)") in line
+    assert "Ant VASE, paper's text seed 8 (from iteration 0 (frames))" in line

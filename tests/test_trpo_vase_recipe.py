@@ -491,6 +491,8 @@ def test_bad_inputs_fail_before_training(store):
         _config(store, "advantage=intrinsic")
     with pytest.raises(ValueError, match="advantage=dual needs an intrinsic reward"):
         recipe.train(_config(store, "advantage=dual", "surprise=none"))
+    with pytest.raises(ValueError, match="shuffle_bonus=true with surprise=none"):
+        recipe.train(_config(store, "shuffle_bonus=true", "surprise=none"))
     with pytest.raises(ValueError, match=r"critic_activation must be one of \['relu', 'tanh'\]"):
         recipe.train(_config(store, "trpo.critic_activation=sigmoid"))
 

@@ -124,6 +124,11 @@ class Exploration(nn.Module):
             (``iteration_seed(seed, 0, stream=EXPLORATION_STREAM)``); ``None`` takes the seed
             torch's default generator was last given (``torch.initial_seed()``: the run's,
             where it seeds torch before building its parts).
+        shuffle_bonus: a placebo: ``add_bonus`` permutes each batch's bonus across its
+            transitions (an on-policy iteration's batch, an off-policy learner's sample), so
+            the reward keeps the bonus's size and spread but not which transition earned it;
+            the permutation comes from the random stream (the learner's numbers untouched;
+            the model's later minibatches then differ as another seed's would).
 
     Examples:
         >>> import torch
@@ -162,6 +167,7 @@ class Exploration(nn.Module):
         pool: ReplayBuffer | None = None,
         backend: str = "auto",
         seed: int | None = None,
+        shuffle_bonus: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(bonus, IntrinsicRewardTransform):
@@ -198,6 +204,9 @@ class Exploration(nn.Module):
         # ``journal_pool`` gives the journal a directory, appended there from then on
         self._pool_journal = ReplayJournal(self.pool) if self.owns_pool else None
         self.bonus_before_training = bool(bonus_before_training)
+        #: A placebo: each batch's bonus permuted across its transitions, so the reward keeps
+        #: the bonus's size and spread but not which transition earned it.
+        self.shuffle_bonus = bool(shuffle_bonus)
         self.novelty_k = check_positive_int("novelty_k", novelty_k)
         self.novelty_queries = check_positive_int("novelty_queries", novelty_queries)
         self.novelty_reference = check_positive_int("novelty_reference", novelty_reference)
@@ -276,7 +285,7 @@ class Exploration(nn.Module):
         """A block whose draws from torch's default generators come from ``random_stream`` (the
         model's device's too, on a GPU), leaving them as they were: ``diagnose``,
         ``add_bonus``, ``add_to_pool`` and ``update_model`` run in one; wrap in it any other
-        draw made for the bonus (``ReplayBonus``'s shuffle)."""
+        draw made for the bonus."""
         return self.random_stream.active(module_device(self.bonus))
 
     def diagnostics_due(self) -> bool:
@@ -301,12 +310,19 @@ class Exploration(nn.Module):
         return {"confidence": term, "confidence_share": term / (bonus_mean + term)}
 
     def add_bonus(self, batch: TensorDictBase) -> bool:
-        """Write the bonus into ``batch`` in place; ``False`` if it was 0 (model untrained)."""
+        """Write the bonus into ``batch`` in place; ``False`` if it was 0 (model untrained).
+        With ``shuffle_bonus``, the batch's bonus permuted across its transitions (the
+        permutation drawn from ``random_stream``)."""
         with self.own_random(), phase("bonus"):
             if int(self.model_updates) == 0 and not self.bonus_before_training:
                 self.bonus.write_no_bonus(batch)
                 return False
             self.bonus(batch)
+            if self.shuffle_bonus:
+                following = batch.get("next")
+                values = following.get(self.bonus.intrinsic_reward_key).reshape(-1)
+                order = torch.randperm(values.numel(), device=values.device)
+                self.bonus.write_bonus(following, values[order])
             return True
 
     def update(self, batch: TensorDictBase) -> dict[str, float]:
@@ -568,31 +584,24 @@ class ReplayBonus:
         (True, True)
     """
 
-    def __init__(self, exploration: Exploration, *, shuffle: bool = False) -> None:
+    def __init__(self, exploration: Exploration) -> None:
         if not isinstance(exploration, Exploration):
             raise TypeError(
                 f"exploration must be an Exploration, got {type(exploration).__name__}.")
         self.exploration = exploration
-        #: a placebo: each sampled batch's bonus permuted across its transitions, so the reward
-        #: keeps the bonus's size and spread but not which transition earned it
-        self.shuffle = bool(shuffle)
 
     def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
         bonus = self.exploration.bonus
         training = bonus.training
         bonus.train(False)  # the statistics are read, not updated
         try:
-            with torch.no_grad(), self.exploration.own_random():
-                if self.exploration.add_bonus(tensordict) and self.shuffle:
-                    following = tensordict.get("next")
-                    values = following.get(bonus.intrinsic_reward_key).reshape(-1)
-                    order = torch.randperm(values.numel(), device=values.device)
-                    bonus.write_bonus(following, values[order])
+            with torch.no_grad():
+                self.exploration.add_bonus(tensordict)  # shuffled there, for a placebo
         finally:
             bonus.train(training)
         return tensordict
 
     def __repr__(self) -> str:
-        shuffled = ", shuffle=True" if self.shuffle else ""
+        shuffled = ", shuffle_bonus=True" if self.exploration.shuffle_bonus else ""
         return f"{type(self).__name__}({type(self.exploration.bonus).__name__}{shuffled})"
 

@@ -128,20 +128,15 @@ class OffPolicyStep:
         exploration: the bonus's side, built with ``pool=replay`` (``None``: no bonus).
         learning_starts: no update until the buffer holds this many transitions (torchrl's
             ``init_random_frames``: the collector's warm-up of random actions).
-        shuffle_bonus: a placebo: each sampled batch's bonus permuted across its transitions
-            (``ReplayBonus(shuffle=True)``).
     """
 
     def __init__(self, replay: ReplayBuffer, update: Callable[[int], dict[str, float]],
-                 exploration: Exploration | None = None, *, learning_starts: int = 0,
-                 shuffle_bonus: bool = False) -> None:
+                 exploration: Exploration | None = None, *, learning_starts: int = 0) -> None:
         if exploration is not None:
             if exploration.pool is not replay:
                 raise ValueError("the bonus's model must train on the learner's replay buffer: "
                                  "build the Exploration with pool=replay.")
-            replay.append_transform(ReplayBonus(exploration, shuffle=shuffle_bonus))
-        elif shuffle_bonus:
-            raise ValueError("shuffle_bonus shuffles a bonus: give the exploration.")
+            replay.append_transform(ReplayBonus(exploration))
         self.replay, self.update, self.exploration = replay, update, exploration
         self.learning_starts = check_positive_int("learning_starts", learning_starts, minimum=0)
 

@@ -46,11 +46,12 @@ STUDY_MEASURES = (*PAPER_CURVES, *EXTRAS)
 STUDY_LABELS = {"vase": "VASE", "nll": "NLL", "vime": "VIME", "trpo_authors": "TRPO (authors')",
                 "none": "TRPO, the bonuses' own (none)", "vase_paper": "VASE, paper's text",
                 "rnd": "RND", "vase_linear_init": "VASE, means as torch.nn.Linear",
-                "vase_eta_tenth": "VASE, η / 10"}
+                "vase_eta_tenth": "VASE, η / 10", "vase_shuffled": "VASE, bonus shuffled"}
 #: the short names of the tables' cells and the aggregate figure
 AGGREGATE_LABELS = {"vase": "VASE", "nll": "NLL", "vime": "VIME", "trpo_authors": "TRPO (authors')",
                     "none": "none (control)", "vase_paper": "VASE (text)", "rnd": "RND",
-                    "vase_linear_init": "VASE (Linear init)", "vase_eta_tenth": "VASE (η / 10)"}
+                    "vase_linear_init": "VASE (Linear init)", "vase_eta_tenth": "VASE (η / 10)",
+                    "vase_shuffled": "VASE (shuffled)"}
 #: "no surprise": the paper's TRPO curve (the authors' script) and the control (the bonuses' TRPO)
 NO_BONUS = ("trpo_authors", "none")
 #: seeds below which a measure is not judged
@@ -455,19 +456,42 @@ def point_robot_row(runs: dict[str, list[Seed]]) -> tuple[str, str, str]:
                      + (f"{median:,.0f}" if np.isfinite(median) else "beyond the budget"))
     if len(vase) < MIN_SEEDS or len(none) < MIN_SEEDS:
         return "<br>".join(parts) or "–", "not measured yet", f"none {len(none)}, VASE {len(vase)}"
-    # P(VASE finds it sooner): runs that never found it tie at the budget (counted half)
-    sooner = probability_of_improvement(-first_reward_steps(vase), -first_reward_steps(none))
-    comparison = compare(-np.minimum(first_reward_steps(vase), POINT_ROBOT_BUDGET),
-                         -np.minimum(first_reward_steps(none), POINT_ROBOT_BUDGET))
-    low, high = comparison.improvement_interval
-    sooner_p, later_p = (logrank_p(first_reward_steps(vase), first_reward_steps(none), side)
-                         for side in ("sooner", "later"))
-    parts.append(f"P(VASE finds it sooner than none) {sooner:.2f} [{low:.2f}, {high:.2f}]; "
-                 f"log-rank test, one-sided: p = {sooner_p:.2g} (sooner), {later_p:.2g} (later)")
-    # the second look: the probability of improvement and the log-rank test must agree
-    result = ("reproduced" if low > 0.5 and sooner_p < ALPHA else
-              "not reproduced" if high < 0.5 and later_p < ALPHA else "inconclusive")
+    test = sooner(vase, none)
+    low, high = test.interval
+    parts.append(f"P(VASE finds it sooner than none) {test.probability:.2f} [{low:.2f}, "
+                 f"{high:.2f}]; log-rank test, one-sided: p = {test.sooner_p:.2g} (sooner), "
+                 f"{test.later_p:.2g} (later)")
+    result = {"sooner": "reproduced", "later": "not reproduced"}.get(test.reading,
+                                                                     "inconclusive")
     return "<br>".join(parts), result, f"none {len(none)}, VASE {len(vase)}"
+
+
+@dataclass(frozen=True)
+class Sooner:
+    """Do runs of A find the point robot's first reward sooner than runs of B?"""
+
+    probability: float  # P(a run of A finds it sooner than one of B), never-found runs tied
+    interval: tuple[float, float]  # its 95 % bootstrap interval
+    sooner_p: float  # one-sided log-rank p: A sooner
+    later_p: float  # one-sided log-rank p: A later
+    reading: str  # "sooner", "later" or "not shown"
+
+
+def sooner(a: list[Seed], b: list[Seed], **kwargs) -> Sooner:
+    """The point robot claim's test of A against B: "sooner" when P(A sooner) has its 95 %
+    interval above 0.5 and the one-sided log-rank test agrees at 5 %, "later" when both say
+    the opposite, "not shown" otherwise (``kwargs``: ``compare``'s)."""
+    steps_a, steps_b = first_reward_steps(a), first_reward_steps(b)
+    # runs that never found it tie at the budget (counted half)
+    probability = probability_of_improvement(-steps_a, -steps_b)
+    comparison = compare(-np.minimum(steps_a, POINT_ROBOT_BUDGET),
+                         -np.minimum(steps_b, POINT_ROBOT_BUDGET), **kwargs)
+    low, high = comparison.improvement_interval
+    sooner_p, later_p = (logrank_p(steps_a, steps_b, side) for side in ("sooner", "later"))
+    # the second look: the probability of improvement and the log-rank test must agree
+    reading = ("sooner" if low > 0.5 and sooner_p < ALPHA else
+               "later" if high < 0.5 and later_p < ALPHA else "not shown")
+    return Sooner(probability, (low, high), sooner_p, later_p, reading)
 
 
 def logrank_p(steps: np.ndarray, other: np.ndarray, side: str) -> float:
@@ -488,5 +512,5 @@ def logrank_p(steps: np.ndarray, other: np.ndarray, side: str) -> float:
 
 def load_point_robot(study: Path) -> dict[str, list[Seed]]:
     runs = {measure: load_cell(study, "point_robot", measure)
-            for measure in ("none", "vase", "nll", "vime")}
+            for measure in ("none", "vase", "nll", "vime", "vase_shuffled")}
     return {measure: seeds for measure, seeds in runs.items() if seeds}

@@ -51,6 +51,7 @@ from figure3_status import (  # how far the study has come (beside this script)
     study_status,
 )
 from omegaconf import OmegaConf
+from robot_placebo import SHUFFLED, placebo_section
 from study_figures import DPI, figure, legible, running_mean
 from study_runs import OBSERVATION_DIMS, ROOT, TASKS, TITLES, Seed, load, provenance
 from study_statistics import (  # the statistics of issue 38 (beside this script)
@@ -216,7 +217,7 @@ def plot_aggregate(result: dict, path: Path, title: str) -> None:
 def plot_point_robot(runs: dict[str, list[Seed]], path: Path, title: str) -> None:
     """The fraction of runs still searching at each step (a survival curve), per measure."""
     figure, ax = plt.subplots(figsize=(8, 5.6), constrained_layout=True)
-    for measure in ("none", "vase", "nll", "vime"):
+    for measure in ("none", "vase", "nll", "vime", SHUFFLED):
         seeds = runs.get(measure, [])
         if not seeds:
             continue
@@ -224,7 +225,9 @@ def plot_point_robot(runs: dict[str, list[Seed]], path: Path, title: str) -> Non
         found = steps[np.isfinite(steps)]
         x = np.concatenate([[1000], found, [POINT_ROBOT_BUDGET]])
         y = 1 - np.concatenate([[0], np.arange(1, found.size + 1), [found.size]]) / len(seeds)
-        ax.step(x, y, where="post", color=SAFE[measure],
+        # the placebo in VASE's colour, dashed
+        ax.step(x, y, where="post", color=SAFE["vase" if measure == SHUFFLED else measure],
+                ls="--" if measure == SHUFFLED else "-",
                 label=f"{STUDY_LABELS[measure]} ({len(seeds)} runs)")
     # the paper's two runs, named just left of their lines, low, where no curve runs after the
     # first finds (the curves fall from 1)
@@ -488,6 +491,8 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
         plot_point_robot(robot, written["point_robot"],
                          f"2D point robot: runs still searching for the reward ({caption})")
         sections.append(figure(link, "point_robot_first_reward.png", "Steps to the first reward"))
+        sections += ["### The point robot: does the bonus's content matter? "
+                     "{: #point-robot-placebo }\n", placebo_section(robot)]
     if reach := bonus_reach(data):
         sections += ["### What the policy update sees of the bonus\n", reach]
     if constant := constant_section():

@@ -152,6 +152,17 @@ def only_kernel_logged(row: dict[str, str]) -> bool:
     return bool(differing) and differing <= KERNEL_LOGGED and row["identity_equal"] == "True"
 
 
+def _processor(machine: str) -> str:
+    """A ``study_timing.machine()`` name's processor: ``"vm (2 cores, AMD EPYC)"`` → "AMD EPYC"
+    (the whole name where it names none).
+
+        >>> _processor("vm (2 cores, Intel(R) Xeon(R) Processor)")
+        'Intel(R) Xeon(R) Processor'
+    """
+    inside = machine.partition(" (")[2].removesuffix(")")
+    return inside.partition(", ")[2] or machine
+
+
 def _differing_rerun(row: dict[str, str]) -> str:
     """A rerun that differs from the study's run: where they part and, where it was rerun at
     the earlier commit on this machine too, whether that one parts from the newer."""
@@ -161,6 +172,9 @@ def _differing_rerun(row: dict[str, str]) -> str:
             f"{STUDY_LABELS.get(row['measure'], row['measure'])} seed {row['seed']} ({where}")
     if only_kernel_logged(row):
         text += "; only the kernel's logged KL and entropy"
+    if row.get("machine") and row.get("study_machine") and row["machine"] != row["study_machine"]:
+        text += f"; rerun on {_processor(row['machine'])}, the study's on "  \
+                f"{_processor(row['study_machine'])}"
     here = row.get("earlier_here", "")
     if here == "equal":
         text += (f"; {row['earlier_commit'][:7]} rerun here equals {row['commit']} here: not "

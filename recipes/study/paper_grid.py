@@ -85,9 +85,10 @@ MEASURES = {
     # Ant's first-iteration scale (issue 77): is "VASE hurts Ant" the method or its scale?
     "vase_linear_init": ("surprise=vase", "surprise.init_mean=uniform"),
     "vase_eta_tenth": ("surprise=vase", "surprise.eta=1e-5"),
-    # SAC + VASE's placebos (issue 77): the model trained, no bonus; the bonus shuffled
+    # the placebos of SAC + VASE on MountainCar and of VASE on the point robot (issue 77):
+    # the model trained, no bonus; the bonus shuffled
     "vase_eta0": ("surprise=vase", "surprise.eta=0"),
-    "vase_shuffled": ("surprise=vase", "sac.shuffle_bonus=true"),
+    "vase_shuffled": ("surprise=vase", "shuffle_bonus=true"),
 }
 #: the issue's order within a block of seeds: (measures, tasks) in turn
 ORDER = (
@@ -99,6 +100,7 @@ ORDER = (
     (("rnd",), TASKS[:6]),  # only when asked for (--measures)
     (("vase_linear_init", "vase_eta_tenth"), ("ant",)),  # only when asked for
     (("vase_eta0", "vase_shuffled"), ("mountain_car",)),  # SAC's placebos, when asked for
+    (("vase_shuffled",), ("point_robot",)),  # the point robot's placebo, when asked for
 )
 #: measures run on fewer seeds than the 20 of the paper (the issues' counts): seeds 0 to n - 1
 SEED_COUNT = {"vase_paper": 10, "vase_linear_init": 10, "vase_eta_tenth": 10}

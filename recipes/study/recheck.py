@@ -11,7 +11,8 @@ compares the exported CSV with the study's: the same iterations, the same config
 every metric equal (NaN equal to NaN) except the clocks (the loop's ``is_clock``).
 An evaluation that one run logged and the other did not (off the schedule: at a stop, before
 67d98e2) is not a value that differs: such a run is "equal where both logged", the rows named in
-``logged_by_one_run``.
+``logged_by_one_run``. Each row names the machine the rerun ran on and the one the study's run
+started on (``machine``, ``study_machine``; empty in rows recorded before 2026-12-06).
 Each result is
 appended to ``--record`` (a CSV beside the study; a cell already there is not run again), with
 the first iteration where a differing rerun parts from the study's.
@@ -42,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 from paper_grid import MEASURES, TASKS  # beside this script
-from study_timing import expected_minutes, study_setup
+from study_timing import expected_minutes, machine, started_on, study_setup
 
 from torchrl_vase.loop import is_clock  # the clocks: they differ between any two runs
 from torchrl_vase.runs import git_commit
@@ -51,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORD_FIELDS = ("task", "measure", "seed", "earlier_commit", "commit", "iterations",
                  "metrics_compared", "metrics_differing", "identity_equal", "result",
                  "first_difference", "earlier_here", "earlier_here_differing",
-                 "logged_by_one_run")
+                 "logged_by_one_run", "machine", "study_machine")
 # every value equal, the evaluation's where both runs evaluated, but one run evaluated off the
 # schedule where the other did not
 EQUAL_WHERE_BOTH_LOGGED = "equal where both logged"
@@ -147,10 +148,21 @@ def _table(path: Path) -> dict[str, list[str]]:
     return {name: [row[name] for row in rows] for name in (rows[0] if rows else {})}
 
 
-def _identity(cell: Path, seed: int) -> str:
+def _run_row(cell: Path, seed: int) -> dict[str, str]:
+    """The cell's ``runs.csv`` row of ``seed`` (its last), empty if none."""
     with (cell / "runs.csv").open(newline="") as handle:
         rows = [row for row in csv.DictReader(handle) if int(row["seed"]) == seed]
-    return rows[-1].get("run_identity", "") if rows else ""
+    return rows[-1] if rows else {}
+
+
+def _identity(cell: Path, seed: int) -> str:
+    return _run_row(cell, seed).get("run_identity", "")
+
+
+def study_machine(cell: Path, seed: int) -> str:
+    """The machine the study's run of ``seed`` started on (its ``runs.csv`` note), "" if none
+    is named: a rerun on another processor may round differently from iteration 0 on."""
+    return started_on(_run_row(cell, seed).get("note", ""))
 
 
 def first_difference(old: dict[str, list[str]], new: dict[str, list[str]],
@@ -368,7 +380,9 @@ def main(argv: list[str] | None = None) -> int:
         newer_runs[cell] = rerun(args.code, args.scratch, cell, args.overrides)
         result = compare_run(args.study / task / measure, newer_runs[cell], seed)
         append(record, {"task": task, "measure": measure, "seed": seed,
-                        "earlier_commit": args.commit, "commit": commit[:7], **result})
+                        "earlier_commit": args.commit, "commit": commit[:7], **result,
+                        "machine": machine(),
+                        "study_machine": study_machine(args.study / task / measure, seed)})
         print(f"{task} {measure} seed{seed}: {result['result']}"
               + (f" from {result['first_difference']}" if result["first_difference"] else ""),
               flush=True)

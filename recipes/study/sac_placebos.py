@@ -31,7 +31,7 @@ what the bonus says about each transition, or only that the rewards carry a bonu
 Two placebos, 5 seeds each, at the SAC study's commit with one switch added (off in its runs):
 VASE with η = 0 (`surprise.eta=0`: the model trains on the buffer as in every VASE run, its
 bonus weighs nothing) and VASE with each sampled batch's bonus shuffled across its transitions
-(`sac.shuffle_bonus=true`: the rewards keep the bonus's size and spread, not which transition
+(`shuffle_bonus=true`: the rewards keep the bonus's size and spread, not which transition
 earned it).
 
 **The rule** (written on 2026-12-05, before any placebo run), with this page's reading of a

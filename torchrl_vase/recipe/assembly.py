@@ -123,7 +123,8 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
         bonus, loss, pool_size=pool_size, pool_min=e.pool_min,
         updates_per_iteration=training.updates_per_iteration, batch_size=training.batch_size,
         lr=training.lr, backend=training.get("backend", "auto"), pool=pool,
-        diagnostics_every=cfg.get("diagnostics_every", 10), seed=cfg.seed)
+        diagnostics_every=cfg.get("diagnostics_every", 10), seed=cfg.seed,
+        shuffle_bonus=cfg.shuffle_bonus)
 
 
 def make_policy_update(cfg: DictConfig, actor, critic):
@@ -202,8 +203,7 @@ def build_sac(cfg: DictConfig, observation_space, action_space,
     state = {"actor": actor, "sac": update, "replay": ReplayJournal(replay),
              "collector": collector, "exploration": exploration,
              "first_reward": coverage_watcher(cfg, observation_space)}
-    step = OffPolicyStep(replay, update, exploration, learning_starts=s.init_random_frames,
-                         shuffle_bonus=s.shuffle_bonus)
+    step = OffPolicyStep(replay, update, exploration, learning_starts=s.init_random_frames)
     return collector, step, state
 
 

@@ -182,7 +182,6 @@ class SAC:
     activation: str = "relu"
     default_policy_scale: float = 1.0
     scale_lb: float = 0.1
-    shuffle_bonus: bool = False
 
 
 @dataclass
@@ -230,6 +229,7 @@ class Main:
     logger: str = "mlflow"  # where the loop's metrics go: mlflow, or csv (under csv_dir)
     csv_dir: str = "csv_logs"
     diagnostics_every: int = 10  # the bonus's novelty and self-agreement: every k-th iteration
+    shuffle_bonus: bool = False  # a placebo: each batch's bonus permuted across its transitions
 
 
 SURPRISES = {"none": NoSurprise, "vase": BNNSurprise, "nll": BNNSurprise, "vime": BNNSurprise,
@@ -412,6 +412,9 @@ def _check_relations(cfg: DictConfig) -> None:
             "advantage=dual needs an intrinsic reward for its intrinsic critic; choose a "
             "surprise measure (vase, nll, vime, rnd) or another advantage structure."
         )
+    if cfg.shuffle_bonus and cfg.surprise.name == "none":
+        raise ValueError("shuffle_bonus=true with surprise=none: the placebo shuffles a bonus "
+                         "across each batch; choose a measure (vase, nll, vime, rnd).")
 
 
 def _check_sac(cfg: DictConfig) -> None:
@@ -439,9 +442,6 @@ def _check_sac(cfg: DictConfig) -> None:
             "the recent batches' medians); recomputed for old transitions sampled from a replay "
             "buffer it is another quantity. Use vase, nll or rnd with SAC.")
     s = cfg.sac
-    if s.shuffle_bonus and cfg.surprise.name == "none":
-        raise ValueError("sac.shuffle_bonus=true with surprise=none: the placebo shuffles a "
-                         "bonus across each sampled batch; choose a measure (vase, nll, rnd).")
     if s.buffer_size < s.frames_per_batch:
         raise ValueError(f"sac.buffer_size ({s.buffer_size}) is smaller than a collected batch "
                          f"(sac.frames_per_batch, {s.frames_per_batch}).")
@@ -594,7 +594,7 @@ PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations",
 # keys added after runs existed: at these values a config keeps the identity it had before, so
 # resume=true still finds the runs (and checkpoints) made before each key came
 LATER_KEYS = {"algorithm": "trpo", "surprise.sampling": "weights", "whole_paths": True,
-              "surprise.model_action": "raw", "sac.shuffle_bonus": False}
+              "surprise.model_action": "raw", "shuffle_bonus": False}
 
 
 # what another algorithm's run does not read: its blocks, and for SAC the on-policy learner's

@@ -1,0 +1,94 @@
+"""The point robot's placebo: does VASE find the first reward sooner because of what its bonus
+says about each transition, or only because the rewards carry a bonus of that size?
+
+The one claim of the paper's Figure 3 study that VASE reproduces as a positive effect ("VASE
+does not spend time unnecessarily in random states": it finds the point robot's first reward
+sooner than plain TRPO) had no placebo. Here: VASE with each iteration's bonus permuted across
+the iteration's transitions (``shuffle_bonus=true``: the policy's rewards keep the bonus's size
+and spread, not which transition earned it), 20 seeds at the Figure 3 rerun's commit with that
+one switch added (``recipes/study/robot_placebo.sh``). ``RULE`` says how they are read, written
+before any placebo run; ``placebo_section`` applies it with the claim's own test
+(``figure3_claims.sooner``: the probability that a run of A finds the reward sooner than one of
+B, its 95 % bootstrap interval, and a one-sided log-rank test, both needed).
+
+    >>> answer({("vase", SHUFFLED): "sooner", (SHUFFLED, "none"): "not shown"})
+    'the content'
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from figure3_claims import MIN_SEEDS, POINT_ROBOT_BUDGET, first_reward_steps, sooner
+from study_runs import Seed
+
+#: the placebo cell, as ``paper_grid.MEASURES`` names it
+SHUFFLED = "vase_shuffled"
+LABELS = {"vase": "VASE", SHUFFLED: "VASE, bonus shuffled", "none": "none"}
+ANSWERS = ("the content", "its size and spread", "undecided", "not measured yet")
+#: the pairs read, A − B: is A sooner than B?
+PAIRS = (("vase", SHUFFLED), (SHUFFLED, "none"))
+
+RULE = """\
+VASE finds the point robot's first reward sooner than the same TRPO without a bonus (the claim
+above). Is it what the bonus says about each transition, or only that the rewards carry a
+bonus of that size? A placebo, 20 seeds, at the rerun's commit with one switch added (off in
+its runs): VASE with each iteration's bonus permuted across the iteration's transitions
+(`shuffle_bonus=true`: the rewards keep the bonus's size and spread, not which transition
+earned it). A − B reads as the claim does: "A sooner" when P(a run of A finds it sooner than
+one of B) has its 95 % interval above 0.5 and a one-sided log-rank test agrees at 5 %; "B
+sooner" when both say the opposite.
+
+**The rule** (written on 2026-12-06, before any placebo run):
+
+- **the content** when VASE is sooner than the shuffled placebo;
+- **its size and spread** when the shuffled placebo is sooner than none and VASE is not sooner
+  than the shuffled placebo;
+- **undecided** otherwise ("not shown sooner" is not "as soon").
+
+VASE with η = 0 is not run here: under TRPO it is the control with the model's training
+drawing from the learner's random numbers, nothing else.
+"""
+
+
+def answer(readings: dict[tuple[str, str], str]) -> str:
+    """``RULE``'s answer from each pair's reading: ``"sooner"`` (A sooner than B), ``"later"``,
+    ``"not shown"``, or ``"not measured yet"``."""
+    if "not measured yet" in readings.values():
+        return "not measured yet"
+    if readings["vase", SHUFFLED] == "sooner":
+        return "the content"
+    if readings[SHUFFLED, "none"] == "sooner":
+        return "its size and spread"
+    return "undecided"
+
+
+def _found(seeds: list[Seed]) -> str:
+    steps = first_reward_steps(seeds)
+    found = np.isfinite(steps)
+    median = float(np.median(steps)) if steps.size else np.nan
+    return (f"found by {int(found.sum())} of {len(seeds)} within {POINT_ROBOT_BUDGET:,} steps, "
+            "median " + (f"{median:,.0f}" if np.isfinite(median) else "beyond the budget"))
+
+
+def placebo_section(runs: dict[str, list[Seed]], **kwargs) -> str:
+    """The page's lines: ``RULE``, each cell's finding, each pair's test and the answer."""
+    lines = [RULE, "| cell | seeds | the first reward |", "|---|---:|---|"]
+    lines += [f"| {LABELS[m]} | {len(runs.get(m, []))} | "
+              f"{_found(runs[m]) if runs.get(m) else '–'} |" for m in ("vase", SHUFFLED, "none")]
+    lines += ["", "| A − B | P(A sooner) [95 %] | log-rank p, one-sided: sooner, later | "
+              "reading |", "|---|---:|---:|---|"]
+    readings = {}
+    for a, b in PAIRS:
+        if len(runs.get(a, [])) < MIN_SEEDS or len(runs.get(b, [])) < MIN_SEEDS:
+            readings[a, b] = "not measured yet"
+            lines.append(f"| {LABELS[a]} − {LABELS[b]} | – | – | not measured yet |")
+            continue
+        test = sooner(runs[a], runs[b], **kwargs)
+        readings[a, b] = test.reading
+        low, high = test.interval
+        said = {"sooner": f"{LABELS[a]} sooner", "later": f"{LABELS[b]} sooner"}
+        lines.append(f"| {LABELS[a]} − {LABELS[b]} | {test.probability:.2f} [{low:.2f}, "
+                     f"{high:.2f}] | {test.sooner_p:.2g}, {test.later_p:.2g} | "
+                     f"{said.get(test.reading, 'neither shown sooner')} |")
+    lines += ["", f"**Answer: {answer(readings)}**.\n"]
+    return "\n".join(lines)
