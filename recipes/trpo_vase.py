@@ -140,7 +140,7 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
     return Exploration(
         bonus, loss, pool_size=pool_size, pool_min=e.pool_min,
         updates_per_iteration=s.elbo.updates_per_iteration, batch_size=s.elbo.batch_size,
-        lr=s.elbo.lr, backend=s.elbo.get("backend", "auto"))
+        lr=s.elbo.lr, backend=s.elbo.get("backend", "auto"), shuffle_bonus=cfg.shuffle_bonus)
 
 
 def make_policy_update(cfg: DictConfig, actor, critic):

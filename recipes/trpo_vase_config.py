@@ -191,6 +191,7 @@ class Main:
     ppo: PPO = field(default_factory=PPO)
     seeds: Any = None  # a list of seeds: one process trains them all (a population)
     whole_paths: bool = True
+    shuffle_bonus: bool = False
 
 
 SURPRISES = {"none": NoSurprise, "vase": BNNSurprise, "nll": BNNSurprise, "vime": BNNSurprise,
@@ -334,6 +335,9 @@ def _check_relations(cfg: DictConfig) -> None:
             "advantage=dual needs an intrinsic reward for its intrinsic critic; choose a "
             "surprise measure (vase, nll, vime, rnd) or another advantage structure."
         )
+    if cfg.shuffle_bonus and cfg.surprise.name == "none":
+        raise ValueError("shuffle_bonus=true with surprise=none: the placebo shuffles a bonus "
+                         "across each batch; choose a measure (vase, nll, vime, rnd).")
 
 
 # what a population (seeds=[...]) does not do yet: the key, its only value with seeds
@@ -455,7 +459,7 @@ PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations",
 
 # keys added after runs existed: at these values a config keeps the identity it had before
 LATER_KEYS = {"algorithm": "trpo", "surprise.sampling": "weights", "seeds": None,
-              "whole_paths": True}
+              "whole_paths": True, "shuffle_bonus": False}
 
 
 def identity_ignores(cfg: DictConfig) -> tuple[str, ...]:

@@ -149,6 +149,7 @@ class Exploration(nn.Module):
         novelty_reference: int = 10_000,
         agreement_queries: int = 500,
         backend: str = "auto",
+        shuffle_bonus: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(bonus, IntrinsicRewardTransform):
@@ -185,6 +186,9 @@ class Exploration(nn.Module):
             storage=LazyTensorStorage(self.pool_size, device=module_device(bonus))
         )
         self.bonus_before_training = bool(bonus_before_training)
+        #: a placebo: each batch's bonus permuted across its transitions, so the reward keeps
+        #: the bonus's size and spread but not which transition earned it
+        self.shuffle_bonus = bool(shuffle_bonus)
         self.novelty_k = _positive_int("novelty_k", novelty_k)
         self.novelty_queries = _positive_int("novelty_queries", novelty_queries)
         self.novelty_reference = _positive_int("novelty_reference", novelty_reference)
@@ -255,6 +259,12 @@ class Exploration(nn.Module):
             self.bonus.write_no_bonus(batch)
             return False
         self.bonus(batch)
+        if self.shuffle_bonus:
+            following = batch.get("next")
+            values = following.get(self.bonus.intrinsic_reward_key).reshape(-1)
+            # the global generator: seeded per iteration by the loop, checkpointed
+            order = torch.randperm(values.numel(), device=values.device)
+            self.bonus.write_bonus(following, values[order])
         return True
 
     def update(self, batch: TensorDictBase) -> dict[str, float]:
