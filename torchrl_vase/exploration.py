@@ -149,6 +149,7 @@ class Exploration(nn.Module):
         agreement_queries: int = 500,
         pool: ReplayBuffer | None = None,
         backend: str = "auto",
+        shuffle_bonus: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(bonus, IntrinsicRewardTransform):
@@ -195,6 +196,10 @@ class Exploration(nn.Module):
         # ``journal_pool`` gives the journal a directory, appended there from then on
         self._pool_journal = ReplayJournal(self.pool) if self.owns_pool else None
         self.bonus_before_training = bool(bonus_before_training)
+        #: a placebo: each batch's bonus permuted across its transitions (an on-policy
+        #: iteration's, a replay buffer's sample: ReplayBonus calls add_bonus), so the reward
+        #: keeps the bonus's size and spread but not which transition earned it
+        self.shuffle_bonus = bool(shuffle_bonus)
         self.novelty_k = check_positive_int("novelty_k", novelty_k)
         self.novelty_queries = check_positive_int("novelty_queries", novelty_queries)
         self.novelty_reference = check_positive_int("novelty_reference", novelty_reference)
@@ -270,6 +275,12 @@ class Exploration(nn.Module):
             self.bonus.write_no_bonus(batch)
             return False
         self.bonus(batch)
+        if self.shuffle_bonus:
+            following = batch.get("next")
+            values = following.get(self.bonus.intrinsic_reward_key).reshape(-1)
+            # the global generator: seeded per iteration by the loop, checkpointed
+            order = torch.randperm(values.numel(), device=values.device)
+            self.bonus.write_bonus(following, values[order])
         return True
 
     def update(self, batch: TensorDictBase) -> dict[str, float]:

@@ -123,7 +123,8 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
     return Exploration(
         bonus, loss, pool_size=pool_size, pool_min=e.pool_min,
         updates_per_iteration=training.updates_per_iteration, batch_size=training.batch_size,
-        lr=training.lr, backend=training.get("backend", "auto"), pool=pool)
+        lr=training.lr, backend=training.get("backend", "auto"), pool=pool,
+        shuffle_bonus=cfg.shuffle_bonus)
 
 
 def make_policy_update(cfg: DictConfig, actor, critic):

@@ -229,6 +229,7 @@ class Main:
     whole_paths: bool = True
     logger: str = "mlflow"  # where the loop's metrics go: mlflow, or csv (under csv_dir)
     csv_dir: str = "csv_logs"
+    shuffle_bonus: bool = False
 
 
 SURPRISES = {"none": NoSurprise, "vase": BNNSurprise, "nll": BNNSurprise, "vime": BNNSurprise,
@@ -414,6 +415,9 @@ def _check_relations(cfg: DictConfig) -> None:
             "advantage=dual needs an intrinsic reward for its intrinsic critic; choose a "
             "surprise measure (vase, nll, vime, rnd) or another advantage structure."
         )
+    if cfg.shuffle_bonus and cfg.surprise.name == "none":
+        raise ValueError("shuffle_bonus=true with surprise=none: the placebo shuffles a bonus "
+                         "across each batch; choose a measure (vase, nll, vime, rnd).")
 
 
 def _check_sac(cfg: DictConfig) -> None:
@@ -598,7 +602,7 @@ PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations",
 
 # keys added after runs existed: at these values a config keeps the identity it had before
 LATER_KEYS = {"algorithm": "trpo", "surprise.sampling": "weights", "seeds": None,
-              "whole_paths": True, "surprise.model_action": "raw"}
+              "whole_paths": True, "surprise.model_action": "raw", "shuffle_bonus": False}
 
 
 # what another algorithm's run does not read: its blocks, and for SAC the on-policy learner's
