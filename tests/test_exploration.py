@@ -273,7 +273,8 @@ def test_the_shuffled_placebo_pays_an_iterations_bonuses_to_other_transitions():
     honest, placebo = _exploration(), _exploration(shuffle_bonus=True)
     for exploration in (honest, placebo):
         exploration.step(_rollout(300, seed=0))
-    batches = [_rollout(300, seed=1) for _ in range(2)]
+    # [envs, steps], as the loop collects it
+    batches = [_rollout(300, seed=1).unsqueeze(0) for _ in range(2)]
     torch.manual_seed(9)
     honest.step(batches[0])
     torch.manual_seed(9)
@@ -281,7 +282,7 @@ def test_the_shuffled_placebo_pays_an_iterations_bonuses_to_other_transitions():
     after = torch.rand(3)
     torch.manual_seed(9)
     assert torch.equal(after, torch.rand(3))  # the permutation came from the random stream
-    u, v = (b["next", "intrinsic_reward"].squeeze(-1) for b in batches)
+    u, v = (b["next", "intrinsic_reward"].reshape(-1) for b in batches)
     assert u.std() > 0 and not torch.equal(u, v)
     assert torch.equal(u.sort().values, v.sort().values)
     torch.testing.assert_close(batches[1]["next", "reward"],

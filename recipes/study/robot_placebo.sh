@@ -7,8 +7,9 @@
 #   bash recipes/study/robot_placebo.sh stop       # the running jobs checkpoint and stop
 # How it runs: recipes/study/pinned_study.sh.
 set -euo pipefail
-# the Figure 3 rerun's commit 01cdad2 with the placebo's switch added (off there), nothing else
-STUDY_COMMIT=05870034e20caf1a911c2168586c4810f44468bf
+# the Figure 3 rerun's commit 01cdad2 with the placebo's switch added (off there), nothing else;
+# 0587003 before it failed at the first bonus (a flat bonus for an [envs, steps] batch)
+STUDY_COMMIT=d6e11a990df06f467d10e422e62fe3dd5d7cd582
 cd "$(dirname "$0")/../.."
 exec bash recipes/study/pinned_study.sh robot_placebo "$STUDY_COMMIT" \
     --tasks point_robot --measures vase_shuffled --seeds "${SEEDS:-0-19}" \
