@@ -264,7 +264,8 @@ class Exploration(nn.Module):
             values = following.get(self.bonus.intrinsic_reward_key).reshape(-1)
             # the global generator: seeded per iteration by the loop, checkpointed
             order = torch.randperm(values.numel(), device=values.device)
-            self.bonus.write_bonus(following, values[order])
+            # back to the batch's shape: an on-policy batch is [envs, steps]
+            self.bonus.write_bonus(following, values[order].reshape(following.batch_size))
         return True
 
     def update(self, batch: TensorDictBase) -> dict[str, float]:
