@@ -3,6 +3,7 @@ earlier_study_report, figure3_report with figure3_claims and figure3_status): th
 verdicts against direct computations."""
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -715,13 +716,17 @@ def test_the_point_robots_placebo_reaches_each_answer_its_rule_names(cells, answ
     assert rows[0].startswith(f"| VASE − VASE, bonus shuffled | {direct:.2f} [")
 
 
-def test_the_point_robots_placebo_waits_for_its_seeds():
-    runs = {"vase": _robot_cell(FAST), "none": _robot_cell(SLOW),
-            "vase_shuffled": _robot_cell(FAST[:3])}
+def test_the_point_robots_placebo_waits_for_its_seeds_and_shows_whether_the_shuffle_took():
+    shuffled = [replace(run, novelty=np.array([np.nan, 0.1 * k, -0.1, 0.0]))
+                for k, run in enumerate(_robot_cell(FAST[:3]))]
+    runs = {"vase": _robot_cell(FAST), "none": _robot_cell(SLOW), "vase_shuffled": shuffled}
     page = placebo_of.placebo_section(runs, resamples=2000)
     assert "**Answer: not measured yet**." in page
-    assert "| VASE, bonus shuffled | 3 | found by 3 of 3 within 2,500,000 steps, median 21,000 |" \
-        in page
+    # each run's median novelty correlation (of 0.1·k, −0.1 and 0) is 0; none has no bonus
+    assert ("| VASE, bonus shuffled | 3 | found by 3 of 3 within 2,500,000 steps, median 21,000 "
+            "| 0.00 (3 runs) |") in page
+    assert "| none | 12 | found by 6 of 12 within 2,500,000 steps, median " in page
+    assert page.split("| none | 12 |")[1].splitlines()[0].endswith("| – |")
 
 
 def test_a_rerun_on_another_processor_says_so(tmp_path):

@@ -492,7 +492,13 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                          f"2D point robot: runs still searching for the reward ({caption})")
         sections.append(figure(link, "point_robot_first_reward.png", "Steps to the first reward"))
         sections += ["### The point robot: does the bonus's content matter? "
-                     "{: #point-robot-placebo }\n", placebo_section(robot)]
+                     "{: #point-robot-placebo }\n", placebo_section(robot),
+                     "Processors: the placebo's runs ran on an AMD EPYC, VASE's 20 on an "
+                     "Intel Xeon, none's seeds 10–19 on an AMD EPYC and 0–9 on a machine whose "
+                     "processor was not recorded. A processor rounds a run differently from its "
+                     "first iteration on, as another seed would; the placebo's commit trains as "
+                     "the rerun's where the switch is off, bit for bit on one machine "
+                     "(`recheck_01cdad2_placebo_pin.csv`, below).\n"]
     if reach := bonus_reach(data):
         sections += ["### What the policy update sees of the bonus\n", reach]
     if constant := constant_section():

@@ -70,11 +70,24 @@ def _found(seeds: list[Seed]) -> str:
             "median " + (f"{median:,.0f}" if np.isfinite(median) else "beyond the budget"))
 
 
+def _novelty(seeds: list[Seed]) -> str:
+    """The median over runs of each run's median ``bonus/novelty_spearman`` ("–" if none)."""
+    medians = [float(np.nanmedian(s.novelty)) for s in seeds
+               if s.novelty.size and np.isfinite(s.novelty).any()]
+    return f"{np.median(medians):.2f} ({len(medians)} runs)" if medians else "–"
+
+
 def placebo_section(runs: dict[str, list[Seed]], **kwargs) -> str:
     """The page's lines: ``RULE``, each cell's finding, each pair's test and the answer."""
-    lines = [RULE, "| cell | seeds | the first reward |", "|---|---:|---|"]
+    lines = [RULE, "Whether the shuffle took: the bonus's rank correlation with the k-NN novelty "
+             "of s' (`bonus/novelty_spearman`, every 10th iteration with a bonus), each run's "
+             "median, then the median over runs (about 0 for a bonus that no longer follows "
+             "the states).\n",
+             "| cell | seeds | the first reward | the bonus's novelty correlation |",
+             "|---|---:|---|---:|"]
     lines += [f"| {LABELS[m]} | {len(runs.get(m, []))} | "
-              f"{_found(runs[m]) if runs.get(m) else '–'} |" for m in ("vase", SHUFFLED, "none")]
+              f"{_found(runs[m]) if runs.get(m) else '–'} | {_novelty(runs.get(m, []))} |"
+              for m in ("vase", SHUFFLED, "none")]
     lines += ["", "| A − B | P(A sooner) [95 %] | log-rank p, one-sided: sooner, later | "
               "reading |", "|---|---:|---:|---|"]
     readings = {}

@@ -44,6 +44,8 @@ class Seed:
     returns: np.ndarray
     first_reward: float  # the frame of the first extrinsic reward; NaN: never
     agreement: np.ndarray = field(default_factory=lambda: np.array([]))
+    #: the rank correlation of the bonus with the k-NN novelty of s' (``bonus/novelty_spearman``)
+    novelty: np.ndarray = field(default_factory=lambda: np.array([]))
     #: the bonus's share of the policy's advantage variance, and its mean (U, before η)
     advantage_share: np.ndarray = field(default_factory=lambda: np.array([]))
     bonus_mean: np.ndarray = field(default_factory=lambda: np.array([]))
@@ -103,6 +105,7 @@ def load_cell(grid: Path, task: str, measure: str) -> list[Seed]:
                           returns=_column(rows, "Return/mean"),
                           first_reward=float(first[0]) if first.size else math.nan,
                           agreement=_column(rows, "bonus/self_agreement"),
+                          novelty=_column(rows, "bonus/novelty_spearman"),
                           advantage_share=_column(rows, "bonus/advantage_share"),
                           bonus_mean=_column(rows, "bonus/mean"),
                           success_rate=_column(rows, "Return/success_rate"),
