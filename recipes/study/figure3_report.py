@@ -434,7 +434,9 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
     """The page's first part, and the figures it wrote (into ``figures``)."""
     data = load(study, STUDY_MEASURES) if study.is_dir() else {}
     robot = load_point_robot(study) if study.is_dir() else {}
-    commits, machines = provenance(study) if study.is_dir() else ([], [])
+    # the figures' captions name the curves' commits (the placebo is not among the curves)
+    commits, _ = provenance(study, skip=(SHUFFLED,)) if study.is_dir() else ([], [])
+    every_commit, machines = provenance(study) if study.is_dir() else ([], [])
     caption = (f"seeds 0–19 as they finish, commit {', '.join(commits)}" if commits
                else "no run finished yet")
     written: dict[str, Path] = {}
@@ -489,7 +491,8 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
         figures.mkdir(parents=True, exist_ok=True)
         written["point_robot"] = figures / "point_robot_first_reward.png"
         plot_point_robot(robot, written["point_robot"],
-                         f"2D point robot: runs still searching for the reward ({caption})")
+                         "2D point robot: runs still searching for the reward (seeds 0–19 as "
+                         f"they finish, commit {', '.join(every_commit)})")
         sections.append(figure(link, "point_robot_first_reward.png", "Steps to the first reward"))
         sections += ["### The point robot: does the bonus's content matter? "
                      "{: #point-robot-placebo }\n", placebo_section(robot),
@@ -509,7 +512,7 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                  study_status(data, robot),
                  failures_table(load_failures(study) if study.is_dir() else [], study),
                  policy_spread(study) if study.is_dir() else "",
-                 f"\nCommits: {', '.join(commits) or '–'}; machines: "
+                 f"\nCommits: {', '.join(every_commit) or '–'}; machines: "
                  f"{', '.join(machines) or '–'}.\n",
                  rechecks(study) if study.is_dir() else "",
                  "Beside this study, the bonuses under an off-policy learner (SAC, not in the "

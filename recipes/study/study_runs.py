@@ -117,10 +117,13 @@ def load_cell(grid: Path, task: str, measure: str) -> list[Seed]:
 
 
 
-def provenance(grid: Path) -> tuple[list[str], list[str]]:
-    """The commits the runs ran at, and the notes on their machines and load."""
+def provenance(grid: Path, skip: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+    """The commits the runs ran at, and the notes on their machines and load; the cells of
+    the measures in ``skip`` left out."""
     commits, notes = set(), set()
     for path in grid.glob("*/*/runs.csv"):
+        if path.parent.name in skip:
+            continue
         with path.open(newline="") as handle:
             for row in csv.DictReader(handle):
                 commits.add(row["git_commit"][:7])
