@@ -744,3 +744,20 @@ def test_a_rerun_on_another_processor_says_so(tmp_path):
     assert ("Ant VASE, paper's text seed 5 (from iteration 0 (frames); rerun on AMD EPYC, the "
             "study's on Intel(R) Xeon(R) Processor)") in line
     assert "Ant VASE, paper's text seed 8 (from iteration 0 (frames))" in line
+
+
+def test_a_placebo_reading_that_hangs_on_one_statistic_or_a_hair_is_named():
+    Sooner = claims_of.Sooner
+    # the log-rank test alone: significant at 5 %, the interval straddling 0.5
+    calls = placebo_of.close_calls(Sooner(0.56, (0.38, 0.74), 0.041, 0.96, "not shown"), "A", "B")
+    assert calls == ["the log-rank test alone says A finds it sooner than B (P(A sooner) "
+                     "[0.380, 0.740], log-rank p 0.041)"]
+    # the interval alone, the other way
+    calls = placebo_of.close_calls(Sooner(0.3, (0.1, 0.45), 0.9, 0.2, "not shown"), "A", "B")
+    assert calls[0].startswith("the interval alone says B finds it sooner than A")
+    # both agree, the bound a hair above 0.5
+    calls = placebo_of.close_calls(Sooner(0.68, (0.5025, 0.85), 0.003, 1.0, "sooner"), "A", "B")
+    assert calls == ["P(A sooner than B) has its interval's bound at 0.5025, within 0.01 of 0.5"]
+    # clear readings: nothing to say
+    assert placebo_of.close_calls(Sooner(0.8, (0.6, 0.95), 0.001, 1.0, "sooner"), "A", "B") == []
+    assert placebo_of.close_calls(Sooner(0.5, (0.3, 0.7), 0.5, 0.5, "not shown"), "A", "B") == []

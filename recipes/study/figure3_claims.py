@@ -416,11 +416,13 @@ def study_claims_table(data: dict, robot: dict[str, list[Seed]] | None = None,
 
 
 def found_summary(runs: dict[str, list[Seed]]) -> str:
-    """How many runs of ``none`` and VASE found the point robot's reward, in a few words."""
+    """How many runs of ``none``, VASE and VASE's shuffled placebo found the point robot's
+    reward, in a few words."""
     found = {measure: (int(np.isfinite(first_reward_steps(runs[measure])).sum()),
                        len(runs[measure]))
-             for measure in ("none", "vase") if runs.get(measure)}
-    names = {"none": "none", "vase": "VASE"}
+             for measure in ("none", "vase", "vase_shuffled") if runs.get(measure)}
+    names = {"none": "none", "vase": "VASE",
+             "vase_shuffled": "[its placebo](#point-robot-placebo), VASE's bonus shuffled,"}
     return ", ".join(f"{names[m]} found it in {k} of {n} runs" for m, (k, n) in found.items())
 
 

@@ -18,8 +18,9 @@ B, its 95 % bootstrap interval, and a one-sided log-rank test, both needed).
 from __future__ import annotations
 
 import numpy as np
-from figure3_claims import MIN_SEEDS, POINT_ROBOT_BUDGET, first_reward_steps, sooner
+from figure3_claims import MIN_SEEDS, POINT_ROBOT_BUDGET, Sooner, first_reward_steps, sooner
 from study_runs import Seed
+from study_statistics import ALPHA
 
 #: the placebo cell, as ``paper_grid.MEASURES`` names it
 SHUFFLED = "vase_shuffled"
@@ -90,7 +91,7 @@ def placebo_section(runs: dict[str, list[Seed]], **kwargs) -> str:
               for m in ("vase", SHUFFLED, "none")]
     lines += ["", "| A − B | P(A sooner) [95 %] | log-rank p, one-sided: sooner, later | "
               "reading |", "|---|---:|---:|---|"]
-    readings = {}
+    readings, close = {}, []
     for a, b in PAIRS:
         if len(runs.get(a, [])) < MIN_SEEDS or len(runs.get(b, [])) < MIN_SEEDS:
             readings[a, b] = "not measured yet"
@@ -99,9 +100,33 @@ def placebo_section(runs: dict[str, list[Seed]], **kwargs) -> str:
         test = sooner(runs[a], runs[b], **kwargs)
         readings[a, b] = test.reading
         low, high = test.interval
+        close += close_calls(test, LABELS[a], LABELS[b])
         said = {"sooner": f"{LABELS[a]} sooner", "later": f"{LABELS[b]} sooner"}
         lines.append(f"| {LABELS[a]} − {LABELS[b]} | {test.probability:.2f} [{low:.2f}, "
                      f"{high:.2f}] | {test.sooner_p:.2g}, {test.later_p:.2g} | "
                      f"{said.get(test.reading, 'neither shown sooner')} |")
-    lines += ["", f"**Answer: {answer(readings)}**.\n"]
+    lines += ["", f"**Answer: {answer(readings)}**."
+              + (f" Close calls: {'; '.join(close)}." if close else "") + "\n"]
     return "\n".join(lines)
+
+
+#: an interval's bound this near 0.5 is a close call
+NEAR = 0.01
+
+
+def close_calls(test: Sooner, a: str, b: str) -> list[str]:
+    """Where a pair's reading hangs on a hair: the two statistics disagreeing on a direction,
+    or the interval's bound within ``NEAR`` of 0.5 (a reading a few seeds could turn)."""
+    low, high = test.interval
+    calls = []
+    for first, then, shown, p in ((a, b, low > 0.5, test.sooner_p),
+                                  (b, a, high < 0.5, test.later_p)):
+        if shown != (p < ALPHA):
+            calls.append(f"the {'interval' if shown else 'log-rank test'} alone says {first} "
+                         f"finds it sooner than {then} (P({a} sooner) [{low:.3f}, {high:.3f}], "
+                         f"log-rank p {p:.2g})")
+    for bound in (low, high):
+        if abs(bound - 0.5) < NEAR and not calls:
+            calls.append(f"P({a} sooner than {b}) has its interval's bound at {bound:.4f}, "
+                         f"within {NEAR} of 0.5")
+    return calls
