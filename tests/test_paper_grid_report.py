@@ -761,3 +761,22 @@ def test_a_placebo_reading_that_hangs_on_one_statistic_or_a_hair_is_named():
     # clear readings: nothing to say
     assert placebo_of.close_calls(Sooner(0.8, (0.6, 0.95), 0.001, 1.0, "sooner"), "A", "B") == []
     assert placebo_of.close_calls(Sooner(0.5, (0.3, 0.7), 0.5, 0.5, "not shown"), "A", "B") == []
+
+
+def test_the_pages_summary_names_the_point_robots_placebo_once_it_is_measured(tmp_path):
+    study = tmp_path / "study"
+    for seed in range(12):
+        _write_seed(study / "point_robot" / "vase" / f"seed{seed}.csv", [0.0] * 5,
+                    first_reward=20_000 + 1000 * seed)
+        _write_seed(study / "point_robot" / "none" / f"seed{seed}.csv", [0.0] * 500)
+    for seed in range(3):  # below the 5 seeds a reading needs
+        _write_seed(study / "point_robot" / "vase_shuffled" / f"seed{seed}.csv", [0.0] * 500)
+    text, _ = figure3.study_section(study, tmp_path / "figures", "figures")
+    assert "has a placebo" not in text and "**Answer: not measured yet**." in text
+    for seed in range(3, 12):
+        _write_seed(study / "point_robot" / "vase_shuffled" / f"seed{seed}.csv", [0.0] * 500)
+    text, _ = figure3.study_section(study, tmp_path / "figures", "figures")
+    summary = text.split("### The claims")[0]
+    # VASE finds it in every run, the shuffled bonus and none in none: the content
+    assert "Its rule answers **the content** ([the placebo](#point-robot-placebo))." in summary
+    assert "**Answer: the content**." in text

@@ -51,7 +51,7 @@ from figure3_status import (  # how far the study has come (beside this script)
     study_status,
 )
 from omegaconf import OmegaConf
-from robot_placebo import SHUFFLED, placebo_section
+from robot_placebo import SHUFFLED, placebo_answer, placebo_section
 from study_figures import DPI, figure, legible, running_mean
 from study_runs import OBSERVATION_DIMS, ROOT, TASKS, TITLES, Seed, load, provenance
 from study_statistics import (  # the statistics of issue 38 (beside this script)
@@ -441,7 +441,14 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                else "no run finished yet")
     written: dict[str, Path] = {}
     claims = study_claims(data)
-    sections = [STUDY_INTRO, claims_summary(claims, robot), "### The claims\n",
+    summary = claims_summary(claims, robot)
+    if (placebo := placebo_answer(robot)) != "not measured yet":
+        summary = (summary.rstrip("\n") + " The point robot's, VASE's one reproduced effect of "
+                   "its own, has a placebo (VASE's bonus shuffled across each iteration's "
+                   "transitions): does the bonus's content or its size and spread find the "
+                   f"reward sooner? Its rule answers **{placebo}** "
+                   "([the placebo](#point-robot-placebo)).\n")
+    sections = [STUDY_INTRO, summary, "### The claims\n",
                 study_claims_table(data, robot, claims)]
     if data:
         figures.mkdir(parents=True, exist_ok=True)

@@ -78,6 +78,19 @@ def _novelty(seeds: list[Seed]) -> str:
     return f"{np.median(medians):.2f} ({len(medians)} runs)" if medians else "–"
 
 
+def pair_tests(runs: dict[str, list[Seed]], **kwargs) -> dict[tuple[str, str], Sooner | None]:
+    """Each pair's test (``figure3_claims.sooner``), ``None`` below ``MIN_SEEDS`` a side."""
+    return {(a, b): sooner(runs[a], runs[b], **kwargs)
+            if min(len(runs.get(a, [])), len(runs.get(b, []))) >= MIN_SEEDS else None
+            for a, b in PAIRS}
+
+
+def placebo_answer(runs: dict[str, list[Seed]], **kwargs) -> str:
+    """``RULE``'s answer on the runs."""
+    return answer({pair: "not measured yet" if test is None else test.reading
+                   for pair, test in pair_tests(runs, **kwargs).items()})
+
+
 def placebo_section(runs: dict[str, list[Seed]], **kwargs) -> str:
     """The page's lines: ``RULE``, each cell's finding, each pair's test and the answer."""
     lines = [RULE, "Whether the shuffle took: the bonus's rank correlation with the k-NN novelty "
@@ -91,21 +104,18 @@ def placebo_section(runs: dict[str, list[Seed]], **kwargs) -> str:
               for m in ("vase", SHUFFLED, "none")]
     lines += ["", "| A − B | P(A sooner) [95 %] | log-rank p, one-sided: sooner, later | "
               "reading |", "|---|---:|---:|---|"]
-    readings, close = {}, []
-    for a, b in PAIRS:
-        if len(runs.get(a, [])) < MIN_SEEDS or len(runs.get(b, [])) < MIN_SEEDS:
-            readings[a, b] = "not measured yet"
+    close = []
+    for (a, b), test in pair_tests(runs, **kwargs).items():
+        if test is None:
             lines.append(f"| {LABELS[a]} − {LABELS[b]} | – | – | not measured yet |")
             continue
-        test = sooner(runs[a], runs[b], **kwargs)
-        readings[a, b] = test.reading
         low, high = test.interval
         close += close_calls(test, LABELS[a], LABELS[b])
         said = {"sooner": f"{LABELS[a]} sooner", "later": f"{LABELS[b]} sooner"}
         lines.append(f"| {LABELS[a]} − {LABELS[b]} | {test.probability:.2f} [{low:.2f}, "
                      f"{high:.2f}] | {test.sooner_p:.2g}, {test.later_p:.2g} | "
                      f"{said.get(test.reading, 'neither shown sooner')} |")
-    lines += ["", f"**Answer: {answer(readings)}**."
+    lines += ["", f"**Answer: {placebo_answer(runs, **kwargs)}**."
               + (f" Close calls: {'; '.join(close)}." if close else "") + "\n"]
     return "\n".join(lines)
 
