@@ -442,6 +442,15 @@ def kaplan_meier_median(steps: np.ndarray) -> float:
     return float(np.median(steps)) if steps.size else math.nan
 
 
+def found_text(seeds: list[Seed]) -> str:
+    """How many of a cell's runs found the point robot's reward, and their median steps."""
+    steps = first_reward_steps(seeds)
+    median = kaplan_meier_median(steps)
+    return (f"found by {int(np.isfinite(steps).sum())} of {len(seeds)} within "
+            f"{POINT_ROBOT_BUDGET:,} steps, median "
+            + (f"{median:,.0f}" if np.isfinite(median) else "beyond the budget"))
+
+
 def point_robot_row(runs: dict[str, list[Seed]]) -> tuple[str, str, str]:
     """(we measured, verdict, seeds) for the paper's exploration claim."""
     vase, none = runs.get("vase", []), runs.get("none", [])
@@ -450,12 +459,7 @@ def point_robot_row(runs: dict[str, list[Seed]]) -> tuple[str, str, str]:
         seeds = runs.get(measure, [])
         if not seeds:
             continue
-        steps = first_reward_steps(seeds)
-        found = np.isfinite(steps)
-        median = kaplan_meier_median(steps)
-        parts.append(f"{STUDY_LABELS[measure]}: found by {found.sum()} of {len(seeds)} within "
-                     f"{POINT_ROBOT_BUDGET:,} steps, median "
-                     + (f"{median:,.0f}" if np.isfinite(median) else "beyond the budget"))
+        parts.append(f"{STUDY_LABELS[measure]}: {found_text(seeds)}")
     if len(vase) < MIN_SEEDS or len(none) < MIN_SEEDS:
         return "<br>".join(parts) or "–", "not measured yet", f"none {len(none)}, VASE {len(vase)}"
     test = sooner(vase, none)

@@ -18,7 +18,7 @@ B, its 95 % bootstrap interval, and a one-sided log-rank test, both needed).
 from __future__ import annotations
 
 import numpy as np
-from figure3_claims import MIN_SEEDS, POINT_ROBOT_BUDGET, Sooner, first_reward_steps, sooner
+from figure3_claims import MIN_SEEDS, Sooner, found_text, sooner
 from study_runs import Seed
 from study_statistics import ALPHA
 
@@ -63,14 +63,6 @@ def answer(readings: dict[tuple[str, str], str]) -> str:
     return "undecided"
 
 
-def _found(seeds: list[Seed]) -> str:
-    steps = first_reward_steps(seeds)
-    found = np.isfinite(steps)
-    median = float(np.median(steps)) if steps.size else np.nan
-    return (f"found by {int(found.sum())} of {len(seeds)} within {POINT_ROBOT_BUDGET:,} steps, "
-            "median " + (f"{median:,.0f}" if np.isfinite(median) else "beyond the budget"))
-
-
 def _novelty(seeds: list[Seed]) -> str:
     """The median over runs of each run's median ``bonus/novelty_spearman`` ("–" if none)."""
     medians = [float(np.nanmedian(s.novelty)) for s in seeds
@@ -85,10 +77,11 @@ def pair_tests(runs: dict[str, list[Seed]], **kwargs) -> dict[tuple[str, str], S
             for a, b in PAIRS}
 
 
-def placebo_answer(runs: dict[str, list[Seed]], **kwargs) -> str:
-    """``RULE``'s answer on the runs."""
+def placebo_answer(runs: dict[str, list[Seed]], tests=None, **kwargs) -> str:
+    """``RULE``'s answer on the runs (from ``tests``, ``pair_tests``'s, where given)."""
+    tests = pair_tests(runs, **kwargs) if tests is None else tests
     return answer({pair: "not measured yet" if test is None else test.reading
-                   for pair, test in pair_tests(runs, **kwargs).items()})
+                   for pair, test in tests.items()})
 
 
 def placebo_section(runs: dict[str, list[Seed]], **kwargs) -> str:
@@ -100,12 +93,12 @@ def placebo_section(runs: dict[str, list[Seed]], **kwargs) -> str:
              "| cell | seeds | the first reward | the bonus's novelty correlation |",
              "|---|---:|---|---:|"]
     lines += [f"| {LABELS[m]} | {len(runs.get(m, []))} | "
-              f"{_found(runs[m]) if runs.get(m) else '–'} | {_novelty(runs.get(m, []))} |"
+              f"{found_text(runs[m]) if runs.get(m) else '–'} | {_novelty(runs.get(m, []))} |"
               for m in ("vase", SHUFFLED, "none")]
     lines += ["", "| A − B | P(A sooner) [95 %] | log-rank p, one-sided: sooner, later | "
               "reading |", "|---|---:|---:|---|"]
-    close = []
-    for (a, b), test in pair_tests(runs, **kwargs).items():
+    close, tests = [], pair_tests(runs, **kwargs)
+    for (a, b), test in tests.items():
         if test is None:
             lines.append(f"| {LABELS[a]} − {LABELS[b]} | – | – | not measured yet |")
             continue
@@ -115,7 +108,7 @@ def placebo_section(runs: dict[str, list[Seed]], **kwargs) -> str:
         lines.append(f"| {LABELS[a]} − {LABELS[b]} | {test.probability:.2f} [{low:.2f}, "
                      f"{high:.2f}] | {test.sooner_p:.2g}, {test.later_p:.2g} | "
                      f"{said.get(test.reading, 'neither shown sooner')} |")
-    lines += ["", f"**Answer: {placebo_answer(runs, **kwargs)}**."
+    lines += ["", f"**Answer: {placebo_answer(runs, tests)}**."
               + (f" Close calls: {'; '.join(close)}." if close else "") + "\n"]
     return "\n".join(lines)
 
