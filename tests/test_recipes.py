@@ -1,11 +1,13 @@
 """The recipes run end to end on tiny budgets (wiring, not performance)."""
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,6 +72,16 @@ def test_benchmark_checkpoint_writes_the_pool_once_and_resumes_both_alike(run_sc
     sizes = dict(re.findall(r"^ *(\w+) checkpoint writes +([\d.]+) MiB$", out, flags=re.MULTILINE))
     assert 5 * float(sizes["appended"]) < float(sizes["whole"])  # 500 transitions, not 30,500
     assert list(tmp_path.iterdir()) == []  # its files removed
+
+
+def test_kernel_rounding_s_computations_are_the_same_bits_in_two_fresh_processes(run_script):
+    # the script's table reads "other bits" as the forced kernel's doing: that needs its
+    # computations to repeat bit for bit in a fresh process with nothing forced
+    runs = [json.loads(run_script("recipes/benchmarks/kernel_rounding.py", "--child",
+                                  check=True).stdout.splitlines()[-1]) for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert runs[0]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert runs[0]["elbo_backend"] == "numba"
 
 
 def test_benchmark_sac_times_each_bonus_against_none(run_script):

@@ -2,10 +2,12 @@
 store (the recipe's end-to-end tests exercise it with real training)."""
 
 import os
+import platform
 import subprocess
 
 import pytest
 import torch
+import torchrl
 import yaml
 from mlflow.tracking import MlflowClient
 
@@ -104,6 +106,41 @@ def test_a_long_error_is_cut_to_what_mlflow_keeps(uri, tmp_path):
         raise RuntimeError("x" * 20_000)
     tag = MlflowClient(tracking_uri=uri).get_run(run.run_id).data.tags["error"]
     assert len(tag) == ERROR_TAG_CHARS and tag.startswith("RuntimeError: xxx") and tag[-1] == "…"
+
+
+def test_a_run_records_where_it_computed_and_a_resume_elsewhere_once(uri, tmp_path,
+                                                                     monkeypatch):
+    config = {"seed": 3, "where": "x"}
+    with _run(uri, tmp_path, config, experiment="where") as first:
+        first.save(_state(1))
+    client = MlflowClient(tracking_uri=uri)
+    tags = client.get_run(first.run_id).data.tags
+    # each tag against its own source, not against provenance's own reading
+    assert tags["machine.cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert tags["software.torch"] == torch.__version__
+    assert tags["software.torchrl"] == torchrl.__version__
+    assert tags["machine"].startswith(f"{platform.node()} ({os.cpu_count()} cores, ")
+    assert "resumed_elsewhere" not in tags
+    with _run(uri, tmp_path, config, experiment="where", resume=True) as here:
+        assert here.run_id == first.run_id  # the same machine: nothing noted
+    assert "resumed_elsewhere" not in client.get_run(first.run_id).data.tags
+
+    elsewhere = {**tags, "machine": "other (64 cores, Intel Xeon)"}
+    elsewhere = {key: value for key, value in elsewhere.items()
+                 if key.startswith(("machine", "software."))}
+    monkeypatch.setattr("torchrl_vase.runs.environment_tags", lambda: elsewhere)
+    for _ in range(2):  # resumed there twice: noted once
+        with _run(uri, tmp_path, config, experiment="where", resume=True):
+            pass
+    assert (client.get_run(first.run_id).data.tags["resumed_elsewhere"]
+            == "machine=other (64 cores, Intel Xeon)")
+    newer = {**elsewhere, "software.torch": "9.9"}
+    monkeypatch.setattr("torchrl_vase.runs.environment_tags", lambda: newer)
+    with _run(uri, tmp_path, config, experiment="where", resume=True):
+        pass
+    assert (client.get_run(first.run_id).data.tags["resumed_elsewhere"]
+            == "machine=other (64 cores, Intel Xeon); machine=other (64 cores, Intel Xeon), "
+            "software.torch=9.9")
 
 
 def test_resume_without_checkpoints_is_refused_at_construction(uri):

@@ -14,7 +14,9 @@ the latest run of the experiment with this config's identity, refused if it logg
 checkpoint is not under ``checkpoint_dir``, since starting over would log its steps twice; a path:
 that checkpoint, if it is of this config and its run is in this store), the run's lock is taken (a
 second process continuing it is refused before it logs anything), the MLflow run created with its
-tags in one request or continued, and params and ``config.yaml`` logged if the run has none.
+tags in one request (with where it computes: ``torchrl_vase.provenance``) or continued (a
+resume on another machine or software noted in its ``resumed_elsewhere`` tag), and params and
+``config.yaml`` logged if the run has none.
 ``save`` writes the checkpoint atomically and the networks alone as ``weights.pt`` (an MLflow
 artifact, for ``load_policy``). On exit the run ends FINISHED, KILLED (a signal,
 ``KeyboardInterrupt``) or FAILED (its exception's type and message in the run's ``error`` tag);
@@ -50,6 +52,7 @@ from torchrl_vase.checkpointing import (
 )
 from torchrl_vase.evaluation import WEIGHTS_FILE, run_weights
 from torchrl_vase.mlflow_ui import run_charts_url, runs_table_url
+from torchrl_vase.provenance import RESUMED_ELSEWHERE, changed, environment_tags
 from torchrl_vase.tracking import (
     MLflowTracker,
     RunLock,
@@ -210,13 +213,15 @@ class TrainingRun:
         self.run_id, self.state, lock = self._find_resumable(client)
         if self.run_id is None:  # created with its identity: resume=true finds it from the start
             self.tracker = MLflowTracker.create(self.uri, experiment, run_name=self.run_name,
-                                                tags=self.tags, retry_minutes=self.retry_minutes)
+                                                tags=self.tags | environment_tags(),
+                                                retry_minutes=self.retry_minutes)
             self.run_id = self.tracker.run_id
             if self.root is not None:
                 lock = self._lock()
         else:
             self.tracker = MLflowTracker.resume(self.uri, self.run_id,
                                                 retry_minutes=self.retry_minutes)
+            self._note_where_resumed()
         self._held_lock = lock
         if self.root is not None:
             self.checkpointer = Checkpointer(self.root / self.run_id)
@@ -254,6 +259,15 @@ class TrainingRun:
         finally:
             if self._held_lock is not None:
                 self._held_lock.release()
+
+    def _note_where_resumed(self) -> None:
+        """A run continued on another machine or software than it started on rounds its later
+        iterations there: what differs is appended to its ``resumed_elsewhere`` tag (once)."""
+        recorded = self.tracker.tags
+        difference = changed(recorded, environment_tags())
+        earlier = [entry for entry in recorded.get(RESUMED_ELSEWHERE, "").split("; ") if entry]
+        if difference and difference not in earlier:
+            self.tracker.set_tag(RESUMED_ELSEWHERE, "; ".join([*earlier, difference]))
 
     # --------------------------------------------------------------------------------------
     def save(self, state: Mapping) -> Path:

@@ -450,6 +450,14 @@ class MLflowTracker:
         return self._call(lambda: self.client.get_run(self.run_id).data.params,
                           "reading its params")
 
+    @property
+    def tags(self) -> dict[str, str]:
+        """The run's tags as the store has them."""
+        return self._call(lambda: self.client.get_run(self.run_id).data.tags, "reading its tags")
+
+    def set_tag(self, key: str, value: str) -> None:
+        self._call(lambda: self.client.set_tag(self.run_id, key, value), f"setting its {key} tag")
+
     def log_params(self, params: Mapping[str, str]) -> None:
         items = [Param(key, str(value)) for key, value in params.items()]
         for start in range(0, len(items), 100):  # MLflow's limit per request
@@ -484,7 +492,6 @@ class MLflowTracker:
         stopped it, shown in the MLflow UI beside its status) as its ``error`` tag."""
         if error is not None:
             message = error if len(error) <= ERROR_TAG_CHARS else error[:ERROR_TAG_CHARS - 1] + "…"
-            self._call(lambda: self.client.set_tag(self.run_id, "error", message),
-                       "recording its error")
+            self.set_tag("error", message)
         self._call(lambda: self.client.set_terminated(self.run_id, status),
                    f"marking it {status}")

@@ -506,7 +506,9 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                      "Processors: the placebo's runs ran on an AMD EPYC, VASE's 20 on an "
                      "Intel Xeon, none's seeds 10–19 on an AMD EPYC and 0–9 on a machine whose "
                      "processor was not recorded. A processor rounds a run differently from its "
-                     "first iteration on, as another seed would; the placebo's commit trains as "
+                     "first iteration on, as another seed would ([which kernels]"
+                     "(benchmarks.md#which-kernel-choices-change-a-runs-bits-recipesbenchmarks"
+                     "kernel_roundingpy)); the placebo's commit trains as "
                      "the rerun's where the switch is off, bit for bit on one machine "
                      "(`recheck_01cdad2_placebo_pin.csv`, below).\n"]
     if reach := bonus_reach(data):

@@ -153,7 +153,7 @@ def only_kernel_logged(row: dict[str, str]) -> bool:
 
 
 def _processor(machine: str) -> str:
-    """A ``study_timing.machine()`` name's processor: ``"vm (2 cores, AMD EPYC)"`` → "AMD EPYC"
+    """A ``torchrl_vase.provenance.machine()`` name's processor: ``"vm (2 cores, AMD EPYC)"`` → "AMD EPYC"
     (the whole name where it names none).
 
         >>> _processor("vm (2 cores, Intel(R) Xeon(R) Processor)")

@@ -1,6 +1,6 @@
 """How long a study's runs took, and so how long a job of it should take: what
 ``paper_grid.py --until`` starts by (``expected_minutes``), ``recheck.py`` budgets by, and the
-machine a ``runs.csv`` note names (``machine``, ``started_on``).
+machine a ``runs.csv`` note names (``machine``, as a run's tag names it, and ``started_on``).
 
 A run's time is its own clock: the ``train/wall_time`` of its exported CSV's last row, the
 pauses of a resumed run left out.
@@ -14,31 +14,12 @@ Examples:
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import os
-import platform
 import statistics
 from pathlib import Path
 
+from torchrl_vase.provenance import machine
 from torchrl_vase.runs import git_commit
-
-
-def cpu_model() -> str:
-    """The processor's name (``/proc/cpuinfo``'s model name, else ``platform.processor()``): a
-    run's floats depend on the instructions its kernels pick, so the same commit and seed on
-    another processor can take another path (measured: MountainCar VASE seed 0 diverged from its
-    second iteration between two machines)."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown processor"
-
-
-def machine() -> str:
-    """This machine as a cell's ``runs.csv`` note names it: ``"vm (2 cores, AMD EPYC)"``."""
-    return f"{platform.node()} ({os.cpu_count()} cores, {cpu_model()})"
 
 
 def study_setup(code: Path) -> tuple[str, str]:
