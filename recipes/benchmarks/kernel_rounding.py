@@ -6,7 +6,8 @@ Why: the Figure 3 study's reruns are bit for bit on the machine a run ran on and
 their first iteration on another processor (``docs/results.md``, "How the study was run"). The
 libraries pick their kernels from the processor: ATen its vectorised kernels
 (``ATEN_CPU_CAPABILITY``: ``avx512``, ``avx2``, ``default``), MKL its matrix products
-(``MKL_CBWR``: a fixed branch, ``COMPATIBLE`` the SSE2 one), numba the instructions it compiles
+(``MKL_CBWR``: a fixed branch, ``COMPATIBLE`` the SSE2 one; ``MKL_VERBOSE`` names the path it
+took), numba the instructions it compiles
 the ELBO kernel for (``NUMBA_CPU_NAME=generic``: no host-specific instructions). A setting that
 changes a hash here is a path by which another processor can round a run differently; one that
 does not is not shown to be one (a branch equal to the default here may be the default's path
@@ -35,7 +36,8 @@ SETTINGS = (
     ("as installed", {}),
     ("ATEN_CPU_CAPABILITY=avx2", {"ATEN_CPU_CAPABILITY": "avx2"}),
     ("ATEN_CPU_CAPABILITY=default", {"ATEN_CPU_CAPABILITY": "default"}),
-    ("MKL_CBWR=AVX2", {"MKL_CBWR": "AVX2"}),
+    ("MKL_CBWR=AVX512", {"MKL_CBWR": "AVX512"}),
+    ("MKL_CBWR=SSE4_2", {"MKL_CBWR": "SSE4_2"}),
     ("MKL_CBWR=COMPATIBLE", {"MKL_CBWR": "COMPATIBLE"}),
     ("NUMBA_CPU_NAME=generic", {"NUMBA_CPU_NAME": "generic"}),
 )
@@ -74,6 +76,20 @@ def hashes() -> dict[str, str]:
             "elbo": _digest(*loss.model.parameters()), "elbo_backend": trainer.backend}
 
 
+def mkl_path(output: str) -> str:
+    """The code path MKL says it dispatched to, from its ``MKL_VERBOSE`` header (``"… for Intel(R)
+    64 architecture Intel(R) Architecture processors, …"`` on a processor it has no branch for).
+
+        >>> mkl_path("MKL_VERBOSE oneMKL 2024.0 Update 2 Product build 20240605 for Intel(R) 64 "
+        ...          "architecture Intel(R) Architecture processors, Lnx 2.60GHz lp64 gnu_thread")
+        'Intel(R) Architecture processors'
+    """
+    for line in output.splitlines():
+        if line.startswith("MKL_VERBOSE oneMKL"):
+            return line.split(" architecture ", 1)[-1].split(",")[0]
+    return "MKL not called"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -83,19 +99,21 @@ def main() -> None:
     from torchrl_vase.provenance import machine
 
     print(f"{machine()}; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}\n")
-    print("| setting | ATen's kernels | nn.Linear forward and backward | the ELBO kernel's "
-          "iteration |")
-    print("|---|---|---|---|")
+    print("| setting | ATen's kernels | MKL's path | nn.Linear forward and backward | the ELBO "
+          "kernel's iteration |")
+    print("|---|---|---|---|---|")
     reference = None
     for label, environment in SETTINGS:
+        # MKL_VERBOSE only logs (which path each product took): it changes no bits
         child = subprocess.run([sys.executable, __file__, "--child"], check=True,
-                               capture_output=True, text=True, env={**os.environ, **environment})
+                               capture_output=True, text=True,
+                               env={**os.environ, **environment, "MKL_VERBOSE": "1"})
         result = json.loads(child.stdout.strip().splitlines()[-1])
         reference = reference or result
         same = {key: "same bits" if result[key] == reference[key] else "**other bits**"
                 for key in ("linear", "elbo")}
-        print(f"| {label} | {result['cpu_capability']} | {same['linear']} | {same['elbo']} "
-              f"({result['elbo_backend']}) |")
+        print(f"| {label} | {result['cpu_capability']} | {mkl_path(child.stdout)} | "
+              f"{same['linear']} | {same['elbo']} ({result['elbo_backend']}) |")
 
 
 if __name__ == "__main__":
