@@ -153,8 +153,8 @@ def only_kernel_logged(row: dict[str, str]) -> bool:
 
 
 def _processor(machine: str) -> str:
-    """A ``torchrl_vase.provenance.machine()`` name's processor: ``"vm (2 cores, AMD EPYC)"`` → "AMD EPYC"
-    (the whole name where it names none).
+    """A ``torchrl_vase.provenance.machine()`` name's processor: ``"vm (2 cores, AMD EPYC)"`` →
+    "AMD EPYC" (the whole name where it names none).
 
         >>> _processor("vm (2 cores, Intel(R) Xeon(R) Processor)")
         'Intel(R) Xeon(R) Processor'
