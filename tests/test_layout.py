@@ -34,7 +34,7 @@ LAYERS = {
     1: {"modules", "surprise", "objectives"},
     2: {"transforms", "exploration"},
     3: {"step", "off_policy", "watchers"},
-    4: {"loop", "loggers", "tracking", "runs", "evaluation", "collectors"},
+    4: {"loop", "loggers", "tracking", "runs", "provenance", "evaluation", "collectors"},
     5: {"recipe"},
 }
 LAYER_OF = {unit: layer for layer, units in LAYERS.items() for unit in units}
