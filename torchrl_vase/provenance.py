@@ -71,8 +71,7 @@ def environment_tags() -> dict[str, str]:
         "machine": machine(),
         "machine.cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "software.python": platform.python_version(),
-        **{f"software.{name}": (torch.__version__ if name == "torch" else _version(name))
-           for name in PACKAGES},
+        **{f"software.{name}": _version(name) for name in PACKAGES},
     }
 
 
