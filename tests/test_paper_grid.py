@@ -18,6 +18,8 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from recipe_modules import ROOT, load_recipe
 
+from torchrl_vase.provenance import RESUMED_ELSEWHERE, environment_tags
+
 paper_grid = load_recipe("study/paper_grid")
 study_timing = load_recipe("study/study_timing")
 export_runs = load_recipe("study/export_runs")
@@ -181,6 +183,9 @@ def test_export_writes_the_asked_seeds_of_a_measure_with_their_provenance(tmp_pa
     config = tmp_path / "config.yaml"
     config.write_text("surprise:\n  name: vase\n  sigma_c: 0.5\nseed: 0\n")
     client.log_artifact(seed0, str(config))
+    where = environment_tags()  # as TrainingRun tags a new run, and a resume elsewhere
+    for key, value in {**where, RESUMED_ELSEWHERE: "machine=b (4 cores, Y)"}.items():
+        client.set_tag(seed0, key, value)
     _log(client, experiment, "vase", 1, [1, 1, 1])
     _log(client, experiment, "vase", 2, [5, 5], finish=False)  # running: never exported
     mlflow.set_tracking_uri(None)
@@ -198,9 +203,16 @@ def test_export_writes_the_asked_seeds_of_a_measure_with_their_provenance(tmp_pa
         [provenance] = list(csv.DictReader(handle))
     assert provenance["seed"] == "0" and provenance["git_commit"] == "c0"
     assert provenance["note"] == "here" and float(provenance["minutes"]) >= 0
+    # where it computed: every environment tag, and no other (surprise, seed, git_commit)
+    recorded = dict(entry.split("=", 1) for entry in provenance["environment"].split("; "))
+    assert recorded == where
+    assert provenance[RESUMED_ELSEWHERE] == "machine=b (4 cores, Y)"
     # a secondary's runs go under its own name (their surprise tag is the measure they vary)
     written = export_runs.export(uri, "grid", out, measure="trpo_authors", surprise="none")
     assert written == [out / "trpo_authors" / "seed0.csv"]
+    with (out / "trpo_authors" / "runs.csv").open(newline="") as handle:
+        [untagged] = list(csv.DictReader(handle))  # a run from before the tags existed
+    assert untagged["environment"] == untagged[RESUMED_ELSEWHERE] == ""
 
 
 def test_a_failed_job_is_recorded_with_its_error_and_kept_when_its_seed_runs_again(

@@ -10,11 +10,13 @@ Beside them, ``<out>/<measure>/runs.csv`` keeps one line per seed: the MLflow ru
 ran at (its ``git_commit`` tag), its start, end and minutes (end − start: a resumed run's pauses
 included; its own clock, pauses left out, is the CSV's last ``train/wall_time``), its name (the
 overrides that made it), its config's identity, "single run" (a population's name for the runs
-trained as one until 2026-12-04), any
-``--note`` (the machine and its load, say), so every figure drawn from the CSVs can state its
-provenance, and the final policy's log-std per action dimension (``policy_log_std``, from its
-``weights.pt``). Beside each CSV, ``seed<k>.config.yaml`` is the run's resolved configuration
-(its ``config.yaml`` artifact, every setting after Hydra's overrides and the presets), so a run
+trained as one until 2026-12-04), any ``--note`` (the machine and its load, say), so every figure
+drawn from the CSVs can state its provenance, the final policy's log-std per action dimension
+(``policy_log_std``, from its ``weights.pt``), where it computed (``environment``: its machine,
+the CPU instruction set torch's kernels used and the libraries' versions, from the run's tags)
+and, for a run continued on another machine or software, what changed (``resumed_elsewhere``).
+Beside each CSV, ``seed<k>.config.yaml`` is the run's resolved configuration (its
+``config.yaml`` artifact, every setting after Hydra's overrides and the presets), so a run
 can be rerun or told apart from another without its store. FAILED runs are recorded in
 ``<out>/<measure>/failures.csv`` (``export_failures``), never written as CSVs.
 
@@ -36,11 +38,14 @@ import torch
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
+from torchrl_vase.provenance import RESUMED_ELSEWHERE
+
 # a weights.pt read for its log-std is no download a person waits on: no progress bars in the logs
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 PROVENANCE = ("seed", "run_id", "git_commit", "start", "end", "minutes", "run_name",
-              "run_identity", "population", "note", "policy_log_std")
+              "run_identity", "population", "note", "policy_log_std", "environment",
+              RESUMED_ELSEWHERE)
 
 
 def _time(milliseconds: int | None) -> str:
@@ -76,6 +81,15 @@ def policy_log_std(client: MlflowClient, run_id: str) -> str:
     if len(scales) != 1:
         return ""
     return " ".join(f"{value:.3f}" for value in scales[0].flatten().tolist())
+
+
+def environment(tags: dict[str, str]) -> str:
+    """Where the run computed, from its ``machine``, ``machine.*`` and ``software.*`` tags
+    (``torchrl_vase.provenance.environment_tags``, set by runs since 2026-12-06), as
+    ``"machine=vm (2 cores, AMD EPYC); machine.cpu_capability=AVX2; software.numba=…"``
+    (sorted by tag); ``""`` for a run that predates them."""
+    return "; ".join(f"{key}={tags[key]}" for key in sorted(tags)
+                     if key == "machine" or key.startswith(("machine.", "software.")))
 
 
 def resolved_config(client: MlflowClient, run_id: str) -> str | None:
@@ -138,7 +152,9 @@ def export(store: str, experiment: str, out: Path, *, measure: str | None = None
             # whole config's hash (config.yaml in the run's artifacts)
             "run_name": run.info.run_name or "", "run_identity": tags.get("run_identity", ""),
             "population": tags.get("population", "single run"), "note": note,
-            "policy_log_std": policy_log_std(client, run.info.run_id)})
+            "policy_log_std": policy_log_std(client, run.info.run_id),
+            "environment": environment(tags),
+            RESUMED_ELSEWHERE: tags.get(RESUMED_ELSEWHERE, "")})
         written.append(path)
     return written
 
