@@ -84,6 +84,23 @@ def test_kernel_rounding_s_computations_are_the_same_bits_in_two_fresh_processes
     assert runs[0]["elbo_backend"] == "numba"
 
 
+def test_kernel_pinning_cost_runs_the_pinned_process_on_the_scalar_kernels(run_script):
+    # numba's generic build left out: its first compilation alone takes a minute
+    out = run_script("recipes/benchmarks/kernel_pinning_cost.py", "env.frames_per_batch=200",
+                     "--env", "mountain_car", "--iterations", "2", "--rounds", "1", "--pin",
+                     "ATEN_CPU_CAPABILITY", "MKL_CBWR", check=True).stdout
+    # the runs' own tags: the pinned one ran ATen's scalar kernels, the other this machine's
+    assert (f"ATen's kernels as installed: {torch.backends.cpu.get_cpu_capability()}; "
+            "pinned: DEFAULT") in out
+    rows = dict(re.findall(r"^\| (\w+) \| ([\d.]+) \| [\d.]+ \| [\d.-]+ \|$", out,
+                           flags=re.MULTILINE))
+    assert list(rows) == ["collection", "bonus", "model", "pool", "advantage", "critic", "policy",
+                          "evaluation", "watchers", "other", "iteration"]
+    # the phases are the iteration's parts: their sum is at most its time
+    phases = sum(float(value) for key, value in rows.items() if key != "iteration")
+    assert 0 < phases <= float(rows["iteration"]) + 0.05
+
+
 def test_benchmark_sac_times_each_bonus_against_none(run_script):
     out = run_script("recipes/benchmarks/benchmark_sac.py", "--updates", "3", "--rounds", "1",
                      "--obs", "3", "--action", "1", "--bnn", "8", check=True).stdout
