@@ -94,11 +94,14 @@ def test_kernel_pinning_cost_runs_the_pinned_process_on_the_scalar_kernels(run_s
             "pinned: DEFAULT") in out
     rows = dict(re.findall(r"^\| (\w+) \| ([\d.]+) \| [\d.]+ \| [\d.-]+ \|$", out,
                            flags=re.MULTILINE))
-    assert list(rows) == ["collection", "bonus", "model", "pool", "advantage", "critic", "policy",
-                          "evaluation", "watchers", "other", "iteration"]
-    # the phases are the iteration's parts: their sum is at most its time
+    # every phase the runs logged, the fixed ones first, the iteration last
+    assert list(rows)[:10] == ["collection", "bonus", "model", "pool", "advantage", "critic",
+                               "policy", "evaluation", "watchers", "other"]
+    assert list(rows)[-1] == "iteration"
+    # the phases add up to the iteration's time (time/other is the rest), so each is summed over
+    # the same iterations; 11 values rounded to 0.01 s
     phases = sum(float(value) for key, value in rows.items() if key != "iteration")
-    assert 0 < phases <= float(rows["iteration"]) + 0.05
+    assert phases > 0 and abs(phases - float(rows["iteration"])) <= 0.06
 
 
 def test_benchmark_sac_times_each_bonus_against_none(run_script):

@@ -36,9 +36,12 @@ ROOT = Path(__file__).resolve().parents[2]
 #: kernels, MKL's SSE2 branch, numba's generic instructions
 PINNED = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "NUMBA_CPU_NAME": "generic"}
 
-#: the run's phases in the order printed (the recipe's ``time/*`` metrics), then the iteration
+#: the run's phases printed first, in this order (the recipe's ``time/*`` metrics); any other
+#: phase a run logged (``diagnostics``, ``checkpoint``) follows, then the iteration
 PHASES = ("collection", "bonus", "model", "pool", "advantage", "critic", "policy", "evaluation",
-          "watchers", "other", "iteration")
+          "watchers", "other")
+#: ``time/*`` metrics that are no phase
+NOT_PHASES = ("iteration", "exploration_share")
 
 
 def warm_up(environment: dict[str, str]) -> None:
@@ -65,11 +68,14 @@ def timed_run(env: str, iterations: int, environment: dict[str, str], scratch: P
                    env={**os.environ, **environment})
     client = MlflowClient(tracking_uri=store)
     [run] = client.search_runs([client.get_experiment_by_name(env).experiment_id])
-    seconds = {}
-    for phase in PHASES:
-        history = sorted(client.get_metric_history(run.info.run_id, f"time/{phase}"),
-                         key=lambda metric: metric.step)
-        seconds[phase] = sum(metric.value for metric in history[1:])
+    histories = {key.removeprefix("time/"): client.get_metric_history(run.info.run_id, key)
+                 for key in run.data.metrics
+                 if key.startswith("time/") and key != "time/exploration_share"}
+    # a phase is logged from the first iteration it ran in on: leave out the first iteration's
+    # step, not each series' first value
+    first = min(metric.step for metric in histories["iteration"])
+    seconds = {phase: sum(metric.value for metric in history if metric.step != first)
+               for phase, history in histories.items()}
     return seconds, run.data.tags["machine.cpu_capability"]
 
 
@@ -107,9 +113,10 @@ def main() -> None:
           f"{', '.join(sorted(capabilities[True]))}\n")
     print("| phase | as installed (s) | pinned (s) | pinned / as installed |")
     print("|---|---:|---:|---:|")
-    for phase in PHASES:
-        installed = statistics.median(r[phase] for r in results[False])
-        forced = statistics.median(r[phase] for r in results[True])
+    logged = set().union(*(r for rs in results.values() for r in rs)) - set(NOT_PHASES)
+    for phase in (*PHASES, *sorted(logged - set(PHASES)), "iteration"):
+        installed = statistics.median(r.get(phase, 0.0) for r in results[False])
+        forced = statistics.median(r.get(phase, 0.0) for r in results[True])
         ratio = f"{forced / installed:.2f}" if installed > 0.05 else "-"
         print(f"| {phase} | {installed:.2f} | {forced:.2f} | {ratio} |")
     print(f"\nload average {' '.join(f'{x:.1f}' for x in os.getloadavg())} after")
