@@ -89,6 +89,7 @@ def prediction_nll(
 
     Examples:
         >>> import torch
+        >>> _ = torch.manual_seed(0)
         >>> model = BayesianMLP(3, 2, [8])
         >>> batch = torch.randn(5, 2), torch.randn(5, 1), torch.randn(5, 2)
         >>> prediction_nll(model, *batch).shape
@@ -96,7 +97,8 @@ def prediction_nll(
         >>> same = lambda: torch.Generator().manual_seed(0)
         >>> full = prediction_nll(model, *batch, normalised=True, generator=same())
         >>> errors = prediction_nll(model, *batch, generator=same())
-        >>> torch.allclose(full - errors, torch.tensor(log_normaliser(2, 0.5)))
+        >>> # float32: the sum rounds at the error's scale, far below the normaliser (0.45 here)
+        >>> torch.allclose(full - errors, torch.tensor(log_normaliser(2, 0.5)), atol=1e-4)
         True
     """
     check_num_samples(num_samples)
