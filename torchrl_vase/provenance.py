@@ -32,10 +32,15 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["RESUMED_ELSEWHERE", "changed", "cpu_model", "environment_tags", "machine"]
+__all__ = ["ENVIRONMENT_TAGS", "RESUMED_ELSEWHERE", "changed", "cpu_model", "environment_tags",
+           "machine", "recorded_environment"]
 
 #: the packages whose code computes a run's numbers (the envs' physics included)
 PACKAGES = ("torch", "torchrl", "tensordict", "numpy", "numba", "gymnasium", "mujoco")
+
+#: the names of the tags ``environment_tags`` sets
+ENVIRONMENT_TAGS = ("machine", "machine.cpu_capability", "software.python",
+                    *(f"software.{name}" for name in PACKAGES))
 
 #: the tag that lists what differed each time a run was continued on another machine or software
 RESUMED_ELSEWHERE = "resumed_elsewhere"
@@ -67,12 +72,19 @@ def environment_tags() -> dict[str, str]:
     """This process's machine (``machine``), the CPU instruction set torch's kernels use here
     (``machine.cpu_capability``: ``AVX512``, ``AVX2`` or ``DEFAULT``; ``ATEN_CPU_CAPABILITY``
     lowers it) and the versions of Python and of ``PACKAGES`` (``software.<name>``)."""
-    return {
-        "machine": machine(),
-        "machine.cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "software.python": platform.python_version(),
-        **{f"software.{name}": _version(name) for name in PACKAGES},
-    }
+    values = (machine(), torch.backends.cpu.get_cpu_capability(), platform.python_version(),
+              *(_version(name) for name in PACKAGES))
+    return dict(zip(ENVIRONMENT_TAGS, values, strict=True))
+
+
+def recorded_environment(tags: Mapping[str, str]) -> dict[str, str]:
+    """Where a run computed, as it recorded it: its tags among ``ENVIRONMENT_TAGS`` (none for a
+    run from before 2026-12-06, when runs began to set them).
+
+        >>> recorded_environment({"seed": "0", "machine": "vm (2 cores, X)"})
+        {'machine': 'vm (2 cores, X)'}
+    """
+    return {name: tags[name] for name in ENVIRONMENT_TAGS if name in tags}
 
 
 def changed(recorded: Mapping[str, str], now: Mapping[str, str]) -> str:

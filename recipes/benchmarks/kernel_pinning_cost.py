@@ -14,10 +14,9 @@ rounds, as ``make venv`` does the host's: generic instructions are a build of th
 iteration (the model's first fit on a pool of one batch) is left out: the phases of iterations 2
 onwards, summed, per round.
 
-    python recipes/benchmarks/kernel_pinning_cost.py                          # HalfCheetah VASE
-    python recipes/benchmarks/kernel_pinning_cost.py --env mountain_car --iterations 4 --rounds 3
-    python recipes/benchmarks/kernel_pinning_cost.py --env mountain_car --iterations 2 \
-        --rounds 1 env.frames_per_batch=200                   # the wiring on a tiny budget
+    python recipes/benchmarks/kernel_pinning_cost.py --iterations 10        # HalfCheetah VASE
+    python recipes/benchmarks/kernel_pinning_cost.py --iterations 10 --env mountain_car
+    python recipes/benchmarks/kernel_pinning_cost.py --pin ATEN_CPU_CAPABILITY  # one path only
 """
 
 from __future__ import annotations
@@ -37,11 +36,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PINNED = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "NUMBA_CPU_NAME": "generic"}
 
 #: the run's phases printed first, in this order (the recipe's ``time/*`` metrics); any other
-#: phase a run logged (``diagnostics``, ``checkpoint``) follows, then the iteration
+#: phase a run logged (``diagnostics``, ``logging``) follows, then the iteration
 PHASES = ("collection", "bonus", "model", "pool", "advantage", "critic", "policy", "evaluation",
           "watchers", "other")
-#: ``time/*`` metrics that are no phase
-NOT_PHASES = ("iteration", "exploration_share")
 
 
 def warm_up(environment: dict[str, str]) -> None:
@@ -69,7 +66,7 @@ def timed_run(env: str, iterations: int, environment: dict[str, str], scratch: P
     client = MlflowClient(tracking_uri=store)
     [run] = client.search_runs([client.get_experiment_by_name(env).experiment_id])
     histories = {key.removeprefix("time/"): client.get_metric_history(run.info.run_id, key)
-                 for key in run.data.metrics
+                 for key in run.data.metrics  # the exploration share is a fraction, no seconds
                  if key.startswith("time/") and key != "time/exploration_share"}
     # a phase is logged from the first iteration it ran in on: leave out the first iteration's
     # step, not each series' first value
@@ -113,8 +110,8 @@ def main() -> None:
           f"{', '.join(sorted(capabilities[True]))}\n")
     print("| phase | as installed (s) | pinned (s) | pinned / as installed |")
     print("|---|---:|---:|---:|")
-    logged = set().union(*(r for rs in results.values() for r in rs)) - set(NOT_PHASES)
-    for phase in (*PHASES, *sorted(logged - set(PHASES)), "iteration"):
+    logged = set().union(*(r for rs in results.values() for r in rs))
+    for phase in (*PHASES, *sorted(logged - {*PHASES, "iteration"}), "iteration"):
         installed = statistics.median(r.get(phase, 0.0) for r in results[False])
         forced = statistics.median(r.get(phase, 0.0) for r in results[True])
         ratio = f"{forced / installed:.2f}" if installed > 0.05 else "-"

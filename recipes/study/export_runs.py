@@ -38,7 +38,7 @@ import torch
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from torchrl_vase.provenance import RESUMED_ELSEWHERE
+from torchrl_vase.provenance import RESUMED_ELSEWHERE, recorded_environment
 
 # a weights.pt read for its log-std is no download a person waits on: no progress bars in the logs
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -84,12 +84,10 @@ def policy_log_std(client: MlflowClient, run_id: str) -> str:
 
 
 def environment(tags: dict[str, str]) -> str:
-    """Where the run computed, from its ``machine``, ``machine.*`` and ``software.*`` tags
-    (``torchrl_vase.provenance.environment_tags``, set by runs since 2026-12-06), as
-    ``"machine=vm (2 cores, AMD EPYC); machine.cpu_capability=AVX2; software.numba=…"``
-    (sorted by tag); ``""`` for a run that predates them."""
-    return "; ".join(f"{key}={tags[key]}" for key in sorted(tags)
-                     if key == "machine" or key.startswith(("machine.", "software.")))
+    """Where the run computed (``torchrl_vase.provenance.recorded_environment``) as one cell:
+    ``"machine=vm (2 cores, AMD EPYC); machine.cpu_capability=AVX2; software.python=…"``;
+    ``""`` for a run that predates the tags."""
+    return "; ".join(f"{key}={value}" for key, value in recorded_environment(tags).items())
 
 
 def resolved_config(client: MlflowClient, run_id: str) -> str | None:
