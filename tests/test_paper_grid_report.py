@@ -744,6 +744,22 @@ def test_a_rerun_on_another_processor_says_so(tmp_path):
     assert ("Ant VASE, paper's text seed 5 (from iteration 0 (frames); rerun on AMD EPYC, the "
             "study's on Intel(R) Xeon(R) Processor)") in line
     assert "Ant VASE, paper's text seed 8 (from iteration 0 (frames))" in line
+    # the environment tags both runs recorded: those that differ named, agreement said,
+    # nothing said where either run predates the tags (an empty field)
+    (tmp_path / "recheck_01cdad2_rerun.csv").write_text(
+        fields.replace("study_machine", "study_machine,environment_differs")
+        + f'ant,vase,1,01cdad2,01cdad2,600,30,frames,True,DIFFERENT,iteration 0: frames,'
+          f'"{amd}","{intel}",machine machine.cpu_capability\n'
+          f'ant,vase,2,01cdad2,01cdad2,600,30,frames,True,DIFFERENT,iteration 0: frames,'
+          f'"{amd}","{amd}",none\n'
+          f'ant,vase,3,01cdad2,01cdad2,600,30,frames,True,DIFFERENT,iteration 0: frames,'
+          f'"{amd}","{amd}",\n')
+    line = status.rechecks(tmp_path).splitlines()[0]
+    assert ("Ant VASE seed 1 (from iteration 0 (frames); rerun on AMD EPYC, the study's on "
+            "Intel(R) Xeon(R) Processor; recorded otherwise: machine, machine.cpu_capability)"
+            ) in line
+    assert "Ant VASE seed 2 (from iteration 0 (frames); the same recorded environment)" in line
+    assert "Ant VASE seed 3 (from iteration 0 (frames))" in line
 
 
 def test_a_placebo_reading_that_hangs_on_one_statistic_or_a_hair_is_named():

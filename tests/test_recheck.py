@@ -64,7 +64,7 @@ def test_a_rerun_is_equal_only_when_every_metric_but_the_clocks_and_the_identity
     assert recheck.compare_run(earlier, rerun, 3) == {
         "iterations": 3, "metrics_compared": 2, "metrics_differing": "",
         "identity_equal": True, "result": "equal", "first_difference": "",
-        "logged_by_one_run": ""}
+        "logged_by_one_run": "", "environment_differs": ""}
     _seed_csv(rerun / "seed3.csv", (1.0, 2.5000000000000004, float("nan")))  # one ulp off
     result = recheck.compare_run(earlier, rerun, 3)
     assert result["result"] == "DIFFERENT" and result["metrics_differing"] == "Return/mean"
@@ -76,6 +76,54 @@ def test_a_rerun_is_equal_only_when_every_metric_but_the_clocks_and_the_identity
     other = _cell(tmp_path / "other", "mountain_car", "vase", [(3, "82a8bde1")], identity="xyz")
     result = recheck.compare_run(earlier, other, 3)
     assert result["result"] == "DIFFERENT" and result["identity_equal"] is False
+
+
+def _provenance(cell: Path, rows: list[tuple[int, str, str]]) -> None:
+    """``cell``'s runs.csv as export_runs writes it: each seed's note and environment."""
+    with (cell / "runs.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["seed", "run_id", "git_commit", "run_identity", "note", "environment"])
+        for seed, note, environment in rows:
+            writer.writerow([seed, f"r{seed}", "01cdad2a", "abc", note, environment])
+
+
+INTEL, AMD = "vm (2 cores, Intel(R) Xeon(R) Processor)", "vm (2 cores, AMD EPYC)"
+
+
+def test_the_environments_the_two_runs_recorded_are_compared_tag_by_tag(tmp_path):
+    where = f"machine={INTEL}; machine.cpu_capability=AVX512; software.torch=2.13.0+cpu"
+
+    def differs(environment: str) -> str:
+        rerun = _cell(tmp_path / environment[-12:], "ant", "vase", [(1, "01cdad2a")])
+        _provenance(rerun, [(1, "", environment)])
+        return recheck.compare_run(study, rerun, 1)["environment_differs"]
+
+    study = _cell(tmp_path / "study", "ant", "vase", [(1, "01cdad2a")])
+    _provenance(study, [(1, "", where)])
+    assert differs(where) == "none"
+    assert differs(where.replace(INTEL, AMD)) == "machine"
+    # a tag one run recorded and the other did not counts, and names sort
+    assert differs(f"software.torch=2.14.0+cpu; machine={AMD}") == (
+        "machine machine.cpu_capability software.torch")
+    assert differs("") == ""  # a run from before the tags: nothing to compare
+
+
+def test_the_listing_flags_the_seeds_whose_run_started_on_another_machine(tmp_path, monkeypatch,
+                                                                          capsys):
+    cell = _cell(tmp_path, "ant", "vase", [(0, "01cdad2a"), (1, "01cdad2a"), (2, "01cdad2a")])
+    _provenance(cell, [(0, f"started on {INTEL}, load average 2.0 2.0 2.1; ended", ""),
+                       (1, f"started on {AMD}, load average 1.0; ended", ""),
+                       (2, "exported by hand", "")])
+    monkeypatch.setattr(recheck, "machine", lambda: AMD)
+    monkeypatch.setattr(recheck, "git_commit", lambda code: "01cdad2a" + "0" * 32)
+    assert recheck.main(["--study", str(tmp_path), "--commit", "01cdad2", "--code",
+                         str(tmp_path), "--same-commit", "--tasks", "ant", "--measures",
+                         "vase", "--per-cell", "3", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "ant vase seed0" in lines[1] and lines[1].endswith(f"[its run started on {INTEL}]")
+    assert "ant vase seed1" in lines[2] and "ant vase seed2" in lines[3]
+    assert "started on" not in lines[2] + lines[3]  # this machine's, and one not named
+    assert lines[4].startswith(f"1 of them started on another machine than this {AMD}")
 
 
 def _eval_csv(path: Path, evaluations: list[str], first_reward=("", "", "")) -> None:

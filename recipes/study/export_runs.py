@@ -90,6 +90,15 @@ def environment(tags: dict[str, str]) -> str:
     return "; ".join(f"{key}={value}" for key, value in recorded_environment(tags).items())
 
 
+def parse_environment(cell: str) -> dict[str, str]:
+    """``environment``'s cell read back into the tags it holds (``{}`` for an empty cell).
+
+        >>> parse_environment("machine=vm (2 cores, X); machine.cpu_capability=AVX2")
+        {'machine': 'vm (2 cores, X)', 'machine.cpu_capability': 'AVX2'}
+    """
+    return dict(entry.split("=", 1) for entry in cell.split("; ")) if cell else {}
+
+
 def resolved_config(client: MlflowClient, run_id: str) -> str | None:
     """The run's resolved configuration, its ``config.yaml`` artifact's text; ``None`` when it
     logged none."""

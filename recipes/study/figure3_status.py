@@ -175,6 +175,10 @@ def _differing_rerun(row: dict[str, str]) -> str:
     if row.get("machine") and row.get("study_machine") and row["machine"] != row["study_machine"]:
         text += f"; rerun on {_processor(row['machine'])}, the study's on "  \
                 f"{_processor(row['study_machine'])}"
+    if row.get("environment_differs") == "none":
+        text += "; the same recorded environment"
+    elif row.get("environment_differs"):
+        text += f"; recorded otherwise: {', '.join(row['environment_differs'].split())}"
     here = row.get("earlier_here", "")
     if here == "equal":
         text += (f"; {row['earlier_commit'][:7]} rerun here equals {row['commit']} here: not "

@@ -12,7 +12,12 @@ every metric equal (NaN equal to NaN) except the clocks (the loop's ``is_clock``
 An evaluation that one run logged and the other did not (off the schedule: at a stop, before
 67d98e2) is not a value that differs: such a run is "equal where both logged", the rows named in
 ``logged_by_one_run``. Each row names the machine the rerun ran on and the one the study's run
-started on (``machine``, ``study_machine``; empty in rows recorded before 2026-12-06).
+started on (``machine``, ``study_machine``; empty in rows recorded before 2026-12-06), and the
+environment tags the two runs recorded otherwise (``environment_differs``: the processor, its
+kernels, a library's version; "none" where they agree, empty where either run predates the tags,
+see ``export_runs.environment``). A drawn seed whose run started on another processor than this one
+is flagged in the listing: the libraries' kernels may round otherwise there from the first
+iteration on (docs/benchmarks.md, "Which kernel choices change a run's bits").
 Each result is
 appended to ``--record`` (a CSV beside the study; a cell already there is not run again), with
 the first iteration where a differing rerun parts from the study's.
@@ -42,7 +47,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from paper_grid import MEASURES, TASKS  # beside this script
+from export_runs import parse_environment  # beside this script
+from paper_grid import MEASURES, TASKS
 from study_timing import expected_minutes, machine, started_on, study_setup
 
 from torchrl_vase.loop import is_clock  # the clocks: they differ between any two runs
@@ -52,7 +58,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORD_FIELDS = ("task", "measure", "seed", "earlier_commit", "commit", "iterations",
                  "metrics_compared", "metrics_differing", "identity_equal", "result",
                  "first_difference", "earlier_here", "earlier_here_differing",
-                 "logged_by_one_run", "machine", "study_machine")
+                 "logged_by_one_run", "machine", "study_machine", "environment_differs")
 # every value equal, the evaluation's where both runs evaluated, but one run evaluated off the
 # schedule where the other did not
 EQUAL_WHERE_BOTH_LOGGED = "equal where both logged"
@@ -165,6 +171,19 @@ def study_machine(cell: Path, seed: int) -> str:
     return started_on(_run_row(cell, seed).get("note", ""))
 
 
+def environment_differs(cell: Path, rerun: Path, seed: int) -> str:
+    """The environment tags (``torchrl_vase.provenance.ENVIRONMENT_TAGS``) the two runs of
+    ``seed`` recorded with other values, or one of them alone, sorted and space-separated;
+    ``"none"`` when they agree, ``""`` when either run recorded none (as in a row recorded
+    before the field existed)."""
+    ran, reran = (parse_environment(_run_row(where, seed).get("environment", ""))
+                  for where in (cell, rerun))
+    if not ran or not reran:
+        return ""
+    return " ".join(sorted(name for name in ran.keys() | reran.keys()
+                           if ran.get(name) != reran.get(name))) or "none"
+
+
 def first_difference(old: dict[str, list[str]], new: dict[str, list[str]],
                      differing: list[str]) -> str:
     """``"iteration i: a b"``, the first row where the two runs part and the metrics that part
@@ -193,7 +212,8 @@ def compare_run(earlier: Path, rerun: Path, seed: int) -> dict[str, object]:
             "metrics_compared": len(names), "metrics_differing": " ".join(differing),
             "identity_equal": identity_equal, "result": result,
             "first_difference": first_difference(old, new, differing),
-            "logged_by_one_run": alone}
+            "logged_by_one_run": alone,
+            "environment_differs": environment_differs(earlier, rerun, seed)}
 
 
 def read_record(record: Path) -> list[dict[str, str]]:
@@ -363,9 +383,16 @@ def main(argv: list[str] | None = None) -> int:
             minutes.append(expected)
     print(f"{len(drawn)} drawn, {len(todo)} to rerun at {commit[:7]} (~"
           f"{sum(m for m in minutes if m is not None):.0f} min):")
+    here, elsewhere = machine(), 0
     for (task, measure, seed), expected in zip(todo, minutes, strict=True):
+        ran_on = study_machine(args.study / task / measure, seed)
+        elsewhere += bool(ran_on) and ran_on != here
         print(f"  {task} {measure} seed{seed}"
-              + ("" if expected is None else f"  (~{expected:.0f} min)"))
+              + ("" if expected is None else f"  (~{expected:.0f} min)")
+              + (f"  [its run started on {ran_on}]" if ran_on and ran_on != here else ""))
+    if elsewhere:
+        print(f"{elsewhere} of them started on another machine than this {here}: another "
+              "processor's kernels may round otherwise from the first iteration on")
     to_attribute = [] if args.earlier_code is None else [
         (r["task"], r["measure"], int(r["seed"])) for r in read_record(record)
         if r["result"] == "DIFFERENT" and not r["earlier_here"]]
