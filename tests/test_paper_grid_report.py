@@ -513,10 +513,11 @@ def test_the_status_table_counts_each_cell_against_its_bar_the_point_robot_in_it
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[2:] for line in
             table.splitlines()[2:]}
     assert rows["Ant"] == ["12 / 20", "0 / 20", "0 / 20", "0 / 10", "0 / 10", "2 / 10",
-                           "0 / 10", "0 / 10 |"]
+                           "0 / 10", "0 / 10", "0 / 10 |"]
     # the text settings run on three tasks only, Ant's scale checks on Ant
-    assert rows["MountainCar"][-3:] == ["", "", " |"]
-    assert rows["point robot"] == ["20 / 20", "–", "13 / 20", "0", "11 / 20", "–", "–", "– |"]
+    assert rows["MountainCar"][-4:] == ["", "", "", " |"]
+    assert rows["point robot"] == ["20 / 20", "–", "13 / 20", "0", "11 / 20", "–", "–", "–",
+                                   "– |"]
     below = table.splitlines()[-1]
     assert below.startswith("Below the bar: MountainCar VASE (0 of 20), MountainCar TRPO "
                             "(authors') (0 of 20), MountainCar NLL (0 of 20)")
@@ -524,8 +525,8 @@ def test_the_status_table_counts_each_cell_against_its_bar_the_point_robot_in_it
     assert "MountainCar VASE, paper's text" not in below  # not run there: no bar
     assert below.endswith(", point robot NLL (13 of 20), point robot TRPO, the bonuses' own "
                           "(none) (11 of 20).")
-    # five measures a task, the text on three, Ant's two checks, the point robot's NLL and none
-    assert below.count(" of ") == 6 * 5 + 3 + 2 + 2
+    # five measures a task, the text on three, Ant's three checks, the point robot's NLL and none
+    assert below.count(" of ") == 6 * 5 + 3 + 3 + 2
     full = {task: {m: seeds(bar) for m, bar in status.STUDY_BAR.items()} for task in status.TASKS}
     table = status.study_status(full, {"vase": seeds(20), "nll": seeds(20), "none": seeds(20)})
     assert table.splitlines()[-1] == "**Every cell has reached the bar.**"
@@ -664,6 +665,50 @@ def test_ants_scale_section_states_its_rule_before_numbers_and_flags_a_late_disa
     assert "| VASE (η / 10) | – | 0 | – | – |" in early
     assert ("**Answer: not measured yet** (the whole run: VASE (Linear init) and VASE (η / 10) "
             "below 5 seeds)") in early
+
+
+FOLLOW_ETAS = {**ETAS, "vase_linear_eta_tenth": 1e-5}
+
+
+@pytest.mark.parametrize(("level", "first", "answer"), [
+    (4, 5e4, "the scale"),  # at the scale (η·U 0.5), back at the control's level
+    (2, 5e4, "partly the scale"),  # recovers, stays more than the margin below the control
+    (0, 5e4, "the method"),  # at the scale, no better than VASE
+    (0, 5e6, "undecided"),  # no better, but its first bonus 50 a step: not at the scale
+])
+def test_the_follow_up_is_read_alone_by_the_same_rule(level, first, answer):
+    """Both changes together, one Holm family of its own: the two earlier variants (both at
+    VASE's level and far above the scale) change nothing of its answer."""
+    levels = {"none": 4, "vase": 0, "vase_linear_init": 0, "vase_eta_tenth": 0,
+              ant_scale.FOLLOW_UP: level}
+    runs = _scale_runs(levels, {**HUGE, ant_scale.FOLLOW_UP: first})
+    judged = ant_scale.judge_scale(runs, FOLLOW_ETAS, "whole", claims_of.task_margin(runs),
+                                   variants=(ant_scale.FOLLOW_UP,), resamples=2000)
+    assert judged.answer == answer
+    assert judged.at_scale == {ant_scale.FOLLOW_UP: first * 1e-5 <= 1}
+    assert set(judged.recovers) == {ant_scale.FOLLOW_UP}
+
+
+def test_the_follow_up_is_shown_after_the_first_answer_and_read_only_at_its_ten_seeds():
+    levels = {"none": 4, "vase": 0, "vase_linear_init": 0, "vase_eta_tenth": 0,
+              ant_scale.FOLLOW_UP: 0}
+    runs = _scale_runs(levels, {**SMALL_INIT, ant_scale.FOLLOW_UP: 5e4})
+    page = ant_scale.scale_section(runs, FOLLOW_ETAS, resamples=2000)
+    first, _, follow = page.partition(ant_scale.FOLLOW_UP_RULE)
+    assert "**Answer: the method** (the whole run: no variant recovers; VASE (Linear init)" in first
+    assert follow.count("**Answer:") == 1
+    assert ("**Answer: the method** (the whole run: no variant recovers; VASE (Linear init, "
+            "η / 10) brought the bonus to the reward's scale and still hurts)") in follow
+    assert "| VASE (Linear init, η / 10) | 1e-05 | 10 | 0.5 [0.5, 0.5] | 0 |" in follow
+    assert "| none (control) − VASE (Linear init, η / 10) | +4" in follow
+    # nine of its ten seeds: shown, not read
+    partial = {**runs, ant_scale.FOLLOW_UP: runs[ant_scale.FOLLOW_UP][:9]}
+    follow = ant_scale.scale_section(partial, FOLLOW_ETAS, resamples=2000).partition(
+        ant_scale.FOLLOW_UP_RULE)[2]
+    assert "| VASE (Linear init, η / 10) | 1e-05 | 9 | 0.5 [0.5, 0.5] | 0 |" in follow
+    assert ("**Answer: not measured yet** (9 of its 10 seeds finished; it is read once all "
+            "have).") in follow
+    assert "− VASE (Linear init, η / 10)" not in follow
 
 
 def test_a_cells_eta_is_read_from_its_runs_configurations(tmp_path):

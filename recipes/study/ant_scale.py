@@ -9,7 +9,9 @@ variants of VASE change only that scale, 10 seeds each: the model's means initia
 (``surprise.eta=1e-5``). ``RULE`` is the question's rule, written before any run of either
 variant finished; ``scale_section`` applies it with the claims' statistics
 (``study_statistics.median_comparison``: medians over seeds, unpaired percentile bootstrap, the
-task's smallest effect of interest from ``figure3_claims.task_margin``).
+task's smallest effect of interest from ``figure3_claims.task_margin``). ``FOLLOW_UP_RULE``
+asks it again of both changes together (``FOLLOW_UP``), after the two variants' answer was
+"undecided" for want of a variant at the reward's scale.
 
     >>> import numpy as np
     >>> from study_runs import Seed
@@ -47,6 +49,10 @@ from study_statistics import (
 #: VASE at the authors' configuration and its two variants of scale
 VASE = "vase"
 VARIANTS = ("vase_linear_init", "vase_eta_tenth")
+#: both changes together, asked after the two variants' answer (``FOLLOW_UP_RULE``)
+FOLLOW_UP = "vase_linear_eta_tenth"
+#: the follow-up's seeds (0 to 9), all of which it is read from
+FOLLOW_UP_SEEDS = 10
 #: the control: the bonuses' own TRPO without a bonus (VASE's runs but for the bonus)
 CONTROL = "none"
 #: the most Ant's extrinsic reward pays a step (1 while the x-velocity exceeds 3 m/s)
@@ -79,6 +85,21 @@ task's smallest effect of interest m; Holm over the two variants in each test.
    the bonus to the reward's scale and every such variant still hurts; **undecided**
    otherwise. **Nothing to explain** when step 1 does not find VASE hurting (the variants'
    numbers are shown all the same).
+"""
+
+FOLLOW_UP_RULE = """\
+**Follow-up: both changes together** (written on 2026-12-06, after the answer above and before
+any run of this variant). Neither variant brought the bonus to the reward's scale (the Linear
+init's median first η·U a step was 1.76), so the rule could not tell the method from the
+scale. A third variant makes both changes, 10 seeds: the means as `torch.nn.Linear` does and
+η / 10 (`surprise.init_mean=uniform surprise.eta=1e-5`). The bonus U of the first iteration
+with a model does not depend on η (the model's first fit comes before any bonus is paid), so
+its first η·U is a tenth of the Linear init's seed by seed where the two compute alike: about
+0.18 a step, expected at the reward's scale by construction (the table's row checks it). It is
+read by the rule above with this variant alone, in its own Holm family (it is asked after the
+first two were answered): step 1 as above; **the scale** when it recovers and is as good as
+the control, **partly the scale** when it recovers only, **the method** when it is at the
+reward's scale, does not recover and still hurts, **undecided** otherwise.
 """
 
 
@@ -122,14 +143,17 @@ def _names(variants: list[str]) -> str:
 
 
 def judge_scale(runs: dict[str, list[Seed]], etas: dict[str, float], window: str,
-                margin: float, alpha: float = ALPHA, **kwargs) -> ScaleAnswer:
-    """``RULE`` in one window (``study_statistics.WINDOW_LABELS``)."""
-    measured = [m for m in (VASE, CONTROL, *VARIANTS) if len(runs.get(m, [])) >= MIN_SEEDS]
+                margin: float, alpha: float = ALPHA, variants: tuple[str, ...] = VARIANTS,
+                **kwargs) -> ScaleAnswer:
+    """``RULE`` in one window (``study_statistics.WINDOW_LABELS``), over ``variants`` (one Holm
+    family: ``VARIANTS``, or ``(FOLLOW_UP,)`` for ``FOLLOW_UP_RULE``)."""
+    asked = variants
+    measured = [m for m in (VASE, CONTROL, *asked) if len(runs.get(m, [])) >= MIN_SEEDS]
     if VASE not in measured or CONTROL not in measured or not margin > 0:
         return ScaleAnswer("not measured yet", None, {}, {}, {})
     values = {m: seed_windows(runs[m], window) for m in measured}
     hurts = median_comparison(values[CONTROL], values[VASE], margin, **kwargs)
-    variants = [v for v in VARIANTS if v in measured]
+    variants = [v for v in asked if v in measured]
     recovers = {v: median_comparison(values[v], values[VASE], margin, **kwargs) for v in variants}
     versus = {v: median_comparison(values[CONTROL], values[v], margin, **kwargs)
               for v in variants}
@@ -139,9 +163,9 @@ def judge_scale(runs: dict[str, list[Seed]], etas: dict[str, float], window: str
     if not holm_rejects([hurts.p_above_zero], alpha)[0]:
         return replace(answer, answer="nothing to explain",
                        why="control − VASE is not shown above 0")
-    if len(variants) < len(VARIANTS):
+    if len(variants) < len(asked):
         return replace(answer, answer="not measured yet",
-                       why=f"{_names([v for v in VARIANTS if v not in variants])} "
+                       why=f"{_names([v for v in asked if v not in variants])} "
                            f"below {MIN_SEEDS} seeds")
     better = dict(zip(variants, holm_rejects([recovers[v].p_above_zero for v in variants],
                                              alpha), strict=True))
@@ -182,45 +206,76 @@ def _figure(comparison: MedianComparison | None) -> str:
     return f"{median_figure(comparison)} (P {comparison.improvement:.2f})"
 
 
+def _scale_row(runs: dict[str, list[Seed]], etas: dict[str, float], measure: str) -> str:
+    """A cell's row of the scale table: η, seeds, its first η·U a step (median [range]) and
+    the iterations that paid more than the reward's scale."""
+    seeds, eta = runs.get(measure, []), etas.get(measure, math.nan)
+    label = AGGREGATE_LABELS[measure]
+    if not seeds or not math.isfinite(eta):
+        return f"| {label} | – | {len(seeds)} | – | – |"
+    first = np.array([first_bonus(s, eta) for s in seeds])
+    above = np.array([iterations_above(s, eta) for s in seeds])
+    return (f"| {label} | {eta:g} | {len(seeds)} | {np.nanmedian(first):.3g} "
+            f"[{np.nanmin(first):.3g}, {np.nanmax(first):.3g}] | {np.median(above):.0f} |")
+
+
+SCALE_TABLE = ("| cell | η | seeds | η·U a step at the first iteration with a model: median "
+               "[range] | iterations with η·U > 1 (median) |", "|---|---:|---:|---:|---:|")
+COMPARISON_TABLE = ("| A − B | whole run | last 10 % |", "|---|---:|---:|")
+
+
+def _variant_rows(primary: ScaleAnswer, sensitivity: ScaleAnswer, variant: str) -> list[str]:
+    """A variant's two comparisons (against VASE, and the control against it), both windows."""
+    label = AGGREGATE_LABELS
+    return [f"| {label[variant]} − {label[VASE]} | {_figure(primary.recovers.get(variant))} | "
+            f"{_figure(sensitivity.recovers.get(variant))} |",
+            f"| {label[CONTROL]} − {label[variant]} | "
+            f"{_figure(primary.versus_control.get(variant))} | "
+            f"{_figure(sensitivity.versus_control.get(variant))} |"]
+
+
+def _answer_line(primary: ScaleAnswer, sensitivity: ScaleAnswer) -> str:
+    flag = "" if sensitivity.answer == primary.answer else " ⚑"
+    return (f"**Answer: {primary.answer}** (the whole run: {primary.why}); the last 10 %: "
+            f"{sensitivity.answer}{flag}.\n")
+
+
+def follow_up_section(runs: dict[str, list[Seed]], etas: dict[str, float], margin: float,
+                      **kwargs) -> list[str]:
+    """``FOLLOW_UP_RULE`` and its reading: the variant's scale row, its comparisons and the
+    answer, read once its ``FOLLOW_UP_SEEDS`` have finished (not before: no peeking)."""
+    lines = [FOLLOW_UP_RULE, *SCALE_TABLE, _scale_row(runs, etas, FOLLOW_UP), ""]
+    finished = len(runs.get(FOLLOW_UP, []))
+    if finished < FOLLOW_UP_SEEDS:
+        return [*lines, f"**Answer: not measured yet** ({finished} of its {FOLLOW_UP_SEEDS} "
+                        "seeds finished; it is read once all have).\n"]
+    primary, sensitivity = (judge_scale(runs, etas, window, margin, variants=(FOLLOW_UP,),
+                                        **kwargs)
+                            for window in (PRIMARY_WINDOW, SENSITIVITY_WINDOW))
+    return [*lines, *COMPARISON_TABLE, *_variant_rows(primary, sensitivity, FOLLOW_UP), "",
+            _answer_line(primary, sensitivity)]
+
+
 def scale_section(runs: dict[str, list[Seed]], etas: dict[str, float], **kwargs) -> str:
     """The page's section: ``RULE``, then each cell's first scale (the manipulation check), the
-    comparisons in both windows and the answer."""
+    comparisons in both windows and the answer; then ``FOLLOW_UP_RULE`` and its reading."""
     margin = task_margin(runs)
     primary = judge_scale(runs, etas, PRIMARY_WINDOW, margin, **kwargs)
     sensitivity = judge_scale(runs, etas, SENSITIVITY_WINDOW, margin, **kwargs)
     label = AGGREGATE_LABELS
-    lines = [RULE]
-    scale_rows = []
-    for measure in (VASE, *VARIANTS):
-        seeds = runs.get(measure, [])
-        eta = etas.get(measure, math.nan)
-        if not seeds or not math.isfinite(eta):
-            scale_rows.append(f"| {label[measure]} | – | {len(seeds)} | – | – |")
-            continue
-        first = np.array([first_bonus(s, eta) for s in seeds])
-        above = np.array([iterations_above(s, eta) for s in seeds])
-        scale_rows.append(f"| {label[measure]} | {eta:g} | {len(seeds)} | "
-                          f"{np.nanmedian(first):.3g} [{np.nanmin(first):.3g}, "
-                          f"{np.nanmax(first):.3g}] | {np.median(above):.0f} |")
-    lines += ["Each cell's bonus at its start (η read from each run's resolved configuration):\n",
-              "| cell | η | seeds | η·U a step at the first iteration with a model: median "
-              "[range] | iterations with η·U > 1 (median) |",
-              "|---|---:|---:|---:|---:|", *scale_rows, ""]
+    lines = [RULE, "Each cell's bonus at its start (η read from each run's resolved "
+                   "configuration):\n", *SCALE_TABLE,
+             *(_scale_row(runs, etas, measure) for measure in (VASE, *VARIANTS)), ""]
     if primary.answer == "not measured yet" and primary.hurts is None:
         lines.append(f"**Answer: not measured yet** (each cell needs {MIN_SEEDS} seeds).\n")
         return "\n".join(lines)
-    flag = "" if sensitivity.answer == primary.answer else " ⚑"
     lines += [f"The task's smallest effect of interest m = {margin:.3g}. A − B: the difference "
               "of medians, in brackets its bootstrap's 5th and 95th percentiles, P(A > B) "
-              "beside.\n",
-              "| A − B | whole run | last 10 % |", "|---|---:|---:|",
+              "beside.\n", *COMPARISON_TABLE,
               f"| {label[CONTROL]} − {label[VASE]} | {_figure(primary.hurts)} | "
               f"{_figure(sensitivity.hurts)} |"]
     for v in VARIANTS:
-        lines += [f"| {label[v]} − {label[VASE]} | {_figure(primary.recovers.get(v))} | "
-                  f"{_figure(sensitivity.recovers.get(v))} |",
-                  f"| {label[CONTROL]} − {label[v]} | {_figure(primary.versus_control.get(v))} "
-                  f"| {_figure(sensitivity.versus_control.get(v))} |"]
-    lines += ["", f"**Answer: {primary.answer}** (the whole run: {primary.why}); the last "
-              f"10 %: {sensitivity.answer}{flag}.\n"]
+        lines += _variant_rows(primary, sensitivity, v)
+    lines += ["", _answer_line(primary, sensitivity),
+              *follow_up_section(runs, etas, margin, **kwargs)]
     return "\n".join(lines)

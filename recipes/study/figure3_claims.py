@@ -39,18 +39,22 @@ from study_statistics import (  # the statistics of issues 38 and 77 (beside thi
 
 #: the paper's four curves (its "TRPO" is the authors' plain-TRPO script) and the extras
 PAPER_CURVES = ("vase", "nll", "vime", "trpo_authors")
-EXTRAS = ("none", "vase_paper", "rnd", "vase_linear_init", "vase_eta_tenth")
+EXTRAS = ("none", "vase_paper", "rnd", "vase_linear_init", "vase_eta_tenth",
+          "vase_linear_eta_tenth")
 #: every measure the study runs
 STUDY_MEASURES = (*PAPER_CURVES, *EXTRAS)
 #: the measures' names in the figures and the status table
 STUDY_LABELS = {"vase": "VASE", "nll": "NLL", "vime": "VIME", "trpo_authors": "TRPO (authors')",
                 "none": "TRPO, the bonuses' own (none)", "vase_paper": "VASE, paper's text",
                 "rnd": "RND", "vase_linear_init": "VASE, means as torch.nn.Linear",
-                "vase_eta_tenth": "VASE, η / 10", "vase_shuffled": "VASE, bonus shuffled"}
+                "vase_eta_tenth": "VASE, η / 10",
+                "vase_linear_eta_tenth": "VASE, means as torch.nn.Linear and η / 10",
+                "vase_shuffled": "VASE, bonus shuffled"}
 #: the short names of the tables' cells and the aggregate figure
 AGGREGATE_LABELS = {"vase": "VASE", "nll": "NLL", "vime": "VIME", "trpo_authors": "TRPO (authors')",
                     "none": "none (control)", "vase_paper": "VASE (text)", "rnd": "RND",
                     "vase_linear_init": "VASE (Linear init)", "vase_eta_tenth": "VASE (η / 10)",
+                    "vase_linear_eta_tenth": "VASE (Linear init, η / 10)",
                     "vase_shuffled": "VASE (shuffled)"}
 #: "no surprise": the paper's TRPO curve (the authors' script) and the control (the bonuses' TRPO)
 NO_BONUS = ("trpo_authors", "none")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-from ant_scale import VARIANTS, cell_eta, scale_section
+from ant_scale import FOLLOW_UP, VARIANTS, cell_eta, scale_section
 from bonus_constant import cell_rows  # beside this script, as are the others
 from bonus_constant import markdown as constant_table
 from figure3_claims import (  # the claims' judgement (beside this script)
@@ -65,7 +65,8 @@ from study_statistics import (  # the statistics of issue 38 (beside this script
 #: Okabe & Ito's colour-blind-safe palette
 SAFE = {"vase": "#D55E00", "nll": "#009E73", "vime": "#0072B2", "trpo_authors": "#000000",
         "none": "#999999", "vase_paper": "#E69F00", "rnd": "#CC79A7",
-        "vase_linear_init": "#56B4E9", "vase_eta_tenth": "#F0E442"}
+        "vase_linear_init": "#56B4E9", "vase_eta_tenth": "#F0E442",
+        "vase_linear_eta_tenth": "#882255"}  # Tol's wine: Okabe & Ito's eight are taken
 
 
 # ------------------------------------------------------------------------------------------------
@@ -473,7 +474,7 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                 "curve there has an axis of its own, right: its returns are not comparable with "
                 "the other curves'.\n")
         if ant := data.get("ant"):
-            etas = {m: cell_eta(study, "ant", m) for m in ("vase", *VARIANTS)}
+            etas = {m: cell_eta(study, "ant", m) for m in ("vase", *VARIANTS, FOLLOW_UP)}
             sections += ["### Ant: the method or its first scale? {: #ant-scale }\n",
                          scale_section(ant, etas)]
         summary = aggregate(data, ("vase", "nll", "vime", "trpo_authors", "none"),

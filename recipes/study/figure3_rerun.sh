@@ -15,8 +15,9 @@ STUDY_COMMIT=01cdad23ea061470834833ea773427eaa421bd26
 # the short tasks first (the issue's order), each cell's 20 seeds before the next cell's
 TASKS=${TASKS:-point_robot mountain_car lunar_lander double_pendulum cartpole_swingup half_cheetah ant}
 # Ant's scale checks before the text settings' VASE (from 2026-12-05): they answer the question
-# the page asks of Ant's VASE (docs/results.md#ant-scale)
-MEASURES=${MEASURES:-vase nll vase_linear_init vase_eta_tenth vase_paper}
+# the page asks of Ant's VASE (docs/results.md#ant-scale); both changes together last (from
+# 2026-12-06: ant_scale.FOLLOW_UP_RULE, asked after the two answered "undecided")
+MEASURES=${MEASURES:-vase nll vase_linear_init vase_eta_tenth vase_paper vase_linear_eta_tenth}
 cd "$(dirname "$0")/../.."
 # shellcheck disable=SC2086  # the tasks and measures are words
 exec bash recipes/study/pinned_study.sh figure3_rerun "$STUDY_COMMIT" \

@@ -85,6 +85,8 @@ MEASURES = {
     # Ant's first-iteration scale (issue 77): is "VASE hurts Ant" the method or its scale?
     "vase_linear_init": ("surprise=vase", "surprise.init_mean=uniform"),
     "vase_eta_tenth": ("surprise=vase", "surprise.eta=1e-5"),
+    # both, asked after the two answered "undecided" (ant_scale.FOLLOW_UP_RULE)
+    "vase_linear_eta_tenth": ("surprise=vase", "surprise.init_mean=uniform", "surprise.eta=1e-5"),
     # the placebos of SAC + VASE on MountainCar and of VASE on the point robot (issue 77):
     # the model trained, no bonus; the bonus shuffled
     "vase_eta0": ("surprise=vase", "surprise.eta=0"),
@@ -98,12 +100,13 @@ ORDER = (
     (("vase_paper",), ("half_cheetah", "cartpole_swingup", "ant")),
     (("nll", "vime"), ("point_robot",)),
     (("rnd",), TASKS[:6]),  # only when asked for (--measures)
-    (("vase_linear_init", "vase_eta_tenth"), ("ant",)),  # only when asked for
+    (("vase_linear_init", "vase_eta_tenth", "vase_linear_eta_tenth"), ("ant",)),  # when asked
     (("vase_eta0", "vase_shuffled"), ("mountain_car",)),  # SAC's placebos, when asked for
     (("vase_shuffled",), ("point_robot",)),  # the point robot's placebo, when asked for
 )
 #: measures run on fewer seeds than the 20 of the paper (the issues' counts): seeds 0 to n - 1
-SEED_COUNT = {"vase_paper": 10, "vase_linear_init": 10, "vase_eta_tenth": 10}
+SEED_COUNT = {"vase_paper": 10, "vase_linear_init": 10, "vase_eta_tenth": 10,
+              "vase_linear_eta_tenth": 10}
 #: a task's own overrides: the point robot's runs stop at the first reward, within 2.5 M steps
 TASK_OVERRIDES = {"point_robot": ("stop_at_first_reward=true", "iterations=500")}
 #: the measures of the study (issue 38)

@@ -40,6 +40,7 @@ def started_on(note: str) -> str:
 #: a measure without finished runs of its own is timed by a measure of like cost on its task
 LIKE_COST = {"nll": "vase", "vime": "vase", "vase_paper": "vase", "rnd": "vase", "vase": "nll",
              "vase_linear_init": "vase", "vase_eta_tenth": "vase", "vase_eta0": "vase",
+             "vase_linear_eta_tenth": "vase",
              "vase_shuffled": "vase",
              "none": "trpo_authors", "trpo_authors": "none"}
 #: a job's expected minutes are its measure's median run times this, plus a start and export
