@@ -711,6 +711,25 @@ def test_the_follow_up_is_shown_after_the_first_answer_and_read_only_at_its_ten_
     assert "− VASE (Linear init, η / 10)" not in follow
 
 
+def test_each_cells_processors_are_counted_from_its_runs_notes(tmp_path):
+    import csv
+
+    amd = "started on vm (2 cores, AMD EPYC), load average 2.0"
+    for measure, notes in {"vase": ["started on vm (2 cores, Intel(R) Xeon(R) Processor), load "
+                                    "average 1.0; ended", "exported by hand"],
+                           "none": [amd, amd]}.items():
+        cell = tmp_path / "ant" / measure
+        cell.mkdir(parents=True)
+        # seed 1 of none exported twice: its last row counts, once
+        rows = [(0, notes[0]), (1, notes[1])] + ([(1, notes[1])] if measure == "none" else [])
+        with (cell / "runs.csv").open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["seed", "note"])
+            writer.writerows(rows)
+    assert status.cell_processors(tmp_path, "ant", ("none", "vase", "vase_eta_tenth")) == (
+        "none (control): AMD EPYC 2; VASE: Intel(R) Xeon(R) Processor 1, not recorded 1")
+
+
 def test_a_cells_eta_is_read_from_its_runs_configurations(tmp_path):
     cell = tmp_path / "ant" / "vase_eta_tenth"
     cell.mkdir(parents=True)

@@ -44,6 +44,7 @@ from figure3_claims import (  # the claims' judgement (beside this script)
     study_claims_table,
 )
 from figure3_status import (  # how far the study has come (beside this script)
+    cell_processors,
     failures_table,
     load_failures,
     policy_spread,
@@ -476,7 +477,14 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
         if ant := data.get("ant"):
             etas = {m: cell_eta(study, "ant", m) for m in ("vase", *VARIANTS, FOLLOW_UP)}
             sections += ["### Ant: the method or its first scale? {: #ant-scale }\n",
-                         scale_section(ant, etas)]
+                         scale_section(ant, etas),
+                         "Processors (each cell's runs, by where they started): "
+                         + cell_processors(study, "ant", ("none", "vase", *VARIANTS, FOLLOW_UP))
+                         + ". A processor rounds a run differently from its first iteration on, "
+                         "as another seed would ([which kernels](benchmarks.md#which-kernel-"
+                         "choices-change-a-runs-bits-recipesbenchmarkskernel_roundingpy)): the "
+                         "follow-up's first η·U is a tenth of the Linear init's seed by seed "
+                         "only where the two ran on one processor.\n"]
         summary = aggregate(data, ("vase", "nll", "vime", "trpo_authors", "none"),
                             window=PRIMARY_WINDOW)
         if summary["tasks"]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from figure3_claims import STUDY_LABELS
+from figure3_claims import AGGREGATE_LABELS, STUDY_LABELS
 from omegaconf import OmegaConf
 from recheck import EQUAL_WHERE_BOTH_LOGGED  # the recheck's record (beside this script)
 from study_runs import ROOT, TASKS, TITLES, Seed, load_cell
+from study_timing import started_on
 
 #: iterations between the evaluations of the deterministic policy (the recipe's ``eval.every``)
 EVAL_EVERY = OmegaConf.load(ROOT / "conf" / "trpo_vase.yaml").eval.every
@@ -162,6 +163,27 @@ def _processor(machine: str) -> str:
     """
     inside = machine.partition(" (")[2].removesuffix(")")
     return inside.partition(", ")[2] or machine
+
+
+def cell_processors(study: Path, task: str, measures: tuple[str, ...]) -> str:
+    """Which processor each cell's runs started on, from their ``runs.csv`` notes (a seed's
+    last row), as a sentence: ``"VASE: Intel(R) Xeon(R) Processor 20; none (control): AMD EPYC
+    10, not recorded 10"``; a cell without runs is left out."""
+    cells = []
+    for measure in measures:
+        path = study / task / measure / "runs.csv"
+        if not path.exists():
+            continue
+        with path.open(newline="") as handle:
+            notes = {row["seed"]: row.get("note", "") for row in csv.DictReader(handle)}
+        counts: dict[str, int] = {}
+        for note in notes.values():
+            machine = started_on(note)
+            name = _processor(machine) if machine else "not recorded"
+            counts[name] = counts.get(name, 0) + 1
+        cells.append(f"{AGGREGATE_LABELS.get(measure, measure)}: "
+                     + ", ".join(f"{name} {count}" for name, count in sorted(counts.items())))
+    return "; ".join(cells)
 
 
 def _differing_rerun(row: dict[str, str]) -> str:
