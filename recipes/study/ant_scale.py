@@ -35,6 +35,7 @@ from figure3_claims import (
     seed_windows,
     task_margin,
 )
+from figure3_status import STUDY_BAR  # the seeds each cell runs, all of them read
 from omegaconf import OmegaConf
 from study_runs import Seed
 from study_statistics import (
@@ -51,8 +52,6 @@ VASE = "vase"
 VARIANTS = ("vase_linear_init", "vase_eta_tenth")
 #: both changes together, asked after the two variants' answer (``FOLLOW_UP_RULE``)
 FOLLOW_UP = "vase_linear_eta_tenth"
-#: the follow-up's seeds (0 to 9), all of which it is read from
-FOLLOW_UP_SEEDS = 10
 #: the control: the bonuses' own TRPO without a bonus (VASE's runs but for the bonus)
 CONTROL = "none"
 #: the most Ant's extrinsic reward pays a step (1 while the x-velocity exceeds 3 m/s)
@@ -243,11 +242,11 @@ def _answer_line(primary: ScaleAnswer, sensitivity: ScaleAnswer) -> str:
 def follow_up_section(runs: dict[str, list[Seed]], etas: dict[str, float], margin: float,
                       **kwargs) -> list[str]:
     """``FOLLOW_UP_RULE`` and its reading: the variant's scale row, its comparisons and the
-    answer, read once its ``FOLLOW_UP_SEEDS`` have finished (not before: no peeking)."""
+    answer, read once its seeds (``figure3_status.STUDY_BAR``) have finished, not before."""
     lines = [FOLLOW_UP_RULE, *SCALE_TABLE, _scale_row(runs, etas, FOLLOW_UP), ""]
     finished = len(runs.get(FOLLOW_UP, []))
-    if finished < FOLLOW_UP_SEEDS:
-        return [*lines, f"**Answer: not measured yet** ({finished} of its {FOLLOW_UP_SEEDS} "
+    if finished < STUDY_BAR[FOLLOW_UP]:
+        return [*lines, f"**Answer: not measured yet** ({finished} of its {STUDY_BAR[FOLLOW_UP]} "
                         "seeds finished; it is read once all have).\n"]
     primary, sensitivity = (judge_scale(runs, etas, window, margin, variants=(FOLLOW_UP,),
                                         **kwargs)

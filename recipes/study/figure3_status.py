@@ -9,6 +9,7 @@ commit's runs. ``figure3_report.py`` puts them on the results page.
 from __future__ import annotations
 
 import csv
+from collections import Counter
 from pathlib import Path
 
 from figure3_claims import AGGREGATE_LABELS, STUDY_LABELS
@@ -176,11 +177,8 @@ def cell_processors(study: Path, task: str, measures: tuple[str, ...]) -> str:
             continue
         with path.open(newline="") as handle:
             notes = {row["seed"]: row.get("note", "") for row in csv.DictReader(handle)}
-        counts: dict[str, int] = {}
-        for note in notes.values():
-            machine = started_on(note)
-            name = _processor(machine) if machine else "not recorded"
-            counts[name] = counts.get(name, 0) + 1
+        counts = Counter(_processor(machine) if (machine := started_on(note)) else "not recorded"
+                         for note in notes.values())
         cells.append(f"{AGGREGATE_LABELS.get(measure, measure)}: "
                      + ", ".join(f"{name} {count}" for name, count in sorted(counts.items())))
     return "; ".join(cells)
