@@ -79,9 +79,18 @@ def test_a_direction_is_read_only_when_both_windows_show_it_with_every_seed(tmp_
     assert sac.reading(none, vase, "B", "A", resamples=2000)[1] == "B below A in both windows"
     rnd = data["half_cheetah"]["rnd"]
     figures, read = sac.reading(rnd, none, "A", "B", resamples=2000)
-    assert read == "no difference shown"  # −1 at the end, +1.4 over the whole run
+    # −1 at the end, +1.4 over the whole run: no direction read, the two named
+    assert read == ("the windows disagree: A below B in the last 10 % of frames, above in the "
+                    "whole run")
     assert float(figures["last10pct"].split()[0]) == pytest.approx(-1, abs=0.1)
     assert float(figures["whole"].split()[0]) == pytest.approx(1.4, abs=0.1)
+    late = tmp_path / "late"
+    _cell(late, "half_cheetah", "none", (0.0, 0.0))
+    _cell(late, "half_cheetah", "rnd", (-0.25, 1.0))  # above at its end, level over the run
+    later = sac.load_study(late, figure3, BUDGET)["half_cheetah"]
+    figures, read = sac.reading(later["rnd"], later["none"], "A", "B", resamples=2000)
+    assert read == "no direction read: A above B in the last 10 % of frames only"
+    assert float(figures["whole"].split()[0]) == pytest.approx(0, abs=0.02)
     assert sac.reading(data["mountain_car"]["vase"], data["mountain_car"]["none"], "A", "B",
                        resamples=2000)[1] == "not read yet (4 and 5 seeds)"
     assert sac.reading([], none, "A", "B")[0] == {"last10pct": "–", "whole": "–"}

@@ -110,7 +110,8 @@ def reading(seeds_a: list[Seed], seeds_b: list[Seed], label_a: str, label_b: str
             **kwargs) -> tuple[dict[str, str], str]:
     """One pair's differences per window (``"+1.2 [−0.3, +2.8]"``) and what they read: a
     direction only when both windows' intervals exclude 0 on the same side, and only with every
-    seed of both cells (a cell of Figure 3 has more)."""
+    seed of both cells (a cell of Figure 3 has more). Where one window alone shows a direction,
+    or the two opposite ones, the reading names them: shown, not read."""
     figures, signs = {}, []
     for window in WINDOWS:
         comparison = compare(seed_windows(seeds_a, window), seed_windows(seeds_b, window),
@@ -128,6 +129,15 @@ def reading(seeds_a: list[Seed], seeds_b: list[Seed], label_a: str, label_b: str
         return figures, f"{label_a} above {label_b} in both windows"
     if signs[0] == signs[1] == -1:
         return figures, f"{label_a} below {label_b} in both windows"
+    shown = [("above" if sign > 0 else "below", WINDOWS[window])
+             for window, sign in zip(WINDOWS, signs, strict=True) if sign]
+    if len(shown) == 1:
+        (side, window), = shown
+        return figures, f"no direction read: {label_a} {side} {label_b} in the {window} only"
+    if shown:
+        (first, in_first), (second, in_second) = shown
+        return figures, (f"the windows disagree: {label_a} {first} {label_b} in the {in_first}, "
+                         f"{second} in the {in_second}")
     return figures, "no difference shown"
 
 
