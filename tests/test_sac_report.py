@@ -207,10 +207,17 @@ def test_the_page_keeps_its_design_and_is_written_below_its_marker(tmp_path, mon
     assert f"at its commit: {eta:g} (VASE). Described" in text
     image = plt.imread(study / "sac_curves.png")
     assert image.shape[0] > 300 and image.std() > 0.01
-    [figure] = drawn
+    figure, seeds_figure = drawn
     assert [ax.get_title() for ax in figure.axes] == ["MountainCar (sparse)",
                                                       "HalfCheetah (sparse)"]
     assert len(figure.axes[0].lines) == 3  # VASE, none and TRPO + VASE; no RND run yet
+    # the placebos' figure: a panel a cell, a line a seed, the seeds that found the reward
+    assert "(sac/sac_placebo_seeds.png)" in text
+    assert [ax.get_title() for ax in seeds_figure.axes] == [
+        "SAC (no bonus)\n5 seeds, 0 found the reward", "SAC + VASE\n5 seeds, 5 found the reward",
+        "SAC + VASE, η = 0\n0 seeds, 0 found the reward",
+        "SAC + VASE, bonus shuffled\n0 seeds, 0 found the reward"]
+    assert [len(ax.lines) for ax in seeds_figure.axes] == [5, 5, 0, 0]
     page.write_text(design)
     with pytest.raises(SystemExit, match="no line"):
         sac.main(["--study", str(study), "--figure3", str(figure3), "--page", str(page)])

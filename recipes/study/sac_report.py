@@ -3,15 +3,16 @@ HalfCheetah v1, beside TRPO + VASE from the Figure 3 study at the same frames.
 
 Reads the runs ``recipes/study/sac.sh`` exports (``docs/results/sac/<task>/<measure>/seed<k>.csv``,
 with their ``runs.csv``) and the Figure 3 study's VASE runs, cut at the SAC runs' budget
-(``sac.frames`` of ``conf/trpo_vase.yaml``), and writes the part of ``docs/results/sac.md``
-below its marker line (the design above it was fixed before any run and is left as it is) and
-the figure ``docs/results/sac/sac_curves.png``. What it reads off is the design's: each seed's
-mean extrinsic return over the last 10 % of its frames and over the whole run; per pair of
-measures, the difference of means with the wider of its 95 % percentile-bootstrap and Welch
-intervals (``study_statistics.compare``); a direction only where both windows show the same one
-with every seed of both cells finished; the frames to the first extrinsic reward and, on
-MountainCar, the success rate. Besides the design, described and not tested: the bonus's size
-(η·U, η at each run's commit) beside the extrinsic reward and the entropy term the learner saw.
+(``sac.frames`` of ``conf/trpo_vase.yaml``), and writes the part of ``docs/results/sac.md`` below
+its marker line (the design above it was fixed before any run and is left as it is) and the figures
+``docs/results/sac/sac_curves.png`` and ``sac_placebo_seeds.png`` (the placebos'). What it reads off
+is the design's: each seed's mean extrinsic return over the last 10 % of its frames and over the
+whole run; per pair of measures, the difference of means with the wider of its 95 %
+percentile-bootstrap and Welch intervals (``study_statistics.compare``); a direction only where both
+windows show the same one with every seed of both cells finished; the frames to the first extrinsic
+reward and, on MountainCar, the success rate. Besides the design, described and not tested: the
+bonus's size (η·U, η at each run's commit) beside the extrinsic reward and the entropy term the
+learner saw.
 
     python recipes/study/sac_report.py
 
@@ -43,6 +44,7 @@ import yaml
 from figure3_claims import seed_windows
 from figure3_report import smoothed
 from paper_grid import task_frames
+from sac_placebos import LABELS as PLACEBO_LABELS
 from sac_placebos import PLACEBOS, placebo_section
 from study_figures import DPI, figure, legible
 from study_runs import ROOT, TITLES, Seed, load_cell, provenance
@@ -58,7 +60,8 @@ TRPO_VASE = "trpo_vase"
 LABELS = {"none": "SAC (no bonus)", "vase": "SAC + VASE", "rnd": "SAC + RND",
           TRPO_VASE: "TRPO + VASE (Figure 3)"}
 #: Okabe & Ito's colour-blind-safe palette, as the Figure 3 page's
-COLOURS = {"none": "#999999", "vase": "#D55E00", "rnd": "#CC79A7", TRPO_VASE: "#000000"}
+COLOURS = {"none": "#999999", "vase": "#D55E00", "rnd": "#CC79A7", TRPO_VASE: "#000000",
+           "vase_eta0": "#0072B2", "vase_shuffled": "#009E73"}
 #: the pairs compared, A − B
 PAIRS = (("vase", "none"), ("rnd", "none"), ("vase", "rnd"), ("vase", TRPO_VASE))
 #: the two windows of the design: the last 10 % of a run's frames (read as its last 10 % of
@@ -241,6 +244,29 @@ def plot_curves(data: dict, path: Path, title: str) -> None:
     plt.close(figure_)
 
 
+@legible
+def plot_placebo_seeds(cells: dict[str, list[Seed]], path: Path, title: str) -> None:
+    """MountainCar's SAC cells and placebos, a panel each, every seed's return against frames
+    (smoothed over 5 % of its run): at 5 seeds, where one or two seeds find the reward, a median
+    would hide them."""
+    measures = ("none", "vase", *PLACEBOS)
+    figure_, axes = plt.subplots(1, len(measures), figsize=(13, 3.6), sharey=True,
+                                 layout="constrained")
+    figure_.suptitle(textwrap.fill(title, 130))
+    for measure, panel in zip(measures, axes, strict=True):
+        seeds = cells.get(measure, [])
+        found = sum(math.isfinite(run.first_reward) for run in seeds)
+        panel.set_title(f"{(LABELS | PLACEBO_LABELS)[measure]}\n{len(seeds)} seeds, {found} "
+                        "found the reward", fontsize=10)
+        for run in seeds:
+            panel.plot(run.frames / 1e3, smoothed(run.returns), color=COLOURS[measure], lw=1.2,
+                       alpha=0.8)
+        panel.set_xlabel("frames (thousands)")
+    axes[0].set_ylabel("extrinsic return")
+    figure_.savefig(path, dpi=DPI)
+    plt.close(figure_)
+
+
 def run_ends(data: dict[str, dict[str, list[Seed]]]) -> str:
     """The frames the finished SAC runs ended at (``"300,000–311,745 frames"``): each of a run's
     ``sac.frames / sac.frames_per_batch`` batches of whole paths stops on the path that fills it,
@@ -356,6 +382,11 @@ def results_section(study: Path, figure3: Path, link: str,
     lines += placebo_section(placebos, LABELS, reading,
                              lambda seeds: (first_reward(seeds, frames), success(seeds)),
                              **kwargs)
+    plot_placebo_seeds(placebos, study / "sac_placebo_seeds.png",
+                       "MountainCar under SAC: each seed's extrinsic return (the return is 1 "
+                       "when a path reaches the goal), the cells the placebos are read against "
+                       "and the two placebos")
+    lines += ["", figure(link, "sac_placebo_seeds.png", "Each seed's return, per placebo cell")]
     return "\n".join(lines) + "\n", path
 
 
