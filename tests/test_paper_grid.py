@@ -2,6 +2,7 @@
 compare.py on CSVs."""
 
 import csv
+import fcntl
 import os
 import re
 import signal
@@ -301,6 +302,39 @@ def test_the_final_policy_log_std_is_read_from_the_run_s_weights_and_filled_in_l
     assert [row["policy_log_std"] for row in filled] == ["-0.250 41.312", ""]
     assert filled[0]["note"] == "x" and filled[1]["note"] == "y"
     assert export_runs.fill_policy_log_std(uri, out / "old") == []  # nothing left to fill
+
+
+def test_two_jobs_of_a_cell_ending_at_once_both_keep_their_row_in_runs_csv(tmp_path):
+    """A launcher's workers are threads: two seeds of a cell that end in the same second both
+    upsert the cell's runs.csv (Ant's follow-up seeds 2 and 3 once left only seed 3's row)."""
+    path = tmp_path / "ant" / "vase" / "runs.csv"
+    line = lambda seed: {**dict.fromkeys(export_runs.PROVENANCE, ""), "seed": str(seed),  # noqa: E731
+                         "run_id": f"run{seed}"}
+    export_runs._record_provenance(path, line(0))
+    # the folder held by another writer: an upsert waits for it, then keeps both rows
+    folder = os.open(path.parent, os.O_RDONLY)
+    fcntl.flock(folder, fcntl.LOCK_EX)
+    waiting = threading.Thread(target=export_runs._record_provenance, args=(path, line(2)))
+    waiting.start()
+    waiting.join(0.5)
+    assert waiting.is_alive()  # blocked by the held folder, nothing written meanwhile
+    with path.open(newline="") as handle:
+        assert [row["seed"] for row in csv.DictReader(handle)] == ["0"]
+    os.close(folder)
+    waiting.join(10)
+    # many at once: every row kept, sorted by seed, no temporary file left behind
+    racers = [threading.Thread(target=export_runs._record_provenance, args=(path, line(seed)))
+              for seed in range(3, 19)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(10)
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["seed"] for row in rows] == [str(seed) for seed in (0, *range(2, 19))]
+    assert [row["run_id"] for row in rows][:2] == ["run0", "run2"]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["runs.csv"]
+    assert path.stat().st_mode & 0o777 == 0o644
 
 
 def test_a_seed_that_failed_at_the_jobs_commit_is_not_started_again_unless_asked(

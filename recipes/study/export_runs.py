@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fcntl
+import functools
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -54,17 +56,46 @@ def _time(milliseconds: int | None) -> str:
     return datetime.fromtimestamp(milliseconds / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+Rows = list[dict[str, str]]
+
+
+def rewrite_rows(path: Path, columns: tuple[str, ...],
+                 change: Callable[[Rows], Rows | None]) -> None:
+    """Read ``path``'s rows (none if it does not exist), ``change`` them and write what it
+    returns (``None``: nothing to write), with ``path``'s folder locked (``flock``) from the
+    read to the write and the file swapped in whole. A cell's ``runs.csv`` and
+    ``failures.csv`` hold every seed's row, and two jobs of one cell can end in the same second
+    (a launcher's workers are threads; two launchers may share a folder): without the lock,
+    each reads the rows before the other's write and the last write drops a row."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)  # one open of the folder each: threads wait too
+        rows = []
+        if path.exists():
+            with path.open(newline="") as handle:
+                rows = list(csv.DictReader(handle))
+        rows = change(rows)
+        if rows is None:
+            return
+        with tempfile.NamedTemporaryFile("w", newline="", dir=path.parent, delete=False,
+                                         prefix=f".{path.name}.") as handle:
+            writer = csv.DictWriter(handle, columns)
+            writer.writeheader()
+            writer.writerows(rows)
+        os.chmod(handle.name, 0o644)  # a tracked file's mode, not a temporary file's 0600
+        os.replace(handle.name, path)
+    finally:
+        os.close(folder)  # and with it the lock
+
+
 def _record_provenance(path: Path, line: dict[str, str]) -> None:
     """Upsert ``line`` by seed into the measure's ``runs.csv`` (rows sorted by seed)."""
-    rows = {}
-    if path.exists():
-        with path.open(newline="") as handle:
-            rows = {row["seed"]: row for row in csv.DictReader(handle)}
-    rows[line["seed"]] = line
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, PROVENANCE)
-        writer.writeheader()
-        writer.writerows(rows[seed] for seed in sorted(rows, key=int))
+    def upsert(rows: Rows) -> Rows:
+        by_seed = {row["seed"]: row for row in rows} | {line["seed"]: line}
+        return [by_seed[seed] for seed in sorted(by_seed, key=int)]
+
+    rewrite_rows(path, PROVENANCE, upsert)
 
 
 def policy_log_std(client: MlflowClient, run_id: str) -> str:
@@ -183,24 +214,19 @@ def export_failures(store: str, experiment: str, out: Path, *, measure: str | No
     for run, name in _runs(client, store, experiment, "FAILED", measure, seeds, surprise):
         tags = run.data.tags
         path = out / name / "failures.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        rows = {}
-        if path.exists():
-            with path.open(newline="") as handle:
-                rows = {row["run_id"]: row for row in csv.DictReader(handle)}
         iteration = run.data.metrics.get("train/iteration")
-        rows[run.info.run_id] = {
-            "seed": tags["seed"], "run_id": run.info.run_id,
-            "git_commit": tags.get("git_commit", ""), "start": _time(run.info.start_time),
-            "end": _time(run.info.end_time),
-            "iteration": "" if iteration is None else str(int(iteration)),
-            "error": tags.get("error", error), "note": note,
-            "policy_log_std": policy_log_std(client, run.info.run_id)}
-        with path.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, FAILURES)
-            writer.writeheader()
-            writer.writerows(sorted(rows.values(), key=lambda row: (int(row["seed"]),
-                                                                    row["start"])))
+        line = {"seed": tags["seed"], "run_id": run.info.run_id,
+                "git_commit": tags.get("git_commit", ""), "start": _time(run.info.start_time),
+                "end": _time(run.info.end_time),
+                "iteration": "" if iteration is None else str(int(iteration)),
+                "error": tags.get("error", error), "note": note,
+                "policy_log_std": policy_log_std(client, run.info.run_id)}
+
+        def upsert(rows: Rows, line: dict[str, str] = line) -> Rows:
+            by_run = {row["run_id"]: row for row in rows} | {line["run_id"]: line}
+            return sorted(by_run.values(), key=lambda row: (int(row["seed"]), row["start"]))
+
+        rewrite_rows(path, FAILURES, upsert)
         written.append(path)
     return written
 
@@ -211,9 +237,7 @@ def fill_policy_log_std(store: str, directory: Path) -> list[Path]:
     column existed); every other value is left as it is. The files changed."""
     client = MlflowClient(tracking_uri=store)
     changed = []
-    for path in sorted([*directory.rglob("runs.csv"), *directory.rglob("failures.csv")]):
-        with path.open(newline="") as handle:
-            rows = list(csv.DictReader(handle))
+    def fill(rows: Rows, path: Path) -> Rows | None:
         filled = 0
         for row in rows:
             if row.get("policy_log_std"):
@@ -225,13 +249,14 @@ def fill_policy_log_std(store: str, directory: Path) -> list[Path]:
                 continue
             row["policy_log_std"] = policy_log_std(client, row["run_id"])
             filled += bool(row["policy_log_std"])
-        if filled:
-            columns = PROVENANCE if path.name == "runs.csv" else FAILURES
-            with path.open("w", newline="") as handle:
-                writer = csv.DictWriter(handle, columns)
-                writer.writeheader()
-                writer.writerows(rows)
-            changed.append(path)
+        if not filled:
+            return None
+        changed.append(path)
+        return rows
+
+    for path in sorted([*directory.rglob("runs.csv"), *directory.rglob("failures.csv")]):
+        rewrite_rows(path, PROVENANCE if path.name == "runs.csv" else FAILURES,
+                     functools.partial(fill, path=path))
     return changed
 
 
