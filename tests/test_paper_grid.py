@@ -337,6 +337,19 @@ def test_two_jobs_of_a_cell_ending_at_once_both_keep_their_row_in_runs_csv(tmp_p
     assert path.stat().st_mode & 0o777 == 0o644
 
 
+def test_a_rewrite_that_fails_midway_leaves_the_file_as_it_was_and_nothing_beside_it(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("seed,run_id\n0,run0\n")
+    with pytest.raises(ValueError, match="not in fieldnames"):  # a row with an unknown column
+        export_runs.rewrite_rows(path, ("seed", "run_id"),
+                                 lambda rows: [*rows, {"seed": "1", "extra": "x"}])
+    assert path.read_text() == "seed,run_id\n0,run0\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["runs.csv"]
+    assert not export_runs.rewrite_rows(path, ("seed", "run_id"), lambda rows: None)
+    assert export_runs.rewrite_rows(path, ("seed", "run_id"), lambda rows: rows[:0])
+    assert path.read_text() == "seed,run_id\n"
+
+
 def test_a_seed_that_failed_at_the_jobs_commit_is_not_started_again_unless_asked(
         tmp_path, capsys):
     out = tmp_path / "out"

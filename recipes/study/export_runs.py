@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import csv
 import fcntl
-import functools
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -60,13 +59,14 @@ Rows = list[dict[str, str]]
 
 
 def rewrite_rows(path: Path, columns: tuple[str, ...],
-                 change: Callable[[Rows], Rows | None]) -> None:
+                 change: Callable[[Rows], Rows | None]) -> bool:
     """Read ``path``'s rows (none if it does not exist), ``change`` them and write what it
     returns (``None``: nothing to write), with ``path``'s folder locked (``flock``) from the
-    read to the write and the file swapped in whole. A cell's ``runs.csv`` and
+    read to the write and the file swapped in whole; whether it wrote. A cell's ``runs.csv`` and
     ``failures.csv`` hold every seed's row, and two jobs of one cell can end in the same second
     (a launcher's workers are threads; two launchers may share a folder): without the lock,
-    each reads the rows before the other's write and the last write drops a row."""
+    each reads the rows before the other's write and the last write drops a row. A write that
+    fails leaves the file as it was and no temporary file beside it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     folder = os.open(path.parent, os.O_RDONLY)
     try:
@@ -77,14 +77,19 @@ def rewrite_rows(path: Path, columns: tuple[str, ...],
                 rows = list(csv.DictReader(handle))
         rows = change(rows)
         if rows is None:
-            return
+            return False
         with tempfile.NamedTemporaryFile("w", newline="", dir=path.parent, delete=False,
                                          prefix=f".{path.name}.") as handle:
-            writer = csv.DictWriter(handle, columns)
-            writer.writeheader()
-            writer.writerows(rows)
+            try:
+                writer = csv.DictWriter(handle, columns)
+                writer.writeheader()
+                writer.writerows(rows)
+            except BaseException:
+                os.unlink(handle.name)
+                raise
         os.chmod(handle.name, 0o644)  # a tracked file's mode, not a temporary file's 0600
         os.replace(handle.name, path)
+        return True
     finally:
         os.close(folder)  # and with it the lock
 
@@ -236,8 +241,8 @@ def fill_policy_log_std(store: str, directory: Path) -> list[Path]:
     ``directory`` wherever it is empty and the run is in ``store`` (rows exported before the
     column existed); every other value is left as it is. The files changed."""
     client = MlflowClient(tracking_uri=store)
-    changed = []
-    def fill(rows: Rows, path: Path) -> Rows | None:
+
+    def fill(rows: Rows) -> Rows | None:
         filled = 0
         for row in rows:
             if row.get("policy_log_std"):
@@ -249,15 +254,11 @@ def fill_policy_log_std(store: str, directory: Path) -> list[Path]:
                 continue
             row["policy_log_std"] = policy_log_std(client, row["run_id"])
             filled += bool(row["policy_log_std"])
-        if not filled:
-            return None
-        changed.append(path)
-        return rows
+        return rows if filled else None
 
-    for path in sorted([*directory.rglob("runs.csv"), *directory.rglob("failures.csv")]):
-        rewrite_rows(path, PROVENANCE if path.name == "runs.csv" else FAILURES,
-                     functools.partial(fill, path=path))
-    return changed
+    return [path for path in sorted([*directory.rglob("runs.csv"),
+                                     *directory.rglob("failures.csv")])
+            if rewrite_rows(path, PROVENANCE if path.name == "runs.csv" else FAILURES, fill)]
 
 
 def main() -> None:
