@@ -711,6 +711,25 @@ def test_the_follow_up_is_shown_after_the_first_answer_and_read_only_at_its_ten_
     assert "− VASE (Linear init, η / 10)" not in follow
 
 
+def test_the_summary_sentence_names_the_follow_up_once_read_and_the_first_answer_before():
+    levels = {"none": 4, "vase": 0, "vase_linear_init": 4, "vase_eta_tenth": 0,
+              ant_scale.FOLLOW_UP: 0}
+    runs = _scale_runs(levels, {**SMALL_INIT, ant_scale.FOLLOW_UP: 5e4},
+                       late={ant_scale.FOLLOW_UP: 4})
+    # read at its ten seeds: the follow-up's own answer, not the first rule's ("the scale");
+    # back at the control's level over the last 10 % only, so 0.4 above VASE over the whole run
+    summary = ant_scale.scale_summary(runs, FOLLOW_ETAS, resamples=2000)
+    assert summary == ("Ant's result, the method's or its first bonus's scale? Asked of both "
+                       "changes together (the bonus brought to the reward's scale), its rule "
+                       "answers **partly the scale** over the whole run; the last 10 %: the "
+                       "scale ⚑ ([Ant's scale](#ant-scale)).")
+    # nine of its seeds: the first rule's answer, both windows alike
+    partial = {**runs, ant_scale.FOLLOW_UP: runs[ant_scale.FOLLOW_UP][:9]}
+    assert ("Asked of the two variants of one change each, its rule answers **the scale** in "
+            "both windows") in ant_scale.scale_summary(partial, FOLLOW_ETAS, resamples=2000)
+    assert ant_scale.scale_summary({"none": runs["none"]}, FOLLOW_ETAS) == ""
+
+
 def test_each_cells_processors_are_counted_from_its_runs_notes(tmp_path):
     import csv
 

@@ -239,20 +239,48 @@ def _answer_line(primary: ScaleAnswer, sensitivity: ScaleAnswer) -> str:
             f"{sensitivity.answer}{flag}.\n")
 
 
+def follow_up_answers(runs: dict[str, list[Seed]], etas: dict[str, float], margin: float,
+                      **kwargs) -> tuple[ScaleAnswer, ScaleAnswer] | None:
+    """``FOLLOW_UP_RULE``'s answers in the whole run and the last 10 %; ``None`` until all its
+    seeds (``figure3_status.STUDY_BAR``) have finished: it is not read before."""
+    if len(runs.get(FOLLOW_UP, [])) < STUDY_BAR[FOLLOW_UP]:
+        return None
+    return tuple(judge_scale(runs, etas, window, margin, variants=(FOLLOW_UP,), **kwargs)
+                 for window in (PRIMARY_WINDOW, SENSITIVITY_WINDOW))
+
+
 def follow_up_section(runs: dict[str, list[Seed]], etas: dict[str, float], margin: float,
                       **kwargs) -> list[str]:
     """``FOLLOW_UP_RULE`` and its reading: the variant's scale row, its comparisons and the
-    answer, read once its seeds (``figure3_status.STUDY_BAR``) have finished, not before."""
+    answer (``follow_up_answers``)."""
     lines = [FOLLOW_UP_RULE, *SCALE_TABLE, _scale_row(runs, etas, FOLLOW_UP), ""]
-    finished = len(runs.get(FOLLOW_UP, []))
-    if finished < STUDY_BAR[FOLLOW_UP]:
+    answers = follow_up_answers(runs, etas, margin, **kwargs)
+    if answers is None:
+        finished = len(runs.get(FOLLOW_UP, []))
         return [*lines, f"**Answer: not measured yet** ({finished} of its {STUDY_BAR[FOLLOW_UP]} "
                         "seeds finished; it is read once all have).\n"]
-    primary, sensitivity = (judge_scale(runs, etas, window, margin, variants=(FOLLOW_UP,),
-                                        **kwargs)
-                            for window in (PRIMARY_WINDOW, SENSITIVITY_WINDOW))
-    return [*lines, *COMPARISON_TABLE, *_variant_rows(primary, sensitivity, FOLLOW_UP), "",
-            _answer_line(primary, sensitivity)]
+    return [*lines, *COMPARISON_TABLE, *_variant_rows(*answers, FOLLOW_UP), "",
+            _answer_line(*answers)]
+
+
+def scale_summary(runs: dict[str, list[Seed]], etas: dict[str, float], **kwargs) -> str:
+    """The page's summary sentence on Ant's scale: the follow-up's answer once it is read, the
+    first rule's before; empty while neither is measured."""
+    margin = task_margin(runs)
+    answers = follow_up_answers(runs, etas, margin, **kwargs)
+    if answers is not None:
+        primary, sensitivity = answers
+        asked = "of both changes together (the bonus brought to the reward's scale)"
+    else:
+        primary = judge_scale(runs, etas, PRIMARY_WINDOW, margin, **kwargs)
+        sensitivity = judge_scale(runs, etas, SENSITIVITY_WINDOW, margin, **kwargs)
+        asked = "of the two variants of one change each"
+    if primary.answer == "not measured yet":
+        return ""
+    windows = ("in both windows" if sensitivity.answer == primary.answer else
+               f"over the whole run; the last 10 %: {sensitivity.answer} ⚑")
+    return (f"Ant's result, the method's or its first bonus's scale? Asked {asked}, its rule "
+            f"answers **{primary.answer}** {windows} ([Ant's scale](#ant-scale)).")
 
 
 def scale_section(runs: dict[str, list[Seed]], etas: dict[str, float], **kwargs) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-from ant_scale import FOLLOW_UP, VARIANTS, cell_eta, scale_section
+from ant_scale import FOLLOW_UP, VARIANTS, cell_eta, scale_section, scale_summary
 from bonus_constant import cell_rows  # beside this script, as are the others
 from bonus_constant import markdown as constant_table
 from figure3_claims import (  # the claims' judgement (beside this script)
@@ -269,8 +269,8 @@ normaliser `D·log(√(2π)σ_c)`, a constant the authors' code removes; uncentr
 step a reward, 5–40 % of the bonus at the authors' σ_c and nearly all of it at the text's
 ([which cells it touched](#the-constant-in-the-bonus)). Every VASE and NLL cell runs again at a
 commit that differs from the study's in the bonus alone: at the authors' configuration all of
-them have their 20 seeds, the paper's text settings and Ant's two variants of scale their 10
-(every cell since 2026-12-05; [how far the study has come](#how-far-the-study-has-come)). A
+them have their 20 seeds, the paper's text settings and Ant's three variants of scale their 10
+(every cell since 2026-12-07; [how far the study has come](#how-far-the-study-has-come)). A
 claim reads a cell once it has 5 seeds. The verdicts at the former bonus, by the rule of their
 day, are in the [earlier results](results_history.md#figure-3-with-the-normaliser-in-the-bonus).
 
@@ -327,7 +327,7 @@ STUDY_RUNS = """\
 - **Seeds**: 0–19 (the paper: "over 20 runs with a fixed set of seeds"), each run to the task's
   full iteration count, exported to `docs/results/figure3/<task>/<measure>/seed<k>.csv` with its
   `runs.csv` row (commit, machine, load, the run's name and config identity).
-- **Code**: VASE's and NLL's cells (all of them rerun since 2026-12-04) and Ant's two scale
+- **Code**: VASE's and NLL's cells (all of them rerun since 2026-12-04) and Ant's three scale
   checks at 01cdad2, which is 82a8bde with one change: the bonus without the Gaussian's
   normaliser, as the authors compute it ([the constant in the bonus](#the-constant-in-the-bonus);
   their plain-TRPO and VIME code is 82a8bde's, line for line). The other cells at commit b2b53df
@@ -450,6 +450,9 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                    "transitions): does the bonus's content or its size and spread find the "
                    f"reward sooner? Its rule answers **{placebo}** "
                    "([the placebo](#point-robot-placebo)).\n")
+    ant_etas = {m: cell_eta(study, "ant", m) for m in ("vase", *VARIANTS, FOLLOW_UP)}
+    if (ant := data.get("ant")) and (scale := scale_summary(ant, ant_etas)):
+        summary = summary.rstrip("\n") + f" {scale}\n"
     sections = [STUDY_INTRO, summary, "### The claims\n",
                 study_claims_table(data, robot, claims)]
     if data:
@@ -474,10 +477,9 @@ def study_section(study: Path, figures: Path, link: str) -> tuple[str, dict[str,
                 f"x-velocity above 3 m/s; [the envs]({ANT_ENV_DOCS})), so the text settings' "
                 "curve there has an axis of its own, right: its returns are not comparable with "
                 "the other curves'.\n")
-        if ant := data.get("ant"):
-            etas = {m: cell_eta(study, "ant", m) for m in ("vase", *VARIANTS, FOLLOW_UP)}
+        if ant:
             sections += ["### Ant: the method or its first scale? {: #ant-scale }\n",
-                         scale_section(ant, etas),
+                         scale_section(ant, ant_etas),
                          "Processors (each cell's runs, by where they started): "
                          + cell_processors(study, "ant", ("none", "vase", *VARIANTS, FOLLOW_UP))
                          + ". A processor rounds a run differently from its first iteration on, "

@@ -265,8 +265,9 @@ def rechecks(study: Path) -> str:
     if lines:
         paused, runs = off_schedule_evaluations(study)
         lines.append(
-            f"Up to 82a8bde, the study's commit, a run stopped by a signal evaluated its policy "
-            f"at the stop (67d98e2 ended that): a run paused by `figure3.sh stop` carries one "
+            f"At the study's commits (82a8bde, and the rerun's 01cdad2 built on it) a run "
+            f"stopped by a signal evaluated its policy at the stop (67d98e2, on the main line, "
+            f"ended that): a run paused by `figure3.sh stop` carries one "
             f"evaluation off the {EVAL_EVERY}-iteration schedule, which a rerun that was not "
             f"paused there lacks. {paused} of the study's {runs} runs carry at least one; no "
             "figure or verdict on this page reads an evaluation's metric (`eval/*`).")
