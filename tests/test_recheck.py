@@ -167,11 +167,11 @@ def test_the_record_is_compared_again_from_the_kept_reruns_without_running_any(
     _eval_csv(earlier / "seed2.csv", ["", "3.0", "7.5"])
     for folder in (scratch / "out", scratch / "at-0000000" / "out"):
         _eval_csv(_cell(folder, "ant", "vase", [(2, "1234567f")]) / "seed2.csv", ["", "", "7.5"])
-    recheck.write_record(study / "recheck_0000000.csv", [{
+    recheck.append(study / "recheck_0000000.csv", {
         "task": "ant", "measure": "vase", "seed": 2, "earlier_commit": "0000000a",
         "commit": "1234567", "iterations": 3, "metrics_compared": 3,
         "metrics_differing": "eval/return", "identity_equal": True, "result": "DIFFERENT",
-        "first_difference": "iteration 1: eval/return", "earlier_here": "equal"}])
+        "first_difference": "iteration 1: eval/return", "earlier_here": "equal"})
     monkeypatch.setattr(recheck, "run_paper_grid", lambda command: pytest.fail("it ran"))
     monkeypatch.setattr(recheck, "git_commit", lambda code: "1234567f" + "0" * 32)
     assert recheck.main(["--study", str(study), "--commit", "0000000a", "--code",
@@ -333,3 +333,21 @@ def test_a_sigterm_to_the_recheck_reaches_its_paper_grid_which_stops_as_it_would
     sender.join()
     assert status == 3 and stopped.read_text() == "SIGTERM"
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_two_rechecks_recording_into_one_record_at_once_keep_each_others_rows(tmp_path):
+    """Two calls, a cell each, append to one record: each append is read, changed and written
+    with the folder locked, so neither drops the other's row (seed 0 kept as 0, not empty)."""
+    record = tmp_path / "recheck_0000000.csv"
+    rows = [{"task": "ant", "measure": measure, "seed": seed, "result": "equal"}
+            for measure in ("vase", "vase_paper") for seed in range(8)]
+    appenders = [threading.Thread(target=recheck.append, args=(record, row)) for row in rows]
+    for appender in appenders:
+        appender.start()
+    for appender in appenders:
+        appender.join(10)
+    recorded = recheck.read_record(record)
+    assert sorted((r["measure"], r["seed"]) for r in recorded) == sorted(
+        (r["measure"], str(r["seed"])) for r in rows)
+    assert all(set(r) == set(recheck.RECORD_FIELDS) for r in recorded)
+    assert [p.name for p in tmp_path.iterdir()] == [record.name]

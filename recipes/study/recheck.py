@@ -44,10 +44,11 @@ import math
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from export_runs import parse_environment  # beside this script
+from export_runs import parse_environment, rewrite_rows  # beside this script
 from paper_grid import MEASURES, TASKS
 from study_timing import expected_minutes, machine, started_on, study_setup
 
@@ -216,24 +217,27 @@ def compare_run(earlier: Path, rerun: Path, seed: int) -> dict[str, object]:
             "environment_differs": environment_differs(earlier, rerun, seed)}
 
 
+def _with_every_field(row: dict[str, object]) -> dict[str, object]:
+    """``row`` with every field of ``RECORD_FIELDS`` (a record written before a field existed
+    has it empty)."""
+    return {name: "" if row.get(name) is None else row[name] for name in RECORD_FIELDS}
+
+
 def read_record(record: Path) -> list[dict[str, str]]:
-    """The record's rows, each with every field of ``RECORD_FIELDS`` (a record written before a
-    field existed has it empty)."""
+    """The record's rows, each with every field of ``RECORD_FIELDS``."""
     if not record.exists():
         return []
     with record.open(newline="") as handle:
-        return [{name: row.get(name) or "" for name in RECORD_FIELDS}
-                for row in csv.DictReader(handle)]
+        return [_with_every_field(row) for row in csv.DictReader(handle)]
 
 
-def write_record(record: Path, rows: list[dict[str, object]]) -> None:
-    """The whole record, rewritten (atomically: a stopped call leaves the old one)."""
-    partial = record.with_suffix(".partial")
-    with partial.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, RECORD_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    partial.replace(record)
+def change_record(record: Path, change: Callable[[list[dict]], list[dict]]) -> None:
+    """The record rewritten with ``change`` of its rows, its folder locked from the read to the
+    write and the file swapped in whole (``export_runs.rewrite_rows``): a stopped call leaves
+    the old record, and two calls recording into one (one a cell each) keep each other's
+    rows."""
+    rewrite_rows(record, RECORD_FIELDS,
+                 lambda rows: change([_with_every_field(row) for row in rows]))
 
 
 def recorded(record: Path) -> set[tuple[str, str, int]]:
@@ -241,8 +245,7 @@ def recorded(record: Path) -> set[tuple[str, str, int]]:
 
 
 def append(record: Path, row: dict[str, object]) -> None:
-    write_record(record, [*read_record(record), {name: row.get(name, "")
-                                                 for name in RECORD_FIELDS}])
+    change_record(record, lambda rows: [*rows, _with_every_field(row)])
 
 
 def run_paper_grid(command: list[str]) -> int:
@@ -364,10 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     record = args.record or args.study / f"recheck_{args.commit[:7]}.csv"
     earlier_scratch = args.scratch / f"at-{args.commit[:7]}"
     if args.recompare:
-        rows = [recompared(row, args.study, args.scratch, earlier_scratch)
-                for row in read_record(record)]
-        write_record(record, rows)
-        for row in rows:
+        change_record(record, lambda rows: [recompared(row, args.study, args.scratch,
+                                                       earlier_scratch) for row in rows])
+        for row in read_record(record):
             print(f"{row['task']} {row['measure']} seed{row['seed']}: {row['result']} "
                   f"{row['logged_by_one_run']}".rstrip())
         return 0
@@ -419,14 +421,18 @@ def main(argv: list[str] | None = None) -> int:
         # a seed recorded by an earlier call: its rerun kept in the scratch, or run again
         newer = newer_runs.get(cell) or rerun(args.code, args.scratch, cell, args.overrides)
         earlier = rerun(args.earlier_code, earlier_scratch, cell, args.overrides)
-        rows = read_record(record)
-        for i, row in enumerate(rows):
+
+        def attributed(rows: list[dict], cell=cell, newer=newer, earlier=earlier) -> list[dict]:
+            return [attribute(row, args.study / cell[0] / cell[1], newer, earlier)
+                    if (row["task"], row["measure"], int(row["seed"])) == cell else row
+                    for row in rows]
+
+        change_record(record, attributed)
+        for row in read_record(record):
             if (row["task"], row["measure"], int(row["seed"])) == cell:
-                rows[i] = attribute(row, args.study / cell[0] / cell[1], newer, earlier)
                 print(f"{' '.join(map(str, cell))} at {args.commit} here against "
-                      f"{commit[:7]} here: {rows[i]['earlier_here']} "
-                      f"{rows[i]['earlier_here_differing']}".rstrip(), flush=True)
-        write_record(record, rows)
+                      f"{commit[:7]} here: {row['earlier_here']} "
+                      f"{row['earlier_here_differing']}".rstrip(), flush=True)
     return 0
 
 
