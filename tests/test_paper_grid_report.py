@@ -812,6 +812,9 @@ def test_the_point_robots_placebo_waits_for_its_seeds_and_shows_whether_the_shuf
     assert page.split("| none | 12 |")[1].splitlines()[0].endswith("| – |")
 
 
+FIRST_FRAMES = "; other frames collected in its first iteration, before any model or policy step"
+
+
 def test_a_rerun_on_another_processor_says_so(tmp_path):
     """recheck.py records where the rerun ran and where the study's run started; the page names
     both processors where they differ, and says nothing where they are one."""
@@ -822,11 +825,15 @@ def test_a_rerun_on_another_processor_says_so(tmp_path):
         fields + f'ant,vase_paper,5,01cdad2,01cdad2,600,30,frames,True,DIFFERENT,'
                  f'iteration 0: frames,"{amd}","{intel}"\n'
                  f'ant,vase_paper,8,01cdad2,01cdad2,600,30,frames,True,DIFFERENT,'
-                 f'iteration 0: frames,"{amd}","{amd}"\n')
+                 f'iteration 0: frames,"{amd}","{amd}"\n'
+                 f'ant,vase_paper,9,01cdad2,01cdad2,600,30,frames,True,DIFFERENT,'
+                 f'iteration 3: frames,"{amd}","{amd}"\n')
     line = status.rechecks(tmp_path).splitlines()[0]
-    assert ("Ant VASE, paper's text seed 5 (from iteration 0 (frames); rerun on AMD EPYC, the "
-            "study's on Intel(R) Xeon(R) Processor)") in line
-    assert "Ant VASE, paper's text seed 8 (from iteration 0 (frames))" in line
+    assert (f"Ant VASE, paper's text seed 5 (from iteration 0 (frames){FIRST_FRAMES}; rerun on "
+            "AMD EPYC, the study's on Intel(R) Xeon(R) Processor)") in line
+    assert f"Ant VASE, paper's text seed 8 (from iteration 0 (frames){FIRST_FRAMES})" in line
+    # parting later than the first iteration: its frames were collected by trained models
+    assert "Ant VASE, paper's text seed 9 (from iteration 3 (frames))" in line
     # the environment tags both runs recorded: those that differ named, agreement said,
     # nothing said where either run predates the tags (an empty field)
     (tmp_path / "recheck_01cdad2_rerun.csv").write_text(
@@ -838,11 +845,13 @@ def test_a_rerun_on_another_processor_says_so(tmp_path):
           f'ant,vase,3,01cdad2,01cdad2,600,30,frames,True,DIFFERENT,iteration 0: frames,'
           f'"{amd}","{amd}",\n')
     line = status.rechecks(tmp_path).splitlines()[0]
-    assert ("Ant VASE seed 1 (from iteration 0 (frames); rerun on AMD EPYC, the study's on "
+    assert (f"Ant VASE seed 1 (from iteration 0 (frames){FIRST_FRAMES}; rerun on AMD EPYC, the "
+            "study's on "
             "Intel(R) Xeon(R) Processor; recorded otherwise: machine, machine.cpu_capability)"
             ) in line
-    assert "Ant VASE seed 2 (from iteration 0 (frames); the same recorded environment)" in line
-    assert "Ant VASE seed 3 (from iteration 0 (frames))" in line
+    assert (f"Ant VASE seed 2 (from iteration 0 (frames){FIRST_FRAMES}; the same recorded "
+            "environment)") in line
+    assert f"Ant VASE seed 3 (from iteration 0 (frames){FIRST_FRAMES})" in line
 
 
 def test_a_placebo_reading_that_hangs_on_one_statistic_or_a_hair_is_named():

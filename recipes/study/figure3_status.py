@@ -194,6 +194,9 @@ def _differing_rerun(row: dict[str, str]) -> str:
             f"{STUDY_LABELS.get(row['measure'], row['measure'])} seed {row['seed']} ({where}")
     if only_kernel_logged(row):
         text += "; only the kernel's logged KL and entropy"
+    first, _, metrics = row.get("first_difference", "").partition(":")
+    if first == "iteration 0" and "frames" in metrics.split():
+        text += "; other frames collected in its first iteration, before any model or policy step"
     if row.get("machine") and row.get("study_machine") and row["machine"] != row["study_machine"]:
         text += f"; rerun on {_processor(row['machine'])}, the study's on "  \
                 f"{_processor(row['study_machine'])}"
