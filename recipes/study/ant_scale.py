@@ -239,14 +239,20 @@ def _answer_line(primary: ScaleAnswer, sensitivity: ScaleAnswer) -> str:
             f"{sensitivity.answer}{flag}.\n")
 
 
+def answers(runs: dict[str, list[Seed]], etas: dict[str, float], margin: float,
+            variants: tuple[str, ...] = VARIANTS, **kwargs) -> tuple[ScaleAnswer, ScaleAnswer]:
+    """``judge_scale``'s answers over ``variants`` in the whole run and in the last 10 %."""
+    return tuple(judge_scale(runs, etas, window, margin, variants=variants, **kwargs)
+                 for window in (PRIMARY_WINDOW, SENSITIVITY_WINDOW))
+
+
 def follow_up_answers(runs: dict[str, list[Seed]], etas: dict[str, float], margin: float,
                       **kwargs) -> tuple[ScaleAnswer, ScaleAnswer] | None:
     """``FOLLOW_UP_RULE``'s answers in the whole run and the last 10 %; ``None`` until all its
     seeds (``figure3_status.STUDY_BAR``) have finished: it is not read before."""
     if len(runs.get(FOLLOW_UP, [])) < STUDY_BAR[FOLLOW_UP]:
         return None
-    return tuple(judge_scale(runs, etas, window, margin, variants=(FOLLOW_UP,), **kwargs)
-                 for window in (PRIMARY_WINDOW, SENSITIVITY_WINDOW))
+    return answers(runs, etas, margin, variants=(FOLLOW_UP,), **kwargs)
 
 
 def follow_up_section(runs: dict[str, list[Seed]], etas: dict[str, float], margin: float,
@@ -254,27 +260,25 @@ def follow_up_section(runs: dict[str, list[Seed]], etas: dict[str, float], margi
     """``FOLLOW_UP_RULE`` and its reading: the variant's scale row, its comparisons and the
     answer (``follow_up_answers``)."""
     lines = [FOLLOW_UP_RULE, *SCALE_TABLE, _scale_row(runs, etas, FOLLOW_UP), ""]
-    answers = follow_up_answers(runs, etas, margin, **kwargs)
-    if answers is None:
+    read = follow_up_answers(runs, etas, margin, **kwargs)
+    if read is None:
         finished = len(runs.get(FOLLOW_UP, []))
         return [*lines, f"**Answer: not measured yet** ({finished} of its {STUDY_BAR[FOLLOW_UP]} "
                         "seeds finished; it is read once all have).\n"]
-    return [*lines, *COMPARISON_TABLE, *_variant_rows(*answers, FOLLOW_UP), "",
-            _answer_line(*answers)]
+    return [*lines, *COMPARISON_TABLE, *_variant_rows(*read, FOLLOW_UP), "", _answer_line(*read)]
 
 
 def scale_summary(runs: dict[str, list[Seed]], etas: dict[str, float], **kwargs) -> str:
     """The page's summary sentence on Ant's scale: the follow-up's answer once it is read, the
     first rule's before; empty while neither is measured."""
     margin = task_margin(runs)
-    answers = follow_up_answers(runs, etas, margin, **kwargs)
-    if answers is not None:
-        primary, sensitivity = answers
+    read = follow_up_answers(runs, etas, margin, **kwargs)
+    if read is not None:
         asked = "of both changes together (the bonus brought to the reward's scale)"
     else:
-        primary = judge_scale(runs, etas, PRIMARY_WINDOW, margin, **kwargs)
-        sensitivity = judge_scale(runs, etas, SENSITIVITY_WINDOW, margin, **kwargs)
+        read = answers(runs, etas, margin, **kwargs)
         asked = "of the two variants of one change each"
+    primary, sensitivity = read
     if primary.answer == "not measured yet":
         return ""
     windows = ("in both windows" if sensitivity.answer == primary.answer else
@@ -287,8 +291,7 @@ def scale_section(runs: dict[str, list[Seed]], etas: dict[str, float], **kwargs)
     """The page's section: ``RULE``, then each cell's first scale (the manipulation check), the
     comparisons in both windows and the answer; then ``FOLLOW_UP_RULE`` and its reading."""
     margin = task_margin(runs)
-    primary = judge_scale(runs, etas, PRIMARY_WINDOW, margin, **kwargs)
-    sensitivity = judge_scale(runs, etas, SENSITIVITY_WINDOW, margin, **kwargs)
+    primary, sensitivity = answers(runs, etas, margin, **kwargs)
     label = AGGREGATE_LABELS
     lines = [RULE, "Each cell's bonus at its start (η read from each run's resolved "
                    "configuration):\n", *SCALE_TABLE,
