@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -qq --upgrade pip
 	$(PY) -m pip install -qq torch==2.13.0
-	$(PY) -m pip install -qq -c constraints.txt -e ".[dev,docs,video,cluster,server]"
+	$(PY) -m pip install -qq -c constraints.txt -e ".[dev,docs,video,cluster,server,study]"
 	@# the ELBO kernel's one-off numba compilation (about a minute), so no run or test pays it
 	$(PY) -c 'from torchrl_vase.kernels import warm_up; warm_up()'
 	touch $(STAMP)

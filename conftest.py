@@ -41,7 +41,6 @@ LONGEST_FIRST = (
     "test_tracking_server.py",  # 71 s
     "test_docs.py",  # 50 s
     "test_tracking.py",  # 40 s
-    "test_paper_grid.py",  # 37 s
     "test_elbo_kernel.py",  # 30 s
     "test_recipes.py",  # 25 s
     "test_sqlite_races.py",  # 18 s

@@ -62,10 +62,10 @@ def test_table_numbers_equal_a_direct_computation(store, tmp_path):
         for line in written["table"].read_text().split("\n\n")[0].splitlines()[2:]
     }
     # the VASE runs used two δ: each is its own row, never pooled
-    assert list(rows) == ["none", "vase δ=0.001", "vase δ=0.01"]
+    assert list(rows) == ["TRPO, no bonus", "TRPO + VASE δ=0.001", "TRPO + VASE δ=0.01"]
     vase = [r for k, r in RETURNS.items() if k[0] == "vase" and k[2] == 1e-3]
     finals = [np.mean(r[-2:]) for r in vase]  # last 2 iterations of each seed
-    row = rows["vase δ=0.001"]
+    row = rows["TRPO + VASE δ=0.001"]
     assert float(row[0]) == pytest.approx(np.median(finals), abs=5e-4)
     iqr = np.percentile(finals, 75) - np.percentile(finals, 25)
     assert float(row[1]) == pytest.approx(iqr, abs=5e-4)
@@ -79,10 +79,12 @@ def test_table_numbers_equal_a_direct_computation(store, tmp_path):
     assert row[5] == f"{np.median([1001, 1101, 1201]):,.0f}"
     assert row[6] == "2.00"  # the fixture's VASE iterations take 2 s each
     assert row[7] == "3"
-    assert rows["vase δ=0.01"][4] == "5,000 (1/1)" and rows["vase δ=0.01"][0] == "0.500"
-    assert rows["vase δ=0.01"][2] == "0.500 [nan, nan]"  # one seed: no interval
-    assert rows["none"][4] == "5,100 (1/3)" and rows["none"][7] == "3"
-    assert rows["none"][6] == "1.50"
+    tenfold = rows["TRPO + VASE δ=0.01"]
+    assert tenfold[4] == "5,000 (1/1)" and tenfold[0] == "0.500"
+    assert tenfold[2] == "0.500 [nan, nan]"  # one seed: no interval
+    plain = rows["TRPO, no bonus"]
+    assert plain[4] == "5,100 (1/3)" and plain[7] == "3"
+    assert rows["TRPO, no bonus"][6] == "1.50"
 
 
 def test_iqm_and_its_bootstrap_interval_equal_a_direct_computation():
@@ -125,9 +127,10 @@ def test_reruns_killed_runs_and_other_settings_are_never_pooled(tmp_path, sqlite
     text = written["table"].read_text()
     rows = {line.split("|")[2].strip(): line.split("|") for line in text.splitlines()[2:]
             if line.startswith("| mixed")}
-    assert set(rows) == {"none trpo.gamma=0.9", "none trpo.gamma=0.99"}
-    assert rows["none trpo.gamma=0.99"][-2].strip() == "2"  # seeds 0 (latest) and 1, not 3
-    assert rows["none trpo.gamma=0.99"][3].strip() == "1.500"  # median of 1 and 2: not 0
+    assert set(rows) == {"TRPO, no bonus trpo.gamma=0.9", "TRPO, no bonus trpo.gamma=0.99"}
+    plain = rows["TRPO, no bonus trpo.gamma=0.99"]
+    assert plain[-2].strip() == "2"  # seeds 0 (latest) and 1, not 3
+    assert plain[3].strip() == "1.500"  # median of 1 and 2: not 0
     assert f"left out none-seed2 ({killed[:8]}): KILLED, not finished" in text
     assert f"kept the latest ({new[:8]}), left out {old[:8]}" in text
     # the killed run's single iteration does not cut the group's curves: 3 points plotted
@@ -147,9 +150,10 @@ def test_groups_split_a_measure_by_the_settings_that_differ_between_its_runs():
             run("f", "vime", 0, sigma_c="5.0")]
     groups = compare.by_measure(runs)
     # η is the same in every VASE run, so it does not label them; VIME's runs agree on everything
-    assert list(groups) == ["none", "vase δ=0, σ_c=0.5", "vase δ=0.001, σ_c=5", "vime"]
-    assert [r.run_id for r in groups["vase δ=0.001, σ_c=5"]] == ["a", "d"]
-    assert [r.run_id for r in groups["vime"]] == ["f", "c"]  # by seed
+    assert list(groups) == ["TRPO, no bonus", "TRPO + VASE δ=0, σ_c=0.5",
+                            "TRPO + VASE δ=0.001, σ_c=5", "TRPO + VIME"]
+    assert [r.run_id for r in groups["TRPO + VASE δ=0.001, σ_c=5"]] == ["a", "d"]
+    assert [r.run_id for r in groups["TRPO + VIME"]] == ["f", "c"]  # by seed
 
 
 def test_trpo_and_ppo_runs_of_a_measure_are_two_groups_named_by_the_algorithm():
@@ -158,8 +162,9 @@ def test_trpo_and_ppo_runs_of_a_measure_are_two_groups_named_by_the_algorithm():
             compare.Run("b", "vase", 0, {}, ppo),
             compare.Run("c", "vase", 1, {}, ppo)]
     groups = compare.by_measure(runs)
-    assert list(groups) == ["vase algorithm=ppo", "vase algorithm=trpo"]
-    assert [r.run_id for r in groups["vase algorithm=ppo"]] == ["b", "c"]
+    # named by the learner, and by no setting the learner alone implies (ppo.*)
+    assert list(groups) == ["PPO + VASE", "TRPO + VASE"]
+    assert [r.run_id for r in groups["PPO + VASE"]] == ["b", "c"]
 
 
 def test_figures_are_written_and_non_empty(store, tmp_path):
@@ -267,14 +272,15 @@ def test_the_returns_figure_names_a_curve_hidden_under_another_and_keeps_the_leg
     monkeypatch.setattr(compare.plt, "close", figures.append)
     compare.plot_returns("demo", groups, tmp_path / "returns.png")
     [figure] = figures
-    [ax] = figure.axes
-    labels = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert labels == ["none (1 seed)", "vase advantage=extrinsic (1 seed)",
-                      "nll (1 seed)\n  same median as vase advantage=extrinsic"]
+    [ax] = [ax for ax in figure.axes if ax.get_visible()]
+    [legend] = figure.legends  # the study page's figure: one legend under the panels
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert labels == ["none (1 run)", "vase advantage=extrinsic (1 run)",
+                      "nll (1 run), same median as vase advantage=extrinsic"]
     assert len({line.get_linestyle() for line in ax.get_lines()}) == 3
-    legend = ax.get_legend().get_window_extent(figure.canvas.get_renderer())
+    box = legend.get_window_extent(figure.canvas.get_renderer())
     axes_box = ax.get_window_extent(figure.canvas.get_renderer())
-    assert legend.x0 > axes_box.x1  # beside the axes, never over the curves
+    assert box.y1 < axes_box.y0  # below the axes, never over the curves
     assert [t.get_text() for t in ax.get_xticklabels() if t.get_text()][-1].endswith("k")
 
 
@@ -298,7 +304,7 @@ def test_groups_that_differ_in_many_settings_are_labelled_by_the_fewest_that_tel
             compare.Run("c", "vase", 1, {}, {**authors, "surprise.eta": "0.001"})]
     groups = compare.by_measure(runs)
     # seven settings differ; δ (the paper's symbols first) and η split the runs as all do
-    assert sorted(groups) == ["vase δ=0, η=0.001 (+5 settings)",
-                              "vase δ=0, η=None (+5 settings)",
-                              "vase δ=0.001, η=None (+5 settings)"]
+    assert sorted(groups) == ["TRPO + VASE δ=0, η=0.001 (+5 settings)",
+                              "TRPO + VASE δ=0, η=None (+5 settings)",
+                              "TRPO + VASE δ=0.001, η=None (+5 settings)"]
     assert [len(members) for members in groups.values()] == [1, 1, 1]

@@ -790,8 +790,7 @@ def test_load_policy_puts_the_runs_observation_standardisation_in_front(store):
 
 def test_load_policy_refuses_an_env_id_that_would_import_a_module(store, tmp_path):
     # a run's config.yaml edited to name "module:Env": gymnasium.make would import the module;
-    # load_policy and the study's scripts that rebuild a run from its files refuse it alike
-    noise = load_recipe("study/bonus_vs_action_noise")
+    # load_policy refuses it
     result = recipe.train(_config(store, "surprise=vase", "seed=36", "iterations=1",
                                   "checkpoint.every=1", "mlflow.experiment=tampered"))
     client = MlflowClient(tracking_uri=store[0])
@@ -805,8 +804,6 @@ def test_load_policy_refuses_an_env_id_that_would_import_a_module(store, tmp_pat
     try:
         with pytest.raises(ValueError, match=r"'evil_env:Env', which is not registered"):
             torchrl_vase.load_policy(result["run_id"], tracking_uri=store[0])
-        with pytest.raises(ValueError, match=r"'evil_env:Env', which is not registered"):
-            noise.trained_parts(result["run_id"], store[0])
     finally:
         sys.path.remove(str(tmp_path))
     assert not marker.exists()
@@ -860,114 +857,6 @@ def test_evaluate_script_of_an_unknown_run_says_so_without_a_traceback(store, ru
     out = run_script("recipes/evaluate.py", "0" * 32, "--tracking-uri", store[0])
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.startswith("evaluate.py: ") and "0" * 32 in out.stderr
-
-
-def test_bonus_vs_action_noise_reads_a_finished_run_and_refuses_one_without_a_bonus(
-        store, run_script):
-    result = recipe.train(_config(store, "surprise=vime", "seed=36", "trpo.init_log_std=0.7",
-                                  "checkpoint.every=1", "mlflow.experiment=noise"))
-    out = run_script("recipes/study/bonus_vs_action_noise.py", result["run_id"],
-                     "--tracking-uri", store[0], check=True).stdout
-    assert f"run {result['run_id']} (mountain_car, vime, seed 36): one batch of 64 " in out
-    [row] = [line.split() for line in out.splitlines() if line.startswith("        0 ")]
-    # the printed log-std is the run's final policy's, read back from its weights.pt
-    weights = torch.load(MlflowClient(tracking_uri=store[0]).download_artifacts(
-        result["run_id"], "weights.pt"), weights_only=True)
-    [log_std] = [value for key, value in weights["actor"].items() if key.endswith("scale")]
-    assert float(row[1]) == pytest.approx(log_std.item(), abs=0.006)
-    assert all(-1 <= float(rho) <= 1 for rho in row[2:4])
-    assert 0 <= float(row[4]) <= float(row[5])  # the model's input: median, 99th percentile
-    plain = recipe.train(_config(store, "surprise=none", "seed=36", "mlflow.experiment=noise"))
-    refused = run_script("recipes/study/bonus_vs_action_noise.py", plain["run_id"],
-                         "--tracking-uri", store[0])
-    assert refused.returncode == 1 and "Traceback" not in refused.stderr
-    assert "surprise=none" in refused.stderr
-
-
-def test_bonus_by_dimension_splits_a_runs_surprise_into_its_dimensions_exactly(
-        store, run_script):
-    split = load_recipe("study/bonus_by_dimension")
-    result = recipe.train(_config(store, "surprise=vase", "seed=37", "checkpoint.every=1",
-                                  "mlflow.experiment=split"))
-    out = run_script("recipes/study/bonus_by_dimension.py", result["run_id"],
-                     "--tracking-uri", store[0], check=True).stdout
-    assert f"run {result['run_id']} (mountain_car, vase, seed 37): one batch of 64 " in out
-    lines = out.splitlines()
-    rows = [line.split() for line in lines[lines.index(next(
-        line for line in lines if line.startswith("dimension"))) + 1:]]
-    assert sorted(int(row[0]) for row in rows) == [0, 1]  # both of MountainCar's dimensions
-    assert sum(float(row[1]) for row in rows) == pytest.approx(100.0, abs=0.15)
-    # the split sums to VASE's surprise (δ = 0, no constant), draw for draw
-    _, collector, state = split.trained_parts(result["run_id"], store[0])
-    batch = next(iter(collector)).reshape(-1)
-    collector.shutdown()
-    bonus = state["exploration"].bonus
-    transition = (batch["observation"], batch["action"], batch["next", "observation"])
-    parts = split.per_dimension_surprise(bonus, *transition,
-                                         generator=torch.Generator().manual_seed(4))
-    assert bonus.delta == 0.0
-    torch.testing.assert_close(parts.sum(-1), bonus.surprise(
-        *transition, generator=torch.Generator().manual_seed(4)))
-    vime = recipe.train(_config(store, "surprise=vime", "seed=37", "checkpoint.every=1",
-                                "mlflow.experiment=split"))
-    refused = run_script("recipes/study/bonus_by_dimension.py", vime["run_id"],
-                         "--tracking-uri", store[0])
-    assert refused.returncode == 1 and "surprise=vime" in refused.stderr
-    assert "Traceback" not in refused.stderr
-
-
-def test_a_bonus_split_reports_each_parts_share_and_the_top_percents_concentration():
-    split = load_recipe("study/bonus_by_dimension")
-    per_dimension = torch.tensor([[1.0, 0.0, 3.0], [1.0, 2.0, 1.0]])  # means 1, 1, 2
-    assert split.part_shares(per_dimension, (("a", 1), ("bc", 2))) == [
-        ("a", pytest.approx(0.25)), ("bc", pytest.approx(0.75))]
-    with pytest.raises(ValueError, match="cover 2 dimensions, the observation has 3"):
-        split.part_shares(per_dimension, (("a", 2),))
-    values = torch.cat([torch.full((99,), 1.0), torch.tensor([99.0])])  # one carries half
-    assert split.concentration(values) == pytest.approx(0.5)
-    assert split.concentration(values, top=0.02) == pytest.approx(100 / 198)
-    assert sum(size for _, size in split.PARTS["ant"]) == 125
-    assert sum(size for _, size in split.PARTS["half_cheetah"]) == 20
-
-
-def test_the_noise_table_ranks_each_dimensions_noise_against_raw_and_applied_surprise():
-    noise = load_recipe("study/bonus_vs_action_noise")
-    torch.manual_seed(0)
-    loc = torch.zeros(400, 2)
-    scale = torch.tensor([[3.0, 0.5]]).expand(400, 2)
-    action = loc + scale * torch.randn(400, 2)
-    seen = []
-
-    class Model:  # standardises actions by a stale pool's statistics
-        def prepare(self, obs, acted, next_obs):
-            return obs, (acted - 1.0) / 0.5, next_obs
-
-    class Bonus:  # a surprise that grows with the size of the first action input
-        model = Model()
-
-        def surprise(self, obs, acted, next_obs, generator):
-            seen.append((acted.clone(), generator.initial_seed()))
-            return acted[:, 0] ** 2
-
-    batch = TensorDict({"observation": torch.randn(400, 3), "action": action, "loc": loc,
-                        "scale": scale, "next": {"observation": torch.randn(400, 3)}}, [400])
-    exploration = type("Exploration", (), {"bonus": Bonus()})()
-    rows, means = noise.noise_table(batch, exploration, torch.tensor([-1.0, -1.0]),
-                              torch.tensor([1.0, 1.0]), seed=5)
-    # the raw surprise is a monotone function of dimension 0's z^2: rank correlation 1 exactly
-    assert rows[0]["rho_raw"] == pytest.approx(1.0)
-    assert abs(rows[1]["rho_raw"]) < 0.15  # unrelated to dimension 1's noise
-    assert rows[0]["log_std"] == pytest.approx(np.log(3.0))
-    assert rows[1]["log_std"] == pytest.approx(np.log(0.5))
-    model_input = ((action - 1.0) / 0.5).abs()  # the raw action as the model takes it in
-    assert rows[0]["input_median"] == model_input[:, 0].median().item()
-    assert rows[1]["input_p99"] == pytest.approx(model_input[:, 1].quantile(0.99).item())
-    # the applied actions are the raw ones clipped to the bounds, under the same draws
-    (raw, raw_seed), (applied, applied_seed) = seen
-    assert torch.equal(raw, action) and torch.equal(applied, action.clamp(-1, 1))
-    assert raw_seed == applied_seed == 5
-    assert means == {"raw": pytest.approx((action[:, 0] ** 2).mean().item()),
-                     "applied": pytest.approx((action[:, 0].clamp(-1, 1) ** 2).mean().item())}
 
 
 def test_with_video_on_the_run_logs_an_mp4_of_one_episode(store, tmp_path):

@@ -2,13 +2,13 @@
 the libraries, as a run's tags (``TrainingRun`` sets them on a new run, notes a resume elsewhere).
 
 A run's floats depend on more than its commit, config and seed: on one machine a rerun is bit
-for bit (``recipes/study/recheck.py``), on another processor it rounds differently from its first
-iteration (measured: the Figure 3 study's reruns on an AMD EPYC against its runs on an Intel
-Xeon, ``docs/results.md``). The kernels torch and MKL pick follow the processor: on the project's
-AMD EPYC, forcing ATen's scalar kernels (``ATEN_CPU_CAPABILITY=default``) or MKL's compatible path
-(``MKL_CBWR=COMPATIBLE``) changes the bits of one ``nn.Linear`` forward and backward
-(``recipes/benchmarks/kernel_rounding.py``). So a run carries what it ran on, and two runs are
-compared bit for bit only where these tags agree.
+for bit (the study's rechecks, ``docs/results_study_notes.md``), on another processor it
+rounds differently from its first iteration (measured: the Figure 3 study's reruns on an AMD
+EPYC against its runs on an Intel Xeon). The kernels torch and MKL pick follow the processor:
+on the project's AMD EPYC, forcing ATen's scalar kernels (``ATEN_CPU_CAPABILITY=default``) or
+MKL's compatible path (``MKL_CBWR=COMPATIBLE``) changes the bits of one ``nn.Linear`` forward
+and backward (``recipes/benchmarks/kernel_rounding.py``). So a run carries what it ran on, and
+two runs are compared bit for bit only where these tags agree.
 
 Examples:
     >>> tags = environment_tags()

@@ -28,14 +28,17 @@ table gives their interquartile mean (IQM) with a 95 % percentile-bootstrap conf
 over seeds (rliable's aggregate; one experiment is one task, so its stratified bootstrap is the
 plain one).
 
+Or one task of a study's dataset (``--study figure3 --task ant``: its measures, named as the
+study names them). The returns figure is the study page's own (``report.plot_curves``); the IQM
+and its interval are rliable's.
+
     python recipes/study/compare.py --experiment mountain_car [--tracking-uri sqlite:///mlflow.db]
-    python recipes/study/compare.py --csv docs/results/paper_grid/half_cheetah   # exported runs
+    python recipes/study/compare.py --study figure3 --task half_cheetah     # a study's runs
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import textwrap
@@ -48,8 +51,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-import scipy.stats
+from claims import load_study  # beside this script, as are the others
+from dataset import read
 from mlflow.tracking import MlflowClient
+from report import compact_steps, plot_curves
+from rliable import library as rly
+from rliable import metrics as rliable_metrics
+from study_statistics import seeded_rliable
 
 STEERING_CORR = 0.8  # issue 12's bar for the advantage/bonus correlation
 MEASURE_ORDER = ["none", "vase", "nll", "vime", "rnd"]
@@ -86,6 +94,14 @@ class Run:
     settings: dict[str, str] = field(default_factory=dict)  # every param but NOT_SETTINGS
     steps: dict[str, np.ndarray] = field(default_factory=dict)  # name -> the steps of its values
     start_time: int = 0
+
+    @property
+    def returns(self) -> np.ndarray:
+        return self.metrics["return_mean"]
+
+    @property
+    def frames(self) -> np.ndarray:
+        return self.steps["return_mean"]
 
     @property
     def delta(self) -> float | None:
@@ -153,35 +169,31 @@ def load_runs(client: MlflowClient, experiment: str) -> tuple[list[Run], list[st
     return runs, notes
 
 
-def load_csv_runs(directory: Path) -> tuple[list[Run], list[str]]:
-    """The runs exported by ``recipes/study/export_runs.py`` under ``directory``:
-    ``<measure>/seed<k>.csv`` (one row per iteration, ``frames`` then every logged metric;
-    every exported run is a finished one). The folder names the measure (``vase``,
-    ``trpo_authors``, ``vase_weights``); a file's settings are its measure's, so one folder is
-    one group."""
-    if not directory.is_dir():
-        raise SystemExit(f"no folder {directory}.")
-    runs = []
-    for path in sorted(directory.glob("*/seed*.csv")):
-        with path.open(newline="") as handle:
-            rows = list(csv.DictReader(handle))
-        if not rows:
-            continue
-        columns = rows[0].keys()
-        metrics, steps = {}, {}
-        for name in METRICS:
-            key = next((k for k in (NAMESPACED.get(name, name), *OLDER_NAMES.get(name, ()), name)
-                        if k in columns), None)
-            kept = [(float(row["frames"]), float(row[key])) for row in rows
-                    if key is not None and row[key] != ""]
-            steps[name] = np.array([step for step, _ in kept], dtype=float)
-            metrics[name] = np.array([value for _, value in kept], dtype=float)
-        runs.append(Run(run_id=str(path), surprise=path.parent.name,
-                        seed=int(path.stem.removeprefix("seed")), metrics=metrics,
-                        settings={"algorithm": "trpo"}, steps=steps))
-    if not runs:
-        raise SystemExit(f"no <measure>/seed<k>.csv under {directory}.")
-    return runs, []
+def load_study_runs(study: str, task: str, measures: list[str] | None = None
+                    ) -> dict[str, list[Run]]:
+    """One task's runs of a study's dataset, grouped by measure and named as the study names
+    them (its measures in the config's order, or ``measures``)."""
+    config = load_study(study)
+    chosen = measures or list(config.measures)
+    for measure in chosen:
+        if measure not in config.measures:
+            raise SystemExit(f"unknown measure {measure!r} of study {study}; the choices: "
+                             f"{', '.join(config.measures)}.")
+    stored = read(config.dataset, where=lambda r: r.task == task and r.measure in chosen)
+    if not stored:
+        raise SystemExit(f"no runs of task {task!r} in {config.dataset}.")
+    groups: dict[str, list[Run]] = {}
+    for measure in chosen:
+        for run in (r for r in stored if r.measure == measure):
+            metrics, steps = {}, {}
+            for name in METRICS:
+                values = run.metric(NAMESPACED.get(name, name))
+                kept = np.isfinite(values)
+                metrics[name], steps[name] = values[kept], run.frames[kept]
+            groups.setdefault(config.label(measure), []).append(
+                Run(str(run.provenance.get("run_id", "")), measure, run.seed, metrics,
+                    steps=steps))
+    return groups
 
 
 def latest_per_seed(groups: dict[str, list[Run]]) -> tuple[dict[str, list[Run]], list[str]]:
@@ -243,24 +255,36 @@ def _distinguishing(members: list[Run], varying: list[str]) -> list[str]:
     return [k for k in varying if k in chosen]
 
 
+ALGORITHMS = {"trpo": "TRPO", "ppo": "PPO", "sac": "SAC"}
+BONUSES = {"vase": "VASE", "nll": "NLL", "vime": "VIME", "rnd": "RND"}
+
+
+def method(algorithm: str, surprise: str) -> str:
+    """``"TRPO + VASE"``, ``"SAC, no bonus"``: the learner and its bonus."""
+    learner = ALGORITHMS.get(algorithm, algorithm)
+    return f"{learner}, no bonus" if surprise == "none" else (
+        f"{learner} + {BONUSES.get(surprise, surprise)}")
+
+
 def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
-    """Runs grouped by surprise measure and, within a measure, by every setting but the seed
-    that differs between its runs (``"vase δ=0.01"``, ``"vase δ=0, σ_c=0.5"``,
-    ``"none trpo.gamma=0.9"``): a sweep's settings are never pooled into one row."""
-    measures: dict[str, list[Run]] = {}
+    """Runs grouped by learner and bonus (``method``) and, within them, by every setting but the
+    seed that differs between their runs (``"TRPO + VASE δ=0.01"``, ``"TRPO, no bonus
+    trpo.gamma=0.9"``): a sweep's settings are never pooled into one row, and a label names
+    only the settings that differ."""
+    measures: dict[tuple[str, str], list[Run]] = {}
     for run in runs:
-        measures.setdefault(run.surprise, []).append(run)
-    order = [m for m in MEASURE_ORDER if m in measures] + sorted(set(measures) - set(MEASURE_ORDER))
+        measures.setdefault((run.settings.get("algorithm", "trpo"), run.surprise), []).append(run)
+    rank = {m: i for i, m in enumerate(MEASURE_ORDER)}
+    order = sorted(measures, key=lambda key: (rank.get(key[1], len(rank)), key[1], key[0]))
     groups: dict[str, list[Run]] = {}
-    for measure in order:
-        members = measures[measure]
+    for key in order:
+        members = measures[key]
         keys = sorted({k for r in members for k in r.settings})
         varying = [k for k in keys if len({r.settings.get(k) for r in members}) > 1]
-        # the other advantage.* belong to one structure, ppo.* to PPO, sac.* to SAC
-        for group, key in (("advantage.", "advantage.structure"), ("ppo.", "algorithm"),
-                           ("sac.", "algorithm")):
-            if key in varying:
-                varying = [k for k in varying if not k.startswith(group) or k == key]
+        # the other advantage.* belong to one structure
+        if "advantage.structure" in varying:
+            varying = [k for k in varying
+                       if not k.startswith("advantage.") or k == "advantage.structure"]
 
         labelled = _distinguishing(members, varying)
 
@@ -271,7 +295,7 @@ def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
                          for v in values)
 
         for run in sorted(members, key=lambda r: (setting(r), r.seed)):
-            name = measure
+            name = method(*key)
             if varying:
                 name += " " + ", ".join(
                     f"{SYMBOLS.get(k, k.removeprefix('surprise.'))}={_label(run.settings.get(k))}"
@@ -296,29 +320,22 @@ def summary(runs: list[Run], last: int) -> dict[str, float]:
         return _summary(runs, last)
 
 
-def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
-    """The interquartile mean: the mean of the middle 50 % (rliable's aggregate)."""
-    return scipy.stats.trim_mean(values, proportiontocut=0.25, axis=axis)
-
-
 def iqm_interval(values: np.ndarray, confidence: float = 0.95,
                  resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """The IQM of ``values`` (one per seed) and its percentile-bootstrap confidence interval.
-
-    rliable's stratified bootstrap resamples the runs of each task separately; one experiment is
-    one task, so the strata are one and this is the plain bootstrap over seeds. NaN bounds with
-    fewer than 2 values (nothing to resample)."""
+    """rliable's IQM of ``values`` (one per seed) and its percentile-bootstrap interval (one
+    experiment is one task: rliable's stratified bootstrap over seeds). NaN bounds with fewer
+    than 2 values (nothing to resample)."""
     values = values[np.isfinite(values)]
     if values.size == 0:
         return math.nan, math.nan, math.nan
-    point = float(iqm(values))
+    point = float(rliable_metrics.aggregate_iqm(values[:, None]))
     if values.size < 2:
         return point, math.nan, math.nan
-    result = scipy.stats.bootstrap(
-        (values,), iqm, n_resamples=resamples, confidence_level=confidence,
-        method="percentile", rng=np.random.default_rng(seed), vectorized=True,
-    )
-    return point, float(result.confidence_interval.low), float(result.confidence_interval.high)
+    with seeded_rliable(seed) as generator:
+        _, interval = rly.get_interval_estimates(
+            {"runs": values[:, None]}, lambda x: np.array([rliable_metrics.aggregate_iqm(x)]),
+            reps=resamples, confidence_interval_size=confidence, random_state=generator)
+    return point, float(interval["runs"][0, 0]), float(interval["runs"][1, 0])
 
 
 def _summary(runs: list[Run], last: int) -> dict[str, float]:
@@ -454,20 +471,6 @@ def wrapped(text: str, width: int) -> str:
     return "\n".join(textwrap.wrap(text, width)) or text
 
 
-def compact_steps(ax) -> None:
-    """At most five x ticks, written 50k, 1.2M: long step counts run together otherwise."""
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
-
-    def label(value: float, _) -> str:
-        for size, suffix in ((1e6, "M"), (1e3, "k")):
-            if abs(value) >= size:
-                return f"{value / size:g}{suffix}"
-        return f"{value:g}"
-
-    ax.xaxis.set_major_locator(MaxNLocator(5))
-    ax.xaxis.set_major_formatter(FuncFormatter(label))
-
-
 def plot_coverage(experiment: str, groups: dict[str, list[Run]], path: Path) -> bool:
     """Each group's coverage per seed against env steps; ✕ where a seed found the reward."""
     panels = {m: [r for r in runs if r.metrics["coverage"].size] for m, runs in groups.items()}
@@ -509,38 +512,10 @@ def plot_coverage(experiment: str, groups: dict[str, list[Run]], path: Path) -> 
 
 
 def plot_returns(experiment: str, groups: dict[str, list[Run]], path: Path) -> None:
-    """Median and IQR of each group's extrinsic return against env steps; the legend beside the
-    axes (never over the curves), each group with a line style of its own, and a group whose
-    median curve equals an earlier group's is named in the legend as hidden under it."""
-    fig, ax = plt.subplots(figsize=(8.5, 4))
-    styles = ["-", "--", ":", "-."]
-    drawn: list[tuple[str, np.ndarray]] = []
-    for index, (measure, runs) in enumerate(groups.items()):
-        curves = return_curves(runs)
-        if curves.shape[1] == 0:  # no episode finished in some run yet
-            continue
-        x = runs[0].steps["return_mean"][: curves.shape[1]]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: no episode ended
-            low, mid, high = np.nanpercentile(curves, [25, 50, 75], axis=0)
-        label = f"{wrapped(measure, 40)} ({seeds(len(runs))})"
-        twin = next((name for name, other in drawn
-                     if other.shape == mid.shape and np.allclose(other, mid, equal_nan=True)), None)
-        if twin is not None:
-            label += f"\n  same median as {wrapped(twin, 30)}"
-        ax.plot(x, mid, styles[index % len(styles)], lw=1.6, label=label)
-        ax.fill_between(x, low, high, alpha=0.2)
-        drawn.append((measure, mid))
-    ax.set_xlabel("env steps (frames)")
-    ax.set_ylabel("extrinsic return (median, IQR)")
-    compact_steps(ax)
-    ax.set_title(experiment)
-    ax.grid(alpha=0.3)
-    if drawn:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    """Median and IQR of each group's extrinsic return against env steps: the study page's
+    figure (``report.plot_curves``), one panel."""
+    plot_curves({experiment: groups}, {group: (group, None) for group in groups}, path,
+                f"{experiment}: median extrinsic return over seeds, interquartile range shaded")
 
 
 def plot_running_time(experiment: str, groups: dict[str, list[Run]], path: Path) -> None:
@@ -619,12 +594,17 @@ def plot_heatmaps(client: MlflowClient, groups: dict[str, list[Run]], path: Path
 
 
 def compare(tracking_uri: str | None, experiment: str, out: Path, last: int = 5,
-            heatmap_seed: int | None = None, csv_dir: Path | None = None) -> dict[str, Path]:
-    """Write the figures and the table for one experiment (an MLflow experiment, or the CSVs
-    under ``csv_dir``, named ``experiment`` in the figures); return what was written."""
-    client = None if csv_dir is not None else MlflowClient(tracking_uri=tracking_uri)
-    runs, notes = load_csv_runs(csv_dir) if client is None else load_runs(client, experiment)
-    groups, duplicates = latest_per_seed(by_measure(runs))
+            heatmap_seed: int | None = None, study: str | None = None,
+            measures: list[str] | None = None) -> dict[str, Path]:
+    """Write the figures and the table for one experiment: an MLflow experiment, or with
+    ``study`` the task ``experiment`` of that study's dataset; return what was written."""
+    client = None if study is not None else MlflowClient(tracking_uri=tracking_uri)
+    if client is None:
+        grouped, notes = load_study_runs(study, experiment, measures), []
+    else:
+        runs, notes = load_runs(client, experiment)
+        grouped = by_measure(runs)
+    groups, duplicates = latest_per_seed(grouped)
     notes += duplicates
     runs = [r for members in groups.values() for r in members]
     out.mkdir(parents=True, exist_ok=True)
@@ -644,12 +624,12 @@ def compare(tracking_uri: str | None, experiment: str, out: Path, last: int = 5,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--experiment", default=None,
-                        help="MLflow experiment (the env's name); with --csv, the figures' title")
-    parser.add_argument("--csv", type=Path, default=None,
-                        help="read exported runs (<measure>/seed<k>.csv, "
-                             "recipes/study/export_runs.py) "
-                             "from this folder instead of an MLflow store")
+    parser.add_argument("--experiment", default=None, help="MLflow experiment (the env's name)")
+    parser.add_argument("--study", default=None,
+                        help="read a study's dataset instead (conf/study/<study>.yaml), one task")
+    parser.add_argument("--task", default=None, help="with --study: the task")
+    parser.add_argument("--measures", nargs="*", default=None,
+                        help="with --study: these measures only (default: all)")
     parser.add_argument(
         "--tracking-uri",
         default=os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db"),
@@ -660,12 +640,12 @@ def main() -> None:
                         help="the seed whose heatmaps to show (default: the lowest that found the "
                              "reward, per measure)")
     args = parser.parse_args()
-    if args.experiment is None and args.csv is None:
-        parser.error("give --experiment (an MLflow experiment) or --csv (exported runs).")
-    experiment = args.experiment or args.csv.name
+    if (args.experiment is None) == (args.study is None) or (args.study and not args.task):
+        parser.error("give --experiment (an MLflow experiment), or --study and --task.")
+    experiment = args.experiment or args.task
     out = args.out or Path("comparison") / experiment
     written = compare(args.tracking_uri, experiment, out, args.last, args.heatmap_seed,
-                      csv_dir=args.csv)
+                      study=args.study, measures=args.measures)
     print(written["table"].read_text())
     for name, path in written.items():
         print(f"{name}: {path}")

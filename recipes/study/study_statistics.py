@@ -1,79 +1,65 @@
-"""The statistics the Figure 3 report judges claims with (issue 38): windows, unpaired
-comparisons, Holm's correction, equivalence, and rliable-style aggregates across tasks.
+"""The study's statistics: windows of a curve, the claims' comparisons, Holm, and rliable's
+aggregates across tasks.
 
-Every seed counts: measures are compared as independent samples (the seeds' returns correlate
-between measures at −0.6 to +0.5 in the earlier study, so pairing by seed gained nothing and
-dropped the unpaired seeds). A comparison reports the difference of means with two 95 %
-intervals, a percentile bootstrap and Welch's t-interval, and judges by the wider of the two
-(their union); beside it the probability of improvement P(A > B) (the Mann–Whitney statistic
-over n·m pairs, ties counting half) with its bootstrap interval.
+Every seed counts: measures are compared as independent samples. A claim compares medians over
+seeds (``median_comparison``: percentile bootstrap, one-sided p-values, a smallest effect of
+interest m); an off-policy placebo compares means (``mean_comparison``: the wider of the
+percentile bootstrap and Welch's t-interval); the point robot compares steps to the first
+reward (``sooner``: the probability that a run of A finds it sooner, and a log-rank test).
+Holm's step-down correction is ``holm_rejects``. Across tasks, rliable itself
+(Agarwal et al., 2021): the interquartile mean with its stratified bootstrap, performance
+profiles and the probability of improvement.
 
-A claim is judged in three windows of each seed's curve (``WINDOWS``): the mean extrinsic return
-over the last 10 iterations, over the last 10 % of iterations, and over the whole run (the area
-under the curve). It is *reproduced* or *not reproduced* only when all three agree; otherwise
-*inconclusive*. The comparisons of one claim are Holm-corrected (step-down: the comparison with
-the i-th smallest Welch p-value of k is judged on intervals at level 1 − α/(k − i)). "All alike"
-is an equivalence claim: two one-sided tests against a margin (the 1 − 2α interval of each
-difference inside ±margin; every pair must pass, which needs no correction: an intersection–union
-test).
-
-Across tasks, as rliable (Agarwal et al., 2021) computes them: scores min–max normalised per
-task, the interquartile mean (IQM) with a stratified bootstrap (seeds resampled within each task),
-performance profiles (the fraction of runs above each normalised score τ) and the probability of
-improvement averaged over tasks. rliable itself is not a dependency: it pins ``arch<8``, and arch
-7.2 does not import under pandas 3 (which mlflow's pins bring), while arch 8 refuses rliable's
-``random_state=None``; the few functions are written here, tested against closed forms and
-against rliable's own numbers on the study's runs (``rliable_reference.py``, run in an
-environment of its own: equal IQM and probability of improvement, intervals within 0.02).
-
-Examples:
     >>> import numpy as np
-    >>> window_mean(np.arange(100.0), "last10"), window_mean(np.arange(100.0), "whole")
+    >>> window_mean(np.arange(100.0), "last10pct"), window_mean(np.arange(100.0), "whole")
     (94.5, 49.5)
     >>> round(probability_of_improvement(np.array([1.0, 2.0]), np.array([0.0, 2.0])), 3)
     0.625
+    >>> holm_rejects([0.01, 0.04, 0.03])  # 0.01 < 0.05/3, then 0.03 > 0.05/2 stops
+    [True, False, False]
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping, Sequence
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import absl.logging
 import numpy as np
 import scipy.stats
+from rliable import library as rly
+from rliable import metrics
 
-#: a seed's window of its curve -> its label on the page
-WINDOWS = {"last10": "last 10 iterations", "last10pct": "last 10 % of iterations",
-           "whole": "whole run (area under the curve)"}
-#: every window a claim can read: the three above, and the first and last quarter of the run
-WINDOW_LABELS = {**WINDOWS, "first25pct": "first quarter", "last25pct": "last quarter"}
+# rliable imports absl's logging, whose handler keeps the stderr of the moment of import (pytest's
+# capture, a Hydra job's) and closes it when anything reconfigures logging (Hydra does, at every
+# job): a later write to that stream then fails. The process's own stderr it never closes.
+absl.logging.get_absl_handler().python_handler.stream = sys.__stderr__
+
+#: a window of a seed's curve -> its label on the page
+WINDOWS = {"whole": "whole run", "last10pct": "last 10 %", "first25pct": "first quarter",
+           "last25pct": "last quarter"}
 ALPHA, RESAMPLES = 0.05, 10_000
 
 
 def window_mean(returns: np.ndarray, window: str) -> float:
-    """The mean of a seed's per-iteration returns over ``window`` (``WINDOWS``); NaN iterations
-    (no episode ended) are left out."""
+    """The mean of a seed's per-iteration returns over ``window`` (``WINDOWS``); NaN
+    iterations (no episode ended) are left out."""
     returns = np.asarray(returns, dtype=float)
-    if window == "last10":
-        part = returns[-10:]
-    elif window == "last10pct":
-        part = returns[-max(1, math.ceil(0.1 * returns.size)):]
-    elif window == "whole":
-        part = returns
-    elif window == "first25pct":
-        part = returns[: max(1, returns.size // 4)]
-    elif window == "last25pct":
-        part = returns[-max(1, returns.size // 4):]
-    else:
-        raise ValueError(f"window must be one of {sorted(WINDOW_LABELS)}, got {window!r}.")
-    with np.errstate(all="ignore"):
-        return float(np.nanmean(part)) if np.isfinite(part).any() else math.nan
+    size = returns.size
+    parts = {"whole": slice(None), "last10pct": slice(-max(1, math.ceil(0.1 * size)), None),
+             "first25pct": slice(max(1, size // 4)), "last25pct": slice(-max(1, size // 4), None)}
+    if window not in parts:
+        raise ValueError(f"window must be one of {sorted(WINDOWS)}, got {window!r}.")
+    part = returns[parts[window]]
+    return float(np.nanmean(part)) if np.isfinite(part).any() else math.nan
 
 
 def _improvement(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """P(X > Y) over the last axis of ``a`` and of ``b`` (any leading axes alike: bootstrap
-    draws), ties counting half."""
+    """P(X > Y) over the last axes of ``a`` and ``b`` (leading axes alike), ties half."""
     a, b = a[..., :, None], b[..., None, :]
     return ((a > b) + 0.5 * (a == b)).mean((-2, -1))
 
@@ -83,312 +69,58 @@ def probability_of_improvement(a: np.ndarray, b: np.ndarray) -> float:
     return float(_improvement(np.asarray(a, float), np.asarray(b, float)))
 
 
-def _bootstrap_indices(rng: np.random.Generator, size: int, resamples: int) -> np.ndarray:
-    return rng.integers(0, size, (resamples, size))
+def _resample(rng: np.random.Generator, values: np.ndarray, resamples: int) -> np.ndarray:
+    return values[rng.integers(0, values.size, (resamples, values.size))]
 
 
-def welch_interval(a: np.ndarray, b: np.ndarray, confidence: float) -> tuple[float, float, float]:
-    """Welch's t-interval of mean(a) − mean(b) at ``confidence``, and its two-sided p-value."""
-    n, m = a.size, b.size
-    va, vb = a.var(ddof=1) / n, b.var(ddof=1) / m
-    se = math.sqrt(va + vb)
-    difference = a.mean() - b.mean()
-    if se == 0:
-        return difference, difference, 0.0 if difference else 1.0
-    dof = (va + vb) ** 2 / (va ** 2 / (n - 1) + vb ** 2 / (m - 1))
-    half = scipy.stats.t.ppf(0.5 + confidence / 2, dof) * se
-    p_value = 2 * scipy.stats.t.sf(abs(difference) / se, dof)
-    return difference - half, difference + half, float(p_value)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """A − B for two independent samples (every seed of each)."""
-
-    n: int
-    m: int
-    difference: float  # mean(A) − mean(B)
-    bootstrap: tuple[float, float]  # percentile bootstrap of the difference at ``confidence``
-    welch: tuple[float, float]  # Welch's t-interval at ``confidence``
-    p_value: float  # Welch's two-sided p-value
-    improvement: float  # P(A > B)
-    improvement_interval: tuple[float, float]
-    confidence: float
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        """The wider of the two intervals (their union): what a verdict reads."""
-        return min(self.bootstrap[0], self.welch[0]), max(self.bootstrap[1], self.welch[1])
-
-    @property
-    def sign(self) -> int:
-        """+1: A above B (the interval above 0), −1: below, 0: the interval holds 0."""
-        low, high = self.interval
-        return 1 if low > 0 else -1 if high < 0 else 0
-
-
-def compare(a: Sequence[float], b: Sequence[float], *, confidence: float = 1 - ALPHA,
-            resamples: int = RESAMPLES, seed: int = 0) -> Comparison | None:
-    """A − B, unpaired, at ``confidence`` (``None`` with fewer than 2 finite values a side)."""
-    a = np.asarray(a, float)
-    b = np.asarray(b, float)
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    if a.size < 2 or b.size < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    resampled_a = a[_bootstrap_indices(rng, a.size, resamples)]
-    resampled_b = b[_bootstrap_indices(rng, b.size, resamples)]
+def _tails(confidence: float) -> list[float]:
+    """The percentiles of a two-sided interval at ``confidence`` (written as the former
+    estimators wrote them, so the page's figures stay bit for bit)."""
     tail = 50 * (1 - confidence)
-    differences = resampled_a.mean(1) - resampled_b.mean(1)
-    improvements = _improvement(resampled_a, resampled_b)
-    low, high, p_value = welch_interval(a, b, confidence)
-    return Comparison(
-        n=a.size, m=b.size, difference=float(a.mean() - b.mean()),
-        bootstrap=tuple(float(v) for v in np.percentile(differences, [tail, 100 - tail])),
-        welch=(float(low), float(high)), p_value=p_value,
-        improvement=probability_of_improvement(a, b),
-        improvement_interval=tuple(float(v) for v in np.percentile(improvements,
-                                                                   [tail, 100 - tail])),
-        confidence=confidence)
+    return [tail, 100 - tail]
 
 
-def holm_levels(p_values: Sequence[float], alpha: float = ALPHA) -> list[float]:
-    """The confidence level each comparison is judged at under Holm's step-down correction:
-    the one with the i-th smallest p-value (from 0) of k at 1 − α/(k − i)."""
-    order = np.argsort(p_values, kind="stable")
-    levels = [math.nan] * len(p_values)
-    for rank, index in enumerate(order):
-        levels[index] = 1 - alpha / (len(p_values) - rank)
-    return levels
-
-
-def holm_signs(a_sets: Sequence[Sequence[float]], b_sets: Sequence[Sequence[float]],
-               alpha: float = ALPHA, **kwargs) -> list[int] | None:
-    """The signs (``Comparison.sign``) of the comparisons A_j − B_j of one claim, Holm-corrected:
-    in the order of their Welch p-values each is judged on intervals at its Holm level, and once
-    one holds 0 the rest count as 0 too (step-down). ``None`` if any comparison lacks seeds."""
-    p_values = []
-    for a, b in zip(a_sets, b_sets, strict=True):
-        a, b = np.asarray(a, float), np.asarray(b, float)
-        a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-        if a.size < 2 or b.size < 2:
-            return None
-        p_values.append(welch_interval(a, b, 1 - alpha)[2])  # the order: no bootstrap needed
-    levels = holm_levels(p_values, alpha)
-    signs = [0] * len(p_values)
-    for index in np.argsort(p_values, kind="stable"):
-        judged = compare(a_sets[index], b_sets[index], confidence=levels[index], **kwargs)
-        if judged.sign == 0:
-            break
-        signs[index] = judged.sign
-    return signs
-
-
-def equivalent(a: Sequence[float], b: Sequence[float], margin: float, alpha: float = ALPHA,
-               **kwargs) -> bool | None:
-    """Two one-sided tests: the 1 − 2α interval of A − B (the wider of bootstrap and Welch) lies
-    inside (−margin, margin). ``None`` without enough seeds."""
-    comparison = compare(a, b, confidence=1 - 2 * alpha, **kwargs)
-    if comparison is None:
-        return None
-    low, high = comparison.interval
-    return -margin < low and high < margin
-
-
-def verdict(per_window: Mapping[str, str]) -> str:
-    """``reproduced`` / ``not reproduced`` when every window says so, else ``inconclusive``
-    (``not measured yet`` if a window could not be judged)."""
-    values = set(per_window.values())
-    if "not measured yet" in values:
-        return "not measured yet"
-    if values == {"reproduced"}:
-        return "reproduced"
-    if values == {"not reproduced"}:
-        return "not reproduced"
-    return "inconclusive"
-
-
-def judge_above(a: Sequence[float], rivals: Sequence[Sequence[float]], **kwargs) -> str:
-    """One window of "A above each rival": reproduced when every Holm-corrected comparison puts A
-    above, not reproduced when one puts it below, else inconclusive."""
-    signs = holm_signs([a] * len(rivals), rivals, **kwargs)
-    if signs is None:
-        return "not measured yet"
-    if all(sign > 0 for sign in signs):
-        return "reproduced"
-    if any(sign < 0 for sign in signs):
-        return "not reproduced"
-    return "inconclusive"
-
-
-def judge_alike(groups: Sequence[Sequence[float]], margin: float, **kwargs) -> str:
-    """One window of "all alike": reproduced when every pair is shown equivalent within
-    ±``margin``, not reproduced when a Holm-corrected comparison finds a pair apart, else
-    inconclusive."""
-    pairs = [(i, j) for i in range(len(groups)) for j in range(i + 1, len(groups))]
-    alike = [equivalent(groups[i], groups[j], margin, **kwargs) for i, j in pairs]
-    if any(a is None for a in alike):
-        return "not measured yet"
-    if all(alike):
-        return "reproduced"
-    signs = holm_signs([groups[i] for i, _ in pairs], [groups[j] for _, j in pairs], **kwargs)
-    return "not reproduced" if any(signs) else "inconclusive"
-
-
-# ------------------------------------------------------------------------------------------------
-# Across tasks (rliable's estimators)
-# ------------------------------------------------------------------------------------------------
-def iqm(scores: np.ndarray, axis: int | None = None) -> np.ndarray | float:
-    """The interquartile mean: the mean of the middle 50 % (scipy's 25 % trimmed mean)."""
-    return scipy.stats.trim_mean(scores, 0.25, axis=axis)
-
-
-def normalise(scores: Mapping[str, Mapping[str, np.ndarray]]) -> tuple[
-        dict[str, dict[str, np.ndarray]], dict[str, tuple[float, float]]]:
-    """``task -> measure -> seeds' scores`` min–max normalised per task over every run of every
-    measure there (0: the task's worst run, 1: its best); and each task's (min, max)."""
-    ranges, normalised = {}, {}
-    for task, by_measure in scores.items():
-        values = np.concatenate([np.asarray(v, float) for v in by_measure.values()])
-        values = values[np.isfinite(values)]
-        low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
-        span = high - low if high > low else 1.0
-        ranges[task] = (low, high)
-        normalised[task] = {m: (np.asarray(v, float) - low) / span for m, v in by_measure.items()}
-    return normalised, ranges
-
-
-def stratified_resamples(runs: Sequence[np.ndarray], resamples: int,
-                         rng: np.random.Generator) -> list[np.ndarray]:
-    """Per task (stratum), ``[resamples, n_task]`` seeds drawn with replacement from its own."""
-    return [run[_bootstrap_indices(rng, run.size, resamples)] for run in runs]
-
-
-def weighted_iqm(scores: np.ndarray, weights: np.ndarray) -> np.ndarray | float:
-    """The mean of the middle 50 % of the weight of ``scores`` (over the last axis, any leading
-    axes alike), a score straddling a quartile counting with the part of its weight inside;
-    with equal weights and a count divisible by 4, ``iqm``."""
-    order = np.argsort(scores, axis=-1)
-    values = np.take_along_axis(scores, order, -1)
-    mass = np.asarray(weights, float)[order]
-    mass = mass / mass.sum(-1, keepdims=True)
-    upper = np.cumsum(mass, -1)
-    inside = np.clip(np.minimum(upper, 0.75) - np.maximum(upper - mass, 0.25), 0.0, None)
-    result = (inside * values).sum(-1) / 0.5
-    return float(result) if np.ndim(result) == 0 else result
-
-
-def aggregate_iqm(by_task: Sequence[np.ndarray], *, resamples: int = 2_000, seed: int = 0,
-                  confidence: float = 1 - ALPHA) -> tuple[float, float, float]:
-    """The IQM of one measure's normalised scores pooled over tasks, each task weighing alike
-    (a run weighs 1 / its task's runs), with its stratified bootstrap interval. rliable's
-    ``aggregate_iqm`` and ``StratifiedBootstrap`` on a runs × tasks matrix, where every task has
-    as many runs, are this with equal weights; our cells have unequal seeds, and pooled with equal
-    run weights a measure's IQM would weigh its tasks by their seeds."""
-    runs = [np.asarray(r, float)[np.isfinite(r)] for r in by_task]
-    runs = [r for r in runs if r.size]
-    weights = np.concatenate([np.full(r.size, 1.0 / r.size) for r in runs])
-    point = weighted_iqm(np.concatenate(runs), weights)
-    draws = np.concatenate(stratified_resamples(runs, resamples, np.random.default_rng(seed)), 1)
-    tail = 50 * (1 - confidence)
-    low, high = np.percentile(weighted_iqm(draws, weights), [tail, 100 - tail])
-    return point, float(low), float(high)
-
-
-def performance_profile(by_task: Sequence[np.ndarray], taus: np.ndarray, *,
-                        resamples: int = 2_000, seed: int = 0,
-                        confidence: float = 1 - ALPHA) -> tuple[np.ndarray, np.ndarray,
-                                                                  np.ndarray]:
-    """The fraction of runs (each task weighted alike) whose normalised score exceeds each τ,
-    with a stratified bootstrap band: (profile, low, high) over ``taus``."""
-    runs = [np.asarray(r, float)[np.isfinite(r)] for r in by_task]
-    runs = [r for r in runs if r.size]
-
-    def profile(samples: list[np.ndarray]) -> np.ndarray:  # [..., n_task] per task
-        return np.mean([(s[..., None] > taus).mean(-2) for s in samples], axis=0)
-
-    point = profile(runs)
-    draws = profile(stratified_resamples(runs, resamples, np.random.default_rng(seed)))
-    tail = 50 * (1 - confidence)
-    low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
-    return point, low, high
-
-
-def aggregate_improvement(a_by_task: Sequence[np.ndarray], b_by_task: Sequence[np.ndarray], *,
-                          resamples: int = 2_000, seed: int = 0,
-                          confidence: float = 1 - ALPHA) -> tuple[float, float, float]:
-    """P(A > B) averaged over tasks (rliable's ``probability_of_improvement``), with its
-    stratified bootstrap interval (both measures' seeds resampled within each task)."""
-    pairs = [(np.asarray(a, float), np.asarray(b, float)) for a, b in
-             zip(a_by_task, b_by_task, strict=True)]
-    pairs = [(a[np.isfinite(a)], b[np.isfinite(b)]) for a, b in pairs]
-    pairs = [(a, b) for a, b in pairs if a.size and b.size]
-    point = float(np.mean([probability_of_improvement(a, b) for a, b in pairs]))
-    rng = np.random.default_rng(seed)
-    per_task = []
-    for a, b in pairs:
-        ra, rb = a[_bootstrap_indices(rng, a.size, resamples)], b[
-            _bootstrap_indices(rng, b.size, resamples)]
-        per_task.append(_improvement(ra, rb))
-    tail = 50 * (1 - confidence)
-    low, high = np.percentile(np.mean(per_task, axis=0), [tail, 100 - tail])
-    return point, float(low), float(high)
-
-
-# ------------------------------------------------------------------------------------------------
-# The three-outcome rule (issue 77): medians, a smallest effect of interest, Holm within a claim
-# ------------------------------------------------------------------------------------------------
-#: the verdicts' primary window (the paper's claims are about curves) and its sensitivity check
-PRIMARY_WINDOW, SENSITIVITY_WINDOW = "whole", "last10pct"
+def _finite(values: Sequence[float]) -> np.ndarray:
+    values = np.asarray(values, float)
+    return values[np.isfinite(values)]
 
 
 @dataclass(frozen=True)
 class MedianComparison:
-    """A − B for two independent samples on the paper's statistic, the median, against a
-    smallest effect of interest ``margin``.
-
-    Every p-value is a one-sided percentile-bootstrap p-value of the difference of medians
-    Δ* = median(A*) − median(B*) over ``resamples`` independent resamples of each side:
-    ``(1 + #{Δ* on H0's side}) / (resamples + 1)``, which is below α exactly when the
-    1 − 2α percentile interval excludes H0's side.
-    """
+    """A − B on medians against a smallest effect of interest ``margin``. Each p-value is a
+    one-sided percentile-bootstrap p-value of Δ* = median(A*) − median(B*):
+    ``(1 + #{Δ* on H0's side}) / (resamples + 1)``."""
 
     n: int
     m: int
     margin: float
-    median_difference: float  # median(A) − median(B)
-    #: its bootstrap's 5th and 95th percentiles: each a one-sided 95 % bound, the bounds the
-    #: verdict's one-sided tests read (before Holm's adjustment)
+    median_difference: float
+    #: the bootstrap's 5th and 95th percentiles: each a one-sided 95 % bound
     interval: tuple[float, float]
-    mean_difference: float  # the mean beside it
-    improvement: float  # P(A > B), ties half: the rank statistic beside it
-    p_above_zero: float  # H0: Δ ≤ 0 ("A better" needs it rejected)
-    p_below_margin: float  # H0: Δ ≥ margin ("no useful advantage" needs it rejected)
-    p_equivalent: float  # H0: |Δ| ≥ margin, two one-sided tests (the larger p)
-    p_apart: float  # H0: |Δ| ≤ margin ("apart by more than the margin", two-sided)
+    mean_difference: float
+    improvement: float  # P(A > B), ties half
+    p_above_zero: float  # H0: Δ ≤ 0
+    p_below_margin: float  # H0: Δ ≥ margin
+    p_equivalent: float  # H0: |Δ| ≥ margin (two one-sided tests: the larger p)
+    p_apart: float  # H0: |Δ| ≤ margin
 
 
 def median_comparison(a: Sequence[float], b: Sequence[float], margin: float, *,
-                      confidence: float = 1 - 2 * ALPHA, resamples: int = RESAMPLES,
-                      seed: int = 0) -> MedianComparison | None:
-    """A − B on medians, unpaired, every seed counting (``None`` with fewer than 2 finite
-    values a side)."""
-    a = np.asarray(a, float)
-    b = np.asarray(b, float)
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+                      resamples: int = RESAMPLES, seed: int = 0) -> MedianComparison | None:
+    """A − B on medians, unpaired (``None`` with fewer than 2 finite values a side)."""
+    a, b = _finite(a), _finite(b)
     if a.size < 2 or b.size < 2:
         return None
     if not (math.isfinite(margin) and margin > 0):
         raise ValueError(f"margin must be positive and finite, got {margin}.")
     rng = np.random.default_rng(seed)
-    draws = (np.median(a[_bootstrap_indices(rng, a.size, resamples)], 1)
-             - np.median(b[_bootstrap_indices(rng, b.size, resamples)], 1))
+    draws = (np.median(_resample(rng, a, resamples), 1)
+             - np.median(_resample(rng, b, resamples), 1))
 
     def p(on_null_side: np.ndarray) -> float:
         return float((1 + on_null_side.sum()) / (resamples + 1))
 
-    tail = 50 * (1 - confidence)
-    low, high = np.percentile(draws, [tail, 100 - tail])
+    low, high = np.percentile(draws, _tails(1 - 2 * ALPHA))
     return MedianComparison(
         n=a.size, m=b.size, margin=float(margin),
         median_difference=float(np.median(a) - np.median(b)),
@@ -399,10 +131,45 @@ def median_comparison(a: Sequence[float], b: Sequence[float], margin: float, *,
         p_apart=min(1.0, 2 * min(p(draws <= margin), p(draws >= -margin))))
 
 
+@dataclass(frozen=True)
+class MeanComparison:
+    """A − B on means: the wider of a 95 % percentile bootstrap and Welch's t-interval."""
+
+    difference: float
+    interval: tuple[float, float]
+
+    @property
+    def sign(self) -> int:
+        """+1: the interval above 0, −1: below, 0: it holds 0."""
+        low, high = self.interval
+        return 1 if low > 0 else -1 if high < 0 else 0
+
+
+def mean_comparison(a: Sequence[float], b: Sequence[float], *, resamples: int = RESAMPLES,
+                    seed: int = 0) -> MeanComparison | None:
+    """A − B on means, unpaired (``None`` with fewer than 2 finite values a side)."""
+    a, b = _finite(a), _finite(b)
+    if a.size < 2 or b.size < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    resampled_a, resampled_b = _resample(rng, a, resamples), _resample(rng, b, resamples)
+    boot = np.percentile(resampled_a.mean(1) - resampled_b.mean(1), _tails(1 - ALPHA))
+    difference = float(a.mean() - b.mean())
+    se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    if se == 0:
+        welch = (difference, difference)
+    else:
+        va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+        dof = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+        half = scipy.stats.t.ppf(0.5 + (1 - ALPHA) / 2, dof) * se
+        welch = (difference - half, difference + half)
+    return MeanComparison(difference, (float(min(boot[0], welch[0])),
+                                       float(max(boot[1], welch[1]))))
+
+
 def holm_rejects(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
-    """Holm's step-down procedure: which null hypotheses are rejected at family-wise ``alpha``
-    (the i-th smallest p-value of k, from 0, against α / (k − i), stopping at the first that
-    fails)."""
+    """Holm's step-down procedure: the i-th smallest p-value of k (from 0) against
+    α / (k − i), stopping at the first that fails."""
     rejected = [False] * len(p_values)
     for rank, index in enumerate(np.argsort(p_values, kind="stable")):
         if p_values[index] > alpha / (len(p_values) - rank):
@@ -412,14 +179,9 @@ def holm_rejects(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
 
 
 def judge_better(comparisons: Sequence[MedianComparison], alpha: float = ALPHA) -> str:
-    """"A better than each B_j", one comparison a B_j, Holm within the claim:
-
-    * *not reproduced* when some A − B_j lies below the margin with confidence (no useful
-      advantage, or worse): its "Δ ≥ margin" rejected;
-    * else *reproduced* when every A − B_j lies above 0 with confidence: every "Δ ≤ 0"
-      rejected;
-    * else *inconclusive*.
-    """
+    """"A better than each B_j", Holm within the claim: *not reproduced* when some A − B_j is
+    below the margin with confidence; else *reproduced* when every A − B_j is above 0 with
+    confidence; else *inconclusive*."""
     if any(holm_rejects([c.p_below_margin for c in comparisons], alpha)):
         return "not reproduced"
     if all(holm_rejects([c.p_above_zero for c in comparisons], alpha)):
@@ -428,11 +190,78 @@ def judge_better(comparisons: Sequence[MedianComparison], alpha: float = ALPHA) 
 
 
 def judge_equivalent(comparisons: Sequence[MedianComparison], alpha: float = ALPHA) -> str:
-    """"Each pair alike": *reproduced* when every pair's difference lies inside ±margin by two
-    one-sided tests, *not reproduced* when some pair lies outside it with confidence, else
+    """"Each pair alike": *reproduced* when every difference lies inside ±margin by two
+    one-sided tests, *not reproduced* when one lies outside with confidence, else
     *inconclusive* (Holm within the claim, each direction)."""
     if all(holm_rejects([c.p_equivalent for c in comparisons], alpha)):
         return "reproduced"
     if any(holm_rejects([c.p_apart for c in comparisons], alpha)):
         return "not reproduced"
     return "inconclusive"
+
+
+@dataclass(frozen=True)
+class Sooner:
+    """Do runs of A find the first reward sooner than runs of B?"""
+
+    probability: float  # P(a run of A finds it sooner), never-found runs tied
+    interval: tuple[float, float]  # its 95 % bootstrap interval
+    sooner_p: float  # one-sided log-rank p: A sooner
+    later_p: float  # one-sided log-rank p: A later
+    reading: str  # "sooner", "later" or "not shown"
+
+
+def sooner(steps_a: np.ndarray, steps_b: np.ndarray, budget: float, *,
+           resamples: int = RESAMPLES, seed: int = 0) -> Sooner:
+    """"A sooner" when P(A sooner) has its 95 % interval above 0.5 and a one-sided log-rank
+    test agrees at α; "later" when both say the opposite; else "not shown". ``inf``: a run
+    censored at ``budget``."""
+    a, b = -np.minimum(steps_a, budget), -np.minimum(steps_b, budget)
+    rng = np.random.default_rng(seed)
+    draws = _improvement(_resample(rng, a, resamples), _resample(rng, b, resamples))
+    low, high = (float(v) for v in np.percentile(draws, _tails(1 - ALPHA)))
+
+    def censored(values: np.ndarray) -> scipy.stats.CensoredData:
+        found = np.isfinite(values)
+        return scipy.stats.CensoredData(uncensored=values[found],
+                                        right=np.full((~found).sum(), budget))
+
+    # scipy's "greater": the first group's event rate (finding the reward) above the other's
+    sooner_p, later_p = (float(scipy.stats.logrank(censored(steps_a), censored(steps_b),
+                                                   alternative=side).pvalue)
+                         for side in ("greater", "less"))
+    reading = ("sooner" if low > 0.5 and sooner_p < ALPHA else
+               "later" if high < 0.5 and later_p < ALPHA else "not shown")
+    # runs that never found it tie at the budget (counted half)
+    return Sooner(probability_of_improvement(-steps_a, -steps_b), (low, high), sooner_p, later_p,
+                  reading)
+
+
+@contextlib.contextmanager
+def seeded_rliable(seed: int) -> Iterator[np.random.RandomState]:
+    """A generator for rliable's bootstraps, whose profiles draw from numpy's global one
+    (seeded here too), with arch's notice that rliable still passes ``random_state`` quieted."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "random_state is deprecated", FutureWarning)
+        np.random.seed(seed)  # noqa: NPY002
+        yield np.random.RandomState(seed)
+
+
+def aggregate(scores: dict[str, np.ndarray], taus: np.ndarray, reference: str, *,
+              reps: int = 2_000, seed: int = 0) -> dict:
+    """rliable's views of ``measure -> [runs, tasks]`` normalised scores: each measure's IQM,
+    its performance profile over ``taus`` and P(``reference`` > it), each with rliable's
+    stratified-bootstrap 95 % interval (``{"iqm": {m: (point, low, high)}, ...}``)."""
+    pairs = {f"{reference},{m}": [scores[reference], scores[m]] for m in scores if m != reference}
+    with seeded_rliable(seed) as generator:
+        points, intervals = rly.get_interval_estimates(
+            scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps,
+            random_state=generator)
+        profiles, bands = rly.create_performance_profile(scores, taus, reps=reps)
+        improvement, improvement_ci = rly.get_interval_estimates(
+            pairs, metrics.probability_of_improvement, reps=reps, random_state=generator)
+    return {"iqm": {m: (float(points[m][0]), *map(float, intervals[m][:, 0])) for m in scores},
+            "profiles": {m: (profiles[m], *bands[m]) for m in scores},
+            "improvement": {key.split(",")[1]: (float(improvement[key]),
+                                                *map(float, improvement_ci[key].ravel()))
+                            for key in pairs}}

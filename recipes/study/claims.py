@@ -1,0 +1,320 @@
+"""A study as data, and its claims judged by one function.
+
+A study config (``conf/study/<name>.yaml``) names its tasks, measures (each a set of recipe
+overrides), cells (tasks × measures × seeds), the claims of the paper as records (``claims``:
+the sentence, the task, the pairs compared, the kind) and the follow-up questions asked of it
+(``questions``: named tests and the answers they lead to). ``load_study`` reads and checks it
+before anything runs; ``judge`` gives every record its verdict in the primary window (the whole
+run) and the sensitivity window (the last 10 %) by the rule of ``docs/results_rule.md``.
+
+    >>> study = load_study("figure3")
+    >>> [c.id for c in study.claims][:2], study.seeds["ant", "vase_linear_eta_tenth"]
+    (['mountain-car', 'double-pendulum'], range(0, 10))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from dataset import Run, cells, read
+from omegaconf import OmegaConf
+from study_statistics import (
+    WINDOWS,
+    MedianComparison,
+    Sooner,
+    holm_rejects,
+    judge_better,
+    judge_equivalent,
+    mean_comparison,
+    median_comparison,
+    sooner,
+    window_mean,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+PRIMARY, SENSITIVITY = "whole", "last10pct"
+KINDS = ("better", "alike", "sooner")
+TESTS = ("above", "within", "sooner", "at_scale", "above_both")
+TITLES = {"mountain_car": "MountainCar", "cartpole_swingup": "CartpoleSwingup",
+          "double_pendulum": "DoublePendulum", "half_cheetah": "HalfCheetah", "ant": "Ant",
+          "lunar_lander": "LunarLanderContinuous", "point_robot": "point robot"}
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A − B, read in a primary and a sensitivity window."""
+
+    a: str
+    b: str
+    primary: str = PRIMARY
+    sensitivity: str = SENSITIVITY
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    task: str
+    kind: str
+    says: str
+    short: str
+    pairs: tuple[Pair, ...]
+    budget: float = math.nan  # ``sooner``: the steps a run may take
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    task: str
+    asks: str
+    written: str
+    tests: dict[str, tuple]  # name -> (test, A, B or level)
+    answers: tuple[tuple[str, dict[str, bool]], ...]
+    min_seeds: int
+    budget: float = math.nan
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    dataset: Path
+    commit: str
+    algorithm: str
+    tasks: tuple[str, ...]
+    measures: dict[str, dict]  # name -> {overrides, label, colour}
+    seeds: dict[tuple[str, str], range]  # (task, measure) -> seeds
+    task_overrides: dict[str, list[str]]
+    figure: tuple[str, ...]
+    margin_fraction: float
+    margin_measures: tuple[str, ...]
+    min_seeds: int
+    claims: tuple[Claim, ...]
+    questions: tuple[Question, ...]
+
+    def label(self, measure: str) -> str:
+        return self.measures[measure]["label"]
+
+    def runs(self) -> dict[str, dict[str, list[Run]]]:
+        """``task -> measure -> runs`` from the study's dataset (finished runs only)."""
+        return cells(read(self.dataset))
+
+
+def _seeds(text: str | int) -> range:
+    low, _, high = str(text).partition("-")
+    return range(int(low), int(high or low) + 1)
+
+
+def _check(name: str, value: str, choices, where: str) -> None:
+    if value not in choices:
+        raise ValueError(f"{where}: unknown {name} {value!r}; the choices: "
+                         f"{', '.join(sorted(choices))}.")
+
+
+def load_study(name: str | Path) -> Study:
+    """The study ``conf/study/<name>.yaml`` (or a path), every name in it checked: an unknown
+    task, measure, override group, window, kind or test is refused with the choices."""
+    path = Path(name) if str(name).endswith(".yaml") else ROOT / "conf" / "study" / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in (ROOT / "conf" / "study").glob("*.yaml"))
+        raise ValueError(f"unknown study {str(name)!r}; the choices: {', '.join(known)}.")
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    tasks_known = sorted(p.stem for p in (ROOT / "conf" / "env").glob("*.yaml"))
+    # the config groups and the recipe's top-level settings an override may name
+    groups = {p.name for p in (ROOT / "conf").iterdir() if p.is_dir()} | set(
+        OmegaConf.load(ROOT / "conf" / "trpo_vase.yaml"))
+    for task in raw["tasks"]:
+        _check("task", task, tasks_known, path.name)
+    measures = raw["measures"]
+    for measure, spec in measures.items():
+        for override in spec["overrides"]:
+            _check("override", override.split("=")[0].split(".")[0].lstrip("+"), groups,
+                   f"measure {measure}")
+    seeds = {}
+    for block in raw["cells"]:
+        for task in block["tasks"]:
+            _check("task", task, raw["tasks"], f"{path.name} cells")
+            for measure in block["measures"]:
+                _check("measure", measure, measures, f"{path.name} cells")
+                seeds[task, measure] = _seeds(block["seeds"])
+
+    def pair(spec: list, where: str) -> Pair:
+        for measure in spec[:2]:
+            _check("measure", measure, measures, where)
+        for window in spec[2:]:
+            _check("window", window, WINDOWS, where)
+        return Pair(*spec)
+
+    claims = []
+    for spec in raw.get("claims") or []:
+        where = f"claim {spec['id']}"
+        _check("kind", spec["kind"], KINDS, where)
+        _check("task", spec["task"], raw["tasks"], where)
+        claims.append(Claim(spec["id"], spec["task"], spec["kind"], spec["says"], spec["short"],
+                            tuple(pair(p, where) for p in spec["pairs"]),
+                            float(spec.get("budget", math.nan))))
+    questions = []
+    for spec in raw.get("questions") or []:
+        where = f"question {spec['id']}"
+        for test, *args in spec["tests"].values():
+            _check("test", test, TESTS, where)
+            for measure in args[:2 if test != "at_scale" else 1]:
+                _check("measure", measure, measures, where)
+        for _, conditions in spec["answers"]:
+            for test in conditions:
+                _check("test name", test, spec["tests"], where)
+        questions.append(Question(
+            spec["id"], spec["task"], spec["asks"], str(spec["written"]),
+            {k: tuple(v) for k, v in spec["tests"].items()},
+            tuple((answer, dict(conditions)) for answer, conditions in spec["answers"]),
+            int(spec.get("min_seeds", raw["min_seeds"])), float(spec.get("budget", math.nan))))
+    if len({c.id for c in claims} | {q.id for q in questions}) < len(claims) + len(questions):
+        raise ValueError(f"{path.name}: two records share an id.")
+    return Study(raw["name"], ROOT / raw["dataset"], str(raw["commit"]), raw["algorithm"],
+                 tuple(raw["tasks"]), measures, seeds, raw.get("task_overrides") or {},
+                 tuple(raw["figure"]), float(raw["margin"]["fraction"]),
+                 tuple(raw["margin"]["measures"]), int(raw["min_seeds"]), tuple(claims),
+                 tuple(questions))
+
+
+# ------------------------------------------------------------------------------------------------
+# The rule
+# ------------------------------------------------------------------------------------------------
+def windows(runs: list[Run], window: str) -> np.ndarray:
+    """Each run's mean return over ``window``."""
+    return np.array([window_mean(run.returns, window) for run in runs])
+
+
+def first_reward_steps(runs: list[Run]) -> np.ndarray:
+    """Each run's steps to its first extrinsic reward; ``inf`` for one that never found it."""
+    return np.array([run.first_reward if np.isfinite(run.first_reward) else math.inf
+                     for run in runs])
+
+
+def task_margin(study: Study, task_runs: dict[str, list[Run]]) -> float:
+    """The task's smallest effect of interest: ``margin_fraction`` of the span from the 5th to
+    the 95th percentile of every iteration's return of ``margin_measures``' runs."""
+    curves = [run.returns for m in study.margin_measures for run in task_runs.get(m, [])]
+    values = np.concatenate(curves) if curves else np.array([])
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return math.nan
+    low, high = np.percentile(values, [5, 95])
+    return study.margin_fraction * float(high - low)
+
+
+@dataclass
+class Verdict:
+    """A record's verdict: in the primary and the sensitivity window, each pair's (or test's)
+    comparison in both, the margin and the seeds it read."""
+
+    record: Claim | Question
+    verdict: str
+    sensitivity: str
+    comparisons: dict[str, tuple] = field(default_factory=dict)  # name -> (primary, sensitivity)
+    margin: float = math.nan
+    seeds: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def flagged(self) -> bool:
+        return self.verdict != "not measured yet" and self.sensitivity != self.verdict
+
+
+def _pair_name(pair: Pair) -> str:
+    return f"{pair.a} − {pair.b}"
+
+
+def _judge_claim(study: Study, claim: Claim, runs: dict[str, list[Run]], margin: float,
+                 seeds: dict[str, int]) -> Verdict:
+    if claim.kind == "sooner":
+        (pair,) = claim.pairs
+        if min(seeds.values()) < study.min_seeds:
+            return Verdict(claim, "not measured yet", "not measured yet", seeds=seeds)
+        test = sooner(first_reward_steps(runs[pair.a]), first_reward_steps(runs[pair.b]),
+                      claim.budget)
+        verdict = {"sooner": "reproduced", "later": "not reproduced"}.get(test.reading,
+                                                                          "inconclusive")
+        return Verdict(claim, verdict, "–", {_pair_name(pair): (test, None)}, seeds=seeds)
+    if min(seeds.values()) < study.min_seeds or not margin > 0:
+        return Verdict(claim, "not measured yet", "not measured yet", margin=margin, seeds=seeds)
+    judge = judge_better if claim.kind == "better" else judge_equivalent
+    compared = {_pair_name(p): tuple(
+        median_comparison(windows(runs[p.a], w), windows(runs[p.b], w), margin)
+        for w in (p.primary, p.sensitivity)) for p in claim.pairs}
+    verdicts = [judge([c[i] for c in compared.values()]) for i in (0, 1)]
+    return Verdict(claim, *verdicts, compared, margin, seeds)
+
+
+def _test(study: Study, question: Question, spec: tuple, runs: dict[str, list[Run]],
+          margin: float, window: str) -> tuple[bool, object]:
+    """One test of a question in ``window``: whether it holds, and what it read."""
+    kind, a, b = spec
+    if kind == "sooner":
+        test = sooner(first_reward_steps(runs[a]), first_reward_steps(runs[b]), question.budget)
+        return test.reading == "sooner", test
+    if kind == "at_scale":
+        firsts = [first_bonus(run, eta(run)) for run in runs[a]]
+        median = float(np.nanmedian(firsts))
+        return median <= float(b), median
+    if kind == "above_both":
+        read = [mean_comparison(windows(runs[a], w), windows(runs[b], w))
+                for w in (SENSITIVITY, PRIMARY)]
+        return all(c is not None and c.sign > 0 for c in read), read
+    comparison = median_comparison(windows(runs[a], window), windows(runs[b], window), margin)
+    p = comparison.p_above_zero if kind == "above" else comparison.p_below_margin
+    return holm_rejects([p])[0], comparison
+
+
+def _judge_question(study: Study, question: Question, runs: dict[str, list[Run]],
+                    margin: float, seeds: dict[str, int]) -> Verdict:
+    if min(seeds.values()) < question.min_seeds:
+        return Verdict(question, "not measured yet", "not measured yet", margin=margin,
+                       seeds=seeds)
+    answers, read = [], {name: [None, None] for name in question.tests}
+    for index, window in enumerate((PRIMARY, SENSITIVITY)):
+        held = {}
+        for name, spec in question.tests.items():
+            held[name], read[name][index] = _test(study, question, spec, runs, margin, window)
+        answers.append(next(answer for answer, conditions in question.answers
+                            if all(held[t] == want for t, want in conditions.items())))
+    return Verdict(question, *answers, {k: tuple(v) for k, v in read.items()}, margin, seeds)
+
+
+def judge(study: Study, record: Claim | Question,
+          data: dict[str, dict[str, list[Run]]]) -> Verdict:
+    """``record``'s verdict on ``data`` (``Study.runs()``): a claim by its kind's rule, a
+    question by the first answer whose tests all hold; *not measured yet* while a measure it
+    reads has fewer than its minimum of seeds."""
+    runs = data.get(record.task, {})
+    if isinstance(record, Claim):
+        measures = [m for p in record.pairs for m in (p.a, p.b)]
+    else:
+        measures = [m for spec in record.tests.values()
+                    for m in (spec[1:3] if spec[0] != "at_scale" else spec[1:2])]
+    seeds = {m: len(runs.get(m, [])) for m in dict.fromkeys(measures)}
+    margin = task_margin(study, runs) if record.task != "point_robot" else math.nan
+    if isinstance(record, Claim):
+        return _judge_claim(study, record, runs, margin, seeds)
+    return _judge_question(study, record, runs, margin, seeds)
+
+
+def judge_all(study: Study, data: dict | None = None) -> list[Verdict]:
+    """Every claim and question of ``study``, each judged once."""
+    data = study.runs() if data is None else data
+    return [judge(study, record, data) for record in (*study.claims, *study.questions)]
+
+
+def eta(run: Run) -> float:
+    """The bonus weight η the run ran with (its resolved configuration)."""
+    return float(OmegaConf.create(run.provenance["config"]).surprise.eta)
+
+
+def first_bonus(run: Run, eta: float) -> float:
+    """η·U a step at the run's first iteration with a bonus (the model's first), NaN if none."""
+    bonus = run.metric("bonus/mean")
+    bonus = bonus[np.isfinite(bonus) & (bonus > 0)]
+    return float(eta * bonus[0]) if bonus.size else math.nan
+
+
+__all__ = ["MedianComparison", "Sooner", "judge", "judge_all", "load_study"]

@@ -1,0 +1,402 @@
+"""A study's page: its curves, its claims table and its follow-ups on the first screen, each
+record's numbers below, rliable's view across tasks, and the runs' commits and processors.
+
+Every verdict is ``claims.judge``'s, once per record; the figures are drawn from the study's
+dataset. ``python recipes/study/study.py report figure3`` writes ``docs/results.md`` and its
+figures under ``docs/results/figure3/``.
+
+    >>> smoothed(np.arange(40.0))[:3]  # a trailing mean over 5 % of the run: 2 iterations
+    array([0. , 0.5, 1.5])
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+import re
+import textwrap
+import warnings
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from claims import (
+    TITLES,
+    Claim,
+    Study,
+    Verdict,
+    first_reward_steps,
+    judge_all,
+    windows,
+)
+from dataset import Run, read
+from study_statistics import WINDOWS, MedianComparison, aggregate
+
+#: every text at least 10 px where the docs show a figure (12 pt at 90 dpi, at most 11 in wide)
+LEGIBLE = {"font.size": 12, "axes.titlesize": 12, "legend.fontsize": 12, "figure.titlesize": 12}
+DPI = 90
+
+
+def smoothed(returns: np.ndarray) -> np.ndarray:
+    """A trailing mean over 5 % of the run (at least one iteration) of the finite values."""
+    window = max(1, int(0.05 * returns.size))
+    finite = np.isfinite(returns)
+    sums, counts = np.cumsum(np.where(finite, returns, 0.0)), np.cumsum(finite)
+
+    def trailing(totals: np.ndarray) -> np.ndarray:
+        return totals - np.concatenate([np.zeros(window), totals])[: totals.size]
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return trailing(sums) / trailing(counts)
+
+
+def compact_steps(ax) -> None:
+    """At most five x ticks, written 50k, 1.2M: long step counts run together otherwise."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    def label(value: float, _) -> str:
+        for size, suffix in ((1e6, "M"), (1e3, "k")):
+            if abs(value) >= size:
+                return f"{value / size:g}{suffix}"
+        return f"{value:g}"
+
+    ax.xaxis.set_major_locator(MaxNLocator(5))
+    ax.xaxis.set_major_formatter(FuncFormatter(label))
+
+
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def plot_curves(panels: dict[str, dict[str, list]], styles: dict[str, tuple[str, str | None]],
+                path: Path, title: str) -> None:
+    """One panel a key of ``panels`` (a task, an experiment), one line a group of runs (anything
+    with ``returns`` and ``frames``: a study's runs, ``compare.py``'s): the median over runs of
+    each run's smoothed return, the interquartile range shaded, against frames. ``styles``:
+    group -> (label, colour or None for matplotlib's cycle). The legend, below the panels,
+    names every group with its runs, and a group whose median lies exactly under an earlier
+    one's says so; each group has a line style of its own."""
+    columns = min(3, len(panels))
+    rows = -(-len(panels) // columns)
+    with plt.rc_context(LEGIBLE):
+        figure, axes = plt.subplots(rows, columns, figsize=(11, 3.9 * rows + 1.2),
+                                    layout="constrained", squeeze=False)
+        figure.suptitle(textwrap.fill(title, 110))
+        drawn: dict[str, tuple] = {}
+        twins: dict[str, set] = {}  # group -> the earlier group whose median it hides under
+        for (name, groups), panel in zip(panels.items(), axes.ravel(), strict=False):
+            panel.set_title(TITLES.get(name, name))
+            medians: list[tuple[str, np.ndarray]] = []
+            for index, (group, runs) in enumerate(groups.items()):
+                length = min((len(run.returns) for run in runs), default=0)
+                if not length:
+                    continue
+                curves = np.stack([smoothed(run.returns[:length]) for run in runs])
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # no episode ended yet
+                    q1, median, q3 = np.nanpercentile(curves, [25, 50, 75], axis=0)
+                frames = runs[0].frames[:length]
+                label, colour = styles[group]
+                (line,) = panel.plot(frames, median, color=colour, lw=1.6,
+                                     ls=LINE_STYLES[index % len(LINE_STYLES)])
+                panel.fill_between(frames, q1, q3, color=line.get_color(), alpha=0.18, lw=0)
+                twins.setdefault(group, set()).add(next(
+                    (other for other, curve in medians if curve.shape == median.shape
+                     and np.allclose(curve, median, equal_nan=True)), None))
+                medians.append((group, median))
+                drawn.setdefault(group, (line, f"{label} ({len(runs)} run"
+                                               f"{'s' if len(runs) > 1 else ''})"))
+            panel.set_xlabel("frames")
+            panel.set_ylabel("extrinsic return")
+            compact_steps(panel)
+        for panel in axes.ravel()[len(panels):]:
+            panel.set_visible(False)
+        # named only where it hides in every panel: one legend serves them all
+        texts = [text + (f", same median as {styles[twin][0]}"
+                         if len(twins[group]) == 1 and (twin := next(iter(twins[group]))) else "")
+                 for group, (_, text) in drawn.items()]
+        figure.legend([line for line, _ in drawn.values()], texts,
+                      loc="outside lower center", ncols=min(3, len(drawn)) or 1, frameon=False)
+        figure.savefig(path, dpi=DPI)
+        plt.close(figure)
+
+
+def plot_aggregate(result: dict, styles: dict[str, tuple[str, str]], reference: str,
+                   taus: np.ndarray, path: Path, title: str) -> None:
+    """rliable's three views: IQM, P(reference > rival), performance profiles."""
+    with plt.rc_context(LEGIBLE):
+        figure, axes = plt.subplot_mosaic([["iqm", "poi"], ["profile", "profile"]],
+                                          figsize=(11, 8), layout="constrained")
+        figure.suptitle(textwrap.fill(title, 110))
+        for ax, key in ((axes["iqm"], "iqm"), (axes["poi"], "improvement")):
+            names = list(result[key])
+            for row, measure in enumerate(names):
+                point, low, high = result[key][measure]
+                ax.barh(row, high - low, left=low, color=styles[measure][1], alpha=0.6,
+                        height=0.6)
+                ax.plot([point, point], [row - 0.3, row + 0.3], color="black", lw=2)
+            label = ((lambda m: styles[m][0]) if key == "iqm" else
+                     (lambda m: f"{styles[reference][0]} vs {styles[m][0]}"))
+            ax.set_yticks(range(len(names)), [label(m) for m in names])
+            ax.set_xlim(0, 1)
+        axes["poi"].axvline(0.5, color="gray", ls=":")
+        axes["iqm"].set_xlabel("IQM of normalised score (95 % interval)")
+        axes["poi"].set_xlabel(f"P({styles[reference][0]} > rival) (95 % interval)")
+        for measure, (profile, low, high) in result["profiles"].items():
+            axes["profile"].plot(taus, profile, color=styles[measure][1],
+                                 label=styles[measure][0])
+            axes["profile"].fill_between(taus, low, high, color=styles[measure][1], alpha=0.15,
+                                         lw=0)
+        axes["profile"].set_xlabel("normalised score τ")
+        axes["profile"].set_ylabel("fraction of runs > τ")
+        axes["profile"].legend(frameon=False, ncols=len(result["profiles"]))
+        figure.savefig(path, dpi=DPI)
+        plt.close(figure)
+
+
+def plot_first_reward(runs: dict[str, list[Run]], styles: dict[str, tuple[str, str]],
+                      budget: float, path: Path, title: str) -> None:
+    """The fraction of runs still searching for the first reward at each step."""
+    with plt.rc_context(LEGIBLE):
+        figure, ax = plt.subplots(figsize=(8, 5.6), layout="constrained")
+        for measure, group in runs.items():
+            found = np.sort(first_reward_steps(group))
+            found = found[np.isfinite(found)]
+            x = np.concatenate([[1000], found, [budget]])
+            y = 1 - np.concatenate([[0], np.arange(1, found.size + 1), [found.size]]) / len(group)
+            ax.step(x, y, where="post", color=styles[measure][1], lw=1.8,
+                    ls="--" if measure.endswith("shuffled") else "-",
+                    label=f"{styles[measure][0]} ({found.size} of {len(group)} found it)")
+        for steps, label in ((2_059_459, "the paper's TRPO run"), (26_663, "the paper's VASE run")):
+            ax.axvline(steps, color="gray", ls=":")
+            ax.text(steps / 1.1, 0.03, label, rotation=90, ha="right", va="bottom",
+                    color="dimgray")
+        ax.set_xscale("log")
+        ax.set_xlabel("steps (log scale; the budget ends the axis)")
+        ax.set_ylabel("fraction of runs still searching")
+        ax.set_title(textwrap.fill(title, 70))
+        ax.legend(frameon=False)
+        figure.savefig(path, dpi=DPI)
+        plt.close(figure)
+
+
+# ------------------------------------------------------------------------------------------------
+# The page
+# ------------------------------------------------------------------------------------------------
+def _median(c: MedianComparison | None) -> str:
+    if c is None:
+        return "–"
+    low, high = c.interval
+    return f"{c.median_difference:+.3g} [{low:+.3g}, {high:+.3g}]"
+
+
+def _names(study: Study, pair_name: str) -> str:
+    a, b = pair_name.split(" − ")
+    return f"{study.label(a)} − {study.label(b)}"
+
+
+def _verdict_cell(verdict: Verdict, anchor: str) -> str:
+    return (f"**{verdict.verdict}**" if verdict.verdict == "not measured yet" else
+            f"**[{verdict.verdict}](#{anchor})**")
+
+
+def _effects(study: Study, verdict: Verdict) -> tuple[str, str]:
+    """The claim row's effects (A − B: median [5 %, 95 %]) and P(A > B), a pair a line."""
+    effects, improvements = [], []
+    for name, (primary, _) in verdict.comparisons.items():
+        if hasattr(primary, "median_difference"):
+            effects.append(f"{_names(study, name)}: {_median(primary)}")
+            improvements.append(f"{primary.improvement:.2f}")
+        else:  # sooner
+            low, high = primary.interval
+            effects.append(f"P({_names(study, name).replace(' − ', ' sooner than ')}) "
+                           f"{primary.probability:.2f} [{low:.2f}, {high:.2f}]; log-rank "
+                           f"p {primary.sooner_p:.2g}")
+            improvements.append(f"{primary.probability:.2f}")
+    return "<br>".join(effects) or "–", "<br>".join(improvements) or "–"
+
+
+def claims_table(study: Study, verdicts: list[Verdict]) -> list[str]:
+    lines = ["| the paper says | task | verdict: whole run | last 10 % | A − B: median "
+             "[5 %, 95 %] | P(A > B) | seeds |", "|---|---|---|---|---|---:|---|"]
+    for v in verdicts:
+        claim = v.record
+        effect, improvement = _effects(study, v)
+        sensitivity = f"⚑ {v.sensitivity}" if v.flagged and v.sensitivity != "–" else (
+            v.sensitivity if v.verdict != "not measured yet" else "–")
+        seeds = ", ".join(f"{study.label(m)} {n}" for m, n in v.seeds.items())
+        lines.append(f"| {claim.short} | {TITLES[claim.task]} | "
+                     f"{_verdict_cell(v, f'claim-{claim.id}')} | {sensitivity} | {effect} | "
+                     f"{improvement} | {seeds} |")
+    return lines
+
+
+def questions_table(studies: list[tuple[Study, Verdict]]) -> list[str]:
+    lines = ["| question (rule written before its runs) | answer: whole run | last 10 % | "
+             "seeds |", "|---|---|---|---|"]
+    for study, v in studies:
+        q = v.record
+        seeds = ", ".join(f"{study.label(m)} {n}" for m, n in v.seeds.items())
+        lines.append(f"| {q.asks} ({q.written}) | {_verdict_cell(v, q.id)} | "
+                     f"{'⚑ ' if v.flagged else ''}{v.sensitivity} | {seeds} |")
+    return lines
+
+
+def _numbers(study: Study, v: Verdict) -> list[str]:
+    """A record's numbers, each comparison in both windows."""
+    record = v.record
+    if isinstance(record, Claim):
+        head = (f"**{TITLES[record.task]}**, “{record.says}”: **{v.verdict}**\n"
+                f"{{: #claim-{record.id} }}\n")
+    else:
+        head = f"**{record.asks}**: **{v.verdict}**\n{{: #{record.id} }}\n"
+    if v.verdict == "not measured yet":
+        return [head]
+    margin = (f"The task's smallest effect of interest m = ±{v.margin:.3g}.\n"
+              if np.isfinite(v.margin) else "")
+    lines = [head, margin, "| A − B | whole run: median [5 %, 95 %] | mean | P(A > B) | "
+             "last 10 %: median [5 %, 95 %] |", "|---|---:|---:|---:|---:|"]
+    for name, (primary, sensitivity) in v.comparisons.items():
+        label = name if " − " not in name else _names(study, name)
+        if isinstance(record, Claim) and record.kind != "sooner":
+            pair = next(p for p in record.pairs if f"{p.a} − {p.b}" == name)
+            if (pair.primary, pair.sensitivity) != ("whole", "last10pct"):
+                label += f" ({WINDOWS[pair.primary]}; {WINDOWS[pair.sensitivity]})"
+        elif not isinstance(record, Claim):
+            test, a, b = record.tests[name]
+            label = f"{name}: {test} {study.label(a)}" + (
+                f", {study.label(b)}" if test != "at_scale" else f", ≤ {b}")
+        if isinstance(primary, MedianComparison):
+            lines.append(f"| {label} | {_median(primary)} | {primary.mean_difference:+.3g} | "
+                         f"{primary.improvement:.2f} | {_median(sensitivity)} |")
+        elif hasattr(primary, "probability"):
+            low, high = primary.interval
+            lines.append(f"| {label} | P(sooner) {primary.probability:.2f} [{low:.2f}, "
+                         f"{high:.2f}]; log-rank p {primary.sooner_p:.2g} (sooner), "
+                         f"{primary.later_p:.2g} (later) | | | |")
+        elif isinstance(primary, list):  # means in the last 10 % and the whole run
+            text = [f"{c.difference:+.3g} [{c.interval[0]:+.3g}, {c.interval[1]:+.3g}]"
+                    if c else "–" for c in primary]
+            lines.append(f"| {label} | mean {text[1]} | | | mean {text[0]} |")
+        else:
+            lines.append(f"| {label} | {primary:.3g} | | | |")
+    return [*lines, ""]
+
+
+def provenance(runs: list[Run]) -> list[str]:
+    """The runs per commit and processor, with the machine's load (1-minute average) as the
+    launcher noted it at each run's start."""
+    cells: dict[tuple[str, str], list[float]] = {}
+    for run in runs:
+        key = (run.commit[:7], run.provenance.get("processor") or "not recorded")
+        found = re.search(r"load average ([\d.]+)", str(run.provenance.get("note", "")))
+        cells.setdefault(key, []).append(float(found.group(1)) if found else math.nan)
+    lines = ["| commit | processor | runs | load at their start: median [range] |",
+             "|---|---|---:|---|"]
+    for (commit, machine), loads in sorted(cells.items()):
+        noted = np.array([v for v in loads if np.isfinite(v)])
+        load = (f"{np.median(noted):.1f} [{noted.min():.1f}, {noted.max():.1f}]"
+                + ("" if noted.size == len(loads) else f" ({noted.size} noted)")
+                if noted.size else "not noted")
+        lines.append(f"| {commit} | {machine} | {len(loads)} | {load} |")
+    return lines
+
+
+def across_tasks(study: Study, data: dict, figures: Path, link: str,
+                 commits: list[str]) -> list[str]:
+    """rliable's aggregate of the figure's measures over the tasks each ran ≥ min_seeds on,
+    each seed's mean return over the whole run, min–max normalised per task."""
+    measures = study.figure
+    tasks = [t for t in study.tasks if all(len(data.get(t, {}).get(m, [])) >= study.min_seeds
+                                           for m in measures)]
+    count = min(len(data[t][m]) for t in tasks for m in measures)
+    raw = {t: {m: windows(data[t][m][:count], "whole") for m in measures} for t in tasks}
+    scores = {}
+    for t in tasks:
+        values = np.concatenate(list(raw[t].values()))
+        low, high = np.nanmin(values), np.nanmax(values)
+        for m in measures:
+            scores.setdefault(m, []).append((raw[t][m] - low) / (high - low or 1.0))
+    scores = {m: np.stack(v, axis=1) for m, v in scores.items()}
+    taus = np.linspace(0, 1, 51)
+    result = aggregate(scores, taus, measures[0])
+    styles = {m: (study.label(m), study.measures[m]["colour"]) for m in measures}
+    plot_aggregate(result, styles, measures[0], taus, figures / f"{study.name}_aggregate.png",
+                   f"Across {len(tasks)} tasks, {count} seeds each (rliable): each seed's mean "
+                   "return over the whole run, min–max normalised per task (runs at "
+                   f"{', '.join(commits)})")
+    lines = [f"[![rliable's aggregate]({link}/{study.name}_aggregate.png)]"
+             f"({link}/{study.name}_aggregate.png)\n",
+             f"| measure | IQM [95 %] | P({study.label(measures[0])} > it) [95 %] |",
+             "|---|---:|---:|"]
+    for m in measures:
+        point, low, high = result["iqm"][m]
+        poi = result["improvement"].get(m)
+        lines.append(f"| {study.label(m)} | {point:.2f} [{low:.2f}, {high:.2f}] | "
+                     + ("–" if poi is None else "{:.2f} [{:.2f}, {:.2f}]".format(*poi)) + " |")
+    return lines
+
+
+def write_page(study: Study, page: Path, figures: Path, others: tuple[Study, ...] = ()) -> None:
+    """Write ``page`` and its figures (under ``figures``) for ``study`` and the questions of
+    ``others`` (studies whose follow-ups the page lists beside)."""
+    figures.mkdir(parents=True, exist_ok=True)
+    link = Path(os.path.relpath(figures, page.parent)).as_posix()
+    data = study.runs()
+    everything = read(study.dataset)
+    commits = sorted({r.commit[:7] for r in everything})
+    verdicts = judge_all(study, data)
+    claims = [v for v in verdicts if isinstance(v.record, Claim)]
+    asked = [(study, v) for v in verdicts if not isinstance(v.record, Claim)]
+    asked += [(other, v) for other in others for v in judge_all(other)
+              if not isinstance(v.record, Claim)]
+    styles = {m: (spec["label"], spec["colour"]) for m, spec in study.measures.items()}
+    curve_tasks = [t for t in study.tasks if t != "point_robot"]
+    seeds = max(len(data.get(t, {}).get(m, [])) for t in curve_tasks for m in study.figure)
+    plot_curves({t: {m: data.get(t, {}).get(m, []) for m in study.figure if data.get(t, {}).get(m)}
+                 for t in curve_tasks},
+                styles, figures / f"{study.name}_curves.png",
+                f"The paper's Figure 3 at the authors' configuration: median extrinsic return "
+                f"over {seeds} seeds, interquartile range shaded; each task's full iterations, "
+                f"runs at {', '.join(commits)} (each run's machine and load in the dataset)")
+    robot = {m: data["point_robot"][m] for m in ("none", "vase", "nll", "vime", "vase_shuffled")
+             if m in data.get("point_robot", {})}
+    budget = next(c.budget for c in study.claims if c.kind == "sooner")
+    plot_first_reward(robot, styles, budget, figures / "point_robot_first_reward.png",
+                      f"The point robot: runs still searching for the first reward (budget "
+                      f"{budget:,.0f} steps; runs at {', '.join(commits)})")
+    counts = collections.Counter(v.verdict for v in claims)
+    lines = [
+        "# Results: the paper's Figure 3\n",
+        f"Of the paper's {len(claims)} claims, **{counts['reproduced']} reproduced, "
+        f"{counts['not reproduced']} not reproduced, {counts['inconclusive']} inconclusive** on "
+        f"{len(everything)} runs at the authors' configuration (seeds 0–19, each to its task's "
+        f"full iterations; commits {', '.join(commits)}). How a claim is judged: "
+        "[the rule](results_rule.md), written before the runs; ⚑: the last 10 % of the run "
+        "answers otherwise.\n",
+        f"[![Figure 3's curves]({link}/{study.name}_curves.png)]({link}/{study.name}_curves.png)"
+        "\n", *claims_table(study, claims), "",
+        "## Follow-ups and placebos\n", *questions_table(asked), "",
+        "The study's notes (how it was run, Ant's scale, the bonus's reach, rechecks): "
+        "[notes](results_study_notes.md); earlier rules and studies: "
+        "[history](results_history.md).\n",
+        "## Each record's numbers\n",
+        "A − B is the difference of the two measures' medians over their seeds (each seed's "
+        "mean return over the window), in brackets its bootstrap's 5th and 95th percentiles "
+        "(10,000 resamples of each measure's seeds); the mean difference and P(A > B) beside.\n"]
+    for v in claims:
+        lines += _numbers(study, v)
+    for other, v in asked:
+        lines += _numbers(other, v)
+    lines += ["## Across tasks\n", *across_tasks(study, data, figures, link, commits), "",
+              "## The point robot's first reward\n",
+              f"[![Runs still searching]({link}/point_robot_first_reward.png)]"
+              f"({link}/point_robot_first_reward.png)\n",
+              "## The runs\n",
+              f"From `{study.dataset.relative_to(study.dataset.parents[1])}`, written by "
+              f"`python recipes/study/study.py report {study.name}`:\n",
+              *provenance(everything), ""]
+    page.write_text("\n".join(lines))

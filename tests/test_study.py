@@ -1,0 +1,289 @@
+"""The study as a tool (recipes/study/): its dataset, its config's checks, the one judge of its
+records against the former page's numbers, rliable's aggregates and the resumable launcher."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import scipy.stats
+from omegaconf import OmegaConf
+from recipe_modules import load_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+dataset = load_recipe("study/dataset")
+claims = load_recipe("study/claims")
+statistics = load_recipe("study/study_statistics")
+report = load_recipe("study/report")
+study_tool = load_recipe("study/study")
+BEFORE = json.loads((ROOT / "tests" / "data" / "figure3_before.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def figure3():
+    study = claims.load_study("figure3")
+    data = study.runs()
+    return study, data, {v.record.id: v for v in claims.judge_all(study, data)}
+
+
+# ------------------------------------------------------------------------------------------------
+# Every verdict and number as the former scripts computed them
+# ------------------------------------------------------------------------------------------------
+def test_every_claims_verdict_and_number_equals_the_former_pages(figure3):
+    study, _, verdicts = figure3
+    assert set(BEFORE["claims"]) | {"point-robot"} == {c.id for c in study.claims}
+    for claim_id, before in BEFORE["claims"].items():
+        verdict = verdicts[claim_id]
+        assert (verdict.verdict, verdict.sensitivity) == (before["verdict"],
+                                                          before["sensitivity"]), claim_id
+        assert verdict.margin == before["margin"]
+        assert len(verdict.comparisons) == len(before["comparisons"])
+        for old, (name, (primary, sensitivity)) in zip(before["comparisons"],
+                                                       verdict.comparisons.items(), strict=True):
+            assert name == f"{old['a']} − {old['b']}"
+            for was, now in ((old["primary"], primary), (old["sensitivity"], sensitivity)):
+                assert (now.n, now.m) == (was["n"], was["m"])
+                assert now.median_difference == was["median_difference"]
+                assert list(now.interval) == was["interval"]
+                assert now.mean_difference == was["mean_difference"]
+                assert now.improvement == was["improvement"]
+
+
+def test_the_point_robot_and_the_follow_ups_answer_as_before(figure3):
+    _, data, verdicts = figure3
+    robot = verdicts["point-robot"]
+    (test, _), = robot.comparisons.values()
+    before = BEFORE["point_robot"]
+    assert robot.verdict == before["verdict"] and test.reading == before["reading"]
+    assert (test.probability, list(test.interval), test.sooner_p, test.later_p) == (
+        before["probability"], before["interval"], before["sooner_p"], before["later_p"])
+    assert verdicts["point-robot-placebo"].verdict == BEFORE["point_robot_placebo"]
+    assert [verdicts["ant-scale"].verdict, verdicts["ant-scale"].sensitivity] == \
+        BEFORE["ant_scale"]
+    sac = claims.load_study("sac")
+    (placebo,) = claims.judge_all(sac)
+    assert placebo.verdict == BEFORE["sac_placebo"]
+    counts = {f"{t}/{m}": len(runs) for t, cells in data.items() for m, runs in cells.items()}
+    assert counts == BEFORE["seed_counts"]
+
+
+def test_the_committed_page_shows_the_judged_table_on_its_first_screen(figure3):
+    study, _, verdicts = figure3
+    page = (ROOT / "docs" / "results.md").read_text().splitlines()
+    table = report.claims_table(study, [verdicts[c.id] for c in study.claims])
+    first = page[:60]
+    assert any(line.startswith("[![") for line in first)
+    start = first.index(table[0])
+    assert page[start:start + len(table)] == table  # the page is the judge's, row for row
+    assert len(page) <= 250
+
+
+def test_each_record_is_judged_once(figure3, monkeypatch):
+    study, data, _ = figure3
+    judged = []
+    original = claims.judge
+    monkeypatch.setattr(claims, "judge", lambda s, r, d: judged.append(r.id) or original(s, r, d))
+    claims.judge_all(study, data)
+    assert sorted(judged) == sorted([c.id for c in study.claims]
+                                    + [q.id for q in study.questions])
+
+
+# ------------------------------------------------------------------------------------------------
+# The rule's pieces against closed forms
+# ------------------------------------------------------------------------------------------------
+def test_a_claim_is_not_reproduced_when_an_advantage_is_shown_smaller_than_the_margin():
+    a, b = np.full(20, 1.0) + np.linspace(0, 0.01, 20), np.zeros(20)
+    small = statistics.median_comparison(a, b, margin=5.0)
+    assert small.median_difference == pytest.approx(np.median(a))
+    assert statistics.judge_better([small]) == "not reproduced"
+    large = statistics.median_comparison(a + 10, b, margin=5.0)
+    assert statistics.judge_better([large]) == "reproduced"
+    alike = statistics.median_comparison(a, a[::-1], margin=5.0)
+    assert statistics.judge_equivalent([alike]) == "reproduced"
+
+
+def test_holm_steps_down_and_stops_at_the_first_failure():
+    assert statistics.holm_rejects([0.01, 0.02, 0.03]) == [True, True, True]
+    assert statistics.holm_rejects([0.04, 0.001, 0.03]) == [False, True, False]
+
+
+def test_the_means_interval_is_the_wider_of_the_bootstrap_and_welchs():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(1, 1, 8), rng.normal(0, 2, 9)
+    compared = statistics.mean_comparison(a, b)
+    welch = scipy.stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert compared.difference == pytest.approx(a.mean() - b.mean())
+    assert compared.interval[0] <= welch.low + 1e-12 and compared.interval[1] >= welch.high - 1e-12
+
+
+def test_sooner_reads_runs_that_never_found_the_reward_as_censored():
+    found = np.array([10.0, 20.0, 30.0, 40.0, 50.0, 60.0])
+    never = np.full(6, math.inf)
+    test = statistics.sooner(found, never, budget=1000)
+    assert test.probability == 1.0 and test.reading == "sooner"
+    assert statistics.sooner(never, found, budget=1000).reading == "later"
+
+
+def test_rliable_aggregates_equal_their_closed_forms():
+    rng = np.random.default_rng(0)
+    scores = {"a": rng.random((8, 3)), "b": rng.random((8, 3)) * 0.5}
+    taus = np.linspace(0, 1, 5)
+    result = statistics.aggregate(scores, taus, "a", reps=200)
+    for name, matrix in scores.items():
+        point, low, high = result["iqm"][name]
+        assert point == pytest.approx(scipy.stats.trim_mean(matrix.ravel(), 0.25))
+        assert low <= point <= high
+        np.testing.assert_allclose(result["profiles"][name][0],
+                                   [(matrix > tau).mean() for tau in taus])
+    mann_whitney = np.mean([statistics.probability_of_improvement(scores["a"][:, t],
+                                                                  scores["b"][:, t])
+                            for t in range(3)])
+    assert result["improvement"]["b"][0] == pytest.approx(mann_whitney)
+
+
+# ------------------------------------------------------------------------------------------------
+# Bad input: the config and the dataset
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda c: c.tasks.append("moon_lander"), "unknown task 'moon_lander'"),
+    (lambda c: c.cells[0].measures.append("vaes"), "unknown measure 'vaes'"),
+    (lambda c: c.measures.vase.overrides.append("suprise=vase"), "unknown override 'suprise'"),
+    (lambda c: c.claims[0].pairs.append(["vime", "ppo"]), "unknown measure 'ppo'"),
+    (lambda c: c.claims[1].pairs[0].__setitem__(2, "first_half"), "unknown window"),
+    (lambda c: setattr(c.claims[0], "kind", "best"), "unknown kind 'best'"),
+    (lambda c: c.questions[0].answers[0].__setitem__(1, {"vase_soon": True}),
+     "unknown test name 'vase_soon'"),
+])
+def test_a_config_naming_an_unknown_thing_is_refused_with_the_choices(tmp_path, change,
+                                                                       message):
+    config = OmegaConf.load(ROOT / "conf" / "study" / "figure3.yaml")
+    change(config)
+    path = tmp_path / "broken.yaml"
+    OmegaConf.save(config, path)
+    with pytest.raises(ValueError, match=message) as refused:
+        claims.load_study(path)
+    assert "the choices:" in str(refused.value)
+    with pytest.raises(ValueError, match="unknown study 'figure4'; the choices: figure3, sac"):
+        claims.load_study("figure4")
+
+
+def _row(seed: int, measure: str = "vase", value: float = 1.0) -> dict:
+    return {"task": "mountain_car", "measure": measure, "seed": seed,
+            "metrics": {"frames": [5000.0, 10000.0], "Return/mean": [0.0, value]},
+            "provenance": {"git_commit": "abc", "config": "seed: 0\n"}}
+
+
+def test_the_dataset_keeps_every_value_and_a_rerun_replaces_its_seed(tmp_path):
+    path = tmp_path / "s.parquet"
+    dataset.upsert(path, [_row(0), _row(1, value=np.nan)])
+    dataset.upsert(path, [_row(0, value=7.0)])
+    runs = dataset.read(path)
+    assert (runs[0].seed, runs[0].returns[-1]) == (0, 7.0)
+    assert math.isnan(runs[1].returns[-1]) and runs[1].provenance["config"] == "seed: 0\n"
+    assert math.isnan(runs[0].first_reward) and runs[0].metric("bonus/mean").shape == (2,)
+
+
+def test_two_writers_ending_together_keep_both_rows(tmp_path):
+    path = tmp_path / "s.parquet"
+    threads = [threading.Thread(target=dataset.upsert, args=(path, [_row(seed)]))
+               for seed in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(r.seed for r in dataset.read(path)) == list(range(6))
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_dataset_of_another_schema_version_is_refused_with_a_sentence(tmp_path):
+    path = tmp_path / "old.parquet"
+    pq.write_table(pa.table({"task": ["ant"]}), path)
+    with pytest.raises(dataset.SchemaError, match="schema version none; this code reads "
+                                                  "version 1"):
+        dataset.read(path)
+
+
+# ------------------------------------------------------------------------------------------------
+# The launcher: Hydra's multirun, resumable, each finished run exported once
+# ------------------------------------------------------------------------------------------------
+TINY = """\
+name: tiny
+dataset: {dataset}
+commit: HEAD
+algorithm: trpo
+tasks: [mountain_car]
+measures:
+  vase: {{overrides: [surprise=vase], label: VASE, colour: "#D55E00"}}
+cells:
+  - {{tasks: [mountain_car], measures: [vase], seeds: 0-1}}
+task_overrides: {{}}
+figure: [vase]
+margin: {{fraction: 0.1, measures: [vase]}}
+min_seeds: 2
+claims: []
+questions: []
+"""
+
+
+def test_a_killed_study_resumes_without_running_a_finished_run_twice(tmp_path, capsys):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(TINY.format(dataset=tmp_path / "tiny.parquet"))
+    study = claims.load_study(config)
+    assert study_tool.pending(study) == {("mountain_car", "vase"): [0, 1]}
+    scratch = tmp_path / "scratch"
+    study_tool.run(study, scratch, workers=2, launcher="joblib",
+                   overrides=["iterations=2", "eval.every=0"], any_commit=True)
+    runs = dataset.read(study.dataset)
+    assert [(r.seed, r.frames.size) for r in runs] == [(0, 2), (1, 2)]
+    assert all(r.provenance["config"] and r.provenance["git_commit"] for r in runs)
+    # killed after seed 1 finished and before it was exported: the store has it, the dataset not
+    dataset.write(study.dataset, [row for row in dataset.read_rows(study.dataset)
+                                  if row["seed"] == 0])
+    capsys.readouterr()
+    study_tool.run(study, scratch, workers=2, launcher="joblib", dry_run=True)
+    assert "tiny: 0 runs to go in 0 cells" in capsys.readouterr().out
+    assert [r.provenance["run_id"] for r in dataset.read(study.dataset)] == [
+        r.provenance["run_id"] for r in runs]
+
+
+def test_the_launcher_refuses_a_checkout_at_another_commit(tmp_path):
+    study = claims.load_study("figure3")
+    with pytest.raises(SystemExit, match="its cells must run at one commit"):
+        study_tool.check_code(study, ROOT, any_commit=False)
+
+
+def test_rliables_aggregate_equals_the_former_estimators_within_the_bootstraps_noise(figure3):
+    study, data, _ = figure3
+    before = BEFORE["aggregate_whole_run"]
+    raw = {t: {m: claims.windows(data[t][m], "whole") for m in study.figure}
+           for t in study.tasks if t != "point_robot"}
+    scores = {}
+    for by_measure in raw.values():
+        values = np.concatenate(list(by_measure.values()))
+        low, high = values.min(), values.max()
+        for m, v in by_measure.items():
+            scores.setdefault(m, []).append((v - low) / (high - low))
+    scores = {m: np.stack(v, axis=1) for m, v in scores.items()}
+    result = statistics.aggregate(scores, np.linspace(0, 1, 3), "vase", reps=2000)
+    for measure, (point, low, high) in before["iqm"].items():
+        now = result["iqm"][measure]
+        assert now[0] == pytest.approx(point, abs=1e-12)  # equal seeds a task: the same IQM
+        assert now[1:] == pytest.approx((low, high), abs=0.02)
+    for measure, (point, low, high) in before["improvement"].items():
+        now = result["improvement"][measure]
+        assert now[0] == pytest.approx(point, abs=1e-12)
+        assert now[1:] == pytest.approx((low, high), abs=0.02)
+
+
+@pytest.mark.parametrize("module", [dataset, claims, statistics, report])
+def test_the_study_modules_examples_run(module):
+    import doctest
+
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted and not result.failed
