@@ -82,6 +82,10 @@ def test_the_committed_page_shows_the_judged_table_on_its_first_screen(figure3):
     start = first.index(table[0])
     assert page[start:start + len(table)] == table  # the page is the judge's, row for row
     assert len(page) <= 250
+    readme = (ROOT / "README.md").read_text()
+    begin, end = report.README_BLOCK
+    block = readme.split(begin, 1)[1].split(end, 1)[0].strip().splitlines()
+    assert block == report.readme_table(study, [verdicts[c.id] for c in study.claims])
 
 
 def test_each_record_is_judged_once(figure3, monkeypatch):

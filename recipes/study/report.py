@@ -2,8 +2,8 @@
 record's numbers below, rliable's view across tasks, and the runs' commits and processors.
 
 Every verdict is ``claims.judge``'s, once per record; the figures are drawn from the study's
-dataset. ``python recipes/study/study.py report figure3`` writes ``docs/results.md`` and its
-figures under ``docs/results/figure3/``.
+dataset. ``python recipes/study/study.py report figure3`` writes ``docs/results.md``, its
+figures under ``docs/results/figure3/`` and the README's table of the claims.
 
     >>> smoothed(np.arange(40.0))[:3]  # a trailing mean over 5 % of the run: 2 iterations
     array([0. , 0.5, 1.5])
@@ -203,35 +203,45 @@ def _verdict_cell(verdict: Verdict, anchor: str) -> str:
             f"**[{verdict.verdict}](#{anchor})**")
 
 
-def _effects(study: Study, verdict: Verdict) -> tuple[str, str]:
-    """The claim row's effects (A − B: median [5 %, 95 %]) and P(A > B), a pair a line."""
-    effects, improvements = [], []
-    for name, (primary, _) in verdict.comparisons.items():
-        if hasattr(primary, "median_difference"):
-            effects.append(f"{_names(study, name)}: {_median(primary)}")
-            improvements.append(f"{primary.improvement:.2f}")
+def _effects(study: Study, verdict: Verdict) -> str:
+    """The claim row's effects, a pair a line: ``vs VASE +0.05 [+0.003, +0.12], P 0.68`` (the
+    difference of medians, its bootstrap's 5th and 95th percentiles, P(A > B)); the pair named
+    in full where the claim's pairs do not share their A."""
+    pairs = [name.split(" − ") for name in verdict.comparisons]
+    shared = len({a for a, _ in pairs}) == 1
+    effects = []
+    for (a, b), (primary, _) in zip(pairs, verdict.comparisons.values(), strict=True):
+        if isinstance(primary, MedianComparison):
+            name = f"vs {study.label(b)}" if shared else f"{study.label(a)} − {study.label(b)}"
+            effects.append(f"{name} {_median(primary)}, P {primary.improvement:.2f}")
         else:  # sooner
             low, high = primary.interval
-            effects.append(f"P({_names(study, name).replace(' − ', ' sooner than ')}) "
-                           f"{primary.probability:.2f} [{low:.2f}, {high:.2f}]; log-rank "
+            effects.append(f"P({study.label(a)} sooner than {study.label(b)}) "
+                           f"{primary.probability:.2f} [{low:.2f}, {high:.2f}], log-rank "
                            f"p {primary.sooner_p:.2g}")
-            improvements.append(f"{primary.probability:.2f}")
-    return "<br>".join(effects) or "–", "<br>".join(improvements) or "–"
+    return "<br>".join(effects) or "–"
 
 
 def claims_table(study: Study, verdicts: list[Verdict]) -> list[str]:
+    """The claims, one row each: the verdict over the whole run (linked to its numbers), the
+    last 10 %'s (⚑ where it differs) and each comparison's effect."""
     lines = ["| the paper says | task | verdict: whole run | last 10 % | A − B: median "
-             "[5 %, 95 %] | P(A > B) | seeds |", "|---|---|---|---|---|---:|---|"]
+             "[5 %, 95 %], P(A > B) |", "|---|---|---|---|---|"]
     for v in verdicts:
         claim = v.record
-        effect, improvement = _effects(study, v)
         sensitivity = f"⚑ {v.sensitivity}" if v.flagged and v.sensitivity != "–" else (
             v.sensitivity if v.verdict != "not measured yet" else "–")
-        seeds = ", ".join(f"{study.label(m)} {n}" for m, n in v.seeds.items())
         lines.append(f"| {claim.short} | {TITLES[claim.task]} | "
-                     f"{_verdict_cell(v, f'claim-{claim.id}')} | {sensitivity} | {effect} | "
-                     f"{improvement} | {seeds} |")
+                     f"{_verdict_cell(v, f'claim-{claim.id}')} | {sensitivity} | "
+                     f"{_effects(study, v)} |")
     return lines
+
+
+def seed_note(verdicts: list[Verdict]) -> str:
+    """``"20 seeds a measure"`` where every claim read as many, else the range."""
+    counts = {n for v in verdicts for n in v.seeds.values()}
+    return (f"{counts.pop()} seeds a measure" if len(counts) == 1 else
+            f"{min(counts)} to {max(counts)} seeds a measure" if counts else "no runs yet")
 
 
 def questions_table(studies: list[tuple[Study, Verdict]]) -> list[str]:
@@ -340,7 +350,36 @@ def across_tasks(study: Study, data: dict, figures: Path, link: str,
     return lines
 
 
-def write_page(study: Study, page: Path, figures: Path, others: tuple[Study, ...] = ()) -> None:
+README_BLOCK = ("<!-- the claims, written by `recipes/study/study.py report figure3` -->",
+                "<!-- end of the claims -->")
+
+
+def readme_table(study: Study, verdicts: list[Verdict]) -> list[str]:
+    """The README's short table: each claim's verdict and its first comparison."""
+    lines = ["| claim | task | verdict | A − B: median [5 %, 95 %], whole run |",
+             "|---|---|---|---|"]
+    for v in verdicts:
+        effects = _effects(study, v).split("<br>")
+        first = effects[0].rsplit(", P ", 1)[0]
+        more = f" (and {len(effects) - 1} more)" if len(effects) > 1 else ""
+        lines.append(f"| {v.record.short} | {TITLES[v.record.task]} | {v.verdict} | "
+                     f"{first}{more} |")
+    return lines
+
+
+def write_readme(readme: Path, lines: list[str]) -> None:
+    """Replace the block between ``README_BLOCK``'s markers in ``readme`` with ``lines``."""
+    text = readme.read_text()
+    begin, end = README_BLOCK
+    if begin not in text or end not in text:
+        raise ValueError(f"{readme} has no block {begin} ... {end} to write the claims in.")
+    head, rest = text.split(begin, 1)
+    readme.write_text(head + begin + "\n" + "\n".join(lines) + "\n" + end
+                      + rest.split(end, 1)[1])
+
+
+def write_page(study: Study, page: Path, figures: Path, others: tuple[Study, ...] = (),
+               readme: Path | None = None) -> None:
     """Write ``page`` and its figures (under ``figures``) for ``study`` and the questions of
     ``others`` (studies whose follow-ups the page lists beside)."""
     figures.mkdir(parents=True, exist_ok=True)
@@ -373,8 +412,8 @@ def write_page(study: Study, page: Path, figures: Path, others: tuple[Study, ...
         "# Results: the paper's Figure 3\n",
         f"Of the paper's {len(claims)} claims, **{counts['reproduced']} reproduced, "
         f"{counts['not reproduced']} not reproduced, {counts['inconclusive']} inconclusive** on "
-        f"{len(everything)} runs at the authors' configuration (seeds 0–19, each to its task's "
-        f"full iterations; commits {', '.join(commits)}). How a claim is judged: "
+        f"{len(everything)} runs at the authors' configuration ({seed_note(claims)}, each to "
+        f"its task's full iterations; commits {', '.join(commits)}). How a claim is judged: "
         "[the rule](results_rule.md), written before the runs; ⚑: the last 10 % of the run "
         "answers otherwise.\n",
         f"[![Figure 3's curves]({link}/{study.name}_curves.png)]({link}/{study.name}_curves.png)"
@@ -400,3 +439,5 @@ def write_page(study: Study, page: Path, figures: Path, others: tuple[Study, ...
               f"`python recipes/study/study.py report {study.name}`:\n",
               *provenance(everything), ""]
     page.write_text("\n".join(lines))
+    if readme is not None:
+        write_readme(readme, readme_table(study, claims))

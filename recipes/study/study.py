@@ -265,7 +265,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         others = tuple(load_study(p) for p in sorted((ROOT / "conf" / "study").glob("*.yaml"))
                        if p.stem != study.name)
-        write_page(study, args.page, ROOT / "docs" / "results" / study.name, others)
+        write_page(study, args.page, ROOT / "docs" / "results" / study.name, others,
+                   ROOT / "README.md" if args.page == ROOT / "docs" / "results.md" else None)
         print(f"wrote {args.page}")
 
 
