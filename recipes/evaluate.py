@@ -37,10 +37,14 @@ def main() -> None:
     parser.add_argument("--video-dir", type=Path, default=Path.cwd())
     parser.add_argument("--no-log", action="store_true",
                         help="keep the video here only (not logged to the run)")
+    parser.add_argument("--trust-unsigned", action="store_true",
+                        help="load a weights.pt that carries no digest (a run from before "
+                             "2026-12-07) instead of refusing it")
     args = parser.parse_args()
     with reported_errors("evaluate.py", (MlflowException, ValueError, TypeError, OSError,
                                           ImportError, RuntimeError)):
-        policy = load_policy(args.run_id, tracking_uri=args.tracking_uri)
+        policy = load_policy(args.run_id, tracking_uri=args.tracking_uri,
+                             trust_unsigned=args.trust_unsigned)
         if args.video:  # before the evaluation: a missing renderer is said at once
             check_video(policy.env_id, policy.make_kwargs)
         result = evaluate(policy, policy.env_id, episodes=args.episodes, seed=args.seed,

@@ -67,7 +67,8 @@ def train(cfg: DictConfig) -> dict:
         params=schema.run_params(cfg), tags=schema.run_tags(cfg, git_commit(ROOT), sweep),
         checkpoint_dir=schema.checkpoint_root(cfg),
         resume=cfg.resume, retry_minutes=cfg.mlflow.retry_minutes,
-        experiment_tags=schema.experiment_tags(experiment, cfg.env.id))
+        experiment_tags=schema.experiment_tags(experiment, cfg.env.id),
+        trust_unsigned=cfg.checkpoint.trust_unsigned)
     collector, step, state = seeded_build(cfg, *spaces)
     first_reward, actor = state["first_reward"], state["actor"]
     with run:

@@ -16,10 +16,12 @@ from torchrl_vase.checkpointing import (
     StopSignals,
     check_writable,
     config_identity,
+    file_digest,
     load_checkpoint,
     rng_state,
     saveable_prefix,
     set_rng_state,
+    trusting_unsigned,
 )
 
 
@@ -61,40 +63,60 @@ def test_a_torn_write_leaves_the_previous_checkpoint_and_the_next_save_cleans_up
     assert int(checkpointer.load()["step"]) == 1
     (tmp_path / ".last.pt.dead.tmp").write_bytes(b"half a checkpoint")  # a killed writer's
     checkpointer.save({"step": torch.tensor(3)})
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt", "last.pt.sha256"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
     assert int(checkpointer.load()["step"]) == 3
     assert oct(os.stat(checkpointer.path).st_mode & 0o777) == oct(0o600)
 
 
-def test_a_checkpoint_whose_tensor_bytes_changed_is_refused_with_a_message(tmp_path):
-    checkpointer = Checkpointer(tmp_path)
-    weight = torch.arange(1000, dtype=torch.float32)
-    checkpointer.save({"actor": {"weight": weight}})
-    torch.testing.assert_close(checkpointer.load()["actor"]["weight"], weight)
-    # four floats of the weight set to 7.0 inside the zip: torch would load it without a word
-    data = checkpointer.path.read_bytes()
+def _flip(path, weight) -> None:
+    """Four floats of ``weight`` set to 7.0 inside the file: torch loads it without a word."""
+    data = path.read_bytes()
     at = data.index(weight[100:104].numpy().tobytes())
-    checkpointer.path.write_bytes(data[:at] + torch.full((4,), 7.0).numpy().tobytes()
-                                  + data[at + 16:])
-    unchecked = torch.load(checkpointer.path, weights_only=True)["actor"]["weight"]
-    assert unchecked[100:104].tolist() == [7.0] * 4
+    path.write_bytes(data[:at] + torch.full((4,), 7.0).numpy().tobytes() + data[at + 16:])
+    assert torch.load(path, weights_only=True)["actor"]["weight"][100:104].tolist() == [7.0] * 4
+
+
+def test_a_checkpoint_whose_tensor_bytes_changed_is_refused_wherever_it_was_copied(tmp_path):
+    checkpointer = Checkpointer(tmp_path / "run")
+    weight = torch.arange(1000, dtype=torch.float32)
+    checkpointer.save({"actor": {"weight": weight}, "step": 3})
+    loaded = checkpointer.load()
+    torch.testing.assert_close(loaded["actor"]["weight"], weight)
+    assert set(loaded) == {"actor", "step"}  # the digest is the file's, not the state's
+    copy = tmp_path / "elsewhere" / "last.pt"  # the file alone, as a user copies it
+    copy.parent.mkdir()
+    shutil.copy(checkpointer.path, copy)
+    for path in (checkpointer.path, copy):
+        _flip(path, weight)
+        with pytest.raises(ValueError, match=r"does not match the digest it was saved with: "
+                                             r"its content changed"):
+            load_checkpoint(path)
+        with pytest.raises(ValueError, match="does not match the digest"), trusting_unsigned():
+            load_checkpoint(path)  # trusting an unsigned file is not trusting a damaged one
+
+
+def test_a_checkpoint_without_a_digest_is_refused_unless_trusted(tmp_path):
+    weight = torch.arange(1000, dtype=torch.float32)
+    path = tmp_path / "last.pt"
+    torch.save({"actor": {"weight": weight}}, path)  # by hand: no digest inside
+    with pytest.raises(ValueError, match=r"carries no digest of its content, nor a \.sha256 "
+                                         r"beside it.*checkpoint\.trust_unsigned=true"):
+        load_checkpoint(path)
+    with trusting_unsigned():
+        torch.testing.assert_close(load_checkpoint(path)["actor"]["weight"], weight)
+    with pytest.raises(ValueError, match="carries no digest"):  # only within the context
+        load_checkpoint(path)
+    # the former format: its .sha256 beside it vouches for its bytes, and refuses a change
+    (tmp_path / "last.pt.sha256").write_text(file_digest(path) + "\n")
+    torch.testing.assert_close(load_checkpoint(path)["actor"]["weight"], weight)
+    _flip(path, weight)
     with pytest.raises(ValueError, match=r"does not match the checksum written with it "
                                          r"\(last\.pt\.sha256\): its bytes changed"):
-        checkpointer.load()
-    with pytest.raises(ValueError, match="does not match the checksum"):
-        load_checkpoint(checkpointer.path)
-    # a checkpoint from before checksums (none beside it) still loads
-    (tmp_path / "last.pt.sha256").unlink()
-    assert checkpointer.load()["actor"]["weight"][100] == 7.0
-    # a writer killed between its checksum and its rename: the old file matches the record
-    checkpointer.save({"step": torch.tensor(1)})
-    old = checkpointer.path.read_bytes()
-    recorded = (tmp_path / "last.pt.sha256").read_text()
-    checkpointer.save({"step": torch.tensor(2)})
-    new_digest = (tmp_path / "last.pt.sha256").read_text()
-    (tmp_path / "last.pt.sha256").write_text(new_digest + recorded)  # as the kill left it
-    checkpointer.path.write_bytes(old)  # the rename never happened
-    assert int(checkpointer.load()["step"]) == 1
+        load_checkpoint(path)
+    # the next save writes the digest inside and drops the former file's .sha256
+    Checkpointer(tmp_path).save({"step": torch.tensor(1)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+    assert int(load_checkpoint(path)["step"]) == 1
 
 
 @pytest.mark.parametrize("umask", [0o077, 0o022, 0o002])
@@ -167,8 +189,9 @@ def test_a_saveable_prefix_is_its_rows_in_the_file_and_shares_memory_where_it_ca
     shared = dtype is not torch.bfloat16  # numpy has no bfloat16: cloned
     assert (prefix.data_ptr() == pool.data_ptr()) == shared
     Checkpointer(tmp_path).save({"rows": prefix})
-    # the 10 rows and the file's frame, far below the 1,000 rows torch.save writes of pool[:10]
-    assert (tmp_path / "last.pt").stat().st_size < 2_000
+    # the 10 rows, the file's frame and its digest, far below the 1,000 rows (16,000 to 32,000
+    # bytes) torch.save writes of pool[:10]
+    assert (tmp_path / "last.pt").stat().st_size < 3_000
     loaded = load_checkpoint(tmp_path / "last.pt")["rows"]
     assert loaded.dtype == dtype and torch.equal(loaded, pool[:10])
     strided = pool[:, :2]  # not contiguous: cloned, still only its rows
@@ -220,4 +243,4 @@ def test_a_full_disk_is_named_with_its_path_and_the_previous_checkpoint_kept(tmp
         checkpointer.save({"step": torch.tensor(4)})
     monkeypatch.setattr(torch, "save", real_save)
     assert int(checkpointer.load()["step"]) == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt", "last.pt.sha256"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]

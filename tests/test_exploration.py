@@ -405,8 +405,9 @@ def test_a_journaled_pool_checkpoints_only_its_new_transitions_and_restores_slot
     assert states[-1]["_extra_state"]["pool"] == {
         "journal": {"write_count": 1200, "capacity": 500}}
     chunks = sorted(path.name for path in chunks_dir.glob("*.pt"))
-    # each chunk has its checksum beside it, and only the chunks kept do
-    assert sorted(p.name for p in chunks_dir.glob("*.sha256")) == [f"{c}.sha256" for c in chunks]
+    # each chunk carries the digest of its content inside, and nothing else is beside them
+    assert sorted(p.name for p in chunks_dir.iterdir()) == chunks
+    assert all(torch.load(chunks_dir / c, weights_only=True)["_content_sha256"] for c in chunks)
     # the first batch was overwritten before the previous checkpoint: no checkpoint needs it
     assert chunks == ["chunk-000000000300-000000000600.pt", "chunk-000000000600-000000000900.pt",
                       "chunk-000000000900-000000001200.pt"]

@@ -136,6 +136,17 @@ def test_a_run_lock_refuses_a_second_owner_and_is_taken_over_from_a_killed_one(t
     assert not lock.held
 
 
+def test_a_run_lock_that_is_a_symlink_is_refused_and_its_target_left_as_it_was(tmp_path):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    link = tmp_path / "run" / "run.lock"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    with pytest.raises(RuntimeError, match=r"is a symbolic link .*precious.txt.* Remove the link"):
+        RunLock(link, "run 7").acquire()
+    assert target.read_text() == "keep me\n"
+
+
 # ------------------------------------------------------------------------------------------------
 # The recipe
 # ------------------------------------------------------------------------------------------------
@@ -424,6 +435,23 @@ def test_a_uris_password_is_redacted_everywhere_it_would_be_shown():
     assert "secret" not in str(refused.value) and "user:***@127.0.0.1:9" in str(refused.value)
 
 
+@pytest.mark.parametrize(("uri", "shown"), [
+    ("http://:Zq9SecretPW@host", "http://:***@host"),  # no user
+    ("http://alice:Zq9@SecretPW@host", "http://alice:***@host"),  # an @ in the password
+    ("http://alice:a:b:c@host:5000/x", "http://alice:***@host:5000/x"),  # a : in it
+    ("http://alice:p/a?s#s@host", "http://alice:***@host"),  # / ? # unescaped
+    ("postgresql://bob:p%3Aw%40d@db:5432/m", "postgresql://bob:***@db:5432/m"),  # escaped
+    ("HTTPS://Carol:x@Host", "HTTPS://Carol:***@Host"),
+])
+def test_every_user_and_password_form_is_redacted_whole(uri, shown):
+    from torchrl_vase.tracking import redact
+
+    secret = uri.split("://", 1)[1].rpartition("@")[0].split(":", 1)[1]
+    assert redact(uri) == shown
+    said = redact(f"cannot reach '{uri}' (refused); also {uri}, and ({uri})")
+    assert secret not in said and said.count(":***@") == 3
+
+
 def test_a_runs_config_artifact_and_checkpoint_keep_no_password(tmp_path, capsys, sqlite_uri):
     uri = sqlite_uri
     config = {"seed": 0, "mlflow": {"tracking_uri": "http://user:secret@server:5000"},
@@ -468,3 +496,14 @@ def test_a_missing_driver_and_an_unknown_scheme_are_named_as_such():
     with pytest.raises(ValueError, match=r"'foo://bar' has a scheme MLflow does not know; it "
                                          r"knows \[.*'sqlite', 'mssql'\]"):  # the whole list
         check_tracking_store("foo://bar")
+
+
+def test_a_sweep_with_a_password_in_its_tracking_uri_is_refused_before_hydra_records_it(
+        tmp_path, run_script):
+    sweep = tmp_path / "sweep"
+    refused = run_script("recipes/trpo_vase.py", "-m", "seed=0,1", "iterations=1",
+                         "mlflow.tracking_uri=http://alice:Zq9@Secret@127.0.0.1:9",
+                         f"hydra.sweep.dir={sweep}")
+    assert refused.returncode == 1 and "MLFLOW_TRACKING_URI" in refused.stderr
+    printed = refused.stdout + refused.stderr
+    assert "Zq9" not in printed and "Secret" not in printed and not sweep.exists()

@@ -722,6 +722,10 @@ def test_settings_that_cannot_run_fail_before_any_run_naming_their_keys():
             (["collection=lanes"], r"collection must be one of \['continuous', 'paths', 'rllab'\]"),
             # the keys a user set, named as the config names them
             (["mlflow.experiment=''"], r"mlflow.experiment is empty"),
+            # a name, never a path out of checkpoint.dir
+            (["mlflow.experiment=../x"], r"mlflow.experiment must be a name, not a path: '../x'"),
+            (["mlflow.experiment=a/b"], r"must be a name, not a path"),
+            (["mlflow.experiment=.."], r"must be a name, not a path"),
             (["algorithm=ppo", "ppo.minibatch_size=100000"],
              r"ppo.minibatch_size \(100000\) exceeds the batch \(env.frames_per_batch, 5000\)"),
             (["surprise.elbo.batch_size=5000"],
@@ -828,6 +832,53 @@ def test_load_policy_of_a_tampered_weights_file_names_the_run_not_a_temporary_pa
                               "holds objects other than tensors")
     assert tempfile.gettempdir() not in message  # where the artifact was downloaded
     assert "resume" not in message and "weights_only" not in message
+
+
+def _flip_first_weight(path: Path) -> None:
+    """Four floats of the actor's first weight matrix changed inside the file (torch would load
+    it without a word)."""
+    def weights(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(value, torch.Tensor) and str(key).endswith("weight"):
+                    yield value
+                yield from weights(value)
+
+    state = torch.load(path, weights_only=True)
+    weight = next(w for w in weights(state) if w.dtype == torch.float32 and w.numel() >= 64)
+    data = path.read_bytes()
+    at = data.index(weight.reshape(-1)[:4].numpy().tobytes())
+    path.write_bytes(data[:at] + torch.full((4,), 7.0).numpy().tobytes() + data[at + 16:])
+
+
+def test_a_copied_checkpoint_or_weights_artifact_with_a_changed_tensor_is_refused(
+        store, tmp_path, run_script):
+    result = recipe.train(_config(store, "surprise=none", "seed=38", "iterations=1",
+                                  "checkpoint.every=1", "mlflow.experiment=flipped"))
+    checkpoint = next((store[1] / "checkpoints" / "flipped").rglob("last.pt"))
+    copy = tmp_path / "copied" / "last.pt"  # the file alone: nothing beside it
+    copy.parent.mkdir()
+    shutil.copy(checkpoint, copy)
+    _flip_first_weight(copy)
+    with pytest.raises(ValueError, match=r"does not match the digest it was saved with"):
+        recipe.train(_config(store, "surprise=none", "seed=38", "iterations=2",
+                             "checkpoint.every=1", "mlflow.experiment=flipped",
+                             f"resume={copy}"))
+    client = MlflowClient(tracking_uri=store[0])
+    weights = Path(client.download_artifacts(result["run_id"], "weights.pt", str(tmp_path)))
+    _flip_first_weight(weights)
+    client.log_artifact(result["run_id"], str(weights))  # replaces the run's weights.pt
+    out = run_script("recipes/evaluate.py", result["run_id"], "--tracking-uri", store[0])
+    assert out.returncode == 1 and "does not match the digest it was saved with" in out.stderr
+    # a file written without a digest (by hand) is refused unless the user trusts it
+    state = torch.load(weights, weights_only=True)
+    torch.save({k: v for k, v in state.items() if k != "_content_sha256"}, weights)
+    client.log_artifact(result["run_id"], str(weights))
+    out = run_script("recipes/evaluate.py", result["run_id"], "--tracking-uri", store[0])
+    assert out.returncode == 1 and "carries no digest" in out.stderr
+    out = run_script("recipes/evaluate.py", result["run_id"], "--tracking-uri", store[0],
+                     "--trust-unsigned", "--episodes", "1")
+    assert out.returncode == 0, out.stderr
 
 
 def test_load_policy_of_a_run_without_weights_says_why(store):

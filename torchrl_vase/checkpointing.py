@@ -19,6 +19,7 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import hashlib
 import json
@@ -37,16 +38,19 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "DIGEST_KEY",
     "Checkpointer",
     "StopAtOnce",
     "StopNow",
     "StopSignals",
     "check_writable",
     "config_identity",
+    "content_digest",
     "load_checkpoint",
     "rng_state",
     "saveable_prefix",
     "set_rng_state",
+    "trusting_unsigned",
 ]
 
 
@@ -140,10 +144,11 @@ class Checkpointer:
     writers share one), flushes it to disk and renames it over the checkpoint, so a process
     killed at any instant leaves either the previous checkpoint or the new one, never a torn
     file. Temporaries left by a killed writer are removed by the next ``save``. The file is
-    private (0600) and its directory too (0700), whatever the umask. Beside the
-    checkpoint, ``<name>.sha256`` holds its bytes' SHA-256 (``checksum_path``; while a save
-    renames, the old one's too): ``load_checkpoint`` refuses a file whose bytes match neither
-    (torch reads a zip whose tensors were altered without a word).
+    private (0600) and its directory too (0700), whatever the umask. The file carries the
+    SHA-256 of its own content (``DIGEST_KEY``, ``content_digest``: every tensor's bytes, dtype
+    and shape, every value and the structure around them): ``load_checkpoint`` refuses a file
+    whose content no longer matches it, wherever the file was copied to (torch reads a zip whose
+    tensors were altered without a word).
 
     Args:
         directory: the run's own directory (created, and checked writable, at construction).
@@ -166,16 +171,13 @@ class Checkpointer:
             # private whatever the umask (mkstemp's 0600): a run's checkpoint holds its policy
             # and config, which other users of the machine have no business reading
             with os.fdopen(descriptor, "wb") as file:
-                torch.save(state, file)
+                torch.save({**state, DIGEST_KEY: content_digest(state)}, file)
                 file.flush()
                 os.fsync(file.fileno())
-            # the new file's digest beside the old one's until the rename is done: a process
-            # killed between the two writes leaves a checkpoint that matches either
-            digest, recorded = file_digest(temporary), checksum_path(self.path)
-            previous = recorded.read_text() if recorded.exists() else ""
-            _write_atomically(recorded, digest + "\n" + previous)
             os.replace(temporary, self.path)
-            _write_atomically(recorded, digest + "\n")
+            # a digest file of the former format beside it would speak for older bytes
+            with contextlib.suppress(FileNotFoundError):
+                checksum_path(self.path).unlink()
         except BaseException as error:
             full = _out_of_space(error, self.directory)
             with contextlib.suppress(OSError):
@@ -248,33 +250,92 @@ def file_digest(path: str | os.PathLike) -> str:
         return hashlib.file_digest(file, "sha256").hexdigest()
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                             suffix=".tmp")
+#: the key under which a checkpoint carries the digest of the rest of its content
+DIGEST_KEY = "_content_sha256"
+_TRUST_UNSIGNED = contextvars.ContextVar("trust_unsigned", default=False)
+
+
+def content_digest(state: Mapping) -> str:
+    """The SHA-256 of a checkpoint's content: each tensor's dtype, shape and bytes, each other
+    value's type and ``repr``, and the containers around them, in order. Independent of how the
+    file was written (a zip's layout, its timestamps), so a checkpoint can carry it inside.
+
+    Examples:
+        >>> a = {"w": torch.ones(3), "step": 4, "opt": [0.5, None]}
+        >>> content_digest(a) == content_digest({"w": torch.ones(3), "step": 4, "opt": [0.5, None]})
+        True
+        >>> content_digest(a) == content_digest({**a, "w": torch.tensor([1.0, 1.0, 1.5])})
+        False
+    """
+    digest = hashlib.sha256()
+
+    def walk(node) -> None:
+        if isinstance(node, Tensor):
+            flat = node.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"T{node.dtype}{tuple(node.shape)}".encode())
+            digest.update(flat.view(torch.uint8).numpy().data if flat.numel() else b"")
+        elif isinstance(node, np.ndarray):
+            digest.update(f"A{node.dtype}{node.shape}".encode())
+            digest.update(np.ascontiguousarray(node).tobytes())
+        elif isinstance(node, Mapping):
+            digest.update(f"M{len(node)}".encode())
+            for key, value in node.items():
+                walk(key)
+                walk(value)
+        elif isinstance(node, list | tuple):
+            digest.update(f"{type(node).__name__}{len(node)}".encode())
+            for value in node:
+                walk(value)
+        else:
+            digest.update(f"{type(node).__name__}:{node!r};".encode())
+
+    walk(state)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def trusting_unsigned(trust: bool = True):
+    """Within it, ``load_checkpoint`` loads a file that carries no digest (written by hand, by
+    another program, or by this library before digests) instead of refusing it: the recipe's
+    ``checkpoint.trust_unsigned=true``."""
+    token = _TRUST_UNSIGNED.set(trust)
     try:
-        with os.fdopen(descriptor, "w") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+        yield
+    finally:
+        _TRUST_UNSIGNED.reset(token)
 
 
-def verify_checksum(path: str | os.PathLike) -> None:
-    """Refuse (``ValueError``) a checkpoint whose bytes differ from the SHA-256 written beside
-    it when it was saved; one without (written before checksums, or by hand) is let through."""
-    recorded = checksum_path(path)
-    if not recorded.exists():
-        return
-    if file_digest(path) not in recorded.read_text().split():
-        raise ValueError(
-            f"the checkpoint {str(path)!r} does not match the checksum written with it "
-            f"({recorded.name}): its bytes changed since it was saved (a disk error, a copy cut "
-            "short, an edit). Loading it would continue from values the run never had; start "
-            "the run afresh (resume=false), or point resume at a copy whose checksum matches.")
+def _verified(state, path: Path, what: str) -> dict:
+    """``state`` without its digest, once the digest matches its content; a file of the former
+    format is vouched for by its ``.sha256`` beside it; one with neither is refused unless
+    trusted (``trusting_unsigned``)."""
+    if not isinstance(state, dict):
+        return state
+    recorded = state.pop(DIGEST_KEY, None)
+    if recorded is not None:
+        if content_digest(state) != recorded:
+            raise ValueError(
+                f"{what} does not match the digest it was saved with: its content changed "
+                "since (a disk error, a copy cut short, an edit). Loading it would continue "
+                "from values the run never had; start the run afresh (resume=false), or point "
+                "resume at a copy that matches.")
+        return state
+    sidecar = checksum_path(path)
+    if sidecar.exists():
+        if file_digest(path) not in sidecar.read_text().split():
+            raise ValueError(
+                f"{what} does not match the checksum written with it ({sidecar.name}): its "
+                "bytes changed since it was saved (a disk error, a copy cut short, an edit). "
+                "Loading it would continue from values the run never had; start the run afresh "
+                "(resume=false), or point resume at a copy whose checksum matches.")
+        return state
+    if _TRUST_UNSIGNED.get():
+        return state
+    raise ValueError(
+        f"{what} carries no digest of its content, nor a .sha256 beside it: it was written by "
+        "hand, by another program, or by this library before 2026-12-07 and copied without its "
+        ".sha256, so a damaged copy cannot be told from a sound one. If you trust it, load it "
+        "with checkpoint.trust_unsigned=true (evaluate.py: --trust-unsigned).")
 
 
 def load_checkpoint(path: str | os.PathLike, *, what: str | None = None,
@@ -286,12 +347,10 @@ def load_checkpoint(path: str | os.PathLike, *, what: str | None = None,
 
     The tensors are memory-mapped from the file (``mmap=True``, private: writes to them stay in
     memory), so a replay pool of gigabytes is read into the pool it restores, not first into a
-    second copy in memory. A file whose bytes no longer match the checksum saved beside it is
-    refused first (``verify_checksum``)."""
-    if Path(path).exists():
-        verify_checksum(path)
+    second copy in memory. A file whose content no longer matches the digest it carries is
+    refused, and one without a digest unless trusted (``trusting_unsigned``)."""
     try:
-        return torch.load(path, weights_only=True, map_location="cpu", mmap=True)
+        state = torch.load(path, weights_only=True, map_location="cpu", mmap=True)
     except Exception as error:
         size = Path(path).stat().st_size if Path(path).exists() else None
         if size == 0:
@@ -310,6 +369,7 @@ def load_checkpoint(path: str | os.PathLike, *, what: str | None = None,
         raise RuntimeError(
             f"cannot load {what or f'the checkpoint {str(path)!r}'}: {cause}. {advice}"
         ) from None
+    return _verified(state, Path(path), what or f"the checkpoint {str(path)!r}")
 
 
 class StopNow(BaseException):

@@ -29,7 +29,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from torchrl_vase._device import module_device
 from torchrl_vase._validation import check_positive_int
-from torchrl_vase.checkpointing import load_checkpoint
+from torchrl_vase.checkpointing import load_checkpoint, trusting_unsigned
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.envs import declares_sparse_goal
 from torchrl_vase.envs._checks import check_continuous_control
@@ -267,7 +267,8 @@ def check_registered(env_id: str, whose: str) -> None:
             "first, if you trust it.")
 
 
-def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModuleBase:
+def load_policy(run_id: str, tracking_uri: str | None = None, *,
+                trust_unsigned: bool = False) -> TensorDictModuleBase:
     """The policy of a ``recipes/trpo_vase.py`` run, as a TorchRL actor that acts on observations
     as the env gives them (with the run's observation standardisation in front, if it had one).
 
@@ -291,11 +292,12 @@ def load_policy(run_id: str, tracking_uri: str | None = None) -> TensorDictModul
     with tempfile.TemporaryDirectory() as tmp:
         config = yaml.safe_load(Path(client.download_artifacts(run_id, "config.yaml", tmp))
                                 .read_text())
-        weights = load_checkpoint(
-            client.download_artifacts(run_id, WEIGHTS_FILE, tmp),
-            what=f"run {run_id}'s {WEIGHTS_FILE} artifact",
-            advice="The run's checkpoints write it; a file put there by other means is not "
-                   "loaded.")
+        with trusting_unsigned(trust_unsigned):
+            weights = load_checkpoint(
+                client.download_artifacts(run_id, WEIGHTS_FILE, tmp),
+                what=f"run {run_id}'s {WEIGHTS_FILE} artifact",
+                advice="The run's checkpoints write it; a file put there by other means is not "
+                       "loaded.")
     env = config["env"]
     make_kwargs = env.get("make_kwargs") or {}
     check_registered(env["id"], f"run {run_id}'s config")

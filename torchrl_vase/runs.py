@@ -49,6 +49,7 @@ from torchrl_vase.checkpointing import (
     check_writable,
     config_identity,
     load_checkpoint,
+    trusting_unsigned,
 )
 from torchrl_vase.evaluation import WEIGHTS_FILE, run_weights
 from torchrl_vase.mlflow_ui import run_charts_url, runs_table_url
@@ -160,6 +161,8 @@ class TrainingRun:
             and no resume).
         resume: ``False``, ``True`` (the latest run of this identity) or a checkpoint's path.
         retry_minutes: how long every MLflow call retries a store that went away.
+        trust_unsigned: load a checkpoint that carries no digest of its content (written by
+            hand, or before digests) instead of refusing it (``trusting_unsigned``).
     """
 
     def __init__(self, tracking_uri: str, experiment: str, *, config: Mapping, run_name: str,
@@ -167,7 +170,8 @@ class TrainingRun:
                  tags: Mapping[str, str] | None = None,
                  checkpoint_dir: str | os.PathLike | None = None, resume: bool | str = False,
                  retry_minutes: float = 10.0,
-                 experiment_tags: Mapping[str, str] | None = None) -> None:
+                 experiment_tags: Mapping[str, str] | None = None,
+                 trust_unsigned: bool = False) -> None:
         check_resume(resume, checkpoint_dir)
         check_tracking_store(tracking_uri)
         self.uri, self.experiment_name = tracking_uri, experiment
@@ -181,6 +185,7 @@ class TrainingRun:
         self.root = None if checkpoint_dir is None else check_writable(checkpoint_dir,
                                                                        "checkpoint.dir")
         self.resume, self.retry_minutes = resume, retry_minutes
+        self.trust_unsigned = trust_unsigned
         self.experiment_tags = dict(experiment_tags or {})
         #: set by the caller when a signal stopped the loop: the run then ends KILLED
         self.stopped_by: str | None = None
@@ -200,7 +205,8 @@ class TrainingRun:
         module's example (and ``docs/guides/training_loop.md``, which runs it)."""
         if self.state is None:
             return False
-        loop.load_state_dict(self.state)
+        with trusting_unsigned(self.trust_unsigned):  # the replay chunks it names
+            loop.load_state_dict(self.state)
         self.state = None
         return True
 
@@ -210,7 +216,8 @@ class TrainingRun:
                                               tags=self.experiment_tags)
         self.experiment_id = experiment.experiment_id
         _check_artifact_store(experiment.artifact_location)
-        self.run_id, self.state, lock = self._find_resumable(client)
+        with trusting_unsigned(self.trust_unsigned):
+            self.run_id, self.state, lock = self._find_resumable(client)
         if self.run_id is None:  # created with its identity: resume=true finds it from the start
             self.tracker = MLflowTracker.create(self.uri, experiment, run_name=self.run_name,
                                                 tags=self.tags | environment_tags(),

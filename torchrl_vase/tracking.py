@@ -175,7 +175,22 @@ def _fast_http_failure() -> Iterator[None]:
                 os.environ[key] = value
 
 
-_CREDENTIALS = re.compile(r"(?P<user>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s'\"]+):[^@\s'\"/]+@")
+#: a URI in running text: a scheme, ``://`` and what follows up to a space or a quote
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
+
+
+def _hide_password(match: re.Match) -> str:
+    """The URI with the password of its userinfo replaced by ``***``. RFC 3986 ends the
+    userinfo at the authority's last ``@`` and splits it at its first ``:``; the authority is
+    taken to run to the URI's last ``@``, so that a password holding ``/``, ``?`` or ``#``
+    unescaped is hidden whole (a path holding ``@`` is then hidden too: more than needed,
+    never less)."""
+    uri = match.group(0)
+    scheme, rest = uri.split("://", 1)
+    userinfo, at, host = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return uri
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
 
 
 def redact(text: str) -> str:
@@ -189,8 +204,10 @@ def redact(text: str) -> str:
         "cannot reach 'http://me:***@host:5000' (refused)"
         >>> redact("sqlite:///mlflow.db")
         'sqlite:///mlflow.db'
+        >>> redact("http://:pw@host and http://alice:Zq9@Secret:PW@host:5000/x")
+        'http://:***@host and http://alice:***@host:5000/x'
     """
-    return _CREDENTIALS.sub(r"\g<user>:***@", text)
+    return _URI.sub(_hide_password, text)
 
 
 def redact_strings(node):
@@ -339,7 +356,17 @@ class RunLock:
     def acquire(self) -> RunLock:
         """Take the lock now or raise ``RunLocked`` naming the holder; never waits."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        file = open(self.path, "a+")  # noqa: SIM115  (held open while locked)
+        try:
+            # never through a link: a run.lock pointing at another file would truncate it
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as error:
+            if error.errno != errno.ELOOP:
+                raise
+            raise RuntimeError(
+                f"the lock file {self.path} of {self.what} is a symbolic link "
+                f"(to {os.readlink(self.path)!r}): a lock is never taken through a link, whose "
+                "target it would overwrite. Remove the link, then run again.") from None
+        file = os.fdopen(descriptor, "r+")  # held open while locked
         try:
             fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -23,6 +23,7 @@ from typing import Any
 import gymnasium
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -41,6 +42,7 @@ from torchrl_vase.modules import ACTIVATIONS as MODULE_ACTIVATIONS
 from torchrl_vase.modules import INITIALIZATIONS, SAMPLINGS
 from torchrl_vase.objectives.elbo_trainer import BACKENDS
 from torchrl_vase.runs import check_resume, flatten, ignored
+from torchrl_vase.tracking import redact
 from torchrl_vase.watchers import episode_metrics
 
 #: the recipe's Hydra configs (``conf/`` of the repository)
@@ -202,6 +204,7 @@ class Eval:
 class Checkpoint:
     every: int = 10
     dir: str = "checkpoints"
+    trust_unsigned: bool = False
 
 
 @dataclass
@@ -386,6 +389,12 @@ def _check_relations(cfg: DictConfig) -> None:
     if cfg.mlflow.experiment is not None and not str(cfg.mlflow.experiment).strip():
         raise ValueError("mlflow.experiment is empty: give the experiment a name, or leave it "
                          "null (the env's name).")
+    name = str(cfg.mlflow.experiment or "")
+    if name in (".", "..") or any(character in name for character in "/\\\0"):
+        raise ValueError(
+            f"mlflow.experiment must be a name, not a path: {name!r} names a folder under "
+            "checkpoint.dir (its checkpoints go there), and a '/', '\\' or '..' would take "
+            "them elsewhere. Choose another name; checkpoint.dir says where checkpoints go.")
     if cfg.algorithm == "ppo" and cfg.ppo.minibatch_size > cfg.env.frames_per_batch:
         raise ValueError(f"ppo.minibatch_size ({cfg.ppo.minibatch_size}) exceeds the batch "
                          f"(env.frames_per_batch, {cfg.env.frames_per_batch}).")
@@ -732,3 +741,19 @@ def model_training(cfg: DictConfig) -> DictConfig | None:
     key = model_training_key(cfg)
     return None if key is None else OmegaConf.select(cfg, key)
 
+
+
+class NoPasswordInSweeps(Callback):
+    """Refuse a sweep (``-m``) whose tracking URI carries a password, before Hydra writes its
+    ``multirun.yaml`` and prints its launch lines, which would keep the password in clear: the
+    URI with its password goes in ``$MLFLOW_TRACKING_URI`` instead, which neither records."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        shown = [*config.hydra.overrides.task, str(config.mlflow.tracking_uri or "")]
+        if any(redact(text) != text for text in shown):
+            raise SystemExit(
+                "recipes/trpo_vase.py: a sweep (-m) records its command line and config in "
+                "multirun.yaml and prints each job's overrides, so a password in "
+                "mlflow.tracking_uri would be kept in clear: give that URI in the environment "
+                "(MLFLOW_TRACKING_URI=... python recipes/trpo_vase.py -m ...) and leave "
+                "mlflow.tracking_uri unset.")
