@@ -41,6 +41,7 @@ from torchrl_vase.recipe.assembly import (
     evaluation_metrics,
     journal_replay,
     log_figures,
+    logged_steps,
     run_logger,
     seeded_build,
 )
@@ -68,7 +69,7 @@ def train(cfg: DictConfig) -> dict:
         checkpoint_dir=schema.checkpoint_root(cfg),
         resume=cfg.resume, retry_minutes=cfg.mlflow.retry_minutes,
         experiment_tags=schema.experiment_tags(experiment, cfg.env.id),
-        trust_unsigned=cfg.checkpoint.trust_unsigned)
+        trust_unsigned=cfg.checkpoint.trust_unsigned, logged_steps=logged_steps(cfg))
     collector, step, state = seeded_build(cfg, *spaces)
     first_reward, actor = state["first_reward"], state["actor"]
     with run:
@@ -101,7 +102,8 @@ def train(cfg: DictConfig) -> dict:
             log_figures(cfg, logger, policy, first_reward, loop.frames)
     if result.dropped is not None:
         saved = run.checkpointer is not None and run.checkpointer.exists()
-        print(f"{result.stopped_by} during a collection: its partial batch dropped; "
+        print(f"{result.stopped_by}: the iteration still running {loop.stop_grace:g} s later "
+              "was dropped; "
               + (f"the checkpoint {run.checkpointer.path} holds the run after iteration "
                  f"{result.iterations_done - 1} ({result.dropped} iteration(s) since are "
                  "computed again); continue with resume=true." if saved else

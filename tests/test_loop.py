@@ -14,8 +14,9 @@ from tensordict import TensorDict
 from torch import nn
 
 from torchrl_vase import TrainingLoop
-from torchrl_vase.checkpointing import Checkpointer
+from torchrl_vase.checkpointing import Checkpointer, StopNow, stop_due
 from torchrl_vase.loop import is_clock
+from torchrl_vase.timing import phase
 
 NUM_ENVS, STEPS = 2, 4
 
@@ -332,6 +333,51 @@ def test_a_signal_in_a_long_collection_drops_the_partial_batch_within_the_grace(
     assert result.iterations_done == 2 and saved == [2] and logged == [4, 8]
     assert signal.getsignal(signal.SIGTERM) == before[0]  # the handlers given back
     assert signal.getsignal(signal.SIGALRM) == before[1]
+
+
+def test_a_signal_in_a_long_update_abandons_it_after_the_grace_and_keeps_the_checkpoint():
+    saved, logged, hanging = [], [], threading.Event()
+
+    class Batches:
+        def __iter__(self):
+            while True:
+                yield TensorDict({"next": {"reward": torch.zeros(4, 1)}}, [4])
+
+        def update_policy_weights_(self):
+            pass
+
+        def shutdown(self):
+            pass
+
+    calls = []
+
+    def step(batch):  # the third iteration's updates run on and on (SAC at utd_ratio=100)
+        calls.append(len(calls))
+        with phase("policy"):
+            while len(calls) == 3:
+                hanging.set()
+                if (name := stop_due()) is not None:  # as SACUpdate asks between updates
+                    raise StopNow(name)
+                time.sleep(0.01)
+        return {"loss": 1.0}
+
+    class Logger:
+        def log(self, steps):
+            logged.extend(step for step, _ in steps)
+
+    def send_sigterm():
+        hanging.wait(30)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    loop = TrainingLoop(Batches(), step, iterations=10, seed=0, logger=Logger(),
+                        checkpoint=lambda state: saved.append(state["iterations_done"]),
+                        checkpoint_every=2, progress=False, stop_grace=0.2)
+    threading.Thread(target=send_sigterm, daemon=True).start()
+    started = time.monotonic()
+    result = loop.run()
+    assert time.monotonic() - started < 10
+    assert result.stopped_by == "SIGTERM" and result.dropped == 0
+    assert result.iterations_done == 2 and saved == [2] and logged == [4, 8]
 
 
 def test_a_signal_in_an_ordinary_collection_keeps_the_iteration_and_checkpoints_it():

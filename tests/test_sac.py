@@ -407,3 +407,32 @@ def test_sac_with_vase_at_eta_zero_trains_bit_for_bit_as_sac_without_a_bonus(sto
     monkeypatch.setattr(Exploration, "own_random", lambda self: contextlib.nullcontext())
     leaky = history("surprise=vase", "surprise.eta=0", "mlflow.experiment=leaky")
     assert any(leaky[key] != plain[key] for key in shared)
+
+
+def test_updates_stop_at_the_next_one_once_a_signals_grace_has_run_out():
+    import os
+    import signal
+
+    from torchrl_vase import q_value_network, tanh_policy
+    from torchrl_vase.checkpointing import StopNow, StopSignals
+
+    torch.manual_seed(0)
+    actor, q = tanh_policy(3, 1, [8]), q_value_network(3, 1, [8])
+    loss = SACLoss(actor, q, action_spec=actor.spec)
+    loss.make_value_estimator(gamma=0.99)
+    buffer = ReplayBuffer(storage=LazyTensorStorage(100), batch_size=8)
+    buffer.extend(_batch(64))
+    done = []
+
+    class Counting(torch.optim.Adam):
+        def step(self, closure=None):
+            done.append(1)
+            if len(done) == 5:  # a signal during the fifth update; no grace at all
+                os.kill(os.getpid(), signal.SIGTERM)
+            return super().step(closure)
+
+    update = SACUpdate(loss, buffer, Counting(loss.parameters(), lr=1e-3),
+                       SoftUpdate(loss, tau=0.005), utd_ratio=100)
+    with StopSignals(grace=1e-9), pytest.raises(StopNow, match="SIGTERM"):
+        update(64)  # 6,400 updates asked for
+    assert len(done) == 5  # the sixth was never taken

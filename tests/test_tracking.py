@@ -28,6 +28,7 @@ from mlflow.tracking import MlflowClient
 from recipe_modules import load_recipe
 from tracking_jobs import TAGS
 
+from torchrl_vase.checkpointing import StopSignals
 from torchrl_vase.runs import TrainingRun
 from torchrl_vase.tracking import (
     MLflowTracker,
@@ -108,6 +109,22 @@ def test_retrying_waits_out_transient_failures_only(caplog):
     with pytest.raises(TrackingUnavailable, match=r"logging: the tracking store stayed "
                                                   r"unreachable for 0 min"):
         retrying(down, what="logging", minutes=0, sleep=waits.append)
+    # a SQLite store whose file is gone is not an outage: said at once
+    waits.clear()
+    with pytest.raises(TrackingUnavailable, match=r"database /nowhere/mlflow.db no longer "
+                                                  r"exists"):
+        retrying(down, what="logging", minutes=10, sleep=waits.append,
+                 store="sqlite:////nowhere/mlflow.db")
+    assert waits == []
+    # once a signal asked the run to stop, an outage is not waited out (SIGKILL follows)
+    waits.clear()
+    with StopSignals() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.received == "SIGTERM"
+        with pytest.raises(TrackingUnavailable, match=r"SIGTERM asked the run to stop, so it "
+                                                      r"does not wait for the store"):
+            retrying(down, what="logging", minutes=10, sleep=waits.append)
+    assert waits == []
 
 
 def _hold_lock_in_a_child(path: Path) -> subprocess.Popen:

@@ -308,6 +308,30 @@ def test_resume_from_an_older_copy_of_last_pt_is_refused_and_logs_no_step_twice(
     assert len(steps) == len(set(steps)) == 6
 
 
+def test_the_resume_guards_read_a_csv_logged_runs_own_files(store, tmp_path):
+    csv_dir = tmp_path / "csv"
+    overrides = ("surprise=none", "seed=9", "checkpoint.every=1", "mlflow.experiment=csv_older",
+                 "logger=csv", f"csv_dir={csv_dir}")
+    result = recipe.train(_config(store, *overrides, "iterations=3"))
+    last = Path(store[1]) / "checkpoints" / "csv_older" / result["run_id"] / "last.pt"
+    older = tmp_path / "older.pt"
+    shutil.copy(last, older)  # the checkpoint after iteration 3
+    recipe.train(_config(store, *overrides, "iterations=5", "resume=true"))
+    frames = csv_dir / "csv_older" / result["run_id"] / "scalars" / "train" / "frames.csv"
+    before = frames.read_text()
+    assert before.count("\n") == 5
+    client = MlflowClient(tracking_uri=store[0])  # MLflow holds none of them: the CSV files do
+    assert client.get_metric_history(result["run_id"], "train/frames") == []
+    with pytest.raises(ValueError, match=r"logged steps up to 320 frames, past this "
+                                         r"checkpoint's 192"):
+        recipe.train(_config(store, *overrides, "iterations=6", f"resume={older}"))
+    assert frames.read_text() == before
+    with pytest.raises(FileNotFoundError, match=r"\(up to step 320\).* not at .*elsewhere"):
+        recipe.train(_config(store, *overrides, "iterations=6", "resume=true",
+                             f"checkpoint.dir={tmp_path / 'elsewhere'}"))
+    assert frames.read_text() == before
+
+
 def test_a_run_too_big_for_the_memory_is_refused_before_any_mlflow_run(store, monkeypatch):
     client = MlflowClient(tracking_uri=store[0])
     with pytest.raises(ValueError, match=r"this run needs about \d+\.\d GiB \(a batch of "
@@ -324,6 +348,21 @@ def test_a_run_too_big_for_the_memory_is_refused_before_any_mlflow_run(store, mo
     monkeypatch.setattr(schema, "available_memory", lambda: 2**20)
     with pytest.raises(ValueError, match=r"more than 80 % of the 0\.0 GiB free here"):
         schema.check_memory(cfg, 2, 1)
+    # the envs and the model's samples count too, each named with its own key to lower
+    monkeypatch.setattr(schema, "available_memory", lambda: 8 * 2**30)
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        many_envs = schema.typed_config(compose("trpo_vase", overrides=[
+            "surprise=none", "num_envs=5000", "env.frames_per_batch=5000"]))
+        many_samples = schema.typed_config(compose("trpo_vase", overrides=[
+            "env=half_cheetah", "surprise.num_samples=100000000"]))
+    with pytest.raises(ValueError, match=r"5,000 envs: 9\.8 GiB.* lower num_envs"):
+        schema.check_memory(many_envs, 2, 1)
+    # HalfCheetah's model: 7,188 weights and biases, 148 units a row, 10 rows a minibatch, 12
+    # bytes a value (noise, activation, gradient) for each of the 1e8 samples
+    expected = 12 * 10**8 * (7_188 + 10 * 148) / 2**30
+    with pytest.raises(ValueError, match=rf"100,000,000 model samples: {expected:.1f} GiB.* "
+                                         r"lower surprise\.num_samples"):
+        schema.check_memory(many_samples, 20, 6)
 
 
 def test_a_parallel_sweep_with_checkpoints_gives_two_runs_that_each_resume_themselves(

@@ -29,6 +29,7 @@ import random
 import shutil
 import signal
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import FrameType
@@ -50,6 +51,8 @@ __all__ = [
     "rng_state",
     "saveable_prefix",
     "set_rng_state",
+    "stop_due",
+    "stop_requested",
     "trusting_unsigned",
 ]
 
@@ -396,9 +399,10 @@ class StopSignals:
 
     The first signal sets ``received`` (its name); the loop checks it between iterations, saves
     a checkpoint and ends the run as killed. Where ``interrupt()`` says the running work may be
-    abandoned (the loop: while it collects a batch, which can take minutes), the first signal
-    also arms a timer: if that work is still running ``grace`` seconds later, ``StopNow`` is
-    raised there (an ordinary collection ends first, and the iteration is kept). A second
+    abandoned (the loop: an iteration's work, which can take minutes, not its checkpoint), the
+    first signal also arms a timer: if that work is still running ``grace`` seconds later,
+    ``StopNow`` is raised there (an ordinary iteration ends first, and is kept); while
+    ``interrupt()`` says no, the timer asks again every ``RETRY`` seconds. A second
     signal raises ``KeyboardInterrupt`` at once, for a user who does not want to wait. The
     previous handlers come back on exit. Outside the main thread (where Python allows no
     handlers) it does nothing.
@@ -412,9 +416,12 @@ class StopSignals:
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
+    #: seconds between the deadline's tries while the work may not be abandoned
+    RETRY = 0.5
 
     def __init__(self, interrupt: Callable[[], bool] | None = None, grace: float = 10.0) -> None:
         self.received: str | None = None
+        self.deadline: float | None = None  # when the running work is due to be abandoned
         self.interrupt, self.grace = interrupt, grace
         self._previous: dict[int, object] = {}
 
@@ -422,20 +429,24 @@ class StopSignals:
         if self.received is not None:
             raise StopAtOnce(signal.Signals(signum).name)
         self.received = signal.Signals(signum).name
+        self.deadline = time.monotonic() + self.grace
         # at once, whatever the iteration is doing (os.write: a print here could re-enter a
         # print the signal interrupted)
-        dropped = (f"a collection still running in {self.grace:g} s is dropped; "
+        dropped = (f"an iteration still running in {self.grace:g} s is dropped; "
                    if self.interrupt is not None else "")
         os.write(2, f"{self.received}: stopping after this iteration ({dropped}a second "
                     "signal stops at once)\n".encode())
-        if self.interrupt is not None and self.interrupt() and signal.SIGALRM in self._previous:
+        if self.interrupt is not None and signal.SIGALRM in self._previous:
             signal.setitimer(signal.ITIMER_REAL, self.grace)
 
     def _deadline(self, signum: int, frame: FrameType | None) -> None:
         if self.interrupt is not None and self.interrupt():
             raise StopNow(self.received)
+        # work that may not be abandoned (a checkpoint being written): ask again shortly
+        signal.setitimer(signal.ITIMER_REAL, self.RETRY)
 
     def __enter__(self) -> StopSignals:
+        _ACTIVE.append(self)
         with contextlib.suppress(ValueError):  # not the main thread
             for signum in self.SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._handle)
@@ -444,8 +455,34 @@ class StopSignals:
         return self
 
     def __exit__(self, *exc) -> None:
+        with contextlib.suppress(ValueError):
+            _ACTIVE.remove(self)
         if signal.SIGALRM in self._previous:
             signal.setitimer(signal.ITIMER_REAL, 0)
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()
+
+
+#: the ``StopSignals`` contexts open now, innermost last
+_ACTIVE: list[StopSignals] = []
+
+
+def stop_requested() -> str | None:
+    """The signal a ``StopSignals`` open now has received (``"SIGTERM"``), else ``None``: what a
+    wait (a store's retries) asks before waiting on."""
+    return next((s.received for s in reversed(_ACTIVE) if s.received is not None), None)
+
+
+def stop_due() -> str | None:
+    """The signal whose grace has run out (the running work is to be abandoned), else
+    ``None``: what a long loop of updates asks between two of them, raising ``StopNow`` with it
+    (a safe point, where an exception leaves no library's context half-exited).
+
+    Examples:
+        >>> stop_due() is None  # no signal received
+        True
+    """
+    now = time.monotonic()
+    return next((s.received for s in reversed(_ACTIVE)
+                 if s.deadline is not None and now >= s.deadline), None)

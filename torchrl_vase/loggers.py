@@ -18,7 +18,18 @@ from typing import Protocol, runtime_checkable
 
 from torchrl.record.loggers import CSVLogger as TorchRLCSVLogger
 
-__all__ = ["CSVLogger", "Logger"]
+__all__ = ["CSVLogger", "Logger", "csv_history"]
+
+
+def csv_history(directory: str | os.PathLike, key: str) -> list[tuple[int, float]]:
+    """``(step, value)`` of every value of ``key`` a ``CSVLogger`` wrote into ``directory``
+    (its ``<log_dir>/<name>``), in the order logged; none if it wrote none (nothing is created:
+    the resume guards read a run's CSV history with it before any logger exists)."""
+    file = Path(directory) / "scalars" / f"{key}.csv"
+    if not file.exists():
+        return []
+    with file.open(newline="") as rows:
+        return [(int(step), float(value)) for step, value in csv.reader(rows)]
 
 
 @runtime_checkable
@@ -65,11 +76,7 @@ class CSVLogger:
 
     def history(self, key: str) -> list[tuple[int, float]]:
         """``(step, value)`` of every logged value of ``key``, in the order logged."""
-        file = self.directory / "scalars" / f"{key}.csv"
-        if not file.exists():
-            return []
-        with file.open(newline="") as rows:
-            return [(int(step), float(value)) for step, value in csv.reader(rows)]
+        return csv_history(self.directory, key)
 
     def last_logged_step(self, key: str) -> int:
         """The last step logged for ``key`` (-1 if none)."""

@@ -11,11 +11,12 @@ it calls the algorithm once per collected batch: ``OnPolicyStep`` (TRPO, PPO),
   holds the state they describe: a run killed at any instant and resumed from its checkpoint logs
   the same history as one never killed, value for value;
 - **signals**: the first SIGTERM or SIGINT ends the running iteration, writes a checkpoint and
-  returns ``stopped_by``; a collection still running ``stop_grace`` seconds after it (a batch
-  can take minutes) is abandoned instead: the partial batch is dropped, nothing is written or
-  logged, and the run continues from its last checkpoint (``LoopResult.dropped``: the
-  iterations since it, which a resumed run computes again); a second signal stops at once
-  (``KeyboardInterrupt``);
+  returns ``stopped_by``; an iteration still running ``stop_grace`` seconds after it is
+  abandoned instead (a collection where it is; a step's long loop, SAC's updates at a high
+  update-to-data ratio, at its next update: ``checkpointing.stop_due``): its work is dropped,
+  nothing is written or logged, and the run continues from its last checkpoint
+  (``LoopResult.dropped``: the iterations since it, which a resumed run computes again); a
+  second signal stops at once (``KeyboardInterrupt``);
 - **one checkpoint per run**: the loop hands its ``state_dict`` to one ``checkpoint`` callable;
 - **where the time goes**: each iteration's metrics carry its wall time by phase
   (``torchrl_vase.timing``): ``time/collection``, ``time/bonus``, ``time/model``,
@@ -165,7 +166,7 @@ class TrainingLoop:
         progress: a bar on a terminal, a line every ~5 % in a piped log; ``progress_keys`` maps
             its labels to metric names.
         name: the progress display's label.
-        stop_grace: seconds a collection may still run after a signal before it is abandoned
+        stop_grace: seconds an iteration may still run after a signal before it is abandoned
             (its partial batch dropped, the run left at its last checkpoint).
     """
 
@@ -265,6 +266,8 @@ class TrainingLoop:
         batches = iter(self.collector) if self.iteration < self.iterations else iter(())
         clock = PhaseClock()
         try:
+            # a collection is abandoned where it is (torchrl's collector has no safe point to
+            # ask at); the step's long loops ask ``stop_due`` between their updates
             with StopSignals(interrupt=lambda: clock.current() == "collection",
                              grace=self.stop_grace) as signals, clock.running():
                 while self.iteration < self.iterations and not self.stop_when():
@@ -295,7 +298,8 @@ class TrainingLoop:
                     if result.stopped_by is not None:
                         break
         except StopNow as stop:
-            # in a collection: what changed since the last checkpoint is not saved or logged
+            # in an iteration's work: what changed since the last checkpoint is not saved or
+            # logged
             result.stopped_by, result.dropped = stop.signal_name, len(self.pending)
         finally:
             progress.close()

@@ -48,6 +48,7 @@ from torchrl.data import ReplayBuffer
 from torchrl.objectives import SACLoss, SoftUpdate
 
 from torchrl_vase._validation import check_positive_int
+from torchrl_vase.checkpointing import StopNow, stop_due
 from torchrl_vase.exploration import Exploration, ReplayBonus
 from torchrl_vase.step import logged_model_metrics
 from torchrl_vase.timing import phase
@@ -67,8 +68,10 @@ class SACUpdate:
     the sum of the actor's, the twin critics' and the temperature's losses backpropagated, one
     ``optimizer`` step (torchrl's ``group_optimizers`` of the three Adams), then the target
     critics' soft update. ``__call__(frames)`` returns the means of the loss's outputs over the
-    steps. Its ``state_dict`` holds the optimiser and the loss (networks, target networks and
-    the temperature).
+    steps. Between two steps it asks ``stop_due``: once a signal's grace has run out, the
+    iteration's updates are abandoned (``StopNow``; the loop drops the iteration). Its
+    ``state_dict`` holds the optimiser and the loss (networks, target networks and the
+    temperature).
 
     Args:
         loss: a ``SACLoss`` with its value estimator made.
@@ -91,6 +94,8 @@ class SACUpdate:
         updates = max(1, round(frames * self.utd_ratio))
         totals = torch.zeros(len(_LOSS_METRICS) + 2)
         for _ in range(updates):
+            if (signal_name := stop_due()) is not None:  # a signal's grace ran out: drop them
+                raise StopNow(signal_name)
             sample = self.replay.sample()
             out = self.loss(sample)
             (out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]).backward()

@@ -163,6 +163,10 @@ class TrainingRun:
         retry_minutes: how long every MLflow call retries a store that went away.
         trust_unsigned: load a checkpoint that carries no digest of its content (written by
             hand, or before digests) instead of refusing it (``trusting_unsigned``).
+        logged_steps: the last step (frames) a run's logger holds, by run id: what the resume
+            guards compare a checkpoint with so that no step is logged twice. Default: the
+            MLflow run's ``train/frames``; a run logging elsewhere (``CSVLogger``) passes its
+            logger's ``last_logged_step``.
     """
 
     def __init__(self, tracking_uri: str, experiment: str, *, config: Mapping, run_name: str,
@@ -171,7 +175,8 @@ class TrainingRun:
                  checkpoint_dir: str | os.PathLike | None = None, resume: bool | str = False,
                  retry_minutes: float = 10.0,
                  experiment_tags: Mapping[str, str] | None = None,
-                 trust_unsigned: bool = False) -> None:
+                 trust_unsigned: bool = False,
+                 logged_steps: Callable[[str], int] | None = None) -> None:
         check_resume(resume, checkpoint_dir)
         check_tracking_store(tracking_uri)
         self.uri, self.experiment_name = tracking_uri, experiment
@@ -186,6 +191,7 @@ class TrainingRun:
                                                                        "checkpoint.dir")
         self.resume, self.retry_minutes = resume, retry_minutes
         self.trust_unsigned = trust_unsigned
+        self.logged_steps = logged_steps
         self.experiment_tags = dict(experiment_tags or {})
         #: set by the caller when a signal stopped the loop: the run then ends KILLED
         self.stopped_by: str | None = None
@@ -252,7 +258,8 @@ class TrainingRun:
                 where = (f"the checkpoint {self.checkpointer.path} holds every step not logged"
                          if written else "no checkpoint was written yet")
                 raise RuntimeError(
-                    f"{error}. Stopped: {where}; once the store is back, continue with "
+                    f"{error}. Stopped: {where}; the store still shows the run RUNNING (it "
+                    "could not be told otherwise). Once the store is back, continue with "
                     "resume=true (mlflow.retry_minutes sets how long to wait)."
                 ) from None
             message = None
@@ -324,7 +331,8 @@ class TrainingRun:
             if checkpointer.exists():
                 return self.run_id, checkpointer.load(), lock
             try:  # no checkpoint: continue only a run that logged nothing (killed before)
-                refuse_without_checkpoint(client, [self.run_id], checkpointer.path, "run")
+                refuse_without_checkpoint(client, [self.run_id], checkpointer.path, "run",
+                                          self.logged_steps)
             except BaseException:
                 lock.release()
                 raise
@@ -362,7 +370,7 @@ class TrainingRun:
         if path.stat().st_mtime_ns != written:  # its writer ended between the read and the lock
             state = load_checkpoint(path)
         try:
-            refuse_an_older_checkpoint(client, self.run_id, state, path)
+            refuse_an_older_checkpoint(client, self.run_id, state, path, self.logged_steps)
         except BaseException:
             lock.release()
             raise
@@ -383,13 +391,25 @@ def mlflow_command() -> str:
     return relative if not relative.startswith("..") else str(beside)
 
 
+def mlflow_logged_steps(client: MlflowClient, run_id: str) -> int:
+    """The last step an MLflow run logged (its ``train/frames``, else any metric's); -1 if none."""
+    metrics = client.get_run(run_id).data.metrics
+    if not metrics:
+        return -1
+    key = "train/frames" if "train/frames" in metrics else sorted(metrics)[0]
+    return max((m.step for m in client.get_metric_history(run_id, key)), default=-1)
+
+
 def refuse_an_older_checkpoint(client: MlflowClient, run_id: str, state: Mapping,
-                               path: Path) -> None:
+                               path: Path, logged_steps: Callable[[str], int] | None = None
+                               ) -> None:
     """``resume=<path>`` of a checkpoint older than what its run logged since (a copy of an
     earlier ``last.pt``): continuing from it would log the steps after it a second time, so it
-    is refused (``ValueError``) before anything is logged, naming both steps and the ways on."""
+    is refused (``ValueError``) before anything is logged, naming both steps and the ways on.
+    ``logged_steps``: the run's logger's last step (default: its MLflow run's)."""
     checkpointed = int(state.get("frames", 0))
-    logged = max((m.step for m in client.get_metric_history(run_id, "train/frames")), default=0)
+    logged = (logged_steps(run_id) if logged_steps is not None
+              else mlflow_logged_steps(client, run_id))
     if logged > checkpointed:
         raise ValueError(
             f"resume={path}: its run {run_id} logged steps up to {logged} frames, past this "
@@ -413,18 +433,19 @@ def check_resume(resume: bool | str, checkpoint_dir) -> None:
 
 
 def refuse_without_checkpoint(client: MlflowClient, run_ids: Iterable[str | None], path: Path,
-                              what: str) -> None:
+                              what: str, logged_steps: Callable[[str], int] | None = None
+                              ) -> None:
     """``resume=true`` found runs but no checkpoint at ``path``: continuing them from iteration 0
     would log every step again, so if any of them logged a metric, refuse (``FileNotFoundError``)
     naming where the checkpoint was looked for and the two ways on; a run that logged nothing
-    (killed before its first checkpoint) may start over in place."""
+    (killed before its first checkpoint) may start over in place. ``logged_steps``: the run's
+    logger's last step (default: its MLflow run's)."""
     logged = {}
     for run_id in filter(None, run_ids):
-        metrics = client.get_run(run_id).data.metrics
-        if metrics:
-            key = "train/frames" if "train/frames" in metrics else sorted(metrics)[0]
-            steps = [m.step for m in client.get_metric_history(run_id, key)]
-            logged[run_id] = max(steps, default=0)
+        step = (logged_steps(run_id) if logged_steps is not None
+                else mlflow_logged_steps(client, run_id))
+        if step >= 0:
+            logged[run_id] = step
     if not logged:
         return
     runs = ", ".join(f"{run_id} (up to step {step})" for run_id, step in logged.items())

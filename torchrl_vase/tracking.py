@@ -54,6 +54,8 @@ from mlflow.entities import Experiment, Metric, Param
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from torchrl_vase.checkpointing import stop_requested
+
 # MLflow prints "View run ... at <the tracking URI>" when a run against a server ends, a password
 # in the URI included; the runs print their own links, the URI redacted (``redact``)
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
@@ -114,13 +116,17 @@ def is_transient(error: BaseException) -> bool:
 
 
 def retrying(call: Callable[[], T], *, what: str, minutes: float, first_wait: float = 1.0,
-             max_wait: float = 10.0, sleep: Callable[[float], None] = time.sleep) -> T:
+             max_wait: float = 10.0, sleep: Callable[[float], None] = time.sleep,
+             store: str | None = None) -> T:
     """``call()``, retried after transient failures with waits doubling from ``first_wait`` up to
     ``max_wait`` seconds, for at most ``minutes``; then ``TrackingUnavailable`` naming ``what``.
     Anything else ``call`` raises goes up at once.
 
     The first failure of an outage and its end are logged as warnings (``torchrl_vase.tracking``),
-    one each, so a run that waits for its store says so instead of looking hung."""
+    one each, so a run that waits for its store says so instead of looking hung. Once a signal
+    has asked the run to stop (``checkpointing.stop_requested``), it waits no more: a
+    scheduler's SIGKILL follows a SIGTERM within seconds. A SQLite ``store`` whose file is gone
+    is not an outage: it is said at once."""
     started = time.monotonic()
     deadline = started + 60.0 * minutes
     wait, failures = first_wait, 0
@@ -135,11 +141,22 @@ def retrying(call: Callable[[], T], *, what: str, minutes: float, first_wait: fl
                               "with resume=true") from None
             if not is_transient(error):
                 raise
+            database = sqlite_path(store) if store else None
+            if database is not None and not database.exists():
+                raise TrackingUnavailable(
+                    f"{what}: the tracking store's database {database} no longer exists "
+                    "(deleted or moved while the run logged to it); no wait brings it back"
+                ) from None
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TrackingUnavailable(
                     f"{what}: the tracking store stayed unreachable for {minutes:g} min "
                     f"({_describe(error)})"
+                ) from error
+            if (stopping := stop_requested()) is not None:  # a scheduler's SIGKILL follows
+                raise TrackingUnavailable(
+                    f"{what}: the tracking store is unreachable ({_describe(error)}) and "
+                    f"{stopping} asked the run to stop, so it does not wait for the store"
                 ) from error
             if not failures:
                 _log.warning("%s: the tracking store is unreachable (%s); retrying for up to "
@@ -469,7 +486,8 @@ class MLflowTracker:
         return tracker
 
     def _call(self, call: Callable[[], T], what: str) -> T:
-        return retrying(call, what=f"run {self.run_id}: {what}", minutes=self.retry_minutes)
+        return retrying(call, what=f"run {self.run_id}: {what}", minutes=self.retry_minutes,
+                        store=self.client.tracking_uri)
 
     @property
     def params(self) -> dict[str, str]:

@@ -34,7 +34,8 @@ from torchrl_vase.diagnostics import CoverageGrid
 from torchrl_vase.envs import make_training_env
 from torchrl_vase.evaluation import evaluate, record_episode
 from torchrl_vase.exploration import Exploration
-from torchrl_vase.loggers import CSVLogger, Logger
+from torchrl_vase.loggers import CSVLogger, Logger, csv_history
+from torchrl_vase.loop import FRAMES
 from torchrl_vase.modules import (
     ACTIVATIONS,
     DynamicsModel,
@@ -278,6 +279,16 @@ def run_logger(cfg: DictConfig, run) -> Logger:
     if cfg.logger == "csv":
         return CSVLogger(run.run_id, log_dir=Path(cfg.csv_dir) / config.experiment_name(cfg))
     return run.tracker
+
+
+def logged_steps(cfg: DictConfig):
+    """What the resume guards read of a run's logged history: ``None`` (its MLflow run's, the
+    default) or, with ``logger=csv``, the last step of its CSV files, by run id."""
+    if cfg.logger != "csv":
+        return None
+    root = Path(cfg.csv_dir) / config.experiment_name(cfg)
+    return lambda run_id: max((step for step, _ in csv_history(root / run_id, FRAMES)),
+                              default=-1)
 
 
 def log_figures(cfg: DictConfig, logger: Logger, policy, first_reward: FirstReward,

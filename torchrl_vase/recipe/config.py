@@ -13,6 +13,7 @@ run before any MLflow run exists.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from dataclasses import dataclass, field
@@ -524,21 +525,48 @@ def pool_bytes(cfg: DictConfig, obs: int | None = None, action: int | None = Non
 BATCH_VALUES = (4, 4, 16)
 
 
+#: an env's memory in a run: a MuJoCo task's env took 1.1 MiB, a Box2D one 0.1 MiB (100 made
+#: in one process, measured 2026-12-07); doubled for the vector env's lanes and TorchRL's specs
+ENV_BYTES = 2 * 2**20
+
+
+def sample_bytes(cfg: DictConfig, obs: int, action: int) -> int:
+    """What the Bayesian model's ``surprise.num_samples`` draws hold at once, at most: a weight
+    set each (weight sampling) or a minibatch's pre-activations each (the local samplings), for
+    the noise, the activations and their gradients; 0 without such a model."""
+    if cfg.surprise.name not in ("vase", "nll", "vime"):
+        return 0
+    widths = [obs + action, *cfg.env.bnn.num_cells, obs]
+    weights = sum((inputs + 1) * outputs for inputs, outputs in itertools.pairwise(widths))
+    minibatch = cfg.surprise.elbo.batch_size * sum(widths[1:])
+    return 3 * 4 * int(cfg.surprise.num_samples) * (weights + minibatch)
+
+
 def check_memory(cfg: DictConfig, obs: int, action: int) -> None:
-    """Refuse, before any run exists, a run whose replay pool and batch would not fit in 80 % of
-    the memory free here (``env.frames_per_batch=2000000000`` would grow for minutes first)."""
+    """Refuse, before any run exists, a run whose envs, batch, replay pool (SAC's buffer) and
+    the model's samples would not fit in 80 % of the memory free here
+    (``env.frames_per_batch=2000000000`` would grow for minutes first, ``num_envs=100000`` end
+    in a crash, ``surprise.num_samples=1e8`` fail in torch's allocator)."""
     frames = collected_frames(cfg, 1)
     per_obs, per_action, rest = BATCH_VALUES
-    batch = frames * (per_obs * obs + per_action * action + rest) * 4
-    pool = pool_bytes(cfg, obs, action)
-    needed = pool + batch + RUN_OVERHEAD
+    parts = {
+        f"a batch of {frames:,} frames": frames * (per_obs * obs + per_action * action + rest) * 4,
+        "the replay pool": pool_bytes(cfg, obs, action),
+        f"{cfg.num_envs:,} envs": cfg.num_envs * ENV_BYTES,
+        f"{int(cfg.surprise.get('num_samples', 0) or 0):,} model samples": sample_bytes(
+            cfg, obs, action),
+    }
+    needed = sum(parts.values()) + RUN_OVERHEAD
     free = available_memory()
     if needed > 0.8 * free:
-        key = "sac.frames_per_batch" if cfg.algorithm == "sac" else "env.frames_per_batch"
+        batch_key = "sac.frames_per_batch" if cfg.algorithm == "sac" else "env.frames_per_batch"
+        largest = max(parts, key=parts.__getitem__)
+        advice = {"the replay pool": "the pool's size", f"{cfg.num_envs:,} envs": "num_envs"}.get(
+            largest, "surprise.num_samples" if "samples" in largest else batch_key)
         raise ValueError(
-            f"this run needs about {needed / 2**30:.1f} GiB (a batch of {frames:,} frames: "
-            f"{batch / 2**30:.1f} GiB; the replay pool: {pool / 2**30:.1f} GiB), more than 80 % "
-            f"of the {free / 2**30:.1f} GiB free here: lower {key} or the pool's size.")
+            f"this run needs about {needed / 2**30:.1f} GiB ("
+            + "; ".join(f"{name}: {size / 2**30:.1f} GiB" for name, size in parts.items() if size)
+            + f"), more than 80 % of the {free / 2**30:.1f} GiB free here: lower {advice}.")
 
 
 def available_memory() -> int:
