@@ -30,6 +30,17 @@ import signal
 import sys
 from pathlib import Path
 
+
+def _interrupted_while_importing(signum, frame):
+    # Ctrl-C in the seconds of imports: a sentence, not the import machinery's traceback
+    print(f"recipes/trpo_vase.py: interrupted ({signal.Signals(signum).name}) while starting, "
+          "before any run existed", file=sys.stderr)
+    raise SystemExit(128 + signum)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, _interrupted_while_importing)
+
 import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -121,6 +132,8 @@ def train(cfg: DictConfig) -> dict:
 
 @hydra.main(version_base=None, config_path=str(schema.CONF_DIR), config_name="trpo_vase")
 def main(cfg: DictConfig) -> float:
+    # from here a run may exist: Ctrl-C is an interrupt that ends it KILLED (reported_errors)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with reported_errors("recipes/trpo_vase.py"):  # a refused input: its message, no traceback
         result = train(cfg)
     where = (f"The run's metrics: {result['metrics_dir']}" if result.get("metrics_dir") else
@@ -135,4 +148,5 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    schema.refuse_unknown_settings(sys.argv[1:], "recipes/trpo_vase.py")
     main()

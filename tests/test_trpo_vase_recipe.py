@@ -1247,3 +1247,15 @@ def test_vase_at_eta_zero_trains_the_policy_bit_for_bit_as_no_bonus_does(store, 
     monkeypatch.setattr(Exploration, "own_random", lambda self: contextlib.nullcontext())
     leaky = history("surprise=vase", "surprise.eta=0", "mlflow.experiment=leaky")
     assert any(leaky[key] != plain[key] for key in shared)
+
+
+def test_a_misspelled_setting_is_answered_with_the_setting_it_resembles(run_script):
+    for given, meant in (("iteraions=3", "iterations"), ("trpo.gama=0.9", "trpo.gamma"),
+                         ("surprise.sigma=1", "surprise.sigma_c"),
+                         ("env.policy_cell=[8]", "env.policy_cells")):
+        out = run_script("recipes/trpo_vase.py", given)
+        assert out.returncode == 1 and "Traceback" not in out.stderr
+        assert f"unknown setting {given.split('=')[0]!r}; did you mean {meant!r}?" in out.stderr
+        assert "+" + given not in out.stdout + out.stderr  # not Hydra's advice to append it
+    assert {"iterations", "surprise.elbo.lr", "env.bnn.num_cells", "sac.utd_ratio",
+            "checkpoint.trust_unsigned"} <= schema.known_settings()

@@ -111,6 +111,12 @@ def reported_errors(program: str,
             raise
         print(f"{program}: {stop}", file=sys.stderr)
         raise SystemExit(128 + signal.Signals[stop.signal_name].value) from None
+    except KeyboardInterrupt:  # Ctrl-C before the loop took over the signals (the start-up)
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        print(f"{program}: interrupted (SIGINT) while starting; a run it had opened is marked "
+              "KILLED", file=sys.stderr)
+        raise SystemExit(128 + signal.SIGINT) from None
 
 
 # what a run executes: a change here (uncommitted, or a new file) means HEAD did not produce it

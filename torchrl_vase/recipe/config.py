@@ -13,6 +13,7 @@ run before any MLflow run exists.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
 import os
@@ -785,3 +786,47 @@ class NoPasswordInSweeps(Callback):
                 "mlflow.tracking_uri would be kept in clear: give that URI in the environment "
                 "(MLFLOW_TRACKING_URI=... python recipes/trpo_vase.py -m ...) and leave "
                 "mlflow.tracking_uri unset.")
+
+
+#: the recipe's config groups (a group's keys are its options' keys)
+RECIPE_GROUPS = ("env", "surprise", "advantage", "preset")
+
+
+def known_settings() -> set[str]:
+    """Every dotted key the recipe's config can hold: ``conf/trpo_vase.yaml``'s, and under each
+    group the keys of any of its options (``env.policy_cells``, ``surprise.elbo.lr``)."""
+    def keys(node, prefix: str) -> set[str]:
+        found = set()
+        for key, value in (node or {}).items():
+            if key == "defaults":
+                continue
+            found.add(f"{prefix}{key}")
+            if isinstance(value, dict):
+                found |= keys(value, f"{prefix}{key}.")
+        return found
+
+    known = keys(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "trpo_vase.yaml")), "")
+    for group in RECIPE_GROUPS:
+        known.add(group)
+        for option in (CONF_DIR / group).glob("*.yaml"):
+            known |= keys(OmegaConf.to_container(OmegaConf.load(option)), f"{group}.")
+    return known
+
+
+def refuse_unknown_settings(arguments: list[str], program: str) -> None:
+    """End the program with ``did you mean …?`` for a command-line override that names no
+    setting (``iteraions=3``), before Hydra answers with its advice to append ``+iteraions=3``
+    (which then fails in the config's check). Hydra's own keys, appends (``+``), deletions
+    (``~``) and flags are left to Hydra."""
+    known = None
+    for argument in arguments:
+        key = argument.split("=", 1)[0]
+        if ("=" not in argument or key.startswith(("+", "~", "-", "hydra"))
+                or key.split("@", 1)[0] in RECIPE_GROUPS):
+            continue
+        known = known_settings() if known is None else known
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            raise SystemExit(f"{program}: unknown setting {key!r}"
+                             + (f"; did you mean {close[0]!r}?" if close else ".")
+                             + f" (`python {program} --help` lists the settings.)")
