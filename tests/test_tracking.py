@@ -217,8 +217,9 @@ def test_a_store_that_stays_away_stops_the_run_with_a_checkpoint_and_resume_comp
 
     monkeypatch.setattr(MLflowTracker, "log", log_then_lose_the_store)
     with pytest.raises(RuntimeError, match=r"unreachable for 10 min .*\. Stopped: the checkpoint "
-                                           r".*last\.pt holds every step not logged; once the "
-                                           r"store is back, continue with resume=true"):
+                                           r".*last\.pt holds every step not logged; the store "
+                                           r"still shows the run RUNNING .* Once the store is "
+                                           r"back, continue with resume=true"):
         recipe.train(_config(tmp_path, "iterations=3"))
     client = MlflowClient(tracking_uri=uri)
     [run] = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id])

@@ -174,7 +174,8 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
     assert {"config.yaml", "weights.pt", "visited_positions.png"} <= artifacts
     weights = torch.load(client.download_artifacts(run.info.run_id, "weights.pt"),
                          weights_only=True)
-    assert set(weights) == {"actor", "critic", "intrinsic_critic", "collector", "exploration"}
+    assert set(weights) == {"actor", "critic", "intrinsic_critic", "collector", "exploration",
+                            "_content_sha256"}  # the digest it is checked against on loading
     assert not any("extra_state" in key for key in weights["exploration"])  # no pool
 
 
@@ -577,9 +578,12 @@ def test_a_refused_setting_leaves_no_store_behind(tmp_path, store):
     # a torch file that is no run's checkpoint: a sentence, not a KeyError
     stray = tmp_path / "stray.pt"
     torch.save({"weights": torch.zeros(2)}, stray)
+    with pytest.raises(ValueError, match=r"carries no digest of its content"):
+        recipe.train(_config(store, "checkpoint.every=1", f"resume={stray}"))
     with pytest.raises(ValueError, match=r"this file is not a run's checkpoint \(it holds no run "
                                          r"identity: weights\)"):
-        recipe.train(_config(store, "checkpoint.every=1", f"resume={stray}"))
+        recipe.train(_config(store, "checkpoint.every=1", "checkpoint.trust_unsigned=true",
+                             f"resume={stray}"))
 
 
 class DictObservationEnv(gymnasium.Env):
@@ -1259,3 +1263,25 @@ def test_a_misspelled_setting_is_answered_with_the_setting_it_resembles(run_scri
         assert "+" + given not in out.stdout + out.stderr  # not Hydra's advice to append it
     assert {"iterations", "surprise.elbo.lr", "env.bnn.num_cells", "sac.utd_ratio",
             "checkpoint.trust_unsigned"} <= schema.known_settings()
+
+
+def test_a_checkpoint_that_cannot_be_restored_leaves_its_run_as_it_was(store, tmp_path):
+    overrides = ("surprise=vase", "seed=12", "checkpoint.every=1", "mlflow.experiment=moved_pool")
+    result = recipe.train(_config(store, *overrides, "iterations=2"))
+    client = MlflowClient(tracking_uri=store[0])
+    folder = Path(store[1]) / "checkpoints" / "moved_pool" / result["run_id"]
+    moved = tmp_path / "moved"
+    shutil.move(folder, moved)  # the run's folder, replay chunks and all, moved elsewhere
+    with pytest.raises(FileNotFoundError, match=r"a chunk is missing"):
+        recipe.train(_config(store, *overrides, "iterations=3",
+                             f"resume={moved / 'last.pt'}"))
+    run = client.get_run(result["run_id"])
+    assert run.info.status == "FINISHED" and "error" not in run.data.tags  # as it was
+    # a run that failed once, then finishes, loses the error that no longer says why it stopped
+    client.set_tag(result["run_id"], "error", "ValueError: an earlier attempt")
+    assert not (folder / "last.pt").exists()  # the refused attempt wrote no checkpoint there
+    shutil.rmtree(folder)
+    shutil.move(moved, folder)
+    recipe.train(_config(store, *overrides, "iterations=3", "resume=true"))
+    run = client.get_run(result["run_id"])
+    assert run.info.status == "FINISHED" and "error" not in run.data.tags

@@ -206,6 +206,7 @@ class TrainingRun:
         self.tracker: MLflowTracker | None = None
         self.checkpointer: Checkpointer | None = None
         self._held_lock: RunLock | None = None
+        self._unrestored = False  # a checkpoint that could not be loaded into the loop
 
     # --------------------------------------------------------------------------------------
     def restore(self, loop) -> bool:
@@ -217,8 +218,12 @@ class TrainingRun:
         module's example (and ``docs/guides/training_loop.md``, which runs it)."""
         if self.state is None:
             return False
-        with trusting_unsigned(self.trust_unsigned):  # the replay chunks it names
-            loop.load_state_dict(self.state)
+        try:
+            with trusting_unsigned(self.trust_unsigned):  # the replay chunks it names
+                loop.load_state_dict(self.state)
+        except BaseException:
+            self._unrestored = True  # the run is given back as it was, not marked FAILED
+            raise
         self.state = None
         return True
 
@@ -269,6 +274,11 @@ class TrainingRun:
                     "resume=true (mlflow.retry_minutes sets how long to wait)."
                 ) from None
             message = None
+            if self._unrestored and self.tracker.status_before is not None:
+                # nothing ran: the run keeps the status it had, and no error of this attempt
+                if self.tracker.status_before != "RUNNING":
+                    self.tracker.end(self.tracker.status_before)
+                return
             if error is None:
                 status = "FINISHED" if self.stopped_by is None else "KILLED"
             elif isinstance(error, KeyboardInterrupt):

@@ -448,6 +448,8 @@ class MLflowTracker:
         self.client = client
         self.run_id = run_id
         self.retry_minutes = retry_minutes
+        #: a resumed run's status before this process marked it RUNNING (``None``: a new run)
+        self.status_before: str | None = None
 
     @classmethod
     def create(cls, uri: str, experiment: str | Experiment, run_name: str | None = None,
@@ -471,8 +473,8 @@ class MLflowTracker:
         is not in it."""
         client = MlflowClient(tracking_uri=uri)
         try:
-            retrying(lambda: client.get_run(run_id), what="reading the run",
-                     minutes=retry_minutes)
+            before = retrying(lambda: client.get_run(run_id), what="reading the run",
+                              minutes=retry_minutes)
         except MlflowException as error:
             if error.error_code != "RESOURCE_DOES_NOT_EXIST":
                 raise
@@ -482,6 +484,7 @@ class MLflowTracker:
                 "another store; resume against that one (mlflow.tracking_uri=...)."
             ) from None
         tracker = cls(client, run_id, retry_minutes)
+        tracker.status_before = before.info.status
         tracker._call(lambda: client.update_run(run_id, status="RUNNING"), "marking it running")
         return tracker
 
@@ -534,9 +537,13 @@ class MLflowTracker:
 
     def end(self, status: str, error: str | None = None) -> None:
         """Mark the run ``FINISHED``, ``FAILED`` or ``KILLED``; a failed run's ``error`` (what
-        stopped it, shown in the MLflow UI beside its status) as its ``error`` tag."""
+        stopped it, shown in the MLflow UI beside its status) as its ``error`` tag, which a run
+        that goes on to finish loses (it no longer says why the run stopped)."""
         if error is not None:
             message = error if len(error) <= ERROR_TAG_CHARS else error[:ERROR_TAG_CHARS - 1] + "…"
             self.set_tag("error", message)
+        elif status == "FINISHED" and "error" in self.tags:
+            self._call(lambda: self.client.delete_tag(self.run_id, "error"),
+                       "clearing its former error")
         self._call(lambda: self.client.set_terminated(self.run_id, status),
                    f"marking it {status}")
