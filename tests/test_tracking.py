@@ -414,9 +414,12 @@ def test_a_store_creation_killed_midway_leaves_no_half_made_store(tmp_path):
     database = tmp_path / "mlflow.db"
     left = tmp_path / ".mlflow.db.4242.creating"
     left.write_bytes(b"SQLite format 3\x00 half of the tables")
+    journal = tmp_path / ".mlflow.db.4242.creating-journal"  # SQLite's, beside it
+    journal.write_bytes(b"a rollback journal")
     assert not database.exists()
     check_tracking_store(f"sqlite:///{database}")
-    assert database.exists() and not left.exists()
+    assert database.exists() and not left.exists() and not journal.exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
     MlflowClient(tracking_uri=f"sqlite:///{database}").search_experiments()  # a whole store
 
 

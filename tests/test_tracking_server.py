@@ -160,3 +160,19 @@ def test_the_server_runs_without_mlflows_job_runner(server):
     processes = _descendants(int((directory / "mlflow.pid").read_text()))
     assert any("uvicorn" in command for command in processes), processes  # the server's own
     assert not [command for command in processes if "mlflow.server.jobs" in command]
+
+
+def test_a_wrong_database_password_is_refused_at_the_first_attempt(server):
+    import time
+
+    from torchrl_vase.tracking import DatabaseRefused, check_tracking_store
+
+    _, directory = server
+    pgport = (directory / "pgdata" / "postmaster.pid").read_text().splitlines()[3].strip()
+    uri = f"postgresql+psycopg2://postgres:Wr0ngPw@127.0.0.1:{pgport}/mlflow"
+    started = time.monotonic()
+    with pytest.raises(DatabaseRefused, match=r"refused the connection \(.*password "
+                                              r"authentication failed") as refused:
+        check_tracking_store(uri)
+    assert time.monotonic() - started < 10  # MLflow's own engine retried for minutes
+    assert "Wr0ngPw" not in str(refused.value)

@@ -252,6 +252,7 @@ def check_tracking_store(uri: str) -> None:
     database = sqlite_path(uri)
     if database is None:
         try:
+            _connect_once(uri)
             with _fast_http_failure():
                 MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
         except ImportError as error:  # SQLAlchemy's driver for the URI's database
@@ -260,6 +261,8 @@ def check_tracking_store(uri: str) -> None:
                 "which is not installed here (PostgreSQL: `postgresql+psycopg2://…` with "
                 "psycopg2-binary, the `server` extra; MySQL: mysqlclient)."
             ) from None
+        except DatabaseRefused:
+            raise
         except Exception as error:  # mlflow raises many types; all mean "unreachable" here
             if "Supported URI schemes are" in str(error):
                 schemes = str(error).split("Supported URI schemes are:")[-1].strip().rstrip(".")
@@ -289,19 +292,51 @@ def check_tracking_store(uri: str) -> None:
         ) from None
 
 
+class DatabaseRefused(RuntimeError):
+    """A tracking store's database refused the connection (a wrong password, no server)."""
+
+
+#: the databases MLflow's SQLAlchemy store serves, by URI scheme (``postgresql+psycopg2`` too)
+_DATABASES = ("postgresql", "mysql", "mssql")
+
+
+def _connect_once(uri: str) -> None:
+    """For a database URI, one connection with a 5 s timeout, before MLflow's own engine, which
+    retries a refused login for minutes: a wrong password or an unknown host is said at once."""
+    if uri.split(":", 1)[0].split("+", 1)[0] not in _DATABASES:
+        return
+    import sqlalchemy
+
+    timeout = {"connect_timeout": 5}
+    engine = sqlalchemy.create_engine(uri, connect_args=timeout)
+    try:
+        with engine.connect():
+            pass
+    except sqlalchemy.exc.OperationalError as error:
+        reason = str(error.orig if error.orig is not None else error).strip().splitlines()[0]
+        raise DatabaseRefused(
+            f"the database of the tracking store {redact(uri)!r} refused the connection "
+            f"({redact(reason)}): check the user, password, host and port in the URI."
+        ) from None
+    finally:
+        engine.dispose()
+
+
 def _create_sqlite_store(database: Path) -> None:
     """A new SQLite store, created (its tables migrated) under a temporary name beside it and
     renamed into place: a process killed while MLflow builds the tables (a second or two) leaves
     no half-made store, only a temporary file the next creation removes. Call it under the
     store's lock."""
-    for stale in database.parent.glob(f".{database.name}.*.creating"):
+    # a killed creation's file and SQLite's rollback journal beside it (``…creating-journal``)
+    for stale in database.parent.glob(f".{database.name}.*.creating*"):
         stale.unlink(missing_ok=True)
     temporary = database.with_name(f".{database.name}.{os.getpid()}.creating")
     try:
         MlflowClient(tracking_uri=f"sqlite:///{temporary}").search_experiments(max_results=1)
         os.replace(temporary, database)
     finally:
-        temporary.unlink(missing_ok=True)
+        for left in (temporary, temporary.with_name(temporary.name + "-journal")):
+            left.unlink(missing_ok=True)
 
 
 def _describe(error: BaseException) -> str:
