@@ -476,7 +476,8 @@ def test_every_user_and_password_form_is_redacted_whole(uri, shown):
 def test_a_runs_config_artifact_and_checkpoint_keep_no_password(tmp_path, capsys, sqlite_uri):
     uri = sqlite_uri
     config = {"seed": 0, "mlflow": {"tracking_uri": "http://user:secret@server:5000"},
-              "other": ["postgresql://a:hunter2@db/x"]}
+              "other": ["postgresql://a:hunter2@db/x", "http://:Zq9SecretPW@host",
+                        "http://alice:Zq9@SecretPW@host"]}
     with TrainingRun(uri, "redacted", config=config, run_name="r", params={"seed": "0"},
                      identity_ignores=("mlflow",), checkpoint_dir=tmp_path / "c") as run:
         path = run.save({"parts": {}, "step": 1})
@@ -484,6 +485,7 @@ def test_a_runs_config_artifact_and_checkpoint_keep_no_password(tmp_path, capsys
     local = client.download_artifacts(run.run_id, "config.yaml", str(tmp_path))
     saved = Path(local).read_text() + path.read_bytes().decode("latin-1")
     assert "secret" not in saved and "hunter2" not in saved and "user:***@server" in saved
+    assert "Zq9" not in saved and "SecretPW" not in saved and "alice:***@host" in saved
     assert "secret" not in capsys.readouterr().out
 
 
