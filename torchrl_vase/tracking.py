@@ -59,6 +59,9 @@ from torchrl_vase.checkpointing import stop_requested
 # MLflow prints "View run ... at <the tracking URI>" when a run against a server ends, a password
 # in the URI included; the runs print their own links, the URI redacted (``redact``)
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+# MLflow's SQL store logs each failed statement with its traceback (a full disk: three screens)
+# before raising it; every failure reaches the run as an exception, said in one sentence
+logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 __all__ = [
     "MLflowTracker",
