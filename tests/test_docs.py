@@ -75,3 +75,50 @@ def test_importing_the_library_does_not_import_mlflow():
     code = ("import sys, torchrl_vase; assert 'mlflow' not in sys.modules; "
             "from torchrl_vase import TrainingRun, tracking; assert 'mlflow' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+#: a signature the docs write out: ``Name(args, *, key=default, ...)`` (a bare ``*`` in it)
+SIGNATURE = re.compile(r"`(\w+)(\.build)?\(([^`]*?(?:^|[(,])\s*\*\s*,[^`]*?)\)`", re.S | re.M)
+
+
+def _parameters(target) -> dict:
+    """``target``'s parameters, those its ``**kwargs`` passes on to a base class's included."""
+    import inspect
+
+    parameters = dict(inspect.signature(target).parameters)
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()) and inspect.isclass(target):
+        for base in target.__mro__[1:]:
+            if "__init__" in vars(base):
+                for name, parameter in inspect.signature(base).parameters.items():
+                    parameters.setdefault(name, parameter)
+    return parameters
+
+
+def test_the_signatures_the_guides_write_out_have_the_codes_names_and_defaults():
+    import ast
+
+    import torchrl_vase
+
+    checked, wrong = 0, []
+    for page in PAGES:
+        for name, build, arguments in SIGNATURE.findall(page.read_text()):
+            if name not in torchrl_vase.__all__:
+                continue
+            target = getattr(torchrl_vase, name)
+            parameters = _parameters(target.build if build else target)
+            for key, written in re.findall(r"(\w+)=([^,\n)]+)", arguments):
+                checked += 1
+                if key not in parameters:
+                    wrong.append(f"{page.name}: {name}{build} has no parameter {key}")
+                    continue
+                default = parameters[key].default
+                try:
+                    value = ast.literal_eval(written.strip())
+                except (ValueError, SyntaxError):  # nn.ReLU, a name: not a literal to compare
+                    continue
+                same = (list(value) == list(default) if isinstance(value, list | tuple)
+                        and isinstance(default, list | tuple) else value == default)
+                if not same:
+                    wrong.append(f"{page.name}: {name}{build}({key}={written.strip()}), the "
+                                 f"code's default is {default!r}")
+    assert checked >= 15 and not wrong, wrong  # the pattern still finds the signatures

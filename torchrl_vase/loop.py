@@ -247,9 +247,7 @@ class TrainingLoop:
                 part.load_state_dict(state["parts"][name])
         self.iteration, self.frames = state["iterations_done"], state["frames"]
         self.wall_time = state["wall_time"]
-        # checkpoints written while the loop also trained populations kept a list of one dict
-        self.pending = [(frames, dict(metrics) if isinstance(metrics, Mapping) else
-                         dict(metrics[0])) for frames, metrics in state["pending_metrics"]]
+        self.pending = [(frames, dict(metrics)) for frames, metrics in state["pending_metrics"]]
         set_rng_state(state["rng"])
         self.collector.update_policy_weights_()  # its acting copy, if the policy is on a GPU
 

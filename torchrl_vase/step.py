@@ -51,7 +51,6 @@ from torchrl_vase.diagnostics import advantage_alignment
 from torchrl_vase.exploration import Exploration
 from torchrl_vase.objectives.trpo import TRPOLoss, fit_critic, loggable_fit
 from torchrl_vase.timing import phase
-from torchrl_vase.transforms.rnd import RNDRewardTransform
 
 __all__ = ["CriticFit", "OnPolicyStep", "PPOUpdate", "TRPOUpdate", "logged_model_metrics"]
 
@@ -68,9 +67,9 @@ EXPLORATION_METRICS = {
 
 def logged_model_metrics(exploration: Exploration, metrics: Mapping[str, float]
                          ) -> dict[str, float]:
-    """``Exploration``'s metrics as the recipe logs them: ``bonus/…``, the model's under
-    ``bnn/`` (the ELBO's) or ``rnd/``."""
-    prefix = "rnd/" if isinstance(exploration.bonus, RNDRewardTransform) else "bnn/"
+    """``Exploration``'s metrics as the recipe logs them: ``bonus/…``, the model's under its
+    bonus's ``metric_prefix`` (``bnn/``, the ELBO's; ``rnd/``)."""
+    prefix = exploration.bonus.metric_prefix
     return {EXPLORATION_METRICS.get(key, prefix + key): value for key, value in metrics.items()}
 
 

@@ -111,19 +111,6 @@ class RllabBox2DEnv(Env):
     # ----------------------------------------------------------------------------------------
     # rllab's Box2DEnv
     # ----------------------------------------------------------------------------------------
-    @staticmethod
-    def _body_state(body) -> BodyState:
-        return BodyState(
-            (float(body.position[0]), float(body.position[1])),
-            float(body.angle),
-            (float(body.linearVelocity[0]), float(body.linearVelocity[1])),
-            float(body.angularVelocity),
-        )
-
-    def body_states(self) -> dict[str, BodyState]:
-        """Every named body's pose and velocity (for tests and diagnostics)."""
-        return {body.userData: self._body_state(body) for body in self.world.bodies}
-
     def set_body_state(self, name: str, state: BodyState) -> None:
         """Put a body at a pose and velocity (for tests: hand-set states)."""
         body = self._body(name)

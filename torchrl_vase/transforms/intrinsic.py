@@ -91,6 +91,10 @@ class IntrinsicRewardTransform(Transform):
         extrinsic_reward_key: where r_e is copied, under ``"next"``.
     """
 
+    #: the namespace of the model's training metrics when logged (a subclass names its own:
+    #: ``bnn/elbo``, ``rnd/loss``)
+    metric_prefix = "model/"
+
     def __init__(
         self,
         *,

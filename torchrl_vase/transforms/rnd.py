@@ -53,6 +53,8 @@ class RNDRewardTransform(IntrinsicRewardTransform):
         True
     """
 
+    metric_prefix = "rnd/"
+
     def __init__(
         self,
         observation_dim: int,

@@ -98,6 +98,8 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         True
     """
 
+    metric_prefix = "bnn/"
+
     def __init__(
         self,
         model: DynamicsModel | None = None,
