@@ -116,7 +116,7 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
             # the policy acts in [-1, 1] units; the env clips there before scaling to its bounds
             action_bounds=(-1.0, 1.0) if s.model_action == "applied" else None)
         bonus = SurpriseRewardTransform(
-            model, measure=s.name, eta=s.eta, delta=s.get("delta", 0.0),
+            model, measure=s.name, eta=s.eta, delta=s.delta,
             num_samples=s.num_samples, reward_normalization=s.reward_normalization,
         ).to(cfg.device)
         loss = bonus.make_loss(num_samples=s.num_samples, kl_weight=s.elbo.kl_weight)
@@ -124,7 +124,7 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
         bonus, loss, pool_size=pool_size, pool_min=e.pool_min,
         updates_per_iteration=training.updates_per_iteration, batch_size=training.batch_size,
         lr=training.lr, backend=training.get("backend", "auto"), pool=pool,
-        diagnostics_every=cfg.get("diagnostics_every", 10), seed=cfg.seed,
+        diagnostics_every=cfg.diagnostics_every, seed=cfg.seed,
         shuffle_bonus=cfg.shuffle_bonus)
 
 

@@ -30,7 +30,6 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from torchrl_vase import defaults
 from torchrl_vase._validation import check_layer_widths, check_sigma_c
 from torchrl_vase.envs import (
     FAITHFUL,
@@ -59,7 +58,7 @@ class BNN:
 
 @dataclass
 class Coverage:
-    cell_size: float = 0.1
+    cell_size: float
 
 
 @dataclass
@@ -82,20 +81,20 @@ class Env:
 
 @dataclass
 class ModelTraining:
-    updates_per_iteration: int = 500
-    batch_size: int = 10
-    lr: float = 1e-3
+    updates_per_iteration: int
+    batch_size: int
+    lr: float
 
 
 @dataclass
 class ELBOTraining(ModelTraining):
-    kl_weight: float = 0.2
-    backend: str = "auto"
+    kl_weight: float
+    backend: str
 
 
 @dataclass
 class NoSurprise:
-    name: str = "none"
+    name: str
 
 
 @dataclass
@@ -109,10 +108,10 @@ class BNNSurprise:
     target: str
     standardize: bool
     elbo: ELBOTraining
-    reward_normalization: str | None = None
-    delta: float = defaults.DELTA
-    sampling: str = defaults.SAMPLING  # conf/surprise/<measure>.yaml sets it (VIME: weights)
-    model_action: str = "raw"
+    reward_normalization: str | None
+    delta: float
+    sampling: str  # conf/surprise/<measure>.yaml sets it (VIME: weights)
+    model_action: str
 
 
 @dataclass
@@ -123,7 +122,7 @@ class RNDSurprise:
     embedding_dim: int
     update_fraction: float
     predictor: ModelTraining
-    reward_normalization: str | None = None
+    reward_normalization: str | None
 
 
 @dataclass
@@ -135,10 +134,10 @@ class Advantage:
 
 @dataclass
 class DualAdvantage(Advantage):
-    extrinsic_coef: float = 2.0
-    intrinsic_coef: float = 1.0
-    intrinsic_gamma: float = 0.995
-    episodic_intrinsic: bool = False
+    extrinsic_coef: float
+    intrinsic_coef: float
+    intrinsic_gamma: float
+    episodic_intrinsic: bool
 
 
 @dataclass
@@ -159,54 +158,54 @@ class TRPO:
 
 @dataclass
 class PPO:
-    epochs: int = 10
-    minibatch_size: int = 500
-    clip_epsilon: float = 0.2
-    lr: float = 3e-4
-    entropy_coeff: float = 0.0
-    max_grad_norm: float | None = 0.5
+    epochs: int
+    minibatch_size: int
+    clip_epsilon: float
+    lr: float
+    entropy_coeff: float
+    max_grad_norm: float | None
 
 
 @dataclass
 class SAC:
-    frames: int = 300_000
-    frames_per_batch: int = 1000
-    num_envs: int = 1
-    init_random_frames: int = 25_000
-    buffer_size: int = 1_000_000
-    storage: str = "memory"
-    batch_size: int = 256
-    utd_ratio: float = 1.0
-    gamma: float = 0.99
-    lr: float = 3e-4
-    alpha_lr: float = 3e-4
-    alpha_init: float = 1.0
-    tau: float = 0.005
-    num_cells: list[int] = field(default_factory=lambda: [256, 256])
-    activation: str = "relu"
-    default_policy_scale: float = 1.0
-    scale_lb: float = 0.1
+    frames: int
+    frames_per_batch: int
+    num_envs: int
+    init_random_frames: int
+    buffer_size: int
+    storage: str
+    batch_size: int
+    utd_ratio: float
+    gamma: float
+    lr: float
+    alpha_lr: float
+    alpha_init: float
+    tau: float
+    num_cells: list[int]
+    activation: str
+    default_policy_scale: float
+    scale_lb: float
 
 
 @dataclass
 class MLflow:
-    tracking_uri: str | None = None
-    experiment: str | None = None
-    retry_minutes: float = 10.0
+    tracking_uri: str | None
+    experiment: str | None
+    retry_minutes: float
 
 
 @dataclass
 class Eval:
-    every: int = 10
-    episodes: int = 5
-    video: bool = False
+    every: int
+    episodes: int
+    video: bool
 
 
 @dataclass
 class Checkpoint:
-    every: int = 10
-    dir: str = "checkpoints"
-    trust_unsigned: bool = False
+    every: int
+    dir: str
+    trust_unsigned: bool
 
 
 @dataclass
@@ -227,14 +226,14 @@ class Main:
     eval: Eval
     checkpoint: Checkpoint
     resume: Any  # false, true, or a checkpoint's path
-    algorithm: str = "trpo"
-    ppo: PPO = field(default_factory=PPO)
-    sac: SAC = field(default_factory=SAC)
-    whole_paths: bool = True
-    logger: str = "mlflow"  # where the loop's metrics go: mlflow, or csv (under csv_dir)
-    csv_dir: str = "csv_logs"
-    diagnostics_every: int = 10  # the bonus's novelty and self-agreement: every k-th iteration
-    shuffle_bonus: bool = False  # a placebo: each batch's bonus permuted across its transitions
+    algorithm: str
+    ppo: PPO
+    sac: SAC
+    whole_paths: bool
+    logger: str  # where the loop's metrics go: mlflow, or csv (under csv_dir)
+    csv_dir: str
+    diagnostics_every: int  # the bonus's novelty and self-agreement: every k-th iteration
+    shuffle_bonus: bool  # a placebo: each batch's bonus permuted across its transitions
 
 
 SURPRISES = {"none": NoSurprise, "vase": BNNSurprise, "nll": BNNSurprise, "vime": BNNSurprise,
@@ -289,12 +288,19 @@ AT_MOST_ONE = ("trpo.gamma", "trpo.gae_lambda", "advantage.intrinsic_gamma",
 
 
 def _merge(schema: type, node: DictConfig, prefix: str) -> DictConfig:
+    """``node`` typed by ``schema``, whose fields hold no defaults: every value comes from the
+    YAML under ``conf/`` (one place), and a key it lacks is named."""
     try:
-        return OmegaConf.merge(OmegaConf.structured(schema), node)
+        merged = OmegaConf.merge(OmegaConf.structured(schema), node)
     except OmegaConfBaseException as error:
         key = getattr(error, "full_key", None) or "?"
         message = str(error).splitlines()[0]
         raise ValueError(f"{prefix}{key}: {message}") from None
+    missing = sorted(OmegaConf.missing_keys(merged))
+    if missing:
+        raise ValueError(f"the config gives no value for {', '.join(prefix + k for k in missing)} "
+                         f"(conf/ holds every setting's value).")
+    return merged
 
 
 def _choice(node: DictConfig, key: str, choices: dict, group: str) -> type:
