@@ -288,6 +288,15 @@ def test_bad_cadences_fail_at_construction(kwargs, message):
         TrainingLoop(ToyCollector(), ToyStep(), **{"iterations": 2, "seed": 0, **kwargs})
 
 
+def _sigterm_when(event: threading.Event) -> None:
+    """SIGTERM to this process, from another thread, once ``event`` is set (within 30 s)."""
+    def send() -> None:
+        event.wait(30)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=send, daemon=True).start()
+
+
 def test_a_signal_in_a_long_collection_drops_the_partial_batch_within_the_grace(tmp_path):
     hanging = threading.Event()
 
@@ -314,16 +323,12 @@ def test_a_signal_in_a_long_collection_drops_the_partial_batch_within_the_grace(
         def log(self, steps):
             logged.extend(step for step, _ in steps)
 
-    def send_sigterm():
-        hanging.wait(30)
-        os.kill(os.getpid(), signal.SIGTERM)
-
     loop = TrainingLoop(SlowFourthBatch(), lambda batch: {"loss": 1.0}, iterations=10, seed=0,
                         logger=Logger(), checkpoint=lambda state: saved.append(
                             state["iterations_done"]), checkpoint_every=2, progress=False,
                         stop_grace=0.2)
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGALRM)
-    threading.Thread(target=send_sigterm, daemon=True).start()
+    _sigterm_when(hanging)
     started = time.monotonic()
     result = loop.run()
     assert time.monotonic() - started < 10
@@ -336,20 +341,7 @@ def test_a_signal_in_a_long_collection_drops_the_partial_batch_within_the_grace(
 
 
 def test_a_signal_in_a_long_update_abandons_it_after_the_grace_and_keeps_the_checkpoint():
-    saved, logged, hanging = [], [], threading.Event()
-
-    class Batches:
-        def __iter__(self):
-            while True:
-                yield TensorDict({"next": {"reward": torch.zeros(4, 1)}}, [4])
-
-        def update_policy_weights_(self):
-            pass
-
-        def shutdown(self):
-            pass
-
-    calls = []
+    saved, hanging, calls, logger = [], threading.Event(), [], ListLogger()
 
     def step(batch):  # the third iteration's updates run on and on (SAC at utd_ratio=100)
         calls.append(len(calls))
@@ -361,23 +353,17 @@ def test_a_signal_in_a_long_update_abandons_it_after_the_grace_and_keeps_the_che
                 time.sleep(0.01)
         return {"loss": 1.0}
 
-    class Logger:
-        def log(self, steps):
-            logged.extend(step for step, _ in steps)
-
-    def send_sigterm():
-        hanging.wait(30)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    loop = TrainingLoop(Batches(), step, iterations=10, seed=0, logger=Logger(),
+    loop = TrainingLoop(ToyCollector(), step, iterations=10, seed=0, logger=logger,
                         checkpoint=lambda state: saved.append(state["iterations_done"]),
                         checkpoint_every=2, progress=False, stop_grace=0.2)
-    threading.Thread(target=send_sigterm, daemon=True).start()
+    _sigterm_when(hanging)
     started = time.monotonic()
     result = loop.run()
     assert time.monotonic() - started < 10
     assert result.stopped_by == "SIGTERM" and result.dropped == 0
-    assert result.iterations_done == 2 and saved == [2] and logged == [4, 8]
+    frames = NUM_ENVS * STEPS
+    assert result.iterations_done == 2 and saved == [2]
+    assert [step for step, _ in logger.steps] == [frames, 2 * frames]
 
 
 def test_a_signal_in_an_ordinary_collection_keeps_the_iteration_and_checkpoints_it():

@@ -399,10 +399,10 @@ class StopSignals:
 
     The first signal sets ``received`` (its name); the loop checks it between iterations, saves
     a checkpoint and ends the run as killed. Where ``interrupt()`` says the running work may be
-    abandoned (the loop: an iteration's work, which can take minutes, not its checkpoint), the
-    first signal also arms a timer: if that work is still running ``grace`` seconds later,
-    ``StopNow`` is raised there (an ordinary iteration ends first, and is kept); while
-    ``interrupt()`` says no, the timer asks again every ``RETRY`` seconds. A second
+    abandoned (the loop: a collection, which can take minutes), the first signal also arms a
+    timer: if that work is still running ``grace`` seconds later, ``StopNow`` is raised there
+    (an ordinary collection ends first, and the iteration is kept). Work with a safe point of
+    its own (SAC's updates) asks ``stop_due`` there instead. A second
     signal raises ``KeyboardInterrupt`` at once, for a user who does not want to wait. The
     previous handlers come back on exit. Outside the main thread (where Python allows no
     handlers) it does nothing.
@@ -416,8 +416,6 @@ class StopSignals:
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
-    #: seconds between the deadline's tries while the work may not be abandoned
-    RETRY = 0.5
 
     def __init__(self, interrupt: Callable[[], bool] | None = None, grace: float = 10.0) -> None:
         self.received: str | None = None
@@ -442,8 +440,6 @@ class StopSignals:
     def _deadline(self, signum: int, frame: FrameType | None) -> None:
         if self.interrupt is not None and self.interrupt():
             raise StopNow(self.received)
-        # work that may not be abandoned (a checkpoint being written): ask again shortly
-        signal.setitimer(signal.ITIMER_REAL, self.RETRY)
 
     def __enter__(self) -> StopSignals:
         _ACTIVE.append(self)

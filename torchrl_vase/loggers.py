@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from torchrl.record.loggers import CSVLogger as TorchRLCSVLogger
 
-__all__ = ["CSVLogger", "Logger", "csv_history"]
+__all__ = ["CSVLogger", "Logger", "csv_last_step"]
 
 
 def csv_history(directory: str | os.PathLike, key: str) -> list[tuple[int, float]]:
@@ -30,6 +30,11 @@ def csv_history(directory: str | os.PathLike, key: str) -> list[tuple[int, float
         return []
     with file.open(newline="") as rows:
         return [(int(step), float(value)) for step, value in csv.reader(rows)]
+
+
+def csv_last_step(directory: str | os.PathLike, key: str) -> int:
+    """The last step of ``key`` a ``CSVLogger`` wrote into ``directory`` (-1 if none)."""
+    return max((step for step, _ in csv_history(directory, key)), default=-1)
 
 
 @runtime_checkable
@@ -80,7 +85,7 @@ class CSVLogger:
 
     def last_logged_step(self, key: str) -> int:
         """The last step logged for ``key`` (-1 if none)."""
-        return max((step for step, _ in self.history(key)), default=-1)
+        return csv_last_step(self.directory, key)
 
     def logged_keys(self) -> list[str]:
         """Every metric logged so far."""

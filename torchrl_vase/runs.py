@@ -114,8 +114,8 @@ def reported_errors(program: str,
     except KeyboardInterrupt:  # Ctrl-C before the loop took over the signals (the start-up)
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
-        print(f"{program}: interrupted (SIGINT) while starting; a run it had opened is marked "
-              "KILLED", file=sys.stderr)
+        print(f"{program}: interrupted (SIGINT) while starting; a run it had opened, if any, "
+              "is marked KILLED", file=sys.stderr)
         raise SystemExit(128 + signal.SIGINT) from None
 
 

@@ -33,7 +33,7 @@ from claims import (
     judge_all,
     windows,
 )
-from dataset import Run, read
+from dataset import Run
 from study_statistics import WINDOWS, MedianComparison, aggregate
 
 #: every text at least 10 px where the docs show a figure (12 pt at 90 dpi, at most 11 in wide)
@@ -385,7 +385,8 @@ def write_page(study: Study, page: Path, figures: Path, others: tuple[Study, ...
     figures.mkdir(parents=True, exist_ok=True)
     link = Path(os.path.relpath(figures, page.parent)).as_posix()
     data = study.runs()
-    everything = read(study.dataset)
+    everything = [run for by_measure in data.values() for runs in by_measure.values()
+                  for run in runs]
     commits = sorted({r.commit[:7] for r in everything})
     verdicts = judge_all(study, data)
     claims = [v for v in verdicts if isinstance(v.record, Claim)]

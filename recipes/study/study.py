@@ -54,7 +54,7 @@ def export(study: Study, store: str, task: str, measure: str, into: Path | None 
     found = client.get_experiment_by_name(experiment(study, task, measure) + suffix)
     if found is None:
         return 0
-    stored = {row["provenance"].get("run_id") for row in dataset.read_rows(into)}
+    stored = {row["run_id"] for row in dataset.index(into)}
     rows = []
     for run in client.search_runs([found.experiment_id], max_results=10_000,
                                   filter_string="attributes.status != 'RUNNING'",
@@ -91,7 +91,8 @@ def export(study: Study, store: str, task: str, measure: str, into: Path | None 
 
 def pending(study: Study, tasks=None, measures=None) -> dict[tuple[str, str], list[int]]:
     """``(task, measure) -> seeds`` the study's cells ask for and its dataset lacks."""
-    done = {(r.task, r.measure, r.seed) for r in dataset.read(study.dataset)}
+    done = {(r["task"], r["measure"], r["seed"]) for r in dataset.index(study.dataset)
+            if r["status"] == "FINISHED"}
     return {(task, measure): missing for (task, measure), seeds in study.seeds.items()
             if (tasks is None or task in tasks) and (measures is None or measure in measures)
             and (missing := [s for s in seeds if (task, measure, s) not in done])}
@@ -176,10 +177,12 @@ def run(study: Study, scratch: Path, workers: int, launcher: str, tasks=None, me
     """Launch every run of ``study`` (of ``tasks`` and ``measures``) its dataset lacks."""
     check_code(study, code, any_commit or dry_run)
     scratch.mkdir(parents=True, exist_ok=True)
-    if (scratch / "mlflow.db").exists():
+    if (scratch / "mlflow.db").exists():  # what a killed launcher finished and did not export
         store = f"sqlite:///{(scratch / 'mlflow.db').resolve()}"
+        names = {e.name for e in MlflowClient(tracking_uri=store).search_experiments()}
         for task, measure in study.seeds:
-            export(study, store, task, measure)
+            if experiment(study, task, measure) in names:
+                export(study, store, task, measure)
     todo = pending(study, tasks, measures)
     print(f"{study.name}: {sum(map(len, todo.values()))} runs to go in {len(todo)} cells")
     launch(study, todo, scratch, workers, launcher, overrides, code, dry_run, commit=commit)

@@ -34,7 +34,7 @@ from torchrl_vase.diagnostics import CoverageGrid
 from torchrl_vase.envs import make_training_env
 from torchrl_vase.evaluation import evaluate, record_episode
 from torchrl_vase.exploration import Exploration
-from torchrl_vase.loggers import CSVLogger, Logger, csv_history
+from torchrl_vase.loggers import CSVLogger, Logger, csv_last_step
 from torchrl_vase.loop import FRAMES
 from torchrl_vase.modules import (
     ACTIVATIONS,
@@ -287,8 +287,7 @@ def logged_steps(cfg: DictConfig):
     if cfg.logger != "csv":
         return None
     root = Path(cfg.csv_dir) / config.experiment_name(cfg)
-    return lambda run_id: max((step for step, _ in csv_history(root / run_id, FRAMES)),
-                              default=-1)
+    return lambda run_id: csv_last_step(root / run_id, FRAMES)
 
 
 def log_figures(cfg: DictConfig, logger: Logger, policy, first_reward: FirstReward,
