@@ -2,13 +2,12 @@
 
 Prints, for each registered env, steps/second with uniformly random actions through raw
 gymnasium (``gymnasium.make``) and through TorchRL's ``GymEnv`` (``rollout`` without breaking on
-done); then, for every task as the authors ran it (``-v1``) beside our first version (``-v0``), raw
-steps/second measured in alternation (the ratio is what to read on a busy machine) and the success
-rate of a uniformly random policy over ``--episodes`` episodes of the registered length (500 steps;
-LunarLander 1,000); the authors' tasks stepped as the collector steps them, ``--vector-envs``
-copies through gymnasium's ``SyncVectorEnv`` and through ``LeanVectorEnv``; and for the point
-robot the number of steps a uniformly random policy needs to first reach the goal (episodes of 500
-steps restarting at the origin; median over seeds, with a cap).
+done); then, for every task, the success rate of a uniformly random policy over ``--episodes``
+episodes of the registered length (500 steps; LunarLander 1,000); the tasks stepped as the
+collector steps them, ``--vector-envs`` copies through gymnasium's ``SyncVectorEnv`` and
+through ``LeanVectorEnv``; and for the point robot the number of steps a uniformly random policy
+needs to first reach the goal (episodes of 500 steps restarting at the origin; median over seeds,
+with a cap).
 
 A success is an episode with a positive reward (the sparse tasks), or, for LunarLander, one that
 ends with the lander at rest (reward +100).
@@ -23,14 +22,13 @@ import argparse
 import logging
 import statistics
 import time
-import warnings
 
 import gymnasium
 import numpy as np
 import torch
 from torchrl.envs import GymEnv
 
-from torchrl_vase.envs import FAITHFUL, SPARSE_ENVS, LeanVectorEnv, sync_vector_env
+from torchrl_vase.envs import SPARSE_ENVS, LeanVectorEnv, sync_vector_env
 
 
 def raw_steps_per_second(env_id: str, steps: int) -> float:
@@ -64,23 +62,6 @@ def _actions(env_id: str, steps: int) -> tuple[gymnasium.Env, list]:
     env.reset(seed=0)
     env.action_space.seed(0)
     return env, [env.action_space.sample() for _ in range(steps)]
-
-
-def interleaved_steps_per_second(env_ids: list[str], steps: int, rounds: int = 3) -> list[float]:
-    """Raw steps/s of several envs, measured in turns (``rounds`` each), median per env."""
-    prepared = [_actions(env_id, steps) for env_id in env_ids]
-    rates: list[list[float]] = [[] for _ in env_ids]
-    for _ in range(rounds):
-        for i, (env, actions) in enumerate(prepared):
-            start = time.perf_counter()
-            for action in actions:
-                _, _, terminated, truncated, _ = env.step(action)
-                if terminated or truncated:
-                    env.reset()
-            rates[i].append(steps / (time.perf_counter() - start))
-    for env, _ in prepared:
-        env.close()
-    return [statistics.median(r) for r in rates]
 
 
 def vector_env_steps_per_second(env_id: str, num_envs: int, steps: int,
@@ -157,8 +138,6 @@ def main() -> None:
     )
     parser.add_argument("--vector-envs", type=int, default=10, help="copies per vector env")
     args = parser.parse_args()
-    # gymnasium calls the -v0 versions out of date next to the -v1 ones: we measure both on purpose
-    warnings.filterwarnings("ignore", message=".*is out of date.*")
     torch.set_num_threads(1)
     logging.getLogger("torchrl").setLevel(logging.WARNING)
 
@@ -169,23 +148,14 @@ def main() -> None:
         wrapped = torchrl_steps_per_second(env_id, args.steps)
         print(f"{env_id:<40} {raw:>10,.0f} {wrapped:>8,.0f}")
 
-    print(
-        f"\nThe authors' tasks (v1) beside our first versions (v0): raw steps/s measured in turns "
-        f"(median of 3 x {args.steps:,} steps), random-policy success over {args.episodes} episodes"
-    )
-    print(f"{'first version':<40} {'authors (v1)':<40} {'v0 /s':>8} {'v1 /s':>8} {'v1/v0':>6} "
-          f"{'v0 success':>10} {'v1 success':>10}")
-    for first, faithful in FAITHFUL.items():
-        v0, v1 = interleaved_steps_per_second([first, faithful], args.steps)
-        s0 = random_success_rate(first, args.episodes)
-        s1 = random_success_rate(faithful, args.episodes)
-        print(f"{first:<40} {faithful:<40} {v0:>8,.0f} {v1:>8,.0f} {v1 / v0:>6.2f} {s0:>10.3f} "
-              f"{s1:>10.3f}")
+    print(f"\nRandom-policy success over {args.episodes} episodes")
+    for env_id in SPARSE_ENVS:
+        print(f"{env_id:<40} {random_success_rate(env_id, args.episodes):>10.3f}")
 
-    print(f"\nThe authors' tasks as the collector steps them: {args.vector_envs} copies, env-steps "
+    print(f"\nThe tasks as the collector steps them: {args.vector_envs} copies, env-steps "
           f"per second through SyncVectorEnv and LeanVectorEnv (the same transitions), in turns")
     print(f"{'env':<40} {'sync /s':>9} {'lean /s':>9} {'ratio':>6}")
-    for env_id in FAITHFUL.values():
+    for env_id in SPARSE_ENVS:
         sync, lean = vector_env_steps_per_second(env_id, args.vector_envs,
                                                  max(1, args.steps // args.vector_envs))
         print(f"{env_id:<40} {sync:>9,.0f} {lean:>9,.0f} {lean / sync:>6.2f}")

@@ -3,10 +3,10 @@
 After ``import torchrl_vase``: ``gymnasium.make("torchrl_vase/SparseHalfCheetah-v1")`` or
 ``torchrl.envs.GymEnv("torchrl_vase/SparseHalfCheetah-v1")``.
 
-* ``-v1``: the tasks as the VASE authors ran them (their ``envs/*_x.py`` on rllab's Box2D and MuJoCo
-  models), and their LunarLanderContinuous (no crash penalty).
-* ``-v0``: our first versions (gymnasium's MountainCar, MuJoCo cart-pole and double pendulum of our
-  own, gymnasium's v5 locomotion models), and the 2D point robot, which is in no published code.
+The tasks are as the VASE authors ran them (their ``envs/*_x.py`` on rllab's Box2D and MuJoCo
+models, and their LunarLanderContinuous without the crash penalty), ``-v1``; the 2D point robot,
+which is in no published code, is ``-v0``. (Our first versions, written from the paper's text,
+were ``-v0`` too: removed on 2026-12-07, their measurements kept in docs/guides/envs.md.)
 
 Every task has the paper's 500-step limit (LunarLander 1,000, the authors').
 """
@@ -24,17 +24,11 @@ from torchrl_vase.envs.batched import (
     make_training_env,
     sync_vector_env,
 )
-from torchrl_vase.envs.classic_v0 import (
-    SparseCartpoleSwingupEnv,
-    SparseDoublePendulumEnv,
-    SparseMountainCarEnv,
-)
 from torchrl_vase.envs.classic_v1 import (
     RllabCartpoleSwingupEnv,
     RllabDoublePendulumEnv,
     RllabMountainCarEnv,
 )
-from torchrl_vase.envs.locomotion_v0 import SparseAntEnv, SparseHalfCheetahEnv
 from torchrl_vase.envs.locomotion_v1 import RllabAntEnv, RllabHalfCheetahEnv
 from torchrl_vase.envs.lunar_lander_v1 import AuthorsLunarLanderEnv
 from torchrl_vase.envs.point_robot import PointRobot2DEnv
@@ -42,26 +36,12 @@ from torchrl_vase.envs.point_robot import PointRobot2DEnv
 #: Registered ids and their classes.
 SPARSE_ENVS = {
     "torchrl_vase/PointRobot2D-v0": PointRobot2DEnv,
-    "torchrl_vase/SparseMountainCar-v0": SparseMountainCarEnv,
-    "torchrl_vase/SparseCartpoleSwingup-v0": SparseCartpoleSwingupEnv,
-    "torchrl_vase/SparseDoublePendulum-v0": SparseDoublePendulumEnv,
-    "torchrl_vase/SparseHalfCheetah-v0": SparseHalfCheetahEnv,
-    "torchrl_vase/SparseAnt-v0": SparseAntEnv,
     "torchrl_vase/SparseMountainCar-v1": RllabMountainCarEnv,
     "torchrl_vase/SparseCartpoleSwingup-v1": RllabCartpoleSwingupEnv,
     "torchrl_vase/SparseDoublePendulum-v1": RllabDoublePendulumEnv,
     "torchrl_vase/SparseHalfCheetah-v1": RllabHalfCheetahEnv,
     "torchrl_vase/SparseAnt-v1": RllabAntEnv,
     "torchrl_vase/LunarLanderContinuous-v1": AuthorsLunarLanderEnv,
-}
-#: The authors' task for each of our first versions (``-v0`` → ``-v1``).
-FAITHFUL = {
-    "torchrl_vase/SparseMountainCar-v0": "torchrl_vase/SparseMountainCar-v1",
-    "torchrl_vase/SparseCartpoleSwingup-v0": "torchrl_vase/SparseCartpoleSwingup-v1",
-    "torchrl_vase/SparseDoublePendulum-v0": "torchrl_vase/SparseDoublePendulum-v1",
-    "torchrl_vase/SparseHalfCheetah-v0": "torchrl_vase/SparseHalfCheetah-v1",
-    "torchrl_vase/SparseAnt-v0": "torchrl_vase/SparseAnt-v1",
-    "LunarLanderContinuous-v3": "torchrl_vase/LunarLanderContinuous-v1",
 }
 MAX_EPISODE_STEPS = 500
 #: Limits other than MAX_EPISODE_STEPS (the authors' max_path_length).
@@ -109,7 +89,6 @@ register_envs()
 
 __all__ = [
     "EPISODE_STEPS",
-    "FAITHFUL",
     "MAX_EPISODE_STEPS",
     "SPARSE_ENVS",
     "VECTORIZATIONS",
@@ -121,11 +100,6 @@ __all__ = [
     "RllabDoublePendulumEnv",
     "RllabHalfCheetahEnv",
     "RllabMountainCarEnv",
-    "SparseAntEnv",
-    "SparseCartpoleSwingupEnv",
-    "SparseDoublePendulumEnv",
-    "SparseHalfCheetahEnv",
-    "SparseMountainCarEnv",
     "check_continuous_control",
     "declares_sparse_goal",
     "make_batched_env",

@@ -98,6 +98,18 @@ class RllabHalfCheetahEnv(_RllabMujocoEnv):
             render_mode=render_mode,
         )
 
+    def _initialize_simulation(self):
+        # the model file's compiler scales the masses to 14 kg with settotalmass, which MuJoCo
+        # deprecates with a warning per env: the same model (bit for bit), scaled after compiling
+        xml = Path(self.fullpath).read_text().replace(' settotalmass="14"', "")
+        model = mujoco.MjModel.from_xml_string(xml)
+        mujoco.mj_setTotalmass(model, 14.0)
+        model.vis.global_.offwidth = max(model.vis.global_.offwidth, self.width)
+        model.vis.global_.offheight = max(model.vis.global_.offheight, self.height)
+        data = mujoco.MjData(model)
+        mujoco.mj_setConst(model, data)
+        return model, data
+
     def _forward(self) -> None:
         """Only what the observation and reward read after a step: the bodies' poses and the
         centre of mass (``mj_kinematics``, ``mj_comPos``). rllab's whole ``forward()`` computes

@@ -32,7 +32,6 @@ from omegaconf.errors import OmegaConfBaseException
 
 from torchrl_vase._validation import check_layer_widths, check_sigma_c
 from torchrl_vase.envs import (
-    FAITHFUL,
     VECTORIZATIONS,
     check_continuous_control,
     declares_sparse_goal,
@@ -315,13 +314,13 @@ ENV_CONFIGS = CONF_DIR / "env"
 
 def env_name(name: str, env_id: str) -> str:
     """The env's name (its experiment's, its runs' label): ``name``, unless ``name`` is a
-    ``conf/env`` file's whose task ``env_id`` is not (nor that task's first version, ``-v0``):
-    an ``env.id`` given on its own (``env.id=InvertedPendulum-v5``) trains under its own id."""
+    ``conf/env`` file's whose task ``env_id`` is not: an ``env.id`` given on its own
+    (``env.id=InvertedPendulum-v5``) trains under its own id."""
     config = ENV_CONFIGS / f"{name}.yaml"
     if not config.is_file():
         return name
     own = OmegaConf.load(config).id
-    return name if env_id == own or FAITHFUL.get(env_id) == own else env_id
+    return name if env_id == own else env_id
 
 
 def typed_config(cfg: DictConfig) -> DictConfig:
