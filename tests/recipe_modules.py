@@ -32,7 +32,7 @@ def train_killed_in_critic_fit(call: int, cfg, monkeypatch) -> None:
     ``call``-th critic fit, as a kill between two checkpoints: one call per iteration."""
     import pytest
 
-    from torchrl_vase import step as algorithm
+    from torchrl_vase.objectives import critic_fit as algorithm
 
     calls, original = [], algorithm.fit_critic
 

@@ -23,8 +23,8 @@ from torchrl_vase import (
     VectorEnvCollector,
     defaults,
 )
-from torchrl_vase import step as algorithm
-from torchrl_vase.objectives.trpo import _critics
+from torchrl_vase.objectives import critic_fit as algorithm
+from torchrl_vase.objectives.critic_fit import _critics
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = [
@@ -111,7 +111,8 @@ def test_the_pool_lives_with_the_model_and_takes_cpu_batches(device):
         "next": {"observation": torch.randn(4, 10, 3), "reward": torch.zeros(4, 10, 1)},
     }, [4, 10])
     before = bonus.model.network.mu.clone()
-    exploration.step(rollout)
+    exploration.reward(rollout)
+    exploration.fit(rollout)
     assert _leaf_devices(exploration.pool.storage[: len(exploration.pool)]) == {device}
     assert not torch.equal(bonus.model.network.mu, before)  # trained, on the device
     assert _devices(exploration) == {device}
@@ -128,7 +129,9 @@ def test_the_bonus_draws_on_the_device_from_its_own_stream_and_leaves_the_defaul
     }, [4, 10])
     torch.manual_seed(2)  # every device's default generator
     for _ in range(2):
-        exploration.step(rollout.clone())  # trains, then samples weights for the bonus
+        batch = rollout.clone()  # trains, then samples weights for the bonus
+        exploration.reward(batch)
+        exploration.fit(batch)
     after = torch.rand(3, device=device)
     torch.manual_seed(2)
     assert torch.equal(after, torch.rand(3, device=device))  # as if nothing had drawn

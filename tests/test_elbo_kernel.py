@@ -1,4 +1,4 @@
-"""``ELBOTrainer``'s compiled kernel (``torchrl_vase/kernels.py``) against its autograd backend
+"""``ModelTrainer``'s compiled kernel (``torchrl_vase/kernels.py``) against its autograd backend
 (``VariationalELBOLoss.terms_from_noise``, ``backward`` and torch's Adam): the same steps on the
 same minibatches and noise."""
 
@@ -15,7 +15,7 @@ from torch import nn
 
 from torchrl_vase import DynamicsModel, Exploration, VariationalELBOLoss, VASERewardTransform
 from torchrl_vase import kernels as elbo_kernel
-from torchrl_vase.objectives.elbo_trainer import ELBOTrainer, kernel_unavailable
+from torchrl_vase.objectives.trainer import ModelTrainer, kernel_unavailable
 
 SAMPLINGS = ("weights", "local", "local_shared")
 
@@ -60,7 +60,7 @@ def _both(loss: VariationalELBOLoss, steps: int, x, y, noise):
         twin = copy.deepcopy(loss)
         network = twin.model.network
         optimizer = torch.optim.Adam(network.parameters(), lr=1e-3, fused=True)
-        trainer = ELBOTrainer(twin, optimizer, batch_size=x.shape[1], backend=backend)
+        trainer = ModelTrainer(twin, optimizer, batch_size=x.shape[1], backend=backend)
         assert trainer.backend == backend
         terms = trainer.steps(x, y, _noise_stream(noise))
         out.append((terms, network, optimizer))
@@ -129,7 +129,7 @@ def test_weight_sampling_draws_its_noise_in_blocks():
     for backend in ("numba", "autograd"):  # both ask for the same blocks: the same stream
         asked.clear()
         stream = _noise_stream(noise)
-        ELBOTrainer(copy.deepcopy(loss), batch_size=6, backend=backend).steps(
+        ModelTrainer(copy.deepcopy(loss), batch_size=6, backend=backend).steps(
             x, y, lambda n, stream=stream: asked.append(n) or stream(n))
         assert sum(asked) == 500 and len(asked) > 1
         assert max(asked) * per_step <= 2**22

@@ -11,6 +11,7 @@ from torchrl.envs.utils import check_env_specs
 
 from torchrl_vase import (
     BayesianMLP,
+    BonusDiagnostics,
     DynamicsModel,
     Exploration,
     RNDRewardTransform,
@@ -96,7 +97,7 @@ def test_an_explorations_statistics_are_its_pools_through_a_wrap_around(pool_siz
     # wrapped the ring buffer and every row is read
     exploration = _exploration(pool_size=pool_size)
     for seed in range(3):
-        exploration.update(_rollout(300, seed=seed))
+        exploration.fit(_rollout(300, seed=seed))
         pool = exploration.pool.storage[: len(exploration.pool)]
         model = exploration.bonus.model
         obs = pool["observation"].double()
@@ -214,6 +215,11 @@ def test_the_authors_mean_initialisation_is_standard_normal():
 # ------------------------------------------------------------------------------------------------
 # Exploration
 # ------------------------------------------------------------------------------------------------
+def _step(exploration: Exploration, batch: TensorDict) -> dict[str, float]:
+    """An on-policy iteration's exploration: the bonus, then the fit."""
+    return exploration.reward(batch) | exploration.fit(batch)
+
+
 def _exploration(sigma_c: float = 0.5, **kwargs) -> Exploration:
     torch.manual_seed(0)
     bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=sigma_c), eta=0.1, delta=0.0,
@@ -224,7 +230,7 @@ def _exploration(sigma_c: float = 0.5, **kwargs) -> Exploration:
 
 def test_torch_train_and_eval_toggle_modes_and_take_no_model_steps():
     exploration = _exploration()
-    exploration.update(_rollout(300, seed=0))  # the pool is full enough: the model trains
+    exploration.fit(_rollout(300, seed=0))  # the pool is full enough: the model trains
     before = (exploration.model_updates, [p.clone() for p in exploration.parameters()])
     assert exploration.eval() is exploration  # nn.Module.eval, as on any module tree
     assert not any(module.training for module in exploration.modules())
@@ -237,17 +243,17 @@ def test_torch_train_and_eval_toggle_modes_and_take_no_model_steps():
 def test_algorithm_1_order_bonus_from_the_previous_model_then_pool_statistics_training():
     exploration = _exploration()
     first = _rollout(300, seed=0)
-    metrics = exploration.step(first)
+    metrics = _step(exploration, first)
     # no bonus before the model has learnt anything: the reward is left as it is
     assert (first["next", "intrinsic_reward"] == 0).all()
     torch.testing.assert_close(first["next", "reward"], first["next", "extrinsic_reward"])
-    assert "novelty_spearman" not in metrics and "self_agreement" not in metrics
+    assert "bonus/novelty_spearman" not in metrics and "bonus/self_agreement" not in metrics
     assert int(exploration.model_updates) == 30 and len(exploration.pool) == 300
-    assert {"loss_nll", "loss_kl", "elbo"} <= set(metrics)
+    assert {"bnn/loss_nll", "bnn/loss_kl", "bnn/elbo"} <= set(metrics)
 
     second = _rollout(300, seed=1)
     model_before = copy.deepcopy(exploration.bonus.model)  # the model of the previous iteration
-    exploration.step(second)
+    _step(exploration, second)
     # the bonus is the surprise under the model before this step's update, on its statistics
     obs, act, target = model_before.prepare(
         second["observation"], second["action"], second["next", "observation"]
@@ -272,13 +278,13 @@ def test_the_shuffled_placebo_pays_an_iterations_bonuses_to_other_transitions():
     reward stays; the learner's random numbers are untouched."""
     honest, placebo = _exploration(), _exploration(shuffle_bonus=True)
     for exploration in (honest, placebo):
-        exploration.step(_rollout(300, seed=0))
+        _step(exploration, _rollout(300, seed=0))
     # [envs, steps], as the loop collects it
     batches = [_rollout(300, seed=1).unsqueeze(0) for _ in range(2)]
     torch.manual_seed(9)
-    honest.step(batches[0])
+    _step(honest, batches[0])
     torch.manual_seed(9)
-    placebo_metrics = placebo.step(batches[1])
+    placebo_metrics = _step(placebo, batches[1])
     after = torch.rand(3)
     torch.manual_seed(9)
     assert torch.equal(after, torch.rand(3))  # the permutation came from the random stream
@@ -291,42 +297,47 @@ def test_the_shuffled_placebo_pays_an_iterations_bonuses_to_other_transitions():
     assert torch.equal(batches[1]["next", "extrinsic_reward"],
                        batches[0]["next", "extrinsic_reward"])
     # the diagnostics read the bonus the policy got: its mean unchanged, its ranking not
-    assert placebo_metrics["bonus_mean"] == pytest.approx(u.mean().item(), rel=1e-6)
+    assert placebo_metrics["bonus/mean"] == pytest.approx(u.mean().item(), rel=1e-6)
 
 
 def test_diagnostics_run_exactly_on_every_kth_iteration_with_a_bonus_and_are_absent_elsewhere():
-    thinned, every = _exploration(diagnostics_every=3), _exploration(diagnostics_every=1)
-    never = _exploration(diagnostics_every=0)
+    thinned = _exploration(diagnostics=BonusDiagnostics(3))
+    every, never = _exploration(diagnostics=BonusDiagnostics(1)), _exploration()
     logged = {"thinned": [], "every": [], "never": []}
     for seed in range(6):
         for name, exploration in (("thinned", thinned), ("every", every), ("never", never)):
-            metrics = exploration.step(_rollout(200, seed=seed))
+            metrics = _step(exploration, _rollout(200, seed=seed))
             logged[name].append({key: metrics[key] for key in
-                                 ("novelty_spearman", "self_agreement", "loss_nll")
+                                 ("bonus/novelty_spearman", "bonus/self_agreement",
+                                  "bnn/loss_nll")
                                  if key in metrics})
     # iteration 0 has no bonus; the model's 1st and 4th trainings are iterations 1 and 4
-    assert [i for i, m in enumerate(logged["thinned"]) if "self_agreement" in m] == [1, 4]
-    assert [i for i, m in enumerate(logged["every"]) if "novelty_spearman" in m] == [1, 2, 3, 4, 5]
-    assert not any("novelty_spearman" in m or "self_agreement" in m for m in logged["never"])
+    assert [i for i, m in enumerate(logged["thinned"]) if "bonus/self_agreement" in m] == [1, 4]
+    assert [i for i, m in enumerate(logged["every"])
+            if "bonus/novelty_spearman" in m] == [1, 2, 3, 4, 5]
+    assert not any(key.startswith("bonus/") for m in logged["never"] for key in m)
     for i in (1, 4):  # exact where computed: the same values as computing them every time
         assert logged["thinned"][i] == logged["every"][i]
-        assert np.isfinite(logged["thinned"][i]["novelty_spearman"])
+        assert np.isfinite(logged["thinned"][i]["bonus/novelty_spearman"])
     # the diagnostics draw from generators of their own: the training is the same either way
-    assert [m["loss_nll"] for m in logged["thinned"]] == [m["loss_nll"] for m in logged["never"]]
-    with pytest.raises(ValueError, match="diagnostics_every"):
-        _exploration(diagnostics_every=-1)
+    assert [m["bnn/loss_nll"] for m in logged["thinned"]] == [
+        m["bnn/loss_nll"] for m in logged["never"]]
+    with pytest.raises(ValueError, match="every must be"):
+        BonusDiagnostics(0)
+    with pytest.raises(TypeError, match="BonusDiagnostics"):
+        _exploration(diagnostics=3)
 
 
 def test_nothing_trains_before_the_pool_holds_pool_min():
     exploration = _exploration(pool_min=500)
-    exploration.step(_rollout(300))
+    _step(exploration, _rollout(300))
     assert int(exploration.model_updates) == 0
     assert int(exploration.bonus.model.statistics_count) == 0
 
 
 def test_state_dict_round_trip_continues_identically():
     exploration = _exploration()
-    exploration.step(_rollout(300, seed=0))
+    _step(exploration, _rollout(300, seed=0))
     state = copy.deepcopy(exploration.state_dict())
     resumed = _exploration()
     resumed.load_state_dict(state)
@@ -334,9 +345,9 @@ def test_state_dict_round_trip_continues_identically():
     assert int(resumed.model_updates) == 30
     batch_a, batch_b = _rollout(200, seed=3), _rollout(200, seed=3)
     torch.manual_seed(11)
-    exploration.step(batch_a)
+    _step(exploration, batch_a)
     torch.manual_seed(11)
-    resumed.step(batch_b)
+    _step(resumed, batch_b)
     torch.testing.assert_close(batch_a["next", "intrinsic_reward"],
                                batch_b["next", "intrinsic_reward"])
     torch.testing.assert_close(exploration.bonus.model.network.mu, resumed.bonus.model.network.mu)
@@ -345,12 +356,12 @@ def test_state_dict_round_trip_continues_identically():
 def test_the_pool_s_state_is_its_filled_part_and_survives_a_wrap_around(tmp_path):
     exploration = _exploration(pool_size=500)
     for seed in range(3):  # 900 transitions through a pool of 500: the cursor wrapped
-        exploration.update(_rollout(300, seed=seed))
+        exploration.fit(_rollout(300, seed=seed))
     state = exploration.state_dict()
     saved = state["_extra_state"]["pool"]
     assert saved["cursor"] == 400 and saved["write_count"] == 900
     small = _exploration(pool_size=500)
-    small.update(_rollout(300, seed=0))
+    small.fit(_rollout(300, seed=0))
     rows = small.state_dict()["_extra_state"]["pool"]["transitions"]["observation"]
     assert len(rows) == 300
     # the filled rows themselves, not a copy (a pool of gigabytes is not doubled at a
@@ -398,8 +409,8 @@ def test_a_journaled_pool_checkpoints_only_its_new_transitions_and_restores_slot
     states = []
     for seed in range(4):  # 1,200 transitions through 500 slots: the cursor wraps twice
         batch = _rollout(300, seed=seed)
-        exploration.add_to_pool(batch)
-        whole.add_to_pool(batch)
+        exploration.fit(batch)
+        whole.fit(batch)
         states.append(exploration.state_dict())
     # the checkpoint holds the count, not one transition; the files hold each batch once
     assert states[-1]["_extra_state"]["pool"] == {
@@ -434,7 +445,7 @@ def test_a_whole_pool_checkpoint_loads_into_a_journaled_exploration_which_then_w
         tmp_path):
     old = _exploration(pool_size=500)
     for seed in range(2):
-        old.add_to_pool(_rollout(300, seed=seed))
+        old.fit(_rollout(300, seed=seed))
     state = old.state_dict()  # written whole (no journal), e.g. by an earlier version
     (tmp_path / "chunk-000000000000-000000000700.pt").write_bytes(b"left by a killed process")
     resumed = _exploration(pool_size=500)
@@ -453,9 +464,9 @@ def test_a_whole_pool_checkpoint_loads_into_a_journaled_exploration_which_then_w
 def test_a_journal_moved_to_another_directory_writes_the_whole_pool_there(tmp_path):
     exploration = _exploration()
     exploration.journal_pool(tmp_path / "first")
-    exploration.add_to_pool(_rollout(150, seed=0))
+    exploration.fit(_rollout(150, seed=0))
     exploration.state_dict()
-    exploration.add_to_pool(_rollout(50, seed=1))
+    exploration.fit(_rollout(50, seed=1))
     exploration.journal_pool(tmp_path / "second")  # e.g. a copy of the run elsewhere
     state = exploration.state_dict()
     assert [p.name for p in (tmp_path / "second").glob("*.pt")] == [
@@ -470,7 +481,7 @@ def test_a_journaled_checkpoint_needs_its_directory_and_a_learners_buffer_has_no
         tmp_path):
     exploration = _exploration()
     exploration.journal_pool(tmp_path)
-    exploration.add_to_pool(_rollout(150, seed=0))
+    exploration.fit(_rollout(150, seed=0))
     with pytest.raises(ValueError, match=r"journal_pool\(that directory\)"):
         _exploration().load_state_dict(exploration.state_dict())
     from torchrl.data import LazyTensorStorage, ReplayBuffer
@@ -486,7 +497,7 @@ def test_the_transform_s_own_rollouts_train_the_model_discrete_nested_float64():
     env = TransformedEnv(GymEnv("CartPole-v1"), VASERewardTransform(eta=1e-4))
     batch = env.rollout(40, break_when_any_done=False)  # one-hot discrete actions
     exploration = Exploration(env.transform, pool_min=20, updates_per_iteration=3, batch_size=5)
-    exploration.step(batch.clone())
+    _step(exploration, batch.clone())
     assert int(exploration.model_updates) == 3
     model = DynamicsModel.build(3, 1, sigma_c=0.5)
     bonus = VASERewardTransform(model, observation_key=("agent", "obs"),
@@ -498,9 +509,9 @@ def test_the_transform_s_own_rollouts_train_the_model_discrete_nested_float64():
         ("next", "reward"): torch.zeros(30, 1, dtype=torch.float64),
     }, [30])
     exploration = Exploration(bonus, pool_min=20, updates_per_iteration=3, batch_size=5)
-    exploration.step(double.clone())
-    metrics = exploration.step(double)
-    assert np.isfinite(metrics["bonus_mean"]) and double["next", "reward"].dtype == torch.float64
+    _step(exploration, double.clone())
+    metrics = _step(exploration, double)
+    assert np.isfinite(metrics["bonus/mean"]) and double["next", "reward"].dtype == torch.float64
 
 
 def test_a_model_update_that_overflows_names_the_settings():
@@ -509,7 +520,7 @@ def test_a_model_update_that_overflows_names_the_settings():
     exploration = _exploration()  # own guard still names the setting
     exploration.bonus.model.sigma_c = 1e-20
     with pytest.raises(FloatingPointError, match=r"non-finite loss_nll.*sigma_c=1e-20"):
-        exploration.step(_rollout(300))
+        _step(exploration, _rollout(300))
 
 
 def test_bad_settings_raise_at_construction():
@@ -569,13 +580,13 @@ def test_rnd_exploration_learns_familiar_states():
     exploration = Exploration(bonus, bonus.make_loss(update_fraction=1.0), pool_min=100,
                               updates_per_iteration=50, batch_size=10)
     data = _rollout(300)
-    exploration.step(data.clone())
+    _step(exploration, data.clone())
     first = data.clone()
-    exploration.add_bonus(first)
+    exploration.reward(first)
     for _ in range(2):
-        exploration.update(data.clone())
+        exploration.fit(data.clone())
     again = data.clone()
-    exploration.add_bonus(again)
+    exploration.reward(again)
     # two more rounds of 50 predictor steps on these states leave about 4 % of their bonus
     # (seeds 0-2: 0.041-0.043); a predictor that does not train leaves all of it
     assert again["next", "intrinsic_reward"].mean() < 0.2 * first["next", "intrinsic_reward"].mean()
@@ -616,11 +627,11 @@ def test_adam_step_is_torch_adam(fused, dtype):
 
 @pytest.mark.parametrize("backend", ["numba", "autograd"])
 def test_the_trainer_s_elbo_steps_are_the_loss_modules_autograd_steps(monkeypatch, backend):
-    """``ELBOTrainer`` (either backend) against the loss module's own forward, ``backward`` and
+    """``ModelTrainer`` (either backend) against the loss module's own forward, ``backward`` and
     torch's Adam, minibatch by minibatch, on the same noise."""
     exploration = _exploration(updates_per_iteration=20, backend=backend)
     assert exploration.trainer.backend == backend
-    exploration.update(_rollout(300, seed=0))  # trains once: pool and statistics in place
+    exploration.fit(_rollout(300, seed=0))  # trains once: pool and statistics in place
     twin = copy.deepcopy(exploration)
     sample = exploration.pool.sample(20 * 10)
     network, twin_network = exploration.loss.model.network, twin.loss.model.network
@@ -633,7 +644,7 @@ def test_the_trainer_s_elbo_steps_are_the_loss_modules_autograd_steps(monkeypatc
     draws = iter(noise)
     monkeypatch.setattr(twin.loss, "step_noise",
                         lambda rows, steps=None, generator=None: next(draws))
-    slow = twin._loss_steps(sample)
+    slow = twin.trainer._loss_steps(sample)
     torch.testing.assert_close(network.mu, twin_network.mu, rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(network.rho, twin_network.rho, rtol=1e-4, atol=1e-6)
     for key in ("loss_nll", "loss_kl", "elbo", "kl", "entropy"):
@@ -655,8 +666,8 @@ def test_a_feature_constant_in_the_pool_is_centred_not_blown_up():
 def test_self_agreement_is_the_rank_correlation_of_two_fresh_evaluations_on_one_subsample():
     from torchrl_vase.diagnostics import spearman
 
-    exploration = _exploration(agreement_queries=120)
-    exploration.step(_rollout(300, seed=0))
+    exploration = _exploration(diagnostics=BonusDiagnostics(1, agreement_queries=120))
+    _step(exploration, _rollout(300, seed=0))
     batch = _rollout(300, seed=1)
     # the documented draws, computed independently: a subsample, then two evaluations, all
     # from one generator seeded by the update count
@@ -668,24 +679,27 @@ def test_self_agreement_is_the_rank_correlation_of_two_fresh_evaluations_on_one_
     second = exploration.bonus.surprise(obs, action, next_obs, generator=generator)
     assert not torch.equal(first, second)  # fresh draws, not the bonus's seeded ones twice
     rng = torch.get_rng_state()
-    assert exploration.self_agreement(batch) == pytest.approx(spearman(first, second), abs=1e-12)
+    measured = exploration.diagnostics.self_agreement(exploration.bonus, batch,
+                                                      seed=int(exploration.model_updates))
+    assert measured == pytest.approx(spearman(first, second), abs=1e-12)
     assert torch.equal(torch.get_rng_state(), rng)  # the training's random numbers untouched
-    metrics = exploration.step(batch)
-    assert -1 < metrics["self_agreement"] < 1
+    metrics = _step(exploration, batch)
+    assert -1 < metrics["bonus/self_agreement"] < 1
 
 
 def test_self_agreement_rises_with_the_bonus_s_weight_samples_and_is_nan_for_rnd():
     def agreement(num_samples: int) -> float:
         exploration = _exploration()
         exploration.bonus.num_samples = num_samples
-        exploration.step(_rollout(300, seed=0))
-        return exploration.self_agreement(_rollout(300, seed=1))
+        _step(exploration, _rollout(300, seed=0))
+        return BonusDiagnostics().self_agreement(exploration.bonus, _rollout(300, seed=1),
+                                                 seed=int(exploration.model_updates))
 
     assert agreement(1) < agreement(10) < agreement(200) and agreement(200) > 0.9
     exploration = Exploration(RNDRewardTransform(2, eta=1.0), pool_min=100,
-                              updates_per_iteration=5)
-    exploration.step(_rollout(300, seed=0))
-    assert np.isnan(exploration.step(_rollout(300, seed=1))["self_agreement"])
+                              updates_per_iteration=5, diagnostics=BonusDiagnostics(1))
+    _step(exploration, _rollout(300, seed=0))
+    assert np.isnan(_step(exploration, _rollout(300, seed=1))["bonus/self_agreement"])
 
 
 @pytest.mark.parametrize("delta", [1e-3, 0.0])
@@ -694,17 +708,17 @@ def test_vase_s_confidence_term_and_its_share_of_the_surprise_are_logged_where_i
     ``confidence`` with its share ``δ·H / (mean U + δ·H)``; absent with δ = 0 (the authors')."""
     bonus = VASERewardTransform(DynamicsModel.build(2, 1, [16], sigma_c=0.5), delta=delta)
     exploration = Exploration(bonus, pool_size=1000, pool_min=50, updates_per_iteration=5)
-    before = exploration.observe(_rollout(100, seed=1))[0]
-    exploration.step(_rollout(100, seed=2))  # the model's first steps
-    metrics, _ = exploration.observe(_rollout(100, seed=3))  # the bonus, the model unchanged
+    before = exploration.reward(_rollout(100, seed=1))
+    _step(exploration, _rollout(100, seed=2))  # the model's first steps
+    metrics = exploration.reward(_rollout(100, seed=3))  # the bonus, the model unchanged
     if delta == 0:
-        assert "confidence" not in metrics and "confidence_share" not in before
+        assert "bonus/confidence" not in metrics and "bonus/confidence_share" not in before
         return
-    assert np.isnan(before["confidence"])  # no bonus before the model's first training
+    assert np.isnan(before["bonus/confidence"])  # no bonus before the model's first training
     term = delta * bonus.model.network.entropy().item()
-    assert metrics["confidence"] == pytest.approx(term)
-    assert metrics["confidence_share"] == pytest.approx(term / (metrics["bonus_mean"] + term))
-    assert 0 < metrics["confidence_share"] < 1
+    assert metrics["bonus/confidence"] == pytest.approx(term)
+    assert metrics["bonus/confidence_share"] == pytest.approx(term / (metrics["bonus/mean"] + term))
+    assert 0 < metrics["bonus/confidence_share"] < 1
 
 
 # ------------------------------------------------------------------------------------------------
@@ -740,7 +754,7 @@ def test_an_exploration_leaves_the_learners_random_numbers_as_it_found_them():
     exploration = _exploration()
     torch.manual_seed(3)
     for batch in batches:  # the model trains, the bonus samples weights, the pool draws
-        exploration.step(batch)
+        _step(exploration, batch)
     after = torch.rand(5)
     torch.manual_seed(3)
     assert torch.equal(after, torch.rand(5))  # as if no exploration had run
@@ -749,20 +763,20 @@ def test_an_exploration_leaves_the_learners_random_numbers_as_it_found_them():
     again, rerolled = _exploration(), [_rollout(300, seed=0), _rollout(200, seed=1)]
     torch.manual_seed(4)
     for batch in rerolled:
-        again.step(batch)
+        _step(again, batch)
     assert torch.equal(rerolled[1]["next", "intrinsic_reward"],
                        batches[1]["next", "intrinsic_reward"])
     # and another stream's seed gives other draws
     other, third = _exploration(seed=8), [_rollout(300, seed=0), _rollout(200, seed=1)]
     for batch in third:
-        other.step(batch)
+        _step(other, batch)
     assert not torch.equal(third[1]["next", "intrinsic_reward"],
                            batches[1]["next", "intrinsic_reward"])
 
 
 def test_a_checkpoint_without_the_random_stream_is_refused_with_what_to_do():
     exploration = _exploration()
-    exploration.step(_rollout(300, seed=0))
+    _step(exploration, _rollout(300, seed=0))
     state = copy.deepcopy(exploration.state_dict())
     del state["_extra_state"]["random"]  # as torchrl-vase wrote it before the stream
     with pytest.raises(ValueError, match=r"no random stream of its own.*start the run afresh"):

@@ -30,7 +30,8 @@ def test_no_function_of_the_library_or_the_recipe_is_longer_than_80_lines():
 #: imports only units of its own layer or below
 LAYERS = {
     0: {"_validation", "_device", "_adam", "_random_stream", "progress", "checkpointing",
-        "replay", "diagnostics", "envs", "mlflow_ui", "gaussian", "kernels", "timing", "defaults"},
+        "replay", "diagnostics", "envs", "mlflow_ui", "gaussian", "kernels", "timing", "defaults",
+        "signals"},
     1: {"modules", "surprise", "objectives"},
     2: {"transforms", "exploration"},
     3: {"step", "off_policy", "watchers"},

@@ -61,9 +61,10 @@ def test_the_elbo_trains_with_local_reparameterization(sampling):
                         "next": {"observation": obs + 0.5 * action[..., :1],
                                  "reward": torch.zeros(2, 100, 1, dtype=torch.float64)}},
                        [2, 100])
-    first = exploration.step(batch.clone())
-    second = exploration.step(batch.clone())
-    assert second["elbo"] > first["elbo"] and math.isfinite(second["bonus_mean"])
+    first = exploration.fit(batch.clone())
+    rewarded = batch.clone()
+    second = exploration.reward(rewarded) | exploration.fit(rewarded)
+    assert second["bnn/elbo"] > first["bnn/elbo"] and math.isfinite(second["bonus/mean"])
 
 
 @pytest.mark.parametrize("sampling", LOCAL)

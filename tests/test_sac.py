@@ -121,7 +121,7 @@ def test_a_sampled_batch_carries_r_e_plus_eta_u_under_the_model_at_sampling_time
     buffer.extend(batch.reshape(-1).clone())
     # before the model's first update: no bonus (the authors' rule), the reward as stored
     assert torch.equal(buffer.sample()["next", "intrinsic_reward"], torch.zeros(64, 1))
-    exploration.update_model(exploration.add_to_pool(batch))
+    exploration.fit(batch)
     stored = buffer.storage.get(torch.arange(300))["next", "reward"].clone()
 
     def sample_and_expected(seed):
@@ -134,7 +134,7 @@ def test_a_sampled_batch_carries_r_e_plus_eta_u_under_the_model_at_sampling_time
         expected = buffer.storage.get(index)
         exploration.random_stream.load_state_dict(stream)  # then the bonus's own draws
         exploration.bonus.eval()
-        with exploration.own_random():
+        with exploration._own_random():
             exploration.bonus(expected)  # the bonus transform itself, on the stored transitions
         exploration.bonus.train()
         return sample, expected, index
@@ -147,7 +147,7 @@ def test_a_sampled_batch_carries_r_e_plus_eta_u_under_the_model_at_sampling_time
                                sample["next", "extrinsic_reward"] + 0.1 * u)
     assert torch.equal(sample["next", "extrinsic_reward"], stored[index])
     # the model learns: the same transitions get another bonus; the stored reward is the same
-    exploration.update_model(exploration.add_to_pool(batch))
+    exploration.fit(batch)
     again, _, _ = sample_and_expected(7)
     assert not torch.allclose(again["next", "intrinsic_reward"], u)
     assert torch.equal(again["next", "extrinsic_reward"], sample["next", "extrinsic_reward"])
@@ -166,7 +166,7 @@ def test_the_sac_bonus_is_the_authors_squared_error_with_no_constant(measure):
     buffer.append_transform(ReplayBonus(exploration))
     batch = GymEnv("torchrl_vase/SparseMountainCar-v1").rollout(300)
     buffer.extend(batch.reshape(-1).clone())
-    exploration.update_model(exploration.add_to_pool(batch))
+    exploration.fit(batch)
     torch.manual_seed(3)
     sample, info = buffer.sample(return_info=True)
     stored = buffer.storage.get(info["index"])
@@ -191,7 +191,7 @@ def test_the_shuffled_placebo_permutes_each_sampled_batch_s_bonus():
     buffer, exploration = _vase_buffer()
     batch = GymEnv("torchrl_vase/SparseMountainCar-v1").rollout(300)
     buffer.extend(batch.reshape(-1).clone())
-    exploration.update_model(exploration.add_to_pool(batch))
+    exploration.fit(batch)
     torch.manual_seed(7)
     stream = exploration.random_stream.state_dict()
     honest = buffer.sample()
@@ -219,7 +219,8 @@ def test_sampling_reads_the_bonus_s_statistics_and_does_not_update_them():
     buffer.append_transform(ReplayBonus(exploration))
     batch = GymEnv("torchrl_vase/SparseMountainCar-v1").rollout(200)
     buffer.extend(batch.reshape(-1).clone())
-    exploration.step(batch)  # the collected batch updates them
+    exploration.reward(batch)  # the collected batch updates them
+    exploration.fit(batch)
     counts = bonus.obs_rms.count.clone()
     for _ in range(3):
         buffer.sample()
@@ -237,9 +238,9 @@ def test_the_model_trains_on_the_learner_s_buffer_and_does_not_save_it():
         OffPolicyStep(ReplayBuffer(storage=LazyTensorStorage(10)), lambda frames: {},
                       exploration)
     buffer.extend(_batch(100, obs_dim=2))
-    _, sample = exploration.observe(_batch(10, obs_dim=2))
-    assert len(buffer) == 164  # observe does not extend a learner's buffer
-    assert set(sample.keys(True, True)) == {"observation", "action", ("next", "observation")}
+    metrics = exploration.fit(_batch(10, obs_dim=2))
+    assert len(buffer) == 164  # fit does not extend a learner's buffer: it trains on it
+    assert int(exploration.model_updates) == 20 and "bnn/elbo" in metrics
     assert exploration.state_dict()["_extra_state"]["pool"] is None
 
 
@@ -404,7 +405,7 @@ def test_sac_with_vase_at_eta_zero_trains_bit_for_bit_as_sac_without_a_bonus(sto
     assert {"sac/loss_actor", "sac/alpha", "Return/mean"} <= set(shared)
     assert {key: zero[key] for key in shared} == {key: plain[key] for key in shared}
     # with the bonus drawing from torch's default generator, SAC's samples follow its draws
-    monkeypatch.setattr(Exploration, "own_random", lambda self: contextlib.nullcontext())
+    monkeypatch.setattr(Exploration, "_own_random", lambda self: contextlib.nullcontext())
     leaky = history("surprise=vase", "surprise.eta=0", "mlflow.experiment=leaky")
     assert any(leaky[key] != plain[key] for key in shared)
 
@@ -414,7 +415,7 @@ def test_updates_stop_at_the_next_one_once_a_signals_grace_has_run_out():
     import signal
 
     from torchrl_vase import q_value_network, tanh_policy
-    from torchrl_vase.checkpointing import StopNow, StopSignals
+    from torchrl_vase.signals import StopNow, StopSignals
 
     torch.manual_seed(0)
     actor, q = tanh_policy(3, 1, [8]), q_value_network(3, 1, [8])

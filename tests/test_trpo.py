@@ -259,7 +259,7 @@ def test_trpo_with_gae_improves_the_return_on_inverted_pendulum():
 
 
 def test_the_lean_critic_fit_takes_the_same_steps_as_loss_critic(monkeypatch):
-    from torchrl_vase.objectives import trpo as trpo_module
+    from torchrl_vase.objectives import critic_fit as trpo_module
 
     def fit(lean: bool):
         torch.manual_seed(0)

@@ -30,10 +30,10 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import torchrl_vase
 from torchrl_vase import CSVLogger, Exploration
-from torchrl_vase import step as algorithm
 from torchrl_vase.checkpointing import config_identity
 from torchrl_vase.envs import PointRobot2DEnv, make_training_env
 from torchrl_vase.loop import is_clock
+from torchrl_vase.objectives import critic_fit as algorithm
 from torchrl_vase.recipe import assembly
 from torchrl_vase.recipe import config as schema
 from torchrl_vase.runs import flatten
@@ -469,7 +469,7 @@ def test_replay_pool_never_crosses_an_episode_boundary(store):
     batch = next(iter(collector))
     collector.shutdown()
     assert batch["next", "truncated"].sum() >= 10
-    exploration.update(batch)
+    exploration.fit(batch)
     stored = exploration.pool[:]
     step = (stored["next", "observation"] - stored["observation"]).abs()
     # every stored (s, a, s') is one step of at most 0.01 per axis: never a jump back to the start
@@ -1249,7 +1249,7 @@ def test_vase_at_eta_zero_trains_the_policy_bit_for_bit_as_no_bonus_does(store, 
     assert {key: zero[key] for key in shared} == {key: plain[key] for key in shared}
     # the test can fail: with the bonus drawing from torch's default generator (as before
     # 2026-12-05) the learner's minibatches follow the model's draws and the runs part
-    monkeypatch.setattr(Exploration, "own_random", lambda self: contextlib.nullcontext())
+    monkeypatch.setattr(Exploration, "_own_random", lambda self: contextlib.nullcontext())
     leaky = history("surprise=vase", "surprise.eta=0", "mlflow.experiment=leaky")
     assert any(leaky[key] != plain[key] for key in shared)
 

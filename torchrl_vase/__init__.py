@@ -7,7 +7,7 @@ from torchrl_vase import checkpointing, defaults, diagnostics, envs, gaussian, w
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.defaults import PAPER_TEXT
 from torchrl_vase.evaluation import evaluate, load_policy
-from torchrl_vase.exploration import Exploration, ReplayBonus
+from torchrl_vase.exploration import BonusDiagnostics, Exploration, ReplayBonus
 from torchrl_vase.loggers import CSVLogger, Logger
 from torchrl_vase.loop import LoopResult, TrainingLoop
 from torchrl_vase.modules import (
@@ -24,8 +24,9 @@ from torchrl_vase.modules import (
 )
 from torchrl_vase.objectives import (
     BACKENDS,
-    ELBOTrainer,
+    CriticFit,
     ExplorationGAE,
+    ModelTrainer,
     TRPOLoss,
     VariationalELBOLoss,
     conjugate_gradient,
@@ -36,7 +37,7 @@ from torchrl_vase.objectives import (
 )
 from torchrl_vase.off_policy import OffPolicyStep, SACUpdate
 from torchrl_vase.replay import ReplayJournal
-from torchrl_vase.step import CriticFit, OnPolicyStep, PPOUpdate, TRPOUpdate
+from torchrl_vase.step import OnPolicyStep, PPOUpdate, TRPOUpdate
 from torchrl_vase.surprise import (
     nll_surprise,
     prediction_nll,
@@ -81,10 +82,10 @@ __all__ = [
     "PAPER_TEXT",
     "SAMPLINGS",
     "BayesianMLP",
+    "BonusDiagnostics",
     "CSVLogger",
     "CriticFit",
     "DynamicsModel",
-    "ELBOTrainer",
     "Exploration",
     "ExplorationGAE",
     "FiniteLogProbNormal",
@@ -92,6 +93,7 @@ __all__ = [
     "LayerWeights",
     "Logger",
     "LoopResult",
+    "ModelTrainer",
     "NLLRewardTransform",
     "OffPolicyStep",
     "OnPolicyStep",

@@ -1,4 +1,12 @@
-"""The exploration side of the paper's Algorithm 1 as one object any training loop can use."""
+"""The exploration side of the paper's Algorithm 1 as one object any training loop can use: a
+bonus that rewards a batch, fitted on its pool.
+
+``Exploration`` has two verbs and its state: ``reward(batch)`` writes ``r = r_e + η·U`` into the
+batch (its metrics, and the ``BonusDiagnostics`` observer's where due), ``fit(batch)`` puts the
+batch into the pool and takes the model's steps (``ModelTrainer``, whatever the loss). An
+on-policy step calls ``reward`` then ``fit`` on each collected batch; an off-policy learner
+calls the same two around its replay buffer's extension and puts ``ReplayBonus`` on the buffer.
+"""
 
 from __future__ import annotations
 
@@ -17,62 +25,118 @@ from torchrl_vase._random_stream import EXPLORATION_STREAM, RandomStream, iterat
 from torchrl_vase._validation import check_positive_int
 from torchrl_vase.checkpointing import saveable_prefix
 from torchrl_vase.diagnostics import novelty_correlation, spearman
-from torchrl_vase.objectives.elbo import VariationalELBOLoss
-from torchrl_vase.objectives.elbo_trainer import BACKENDS, ELBOTrainer
+from torchrl_vase.objectives.trainer import ModelTrainer
 from torchrl_vase.replay import ReplayJournal
 from torchrl_vase.timing import phase
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
-from torchrl_vase.transforms.surprise_reward import SurpriseRewardTransform
 
-__all__ = ["Exploration", "ReplayBonus"]
+__all__ = ["BonusDiagnostics", "Exploration", "ReplayBonus"]
 
-def _check_optimizer(optimizer, parameters: list[nn.Parameter]) -> None:
-    """An optimiser that steps every trainable parameter of the loss (the model's)."""
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(
-            "optimizer must be a torch.optim.Optimizer over the loss's parameters, e.g. "
-            f"torch.optim.Adam(loss.parameters(), lr=1e-3), got {optimizer!r}; or leave it out "
-            "for Adam with lr."
-        )
-    stepped = {id(p) for group in optimizer.param_groups for p in group["params"]}
-    missing = sum(id(p) not in stepped for p in parameters)
-    if missing:
-        raise ValueError(
-            f"optimizer does not step {missing} of the loss's {len(parameters)} trainable "
-            "parameters, so the bonus's model would not (fully) train: build it over "
-            "loss.parameters()."
-        )
+
+class BonusDiagnostics:
+    """An observer of the bonus (ours, not the paper's): on every ``every``-th iteration with a
+    bonus, from the first, ``bonus/novelty_spearman``, the Spearman correlation between U and
+    the k-NN novelty of s' among the pool's states (``diagnostics.novelty_correlation``), and
+    ``bonus/self_agreement``, the Spearman correlation between two evaluations of a Monte-Carlo
+    bonus (VASE, NLL, VIME: N weight samples each) on the same transitions with fresh draws: how
+    much of the bonus's ranking of transitions is the model's and how much its sampling noise
+    (NaN for RND, whose bonus is deterministic). Their subsamples and draws come from a
+    generator of their own, seeded by the model's update count, so they change none of the
+    training's random numbers. Every iteration they cost about a quarter of a VASE iteration on
+    HalfCheetah (docs/benchmarks.md); every 10th, under 5 %.
+
+    Args:
+        every: the cadence, in iterations with a bonus (1: each).
+
+    Keyword Args:
+        novelty_k: k of the novelty diagnostic.
+        novelty_queries: transitions of a batch the novelty diagnostic looks at.
+        novelty_reference: pool states it compares them with.
+        agreement_queries: transitions of a batch the self-agreement evaluates twice.
+
+    Examples:
+        >>> from torchrl.envs import GymEnv
+        >>> from torchrl_vase import DynamicsModel, VASERewardTransform
+        >>> bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=1e-4)
+        >>> exploration = Exploration(bonus, pool_min=100, updates_per_iteration=20,
+        ...                           diagnostics=BonusDiagnostics(every=1))
+        >>> env = GymEnv("torchrl_vase/SparseMountainCar-v1")
+        >>> _ = exploration.fit(env.rollout(200))
+        >>> metrics = exploration.reward(env.rollout(200))
+        >>> -1.0 <= metrics["bonus/self_agreement"] <= 1.0
+        True
+    """
+
+    def __init__(self, every: int = 10, *, novelty_k: int = 10, novelty_queries: int = 1000,
+                 novelty_reference: int = 10_000, agreement_queries: int = 500) -> None:
+        self.every = check_positive_int("every", every)
+        self.novelty_k = check_positive_int("novelty_k", novelty_k)
+        self.novelty_queries = check_positive_int("novelty_queries", novelty_queries)
+        self.novelty_reference = check_positive_int("novelty_reference", novelty_reference)
+        self.agreement_queries = check_positive_int("agreement_queries", agreement_queries)
+
+    def due(self, trainings: int) -> bool:
+        """Whether the iteration after the model's ``trainings``-th training measures."""
+        return (trainings - 1) % self.every == 0
+
+    def __call__(self, bonus: IntrinsicRewardTransform, batch: TensorDictBase,
+                 pool: ReplayBuffer, seed: int) -> dict[str, float]:
+        """The two measures of ``batch``'s bonus (written into it), against ``pool`` (before
+        the batch joins it)."""
+        return {"bonus/novelty_spearman": self.novelty(bonus, batch, pool, seed),
+                "bonus/self_agreement": self.self_agreement(bonus, batch, seed)}
+
+    def novelty(self, bonus: IntrinsicRewardTransform, batch: TensorDictBase,
+                pool: ReplayBuffer, seed: int) -> float:
+        """Spearman's ρ between the batch's bonus and its next states' k-NN novelty."""
+        key = ("next", bonus.observation_key)
+        if len(pool) <= self.novelty_k:
+            return math.nan
+        return novelty_correlation(
+            batch.get(("next", bonus.intrinsic_reward_key)), batch.get(key),
+            pool.storage[: len(pool)].get(key), k=self.novelty_k,
+            num_queries=self.novelty_queries, num_reference=self.novelty_reference,
+            generator=torch.Generator().manual_seed(seed))
+
+    def self_agreement(self, bonus: IntrinsicRewardTransform, batch: TensorDictBase,
+                       seed: int) -> float:
+        """Spearman's ρ between two evaluations of the bonus on the same ``agreement_queries``
+        transitions, each with fresh draws (NaN for a bonus without sampling noise)."""
+        flat = batch.reshape(-1)
+        if not hasattr(bonus, "surprise") or flat.numel() < 2:
+            return math.nan
+        generator = torch.Generator().manual_seed(seed)
+        queries = flat[torch.randperm(flat.numel(), generator=generator)[:self.agreement_queries]]
+        obs, action, next_obs = (queries.get(key) for key in bonus.transition_keys)
+        with torch.no_grad():
+            first, second = (bonus.surprise(obs, action, next_obs, generator=generator)
+                             for _ in range(2))
+        return spearman(first, second)
 
 
 class Exploration(nn.Module):
-    """A bonus, the model behind it, its loss, optimiser and replay pool: Algorithm 1's exploration.
+    """A bonus, the model behind it, its trainer and replay pool: Algorithm 1's exploration.
 
-    Per iteration of an on-policy loop, on the batch just collected (``step(batch)``):
+    Per iteration of an on-policy loop, on the batch just collected:
 
-    1. ``add_bonus``: ``r = r_e + η·U`` for every transition, with the model as it was trained up
-       to the previous iteration (the model does not change during a rollout, so this equals the
-       paper's per-step computation). Until the model's first update the bonus is 0 and the reward
-       left as it is (the authors add none in the first iteration), unless
-       ``bonus_before_training``.
-    2. Diagnostics: the bonus's mean and std; every ``diagnostics_every``-th iteration with a
-       bonus (the first among them), ``novelty_spearman``, the Spearman correlation
-       between U and the k-NN novelty of s' among the states of the pool so far
-       (``torchrl_vase.diagnostics.novelty_correlation``), and ``self_agreement``, the Spearman
-       correlation between two evaluations of a Monte-Carlo bonus (VASE, NLL, VIME: N weight
-       samples each) on the same transitions with fresh draws: how much of the bonus's ranking
-       of transitions is the model's and how much its sampling noise (NaN for RND, whose
-       bonus is deterministic). These two are ours, not the paper's: computed exactly where
-       they run, absent from the other iterations' metrics.
-    3. ``update``: the transitions go into the pool; once it holds ``pool_min`` of them, the data
-       statistics are refreshed over the whole pool (``bonus.fit_statistics``: the dynamics model's
-       standardisation, as the authors recompute it each iteration) and the model takes
-       ``updates_per_iteration`` optimiser steps on minibatches of ``batch_size`` drawn uniformly
-       from the pool (the authors: 500 of 10). The ELBO's steps are ``ELBOTrainer``'s: on a CPU
-       all of an iteration's steps in one compiled call (``backend``), since at minibatches of
-       10 dispatch, not arithmetic, is the cost (docs/benchmarks.md); autograd elsewhere.
+    1. ``reward(batch)``: ``r = r_e + η·U`` for every transition, with the model as it was
+       trained up to the previous iteration (the model does not change during a rollout, so this
+       equals the paper's per-step computation). Until the model's first update the bonus is 0
+       and the reward left as it is (the authors add none in the first iteration), unless
+       ``bonus_before_training``. Returns ``bonus/mean``, ``bonus/std``, VASE's
+       ``bonus/confidence`` (δ·H(q)) and its share of the surprise, and the ``diagnostics``
+       where due.
+    2. ``fit(batch)``: the transitions go into the pool; once it holds ``pool_min`` of them, the
+       data statistics are refreshed over the whole pool (``bonus.fit_statistics``: the dynamics
+       model's standardisation, as the authors recompute it each iteration) and the model takes
+       ``updates_per_iteration`` steps on minibatches of ``batch_size`` drawn uniformly from the
+       pool (the authors: 500 of 10) by its ``ModelTrainer``: for the ELBO on a CPU, all of an
+       iteration's steps in one compiled call (``backend``), since at minibatches of 10
+       dispatch, not arithmetic, is the cost (docs/benchmarks.md). Returns the loss's mean
+       outputs under the bonus's ``metric_prefix`` (``bnn/``, ``rnd/``).
 
-    The policy update comes after ``step`` and uses the batch's reward, extrinsic and intrinsic
-    reward keys (see ``ExplorationGAE``).
+    The policy update comes after and uses the batch's reward, extrinsic and intrinsic reward
+    keys (see ``ExplorationGAE``).
 
     Works with every bonus transform of this library: ``SurpriseRewardTransform`` (VASE, NLL,
     VIME) trained by ``VariationalELBOLoss``, and ``RNDRewardTransform`` trained by torchrl's
@@ -95,40 +159,29 @@ class Exploration(nn.Module):
     Keyword Args:
         pool_size: the replay pool's capacity (paper: 100,000 classic, 5,000,000 locomotion).
         pool_min: transitions in the pool before the model is trained (paper: 500).
-        updates_per_iteration: optimiser steps per ``update`` (authors: 500).
+        updates_per_iteration: optimiser steps per ``fit`` (authors: 500).
         batch_size: transitions per step (authors: 10).
         lr: Adam's learning rate (paper: 1e-3), when no ``optimizer`` is given.
         optimizer: an optimiser over the loss's parameters, instead of Adam.
         bonus_before_training: compute the bonus with the untrained model too.
-        novelty_k: k of the novelty diagnostic.
-        novelty_queries: transitions of a batch the novelty diagnostic looks at.
-        novelty_reference: pool states it compares them with.
-        agreement_queries: transitions of a batch the self-agreement diagnostic evaluates twice.
-        diagnostics_every: the novelty and self-agreement diagnostics on every k-th iteration
-            with a bonus, counting from the first (0: never). Their cost is a few k-NN
-            searches and two bonus evaluations: every iteration, about a quarter of a VASE
-            iteration on HalfCheetah (docs/benchmarks.md); every 10th, under 5 %.
+        diagnostics: a ``BonusDiagnostics`` observer (``None``: none).
         pool: an off-policy learner's replay buffer (torchrl's ``ReplayBuffer`` holding the
             bonus's ``transition_keys``): the model trains on it and its statistics are read
-            from it, instead of a pool of its own. Its owner extends it (before ``observe`` or
-            ``update``, with the same batch) and checkpoints it: ``Exploration`` does neither,
-            and ``pool_size`` is its capacity. See ``ReplayBonus`` for the bonus on its samples.
-        backend: how the ELBO's steps run (``ELBOTrainer``; ignored for other losses):
-            ``"auto"`` (default) the compiled kernel (``"numba"``) where it applies — a
-            float32/float64 model on the CPU, plain Adam, ReLU or tanh layers, the analytic KL
-            — else ``"autograd"``; ``"numba"`` that kernel or a ``ValueError`` saying why it
-            cannot run; ``"autograd"`` one step at a time through ``backward`` (any device,
-            activation and optimiser). The kernel compiles once per machine (cached on disk);
-            its steps agree with autograd's to float rounding, not bit for bit.
+            from it, instead of a pool of its own. Its owner extends it (before ``fit``, with
+            the same batch) and checkpoints it: ``Exploration`` does neither, and
+            ``pool_size`` is its capacity. See ``ReplayBonus`` for the bonus on its samples.
+        backend: how the ELBO's steps run (``ModelTrainer``): ``"auto"`` (default) the
+            compiled kernel (``"numba"``) where it applies — a float32/float64 model on the
+            CPU, plain Adam, ReLU or tanh layers, the analytic KL — else ``"autograd"``. The
+            kernel compiles once per machine (cached on disk); its steps agree with
+            autograd's to float rounding, not bit for bit.
         seed: the run's seed, which the random stream's derives from
             (``iteration_seed(seed, 0, stream=EXPLORATION_STREAM)``); ``None`` takes the seed
-            torch's default generator was last given (``torch.initial_seed()``: the run's,
-            where it seeds torch before building its parts).
-        shuffle_bonus: a placebo: ``add_bonus`` permutes each batch's bonus across its
-            transitions (an on-policy iteration's batch, an off-policy learner's sample), so
-            the reward keeps the bonus's size and spread but not which transition earned it;
-            the permutation comes from the random stream (the learner's numbers untouched;
-            the model's later minibatches then differ as another seed's would).
+            torch's default generator was last given (``torch.initial_seed()``).
+        shuffle_bonus: a placebo: each batch's bonus (an on-policy iteration's batch, an
+            off-policy learner's sample) is permuted across its transitions, so the reward
+            keeps the bonus's size and spread but not which transition earned it; the
+            permutation comes from the random stream.
 
     Examples:
         >>> import torch
@@ -138,12 +191,14 @@ class Exploration(nn.Module):
         >>> exploration = Exploration(bonus, bonus.make_loss(kl_weight=0.2), pool_min=100,
         ...                           updates_per_iteration=20)
         >>> env = GymEnv("torchrl_vase/SparseMountainCar-v1")
-        >>> metrics = exploration.step(env.rollout(200))  # no bonus yet: the model learns
-        >>> int(exploration.model_updates), len(exploration.pool)
-        (20, 200)
         >>> batch = env.rollout(200)
-        >>> metrics = exploration.step(batch)
-        >>> bool(batch["next", "intrinsic_reward"].std() > 0)
+        >>> exploration.reward(batch)["bonus/mean"]  # no bonus yet
+        0.0
+        >>> metrics = exploration.fit(batch)  # the model's first steps
+        >>> int(exploration.model_updates), len(exploration.pool), "bnn/elbo" in metrics
+        (20, 200, True)
+        >>> batch = env.rollout(200)
+        >>> exploration.reward(batch)["bonus/std"] > 0
         True
     """
 
@@ -159,11 +214,7 @@ class Exploration(nn.Module):
         lr: float = 1e-3,
         optimizer: torch.optim.Optimizer | None = None,
         bonus_before_training: bool = False,
-        novelty_k: int = 10,
-        novelty_queries: int = 1000,
-        novelty_reference: int = 10_000,
-        agreement_queries: int = 500,
-        diagnostics_every: int = 10,
+        diagnostics: BonusDiagnostics | None = None,
         pool: ReplayBuffer | None = None,
         backend: str = "auto",
         seed: int | None = None,
@@ -173,57 +224,43 @@ class Exploration(nn.Module):
         if not isinstance(bonus, IntrinsicRewardTransform):
             raise TypeError(
                 "bonus must be a bonus transform of this library (SurpriseRewardTransform, "
-                f"RNDRewardTransform, ...), got {type(bonus).__name__}."
-            )
+                f"RNDRewardTransform, ...), got {type(bonus).__name__}.")
         loss = bonus.make_loss() if loss is None else loss
         bonus.check_loss(loss)
         if pool is not None:
             if not isinstance(pool, ReplayBuffer):
                 raise TypeError(f"pool must be a torchrl ReplayBuffer, got {type(pool).__name__}.")
             pool_size = pool.storage.max_size
+        if diagnostics is not None and not isinstance(diagnostics, BonusDiagnostics):
+            raise TypeError(f"diagnostics must be a BonusDiagnostics or None, got "
+                            f"{type(diagnostics).__name__}.")
         self._check_sizes(pool_size, pool_min, updates_per_iteration, batch_size)
-        self.bonus = bonus
-        self.loss = loss
-        parameters = [p for p in loss.parameters() if p.requires_grad]
-        if not parameters:
-            raise ValueError("the loss has no trainable parameters.")
-        if optimizer is None:
-            # fused: one kernel for all parameters a step (the autograd steps'; the compiled
-            # kernel reads and writes its state)
-            optimizer = torch.optim.Adam(parameters, lr=lr, fused=True)
-        _check_optimizer(optimizer, parameters)
-        self.optimizer = optimizer
+        self.bonus, self.loss, self.diagnostics = bonus, loss, diagnostics
+        #: The model's steps, whatever its loss
+        self.trainer = ModelTrainer(loss, optimizer, lr=lr, batch_size=self.batch_size,
+                                    backend=backend)
         # (s, a, s') triples: each is one env step, so none crosses an episode boundary; kept
         # where the model is (batches from CPU envs are moved there as they are added)
         #: Whether the pool is this object's (extended and saved by it) or a learner's buffer.
         self.owns_pool = pool is None
         self.pool = pool if pool is not None else ReplayBuffer(
-            storage=LazyTensorStorage(self.pool_size, device=module_device(bonus))
-        )
+            storage=LazyTensorStorage(self.pool_size, device=module_device(bonus)))
         # how the own pool goes into a checkpoint: whole in this object's state until
         # ``journal_pool`` gives the journal a directory, appended there from then on
         self._pool_journal = ReplayJournal(self.pool) if self.owns_pool else None
         self.bonus_before_training = bool(bonus_before_training)
-        #: A placebo: each batch's bonus permuted across its transitions, so the reward keeps
-        #: the bonus's size and spread but not which transition earned it.
         self.shuffle_bonus = bool(shuffle_bonus)
-        self.novelty_k = check_positive_int("novelty_k", novelty_k)
-        self.novelty_queries = check_positive_int("novelty_queries", novelty_queries)
-        self.novelty_reference = check_positive_int("novelty_reference", novelty_reference)
-        self.agreement_queries = check_positive_int("agreement_queries", agreement_queries)
-        self.diagnostics_every = check_positive_int("diagnostics_every", diagnostics_every,
-                                                    minimum=0)
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
-        #: The model's training: ``ELBOTrainer`` for the ELBO, autograd steps on another loss
-        self.trainer = (ELBOTrainer(loss, optimizer, batch_size=self.batch_size, backend=backend)
-                        if isinstance(loss, VariationalELBOLoss) else None)
         #: Optimiser steps taken so far.
         self.register_buffer("model_updates", torch.zeros((), dtype=torch.long,
                                                           device=module_device(bonus)))
         #: Where every random number of the exploration comes from (see the class).
         self.random_stream = RandomStream(iteration_seed(
             torch.initial_seed() if seed is None else seed, 0, stream=EXPLORATION_STREAM))
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The model's optimiser (its trainer's)."""
+        return self.trainer.optimizer
 
     def _check_sizes(self, pool_size: int, pool_min: int, updates_per_iteration: int,
                      batch_size: int) -> None:
@@ -233,87 +270,77 @@ class Exploration(nn.Module):
                                                         updates_per_iteration)
         self.batch_size = check_positive_int("batch_size", batch_size)
         if self.pool_min > self.pool_size:
-            raise ValueError(
-                f"pool_min ({pool_min}) exceeds pool_size ({pool_size}): the model would never "
-                "be trained."
-            )
+            raise ValueError(f"pool_min ({pool_min}) exceeds pool_size ({pool_size}): the "
+                             "model would never be trained.")
         if self.batch_size > self.pool_min:
             raise ValueError(f"batch_size ({batch_size}) exceeds pool_min ({pool_min}).")
 
-    # ----------------------------------------------------------------------------------------
-    # Algorithm 1
-    # ----------------------------------------------------------------------------------------
     def __repr__(self) -> str:
         # a summary: torchrl's loss modules' own reprs need in_keys that RNDLoss lacks
         return (
             f"{type(self).__name__}(bonus={type(self.bonus).__name__}, "
             f"loss={type(self.loss).__name__}, optimizer={type(self.optimizer).__name__}, "
             f"pool={len(self.pool)}/{self.pool_size}, pool_min={self.pool_min}, "
-            f"updates_per_iteration={self.updates_per_iteration}, batch_size={self.batch_size})"
-        )
+            f"updates_per_iteration={self.updates_per_iteration}, batch_size={self.batch_size})")
 
-    def step(self, batch: TensorDictBase) -> dict[str, float]:
-        """``add_bonus``, the diagnostics, then ``update``, on one collected batch; the metrics."""
-        metrics, sample = self.observe(batch)
-        return metrics | self.update_model(sample)
-
-    def observe(self, batch: TensorDictBase) -> tuple[dict[str, float], TensorDictBase | None]:
-        """The first half of ``step``: the bonus written into ``batch``, its diagnostics, the
-        batch added to the pool; returns the metrics and the minibatches the model trains on
-        (``add_to_pool``'s). ``step(batch)`` is ``observe`` then ``update_model``."""
-        return self.diagnose(batch), self.add_to_pool(batch)
-
-    def diagnose(self, batch: TensorDictBase) -> dict[str, float]:
-        """The bonus written into ``batch`` (``add_bonus``) and its diagnostics: ``bonus_mean``,
-        ``bonus_std``, and where they are due (``diagnostics_due``) ``novelty_spearman``
-        (against the pool as it is: call it before the batch is added) and
-        ``self_agreement``. ``observe``'s first half."""
-        with self.own_random():
-            active = self.add_bonus(batch)
+    # ----------------------------------------------------------------------------------------
+    # Algorithm 1
+    # ----------------------------------------------------------------------------------------
+    def reward(self, batch: TensorDictBase) -> dict[str, float]:
+        """``r = r_e + η·U`` written into ``batch`` in place; ``bonus/mean``, ``bonus/std``,
+        the confidence term's metrics and the diagnostics where due (against the pool as it
+        is: call it before ``fit`` adds the batch)."""
+        with self._own_random():
+            active = self._write_bonus(batch)
             bonus = batch.get(("next", self.bonus.intrinsic_reward_key))
-            metrics = {
-                "bonus_mean": bonus.mean().item(),
-                "bonus_std": bonus.std().item() if bonus.numel() > 1 else math.nan,
-            }
-            if active and self.diagnostics_due():
+            metrics = {"bonus/mean": bonus.mean().item(),
+                       "bonus/std": bonus.std().item() if bonus.numel() > 1 else math.nan}
+            trainings = int(self.model_updates) // self.updates_per_iteration
+            if active and self.diagnostics is not None and self.diagnostics.due(trainings):
                 with phase("diagnostics"):
-                    metrics["novelty_spearman"] = self.novelty(batch)
-                    metrics["self_agreement"] = self.self_agreement(batch)
-        return metrics | self._confidence_metrics(metrics["bonus_mean"] if active else None)
+                    metrics |= self.diagnostics(self.bonus, batch, self.pool,
+                                                seed=int(self.model_updates))
+        return metrics | self._confidence_metrics(metrics["bonus/mean"] if active else None)
 
-    def own_random(self) -> contextlib.AbstractContextManager[None]:
+    def fit(self, batch: TensorDictBase) -> dict[str, float]:
+        """The batch's transitions into the pool (a learner's buffer: already there); once it
+        holds ``pool_min``, the statistics refreshed over the whole pool and the model's
+        ``updates_per_iteration`` steps; the loss's mean outputs (nothing before)."""
+        with self._own_random():
+            with phase("pool"):
+                sample = self._add_to_pool(batch)
+            if sample is None:
+                return {}
+            with phase("model"):
+                metrics = self.trainer(sample)
+        bad = [key for key, value in metrics.items() if not math.isfinite(value)]
+        if bad:
+            raise FloatingPointError(
+                f"training the bonus's model gave non-finite {', '.join(bad)} (with "
+                f"{self.bonus.settings()}): a setting that makes the loss overflow (a tiny "
+                "sigma_c, a large learning rate) or non-finite transitions in the pool.")
+        self.model_updates += self.updates_per_iteration
+        return {self.bonus.metric_prefix + key: value for key, value in metrics.items()}
+
+    def _own_random(self) -> contextlib.AbstractContextManager[None]:
         """A block whose draws from torch's default generators come from ``random_stream`` (the
-        model's device's too, on a GPU), leaving them as they were: ``diagnose``,
-        ``add_bonus``, ``add_to_pool`` and ``update_model`` run in one; wrap in it any other
-        draw made for the bonus."""
+        model's device's too, on a GPU), leaving them as they were."""
         return self.random_stream.active(module_device(self.bonus))
 
-    def diagnostics_due(self) -> bool:
-        """Whether this iteration computes ``novelty_spearman`` and ``self_agreement``: the
-        model's k-th training so far (its update count over ``updates_per_iteration``) with
-        ``(k − 1) % diagnostics_every == 0``. A count the checkpoint holds, so a resumed run
-        computes them on the same iterations."""
-        if not self.diagnostics_every:
-            return False
-        trainings = int(self.model_updates) // self.updates_per_iteration
-        return (trainings - 1) % self.diagnostics_every == 0
-
     def _confidence_metrics(self, bonus_mean: float | None) -> dict[str, float]:
-        """VASE's ``δ·H(q)`` (``confidence``) and its share of the surprise it is taken from,
-        ``δ·H / (mean U + δ·H)`` (``confidence_share``), where the bonus has such a term
-        (``confidence_term``); nothing otherwise."""
+        """VASE's ``δ·H(q)`` (``bonus/confidence``) and its share of the surprise it is taken
+        from, ``δ·H / (mean U + δ·H)``, where the bonus has such a term; nothing otherwise."""
         term = self.bonus.confidence_term()
         if term is None:
             return {}
         if bonus_mean is None:
-            return {"confidence": math.nan, "confidence_share": math.nan}
-        return {"confidence": term, "confidence_share": term / (bonus_mean + term)}
+            return {"bonus/confidence": math.nan, "bonus/confidence_share": math.nan}
+        return {"bonus/confidence": term, "bonus/confidence_share": term / (bonus_mean + term)}
 
-    def add_bonus(self, batch: TensorDictBase) -> bool:
-        """Write the bonus into ``batch`` in place; ``False`` if it was 0 (model untrained).
-        With ``shuffle_bonus``, the batch's bonus permuted across its transitions (the
-        permutation drawn from ``random_stream``)."""
-        with self.own_random(), phase("bonus"):
+    def _write_bonus(self, batch: TensorDictBase) -> bool:
+        """The bonus into ``batch`` in place (permuted across it for ``shuffle_bonus``);
+        ``False`` if it was 0 (the model untrained)."""
+        with self._own_random(), phase("bonus"):
             if int(self.model_updates) == 0 and not self.bonus_before_training:
                 self.bonus.write_no_bonus(batch)
                 return False
@@ -325,21 +352,6 @@ class Exploration(nn.Module):
                 # back to the batch's shape: an on-policy batch is [envs, steps]
                 self.bonus.write_bonus(following, values[order].reshape(following.batch_size))
             return True
-
-    def update(self, batch: TensorDictBase) -> dict[str, float]:
-        """Add the batch to the pool; refresh statistics and train the model once it is big enough.
-
-        Returns the mean of each scalar loss output over the steps (``loss_*``, and e.g. ``elbo``,
-        ``kl``, ``entropy`` for the ELBO), empty when the model was not trained.
-        """
-        return self.update_model(self.add_to_pool(batch))
-
-    def add_to_pool(self, batch: TensorDictBase) -> TensorDictBase | None:
-        """The batch's transitions into the pool (a learner's buffer: already there); once it
-        holds ``pool_min``, the statistics refreshed over the whole pool and the iteration's
-        minibatches drawn (``None`` before)."""
-        with self.own_random(), phase("pool"):
-            return self._add_to_pool(batch)
 
     def _add_to_pool(self, batch: TensorDictBase) -> TensorDictBase | None:
         transitions = batch.reshape(-1).select(*self.bonus.transition_keys)
@@ -359,97 +371,6 @@ class Exploration(nn.Module):
         index, _ = self.pool.sampler.sample(self.pool.storage,
                                             self.updates_per_iteration * self.batch_size)
         return self.pool.storage.get(index).select(*self.bonus.transition_keys)
-
-    def update_model(self, sample: TensorDictBase | None) -> dict[str, float]:
-        """``updates_per_iteration`` steps of the model on ``sample`` (``add_to_pool``'s);
-        nothing for ``None``. Returns the loss's mean outputs. (Not ``train``: that is
-        ``nn.Module.train(mode)``, which torch code calls on any module tree.)"""
-        if sample is None:
-            return {}
-        with self.own_random(), phase("model"):
-            return self.count_steps(self._loss_steps(sample) if self.trainer is None
-                                    else self.trainer(sample))
-
-    def count_steps(self, metrics: dict[str, float]) -> dict[str, float]:
-        """After a training: non-finite losses refused, the step count advanced."""
-        bad = [key for key, value in metrics.items() if not math.isfinite(value)]
-        if bad:
-            raise FloatingPointError(
-                f"training the bonus's model gave non-finite {', '.join(bad)} (with "
-                f"{self.bonus.settings()}): a setting that makes the loss overflow (a tiny "
-                "sigma_c, a large learning rate) or non-finite transitions in the pool."
-            )
-        self.model_updates += self.updates_per_iteration
-        return metrics
-
-    def _loss_steps(self, sample: TensorDictBase) -> dict[str, float]:
-        """Optimiser steps on the sum of the loss's ``loss_*`` outputs, by autograd."""
-        totals: dict[str, torch.Tensor] = {}
-        for minibatch in sample.split(self.batch_size):
-            out = self.loss(minibatch)
-            objective = sum(value for key, value in out.items() if key.startswith("loss_"))
-            self.optimizer.zero_grad()
-            objective.backward()
-            self.optimizer.step()
-            for key, value in out.items():
-                if value.numel() == 1:
-                    totals[key] = totals.get(key, 0.0) + value.detach()
-        return {key: (total / self.updates_per_iteration).item() for key, total in totals.items()}
-
-    def novelty(self, batch: TensorDictBase) -> float:
-        """Spearman's ρ between the batch's bonus and its next states' k-NN novelty in the pool.
-
-        Call it before ``update`` adds the batch to the pool. The subsamples come from a generator
-        of their own, so the diagnostic does not change the training's random numbers.
-        """
-        key = ("next", self.bonus.observation_key)
-        if len(self.pool) <= self.novelty_k:
-            return math.nan
-        generator = torch.Generator().manual_seed(int(self.model_updates))
-        return novelty_correlation(
-            batch.get(("next", self.bonus.intrinsic_reward_key)),
-            batch.get(key),
-            self.pool.storage[: len(self.pool)].get(key),
-            k=self.novelty_k,
-            num_queries=self.novelty_queries,
-            num_reference=self.novelty_reference,
-            generator=generator,
-        )
-
-    def self_agreement(self, batch: TensorDictBase) -> float:
-        """Spearman's ρ between two evaluations of the bonus on the same ``agreement_queries``
-        transitions of ``batch``, each with fresh weight samples (NaN for a bonus without
-        sampling noise, RND's).
-
-        With N samples per evaluation the bonus's ranking of transitions is partly sampling
-        noise; ρ near 1 says the ranking is the model's, near 0 that it is mostly noise. The
-        subsample and both evaluations draw from a generator of their own (seeded by the update
-        count), so the diagnostic does not change the training's random numbers.
-
-        Examples:
-            >>> import torch
-            >>> from torchrl.envs import GymEnv
-            >>> from torchrl_vase import DynamicsModel, VASERewardTransform
-            >>> bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=1e-4)
-            >>> exploration = Exploration(bonus, pool_min=100, updates_per_iteration=20)
-            >>> env = GymEnv("torchrl_vase/SparseMountainCar-v1")
-            >>> _ = exploration.step(env.rollout(200))
-            >>> -1.0 <= exploration.self_agreement(env.rollout(200)) <= 1.0
-            True
-        """
-        if not isinstance(self.bonus, SurpriseRewardTransform):
-            return math.nan
-        flat = batch.reshape(-1)
-        if flat.numel() < 2:
-            return math.nan
-        generator = torch.Generator().manual_seed(int(self.model_updates))
-        index = torch.randperm(flat.numel(), generator=generator)[: self.agreement_queries]
-        queries = flat[index]
-        obs, action, next_obs = (queries.get(key) for key in self.bonus.transition_keys)
-        with torch.no_grad():
-            first, second = (self.bonus.surprise(obs, action, next_obs, generator=generator)
-                             for _ in range(2))
-        return spearman(first, second)
 
     # ----------------------------------------------------------------------------------------
     # State
@@ -474,7 +395,7 @@ class Exploration(nn.Module):
             >>> exploration = make(); exploration.journal_pool(directory)
             >>> batch = TensorDict({"observation": torch.randn(30, 2), "action": torch.randn(30, 1),
             ...                     "next": {"observation": torch.randn(30, 2)}}, [30])
-            >>> _ = exploration.add_to_pool(batch)
+            >>> _ = exploration.fit(batch)
             >>> state = exploration.state_dict()  # the 30 transitions go to a file there
             >>> state["_extra_state"]["pool"]
             {'journal': {'write_count': 30, 'capacity': 100000}}
@@ -562,9 +483,9 @@ class ReplayBonus:
     ``r = r_e + η·U`` into every sampled batch under the bonus's model as it is at sampling time
     (so transitions grow less rewarding as the model learns them), the stored extrinsic reward
     untouched (the sample is a copy). Until the model's first update the bonus is 0
-    (``Exploration.add_bonus``'s rule). The bonus's scaling statistics (RND's running moments,
+    (``Exploration.reward``'s rule). The bonus's scaling statistics (RND's running moments,
     VIME's medians) are read, not updated: they follow the collected batches
-    (``Exploration.observe``), not how often a transition happens to be sampled.
+    (``Exploration.reward``), not how often a transition happens to be sampled.
 
     Examples:
         >>> import torch
@@ -577,7 +498,7 @@ class ReplayBonus:
         >>> _ = buffer.append_transform(ReplayBonus(exploration))
         >>> batch = GymEnv("torchrl_vase/SparseMountainCar-v1").rollout(200)
         >>> _ = buffer.extend(batch.reshape(-1))
-        >>> _ = exploration.step(batch)  # the model's first steps, on the buffer
+        >>> _ = exploration.fit(batch)  # the model's first steps, on the buffer
         >>> sample, info = buffer.sample(return_info=True)  # r = r_e + eta * U, U > 0
         >>> stored = buffer.storage.get(info["index"])["next", "reward"]  # r_e, as stored
         >>> bool(sample["next", "intrinsic_reward"].abs().sum() > 0), torch.equal(
@@ -597,7 +518,7 @@ class ReplayBonus:
         bonus.train(False)  # the statistics are read, not updated
         try:
             with torch.no_grad():
-                self.exploration.add_bonus(tensordict)  # shuffled there, for a placebo
+                self.exploration._write_bonus(tensordict)  # shuffled there, for a placebo
         finally:
             bonus.train(training)
         return tensordict

@@ -1,5 +1,5 @@
 """The library's compiled kernels (numba and numpy, no torch): an iteration's ELBO steps in one
-compiled call (``ELBOTrainer``'s ``"numba"`` backend), and the elementwise passes of a batch's
+compiled call (``ModelTrainer``'s ``"numba"`` backend), and the elementwise passes of a batch's
 bonus between its matrix products (``local_hidden_layer``, ``local_output_errors``:
 ``BayesianMLP.sample_squared_errors``). One file: numba's disk cache keys a function on its
 own file, so the helpers they share (tanh, exp, log) must live beside them.
@@ -12,7 +12,7 @@ softplus(ρ) and the closed-form KL and entropy (paper, Eq. 12-13), the forward 
 sampled networks (or the local reparameterisation's pre-activations), the hand-derived backward
 pass (checked against autograd's gradients of ``VariationalELBOLoss.terms_from_noise``), the
 prior's gradients and Adam's update (``torch.optim.Adam``'s arithmetic). The arrays keep a
-leading axis of models, which ``ELBOTrainer`` fills with one.
+leading axis of models, which ``ModelTrainer`` fills with one.
 
 Why numba, measured side by side on the project's 2-core machine
 (``recipes/benchmarks/benchmark_bnn.py``, docs/benchmarks.md): the matrix products go to BLAS
@@ -21,7 +21,7 @@ log σ, Adam over 2·|Θ| values) is one fused loop per step instead of a dozen 
 the loop over steps is compiled. ``torch.compile`` (inductor, one graph a step) fuses the
 elementwise work but returns to Python and its runtime at every step. The kernel compiles once
 per dtype and machine (cached on disk beside this file) and runs on CPU arrays only: other
-models take the autograd backend (``elbo_trainer.kernel_unavailable`` says why).
+models take the autograd backend (``trainer.kernel_unavailable`` says why).
 
 The arrays are float32 or float64 throughout (the model's dtype); scalar settings arrive as a
 ``consts`` array of that dtype, so float32 work stays float32 (numba would otherwise promote
@@ -651,7 +651,7 @@ def layer_consts(dtype: np.dtype) -> np.ndarray:
 
 def warm_up() -> None:
     """Compile the kernel for every dtype and sampling with the argument types
-    ``ELBOTrainer`` passes, or load it from numba's disk cache (beside this file).
+    ``ModelTrainer`` passes, or load it from numba's disk cache (beside this file).
 
     A cold compilation takes about a minute in all (once per machine and version of this
     file); ``make venv`` runs it so that no run or test pays it.

@@ -13,7 +13,7 @@ it calls the algorithm once per collected batch: ``OnPolicyStep`` (TRPO, PPO),
 - **signals**: the first SIGTERM or SIGINT ends the running iteration, writes a checkpoint and
   returns ``stopped_by``; an iteration still running ``stop_grace`` seconds after it is
   abandoned instead (a collection where it is; a step's long loop, SAC's updates at a high
-  update-to-data ratio, at its next update: ``checkpointing.stop_due``): its work is dropped,
+  update-to-data ratio, at its next update: ``signals.stop_due``): its work is dropped,
   nothing is written or logged, and the run continues from its last checkpoint
   (``LoopResult.dropped``: the iterations since it, which a resumed run computes again); a
   second signal stops at once (``KeyboardInterrupt``);
@@ -66,9 +66,10 @@ from tensordict import TensorDictBase
 
 from torchrl_vase._random_stream import iteration_seed  # re-exported: the loop seeds by it
 from torchrl_vase._validation import check_positive_int
-from torchrl_vase.checkpointing import StopNow, StopSignals, rng_state, set_rng_state
+from torchrl_vase.checkpointing import rng_state, set_rng_state
 from torchrl_vase.loggers import Logger
 from torchrl_vase.progress import Progress
+from torchrl_vase.signals import StopNow, StopSignals
 from torchrl_vase.timing import PhaseClock, phase, timing_metrics
 
 __all__ = ["LoopResult", "TrainingLoop", "check_finite", "is_clock", "iteration_seed"]

@@ -48,9 +48,8 @@ from torchrl.data import ReplayBuffer
 from torchrl.objectives import SACLoss, SoftUpdate
 
 from torchrl_vase._validation import check_positive_int
-from torchrl_vase.checkpointing import StopNow, stop_due
 from torchrl_vase.exploration import Exploration, ReplayBonus
-from torchrl_vase.step import logged_model_metrics
+from torchrl_vase.signals import StopNow, stop_due
 from torchrl_vase.timing import phase
 
 __all__ = ["TRANSITION_KEYS", "OffPolicyStep", "SACUpdate"]
@@ -150,16 +149,14 @@ class OffPolicyStep:
         # stored as collected (the extrinsic reward): the bonus is the sample's, not the buffer's
         transitions = flat.select(*TRANSITION_KEYS).clone()
         metrics: dict[str, float] = {}
-        # Exploration.observe's two halves around the buffer's extension: the bonus and its
-        # diagnostics against the buffer as it was, then the model's minibatches from it
+        # the bonus and its diagnostics against the buffer as it was, then the model fitted on
+        # the buffer the batch has joined
         if self.exploration is not None:
-            metrics |= logged_model_metrics(self.exploration, self.exploration.diagnose(flat))
+            metrics |= self.exploration.reward(flat)
         with phase("replay"):  # the learner's store, not the bonus's
             self.replay.extend(transitions)
         if self.exploration is not None:
-            sample = self.exploration.add_to_pool(flat)
-            metrics |= logged_model_metrics(self.exploration,
-                                            self.exploration.update_model(sample))
+            metrics |= self.exploration.fit(flat)
         if len(self.replay) >= self.learning_starts:
             with phase("policy"):  # the bonus on its samples: time/bonus
                 metrics |= self.update(flat.numel())

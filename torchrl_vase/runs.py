@@ -45,7 +45,6 @@ from mlflow.tracking import MlflowClient
 
 from torchrl_vase.checkpointing import (
     Checkpointer,
-    StopAtOnce,
     check_writable,
     config_identity,
     load_checkpoint,
@@ -54,6 +53,7 @@ from torchrl_vase.checkpointing import (
 from torchrl_vase.evaluation import WEIGHTS_FILE, run_weights
 from torchrl_vase.mlflow_ui import run_charts_url, runs_table_url
 from torchrl_vase.provenance import RESUMED_ELSEWHERE, changed, environment_tags
+from torchrl_vase.signals import StopAtOnce
 from torchrl_vase.tracking import (
     MLflowTracker,
     RunLock,

@@ -1,15 +1,14 @@
 """The step of Algorithm 1 that follows each rollout, with TRPO's or PPO's policy update.
 
-``OnPolicyStep`` is what ``TrainingLoop`` calls once per batch (paper, Algorithm 1, lines 5-9):
-the exploration side (the bonus ``r = r_e + η·U`` over the whole batch, the pool, the model's
-standardisation and its ELBO steps: ``Exploration.step``), the advantage (an ``ExplorationGAE``
-structure), the policy update (``TRPOUpdate``: one natural-gradient step; ``PPOUpdate``: epochs of
-torchrl's ``ClipPPOLoss`` on minibatches), the critic fit (``CriticFit``) and the diagnostics of
-whether the bonus steers the policy. Each piece is a small object; the step only orders them and
-names their metrics as the recipe logs them:
+``OnPolicyStep`` is what ``TrainingLoop`` calls once per batch (paper, Algorithm 1, lines 5-9),
+each collaborator once, in this order: the bonus ``r = r_e + η·U`` over the whole batch
+(``Exploration.reward``), the model fitted on its pool (``Exploration.fit``), the advantage (an
+``ExplorationGAE`` structure), the policy update (``TRPOUpdate``: one natural-gradient step;
+``PPOUpdate``: epochs of torchrl's ``ClipPPOLoss`` on minibatches) and the critic fit
+(``CriticFit``). Its metrics:
 
-- ``bonus/``: the intrinsic reward (``mean``, ``std``), its novelty correlation and its share of
-  the advantage (``advantage_corr``, ``advantage_share``);
+- ``bonus/``: the intrinsic reward (``mean``, ``std``), its diagnostics and its share of the
+  advantage (``advantage_corr``, ``advantage_share``);
 - ``bnn/`` or ``rnd/``: the bonus's model (its losses);
 - ``trpo/`` or ``ppo/``: the policy step and the critic fit.
 
@@ -17,7 +16,7 @@ Examples:
     >>> import torch
     >>> from tensordict import TensorDict
     >>> from torchrl.modules import ValueOperator
-    >>> from torchrl_vase import ExplorationGAE, TRPOLoss, gaussian_policy
+    >>> from torchrl_vase import CriticFit, ExplorationGAE, TRPOLoss, gaussian_policy
     >>> actor = gaussian_policy(3, 1, [8])
     >>> critic = ValueOperator(torch.nn.Linear(3, 1), in_keys=["observation"])
     >>> loss = TRPOLoss(actor, critic, max_kl=0.01)
@@ -49,29 +48,10 @@ from torchrl.objectives.value import ValueEstimatorBase
 from torchrl_vase._validation import check_positive_int
 from torchrl_vase.diagnostics import advantage_alignment
 from torchrl_vase.exploration import Exploration
-from torchrl_vase.objectives.trpo import TRPOLoss, fit_critic, loggable_fit
+from torchrl_vase.objectives.trpo import TRPOLoss
 from torchrl_vase.timing import phase
 
-__all__ = ["CriticFit", "OnPolicyStep", "PPOUpdate", "TRPOUpdate", "logged_model_metrics"]
-
-# Exploration.step's metrics as the recipe logs them; the model's own go under bnn/ or rnd/
-EXPLORATION_METRICS = {
-    "bonus_mean": "bonus/mean",
-    "bonus_std": "bonus/std",
-    "novelty_spearman": "bonus/novelty_spearman",
-    "self_agreement": "bonus/self_agreement",
-    "confidence": "bonus/confidence",
-    "confidence_share": "bonus/confidence_share",
-}
-
-
-def logged_model_metrics(exploration: Exploration, metrics: Mapping[str, float]
-                         ) -> dict[str, float]:
-    """``Exploration``'s metrics as the recipe logs them: ``bonus/…``, the model's under its
-    bonus's ``metric_prefix`` (``bnn/``, the ELBO's; ``rnd/``)."""
-    prefix = exploration.bonus.metric_prefix
-    return {EXPLORATION_METRICS.get(key, prefix + key): value for key, value in metrics.items()}
-
+__all__ = ["OnPolicyStep", "PPOUpdate", "TRPOUpdate"]
 
 class TRPOUpdate:
     """One natural-gradient step of ``TRPOLoss`` on the batch (its advantages computed); returns
@@ -149,30 +129,6 @@ class PPOUpdate(nn.Module):
         self.optimizer.load_state_dict(state)
 
 
-class CriticFit:
-    """``fit_critic``: the critic (and the dual structure's intrinsic critic) regressed on the
-    batch's value targets; returns ``<prefix>critic_loss`` and ``<prefix>explained_variance``
-    (``intrinsic_`` versions with an intrinsic critic; no explained variance while every target
-    is 0: ``loggable_fit``). Its ``state_dict`` is the optimiser's."""
-
-    def __init__(self, loss, optimizer: torch.optim.Optimizer, *, epochs: int = 5,
-                 minibatch_size: int = 500, prefix: str = "trpo/") -> None:
-        self.loss, self.optimizer = loss, optimizer
-        self.epochs, self.minibatch_size, self.prefix = epochs, minibatch_size, prefix
-
-    def __call__(self, batch: TensorDictBase) -> dict[str, float]:
-        fit = fit_critic(self.loss, batch, self.optimizer, epochs=self.epochs,
-                         minibatch_size=self.minibatch_size)
-        return loggable_fit({self.prefix + ("critic_loss" if key == "loss_critic" else key):
-                             float(value) for key, value in fit.items()})
-
-    def state_dict(self) -> dict:
-        return self.optimizer.state_dict()
-
-    def load_state_dict(self, state: Mapping) -> None:
-        self.optimizer.load_state_dict(state)
-
-
 class OnPolicyStep:
     """Algorithm 1 after the rollout, on one batch: bonus, advantage, policy, critic.
 
@@ -193,44 +149,20 @@ class OnPolicyStep:
         self.exploration = exploration
 
     def __call__(self, batch: TensorDictBase) -> dict[str, float]:
-        metrics, sample = self.observe(batch)
-        metrics.update(self.train_model(sample))
-        metrics.update(self.advantage(batch, metrics))
-        with phase("policy"):
-            metrics.update(self.policy_update(batch))
-        if self.critic_fit is not None:
-            with phase("critic"):
-                metrics.update(self.critic_fit(batch))
-        return metrics
-
-    # the phases of __call__
-    def observe(self, batch: TensorDictBase) -> tuple[dict[str, float], TensorDictBase | None]:
-        """r = r_e + η·U written into the batch, the bonus's diagnostics, the pool; the metrics
-        and the model's minibatches (``Exploration.observe``)."""
-        if self.exploration is None:
-            return {}, None
-        metrics, sample = self.exploration.observe(batch)
-        return self.model_metrics(metrics), sample
-
-    def train_model(self, sample: TensorDictBase | None) -> dict[str, float]:
-        """The bonus's model trained on ``observe``'s minibatches."""
-        if self.exploration is None:
-            return {}
-        return self.model_metrics(self.exploration.update_model(sample))
-
-    def model_metrics(self, metrics: Mapping[str, float]) -> dict[str, float]:
-        """``Exploration``'s metrics as logged: ``bonus/…``, the model's under ``bnn/`` or
-        ``rnd/``."""
-        return logged_model_metrics(self.exploration, metrics)
-
-    def advantage(self, batch: TensorDictBase, metrics: Mapping[str, float]) -> dict[str, float]:
-        """The advantage written into the batch; with a bonus that varies (``bonus/std`` of
-        ``metrics``), how much of it the bonus makes."""
+        metrics: dict[str, float] = {}
+        if self.exploration is not None:
+            metrics |= self.exploration.reward(batch)
+            metrics |= self.exploration.fit(batch)
         with torch.no_grad(), phase("advantage"):
             self.value_estimator(batch)
-        if self.exploration is None or not metrics.get("bonus/std", 0) > 0:
-            return {}
-        with phase("diagnostics"):
-            alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
-        return {"bonus/advantage_corr": alignment["correlation"],
-                "bonus/advantage_share": alignment["bonus_share"]}
+        if self.exploration is not None and metrics.get("bonus/std", 0) > 0:
+            with phase("diagnostics"):
+                alignment = advantage_alignment(batch["advantage"], batch["bonus_advantage"])
+            metrics |= {"bonus/advantage_corr": alignment["correlation"],
+                        "bonus/advantage_share": alignment["bonus_share"]}
+        with phase("policy"):
+            metrics |= self.policy_update(batch)
+        if self.critic_fit is not None:
+            with phase("critic"):
+                metrics |= self.critic_fit(batch)
+        return metrics

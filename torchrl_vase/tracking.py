@@ -54,7 +54,7 @@ from mlflow.entities import Experiment, Metric, Param
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from torchrl_vase.checkpointing import stop_requested
+from torchrl_vase.signals import stop_requested
 
 # MLflow prints "View run ... at <the tracking URI>" when a run against a server ends, a password
 # in the URI included; the runs print their own links, the URI redacted (``redact``)
@@ -127,7 +127,7 @@ def retrying(call: Callable[[], T], *, what: str, minutes: float, first_wait: fl
 
     The first failure of an outage and its end are logged as warnings (``torchrl_vase.tracking``),
     one each, so a run that waits for its store says so instead of looking hung. Once a signal
-    has asked the run to stop (``checkpointing.stop_requested``), it waits no more: a
+    has asked the run to stop (``signals.stop_requested``), it waits no more: a
     scheduler's SIGKILL follows a SIGTERM within seconds. A SQLite ``store`` whose file is gone
     is not an outage: it is said at once."""
     started = time.monotonic()

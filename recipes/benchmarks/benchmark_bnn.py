@@ -8,7 +8,7 @@ Prints, for hidden [32] (classic tasks, 4-dim obs + 1-dim action like CartpoleSw
   single-sample forwards (``[model(x) for _ in range(10)]``), and their ratio;
 * ELBO optimisation steps per second (forward, backward, Adam) for minibatches of 10 and 256;
 * one iteration of the model's training as ``Exploration`` does it (500 minibatches of 10 drawn from
-  a pool), ``ELBOTrainer``'s two backends timed in turns: ``autograd`` (the loss, ``backward``
+  a pool), ``ModelTrainer``'s two backends timed in turns: ``autograd`` (the loss, ``backward``
   and fused Adam, a step at a time) and ``numba`` (all steps in one compiled call, the default);
 * weight sampling against the local samplings (``sampling="local"``, per row, and
   ``"local_shared"``, the authors' layer): the training iteration, the bonus of a batch, and the
@@ -37,8 +37,8 @@ from torchrl_vase import (
     SAMPLINGS,
     BayesianMLP,
     DynamicsModel,
-    ELBOTrainer,
     Exploration,
+    ModelTrainer,
     VariationalELBOLoss,
     VASERewardTransform,
 )
@@ -146,7 +146,7 @@ def main() -> None:
             "action": torch.randn(args.updates * 10, act_dim),
             ("next", "observation"): torch.randn(args.updates * 10, obs_dim)},
             [args.updates * 10])
-        trainers = {backend: ELBOTrainer(copy.deepcopy(loss), backend=backend)
+        trainers = {backend: ModelTrainer(copy.deepcopy(loss), backend=backend)
                     for backend in ("autograd", "numba")}
         trainers["numba"](sample)  # the kernel compiles or loads from numba's cache
         paths = {backend: functools.partial(trainer, sample)
@@ -202,7 +202,7 @@ TASK_MODELS = {
 
 def elbo_steps_table(args) -> None:
     """One ELBO step (minibatch 10, N samples, gradients and Adam) of the recipe's models, per
-    sampling: ``ELBOTrainer``'s autograd backend (a few dozen torch calls a step) and its
+    sampling: ``ModelTrainer``'s autograd backend (a few dozen torch calls a step) and its
     compiled kernel (an iteration's steps in one call), each timed on whole iterations of
     ``--updates`` steps with their noise drawn as training draws it; and the kernel's arithmetic
     rate (its matrix products' FLOPs a second) beside a large matrix product's on the same
@@ -267,7 +267,7 @@ def _steps_call(loss: VariationalELBOLoss, x: torch.Tensor, y: torch.Tensor, bac
 
     def run() -> None:
         network.load_state_dict(start)
-        trainer = ELBOTrainer(loss, backend=backend)
+        trainer = ModelTrainer(loss, backend=backend)
         trainer.steps(x, y, lambda n: loss.step_noise(10, steps=n))
 
     return run

@@ -46,7 +46,7 @@ def parts(kind: str, obs: int, action: int, bnn: int) -> tuple[tv.SACUpdate, Rep
                                                                sigma_c=0.5), eta=1e-4)
                  if kind == "vase" else tv.RNDRewardTransform(obs, eta=1e-4))
         exploration = tv.Exploration(bonus, pool=replay, pool_min=500, updates_per_iteration=10)
-        exploration.update_model(exploration.add_to_pool(replay.storage.get(torch.arange(100))))
+        exploration.fit(replay.storage.get(torch.arange(100)))
         replay.append_transform(tv.ReplayBonus(exploration))
     update = tv.SACUpdate(loss, replay, torch.optim.Adam(loss.parameters(), lr=3e-4),
                           SoftUpdate(loss, tau=0.005))

@@ -14,7 +14,7 @@ does not is not shown to be one (a branch equal to the default here may be the d
 on this processor only).
 
 The computations: a two-layer ``nn.Linear`` network's forward and backward on 5,000 rows (the
-policy's and critic's arithmetic), and one iteration of the VASE model's training (``ELBOTrainer``,
+policy's and critic's arithmetic), and one iteration of the VASE model's training (``ModelTrainer``,
 the numba kernel, 50 steps of 10 on fixed transitions of MountainCar's size).
 
     python recipes/benchmarks/kernel_rounding.py          # the table (about a minute: numba's
@@ -56,7 +56,7 @@ def hashes() -> dict[str, str]:
     from tensordict import TensorDict
     from torch import nn
 
-    from torchrl_vase import DynamicsModel, ELBOTrainer, VariationalELBOLoss
+    from torchrl_vase import DynamicsModel, ModelTrainer, VariationalELBOLoss
 
     torch.set_num_threads(1)  # a thread count is a path too: one, as each study job runs
     torch.manual_seed(0)
@@ -68,7 +68,7 @@ def hashes() -> dict[str, str]:
 
     torch.manual_seed(0)
     loss = VariationalELBOLoss(DynamicsModel.build(2, 1, standardize=False), kl_weight=0.1)
-    trainer = ELBOTrainer(loss, batch_size=10)
+    trainer = ModelTrainer(loss, batch_size=10)
     sample = TensorDict({"observation": torch.randn(500, 2), "action": torch.randn(500, 1),
                          ("next", "observation"): torch.randn(500, 2)}, [500])
     trainer(sample)

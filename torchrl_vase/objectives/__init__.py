@@ -1,20 +1,17 @@
 """Loss modules and value estimators."""
 
 from torchrl_vase.objectives.advantage import STRUCTURES, ExplorationGAE, discounted_sum
+from torchrl_vase.objectives.critic_fit import CriticFit, explained_variance, fit_critic
 from torchrl_vase.objectives.elbo import VariationalELBOLoss, gaussian_nll
-from torchrl_vase.objectives.elbo_trainer import BACKENDS, ELBOTrainer
-from torchrl_vase.objectives.trpo import (
-    TRPOLoss,
-    conjugate_gradient,
-    explained_variance,
-    fit_critic,
-)
+from torchrl_vase.objectives.trainer import BACKENDS, ModelTrainer
+from torchrl_vase.objectives.trpo import TRPOLoss, conjugate_gradient
 
 __all__ = [
     "BACKENDS",
     "STRUCTURES",
-    "ELBOTrainer",
+    "CriticFit",
     "ExplorationGAE",
+    "ModelTrainer",
     "TRPOLoss",
     "VariationalELBOLoss",
     "conjugate_gradient",

@@ -186,7 +186,7 @@ class VariationalELBOLoss(LossModule):
         """``(loss_nll, KL, entropy)`` on prepared data (``x = cat(s, a)`` ``[B, in]`` and the
         target ``y`` ``[B, out]``, as ``model_inputs`` returns them) with the draws ``noise``
         of one step (``step_noise(B)``: the N weight samples' ε, or the local sampling's
-        pre-activation ε). Differentiable in μ and ρ: ``ELBOTrainer``'s autograd steps and
+        pre-activation ε). Differentiable in μ and ρ: ``ModelTrainer``'s autograd steps and
         ``forward`` both compute the loss here; the compiled kernel computes the same terms
         and their gradients by hand (tested against this).
 

@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule
-from tensordict.utils import NestedKey
 from torch import Tensor
 from torch.distributions import Distribution, kl_divergence
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torchrl.modules.distributions.utils import has_analytic_kl
 from torchrl.objectives import PPOLoss
 
-from torchrl_vase._adam import adam_step, supports_adam_steps
 from torchrl_vase._validation import check_non_negative, check_positive, check_positive_int
-from torchrl_vase.modules.critic import StandardizedRegressor
-from torchrl_vase.objectives.advantage import ExplorationGAE
 
-__all__ = ["TRPOLoss", "conjugate_gradient", "explained_variance", "fit_critic", "loggable_fit"]
+__all__ = ["TRPOLoss", "conjugate_gradient"]
 
 
 def conjugate_gradient(
@@ -352,205 +347,3 @@ class TRPOLoss(PPOLoss):
         if explained_variance is not None:
             out["explained_variance"] = explained_variance.mean()
         return TensorDict(out, batch_size=[])
-
-
-def _critics(loss: TRPOLoss) -> list[tuple[TensorDictModule, NestedKey]]:
-    """Every critic the loss's value estimator uses, with the key of its regression target."""
-    critics = [(loss.critic_network, loss.tensor_keys.value_target)]
-    estimator = loss._value_estimator
-    if isinstance(estimator, ExplorationGAE) and estimator.structure == "dual":
-        critics.append(
-            (estimator.intrinsic_value_network, estimator.tensor_keys.intrinsic_value_target)
-        )
-    return critics
-
-
-def _refit_standardization(critic: TensorDictModule, data: TensorDictBase, target_key) -> None:
-    module = getattr(critic, "module", None)
-    if isinstance(module, StandardizedRegressor):
-        inputs = torch.cat([data.get(key) for key in critic.in_keys], dim=-1)
-        module.fit_statistics(inputs, data.get(target_key))
-
-
-def fit_critic(
-    loss: TRPOLoss,
-    tensordict: TensorDictBase,
-    optimizer: torch.optim.Optimizer,
-    *,
-    epochs: int = 5,
-    minibatch_size: int = 256,
-) -> TensorDict:
-    """Regress the critic on the batch's value targets: ``epochs`` passes of shuffled minibatches.
-
-    The value targets must be in the batch (``loss.value_estimator(batch)`` computes them with the
-    advantages). With an ``ExplorationGAE`` of the ``"dual"`` structure as the loss's value
-    estimator, its intrinsic critic is fitted too, on ``intrinsic_value_target``, in the same
-    minibatches (the optimiser must hold both critics' parameters). A critic whose module is a
-    ``StandardizedRegressor`` first gets its statistics from this batch (as rllab's baselines).
-
-    Returns the mean critic loss of the last epoch and the explained variance after fitting
-    (with ``intrinsic_`` versions for an intrinsic critic).
-
-    Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from tensordict.nn import TensorDictModule
-        >>> from torchrl.modules import IndependentNormal, ProbabilisticActor, ValueOperator
-        >>> from tensordict.nn import AddStateIndependentNormalScale
-        >>> head = torch.nn.Sequential(torch.nn.Linear(3, 1), AddStateIndependentNormalScale(1))
-        >>> actor = ProbabilisticActor(
-        ...     TensorDictModule(head, ["observation"], ["loc", "scale"]),
-        ...     in_keys=["loc", "scale"], distribution_class=IndependentNormal)
-        >>> critic = ValueOperator(torch.nn.Linear(3, 1), in_keys=["observation"])
-        >>> loss = TRPOLoss(actor, critic)
-        >>> batch = TensorDict({"observation": torch.randn(64, 3),
-        ...                     "value_target": torch.randn(64, 1)}, [64])
-        >>> optimizer = torch.optim.Adam(critic.parameters(), lr=1e-2)
-        >>> sorted(fit_critic(loss, batch, optimizer, epochs=2, minibatch_size=16).keys())
-        ['explained_variance', 'loss_critic']
-    """
-    critics = _critics(loss)
-    optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
-    for critic, _ in critics:
-        if any(id(p) not in optimized for p in critic.parameters() if p.requires_grad):
-            raise ValueError(
-                f"the optimizer does not hold every parameter of the critic writing "
-                f"{critic.out_keys}; build it over all critics' parameters."
-            )
-    data = tensordict.reshape(-1)
-    for critic, target_key in critics:
-        _refit_standardization(critic, data, target_key)
-    if _plain_squared_error(loss) and all(_module_of(critic) for critic, _ in critics):
-        objective, fast_adam = _tensor_objective(critics, data), supports_adam_steps(optimizer)
-    elif loss.critic_coeff is None:
-        raise ValueError("a loss without a critic term (critic_coeff 0) is fitted by the "
-                         "plain squared error of one-module critics (ValueOperator); give it "
-                         "loss_critic_type='l2' and such critics.")
-    else:
-        objective, fast_adam = _tensordict_objective(loss, critics, data), False
-    last = _minibatch_epochs(objective, data.shape[0], optimizer, epochs, minibatch_size,
-                             fast_adam)
-    out = {"loss_critic": torch.stack(last).mean()}
-    with torch.no_grad():
-        for prefix, (critic, target_key) in zip(("", "intrinsic_"), critics, strict=False):
-            prediction = critic(data.select(*critic.in_keys)).get(critic.out_keys[0])
-            target = data.get(target_key)
-            out[f"{prefix}explained_variance"] = explained_variance(prediction, target)
-    return TensorDict(out, batch_size=[])
-
-
-def _plain_squared_error(loss: TRPOLoss) -> bool:
-    """Whether ``loss.loss_critic`` is the plain mean squared error of the critic's output (a
-    loss without a critic term, built with ``critic_coeff=0``, leaves the critic to this fit)."""
-    return (
-        loss.loss_critic_type == "l2"
-        and not loss.clip_value
-        and not loss.functional
-        and (loss.critic_coeff is None or float(loss.critic_coeff) == 1.0)
-    )
-
-
-def _module_of(critic) -> torch.nn.Module | None:
-    """The plain module of a one-module critic (a ``ValueOperator``), else ``None``."""
-    module = getattr(critic, "module", None)
-    return module if isinstance(module, torch.nn.Module) and len(critic.out_keys) == 1 else None
-
-
-def _tensordict_objective(loss, critics, data):
-    """A minibatch's critic loss through ``loss.loss_critic`` (any critic loss)."""
-    dual = len(critics) > 1
-
-    def objective(index: Tensor) -> Tensor:
-        minibatch = data[index]
-        value = loss.loss_critic(minibatch)[0].mean()
-        if dual:
-            value = value + loss._value_estimator.intrinsic_critic_loss(minibatch)
-        return value
-
-    return objective
-
-
-def _tensor_objective(critics, data):
-    """The same loss as ``loss.loss_critic`` (l2, coefficient 1) on plain tensors: the inputs
-    and targets gathered once, each critic's module called directly (a fraction of the cost)."""
-    fitted = [
-        (_module_of(critic), [data.get(key) for key in critic.in_keys], data.get(target_key))
-        for critic, target_key in critics
-    ]
-
-    def objective(index: Tensor) -> Tensor:
-        return sum(
-            (module(*(x[index] for x in inputs)) - target[index]).square().mean()
-            for module, inputs, target in fitted
-        )
-
-    return objective
-
-
-def _minibatch_epochs(objective, rows: int, optimizer, epochs: int, minibatch_size: int,
-                      fast_adam: bool) -> list[Tensor]:
-    """``epochs`` passes over ``rows`` rows in shuffled minibatches, an optimiser step on
-    ``objective(index)`` each (``fast_adam``: ``adam_step``); the last epoch's losses."""
-    last = []
-    for _ in range(epochs):
-        last = []
-        for index in torch.randperm(rows).split(minibatch_size):
-            loss_value = objective(index)
-            optimizer.zero_grad()
-            loss_value.backward()
-            if fast_adam:
-                adam_step(optimizer)
-            else:
-                optimizer.step()
-            last.append(loss_value.detach())
-    return last
-
-
-def loggable_fit(metrics: dict[str, float]) -> dict[str, float]:
-    """A critic fit's metrics less those of a critic with nothing to fit: where the
-    ``<prefix>explained_variance`` is NaN (every target 0, plain TRPO before its first reward),
-    neither it nor that critic's loss (float noise, ~1e-10, a chart whose axis reads 0 0 0) is
-    logged, rather than logged as NaN and noise.
-
-    Examples:
-        >>> loggable_fit({"trpo/critic_loss": 1e-11, "trpo/explained_variance": float("nan"),
-        ...               "trpo/intrinsic_loss_critic": 0.5,
-        ...               "trpo/intrinsic_explained_variance": 0.25})
-        {'trpo/intrinsic_loss_critic': 0.5, 'trpo/intrinsic_explained_variance': 0.25}
-    """
-    dropped = set()
-    for key, value in metrics.items():
-        if key.endswith("explained_variance") and math.isnan(value):
-            prefix = key.removesuffix("explained_variance")  # "trpo/" or "trpo/intrinsic_"
-            dropped |= {key, f"{prefix}critic_loss", f"{prefix}loss_critic"}
-    return {key: value for key, value in metrics.items() if key not in dropped}
-
-
-def explained_variance(prediction: Tensor, target: Tensor, relative_floor: float = 1e-4,
-                       absolute_floor: float = 1e-12) -> Tensor:
-    """``1 − Var(target − prediction) / max(Var(target), relative_floor · mean(target²))``.
-
-    The floor keeps the statistic readable when the targets barely vary around a non-zero
-    value (a batch whose returns are all nearly alike): without it the ratio divides by float
-    noise and one iteration's −1e12 squashes a whole chart. Targets that vary by less than 1 %
-    of their root mean square (the default floor) count as varying by that much; scale-free, so
-    a small bonus's returns are not affected. NaN when the targets do not vary beyond
-    ``absolute_floor`` (all zero, or zero but for float noise: plain TRPO before any reward,
-    where the ratio would read −1e12).
-
-    Examples:
-        >>> import torch
-        >>> explained_variance(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 4.0]))
-        tensor(0.8571)
-        >>> nearly_alike = torch.tensor([1.0, 1.0 + 1e-6, 1.0 - 1e-6])
-        >>> prediction = torch.tensor([1.0, 1.01, 0.99])
-        >>> explained_variance(prediction, nearly_alike)  # without the floor: -1.0e8
-        tensor(0.3335)
-        >>> explained_variance(prediction, torch.tensor([1e-9, -2e-9, 0.0]))  # no returns yet
-        tensor(nan)
-    """
-    floor = relative_floor * target.square().mean()
-    variance = torch.maximum(target.var(unbiased=False), floor)
-    if variance <= absolute_floor:
-        return torch.tensor(float("nan"))
-    return 1 - (target - prediction).var(unbiased=False) / variance

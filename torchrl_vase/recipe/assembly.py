@@ -33,7 +33,7 @@ from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.diagnostics import CoverageGrid
 from torchrl_vase.envs import make_training_env
 from torchrl_vase.evaluation import evaluate, record_episode
-from torchrl_vase.exploration import Exploration
+from torchrl_vase.exploration import BonusDiagnostics, Exploration
 from torchrl_vase.loggers import CSVLogger, Logger, csv_last_step
 from torchrl_vase.loop import FRAMES
 from torchrl_vase.modules import (
@@ -46,10 +46,11 @@ from torchrl_vase.modules import (
     tanh_policy,
 )
 from torchrl_vase.objectives import ExplorationGAE, TRPOLoss
+from torchrl_vase.objectives.critic_fit import CriticFit
 from torchrl_vase.off_policy import OffPolicyStep, SACUpdate
 from torchrl_vase.recipe import config
 from torchrl_vase.replay import ReplayJournal
-from torchrl_vase.step import CriticFit, OnPolicyStep, PPOUpdate, TRPOUpdate
+from torchrl_vase.step import OnPolicyStep, PPOUpdate, TRPOUpdate
 from torchrl_vase.transforms import RNDRewardTransform, SurpriseRewardTransform
 from torchrl_vase.watchers import FirstReward
 
@@ -124,7 +125,8 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
         bonus, loss, pool_size=pool_size, pool_min=e.pool_min,
         updates_per_iteration=training.updates_per_iteration, batch_size=training.batch_size,
         lr=training.lr, backend=training.get("backend", "auto"), pool=pool,
-        diagnostics_every=cfg.diagnostics_every, seed=cfg.seed,
+        diagnostics=BonusDiagnostics(cfg.diagnostics_every) if cfg.diagnostics_every else None,
+        seed=cfg.seed,
         shuffle_bonus=cfg.shuffle_bonus)
 
 

@@ -40,7 +40,7 @@ from torchrl_vase.evaluation import check_video
 from torchrl_vase.mlflow_ui import MODEL_TRAINING_KIND, return_first_view
 from torchrl_vase.modules import ACTIVATIONS as MODULE_ACTIVATIONS
 from torchrl_vase.modules import INITIALIZATIONS, SAMPLINGS
-from torchrl_vase.objectives.elbo_trainer import BACKENDS
+from torchrl_vase.objectives.trainer import BACKENDS
 from torchrl_vase.runs import check_resume, flatten, ignored
 from torchrl_vase.tracking import redact
 from torchrl_vase.watchers import episode_metrics

@@ -1,7 +1,9 @@
-"""The Bayesian model's training in one object: an iteration's minibatches, their Adam steps on
-the ELBO (paper, Eq. 12), the mean losses.
+"""A bonus's model trained in one object, whatever its loss: an iteration's minibatches, their
+optimiser steps, the mean losses.
 
-``ELBOTrainer`` owns the optimiser and the choice of how the steps run:
+``ModelTrainer`` owns the optimiser. Any loss module steps by autograd on the sum of its
+``loss_*`` outputs (RND's predictor); the ELBO of a Bayesian model (paper, Eq. 12) chooses how
+its steps run:
 
 * ``"numba"``: all of an iteration's steps in one compiled call (``torchrl_vase.kernels``: the
   ELBO's forward, its hand-derived backward, the closed-form KL and Adam, fused), for a float32 or
@@ -32,9 +34,9 @@ from torchrl_vase._validation import check_positive_int
 from torchrl_vase.gaussian import HALF_LOG_2PI_E, log_normaliser
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
 
-__all__ = ["BACKENDS", "ELBOTrainer", "kernel_unavailable", "steps_per_draw"]
+__all__ = ["BACKENDS", "ModelTrainer", "kernel_unavailable", "steps_per_draw"]
 
-#: How the ELBO's steps run (``ELBOTrainer``).
+#: How the ELBO's steps run (``ModelTrainer``).
 BACKENDS = ("auto", "numba", "autograd")
 # floats of noise drawn at once: local sampling draws an iteration's steps in one call; weight
 # sampling (N × |Θ| a step, 144 MB an iteration for the locomotion model) in blocks
@@ -72,23 +74,44 @@ def kernel_unavailable(loss: VariationalELBOLoss, optimizer: torch.optim.Optimiz
     return None
 
 
-class ELBOTrainer:
-    """An iteration's ELBO steps on the pool's minibatches: ``trainer(sample)`` → mean losses.
+def _check_optimizer(optimizer, parameters: list[nn.Parameter]) -> None:
+    """An optimiser that steps every trainable parameter of the loss (the model's)."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(
+            "optimizer must be a torch.optim.Optimizer over the loss's parameters, e.g. "
+            f"torch.optim.Adam(loss.parameters(), lr=1e-3), got {optimizer!r}; or leave it out "
+            "for Adam with lr.")
+    stepped = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    missing = sum(id(p) not in stepped for p in parameters)
+    if missing:
+        raise ValueError(
+            f"optimizer does not step {missing} of the loss's {len(parameters)} trainable "
+            "parameters, so the bonus's model would not (fully) train: build it over "
+            "loss.parameters().")
+
+
+class ModelTrainer:
+    """An iteration's steps of a bonus's model on the pool's minibatches: ``trainer(sample)`` →
+    the steps' mean losses.
 
     ``sample`` holds ``steps × batch_size`` transitions (the keys the loss reads), drawn from the
-    pool by its owner (``Exploration``); each consecutive ``batch_size`` rows are one Adam step
-    on ``loss_nll + kl_weight · KL``. Returns the steps' mean ``loss_nll``, ``loss_kl``, ``elbo``,
-    ``kl`` and ``entropy``, each step's taken before its update.
+    pool by its owner (``Exploration``); each consecutive ``batch_size`` rows are one optimiser
+    step. For the ELBO (``VariationalELBOLoss``) a step minimises ``loss_nll + kl_weight · KL``
+    and the result holds the mean ``loss_nll``, ``loss_kl``, ``elbo``, ``kl`` and ``entropy``,
+    each step's taken before its update; for any other loss (torchrl's ``RNDLoss``) a step
+    minimises the sum of its ``loss_*`` outputs by autograd and the result holds the mean of
+    each scalar output.
 
     Args:
-        loss: the ELBO (``VariationalELBOLoss``) on the model to train.
+        loss: the loss module of the model to train.
         optimizer: an optimiser over the loss's parameters; ``None`` for Adam with ``lr``.
 
     Keyword Args:
         lr: Adam's learning rate (paper: 1e-3), when no ``optimizer`` is given.
         batch_size: transitions per step (the authors: 10).
-        backend: ``"auto"`` (the kernel where it applies, else autograd), ``"numba"`` (the
-            kernel, or a ``ValueError`` saying why it cannot run) or ``"autograd"``.
+        backend: the ELBO's steps: ``"auto"`` (the compiled kernel where it applies, else
+            autograd), ``"numba"`` (the kernel, or a ``ValueError`` saying why it cannot run)
+            or ``"autograd"``; another loss runs by autograd.
 
     Examples:
         >>> import torch
@@ -96,7 +119,7 @@ class ELBOTrainer:
         >>> from torchrl_vase import DynamicsModel
         >>> loss = VariationalELBOLoss(DynamicsModel.build(3, 1, standardize=False),
         ...                            kl_weight=0.2)
-        >>> trainer = ELBOTrainer(loss, batch_size=10)
+        >>> trainer = ModelTrainer(loss, batch_size=10)
         >>> sample = TensorDict({"observation": torch.randn(500, 3),
         ...                      "action": torch.randn(500, 1),
         ...                      ("next", "observation"): torch.randn(500, 3)}, [500])
@@ -106,19 +129,25 @@ class ELBOTrainer:
         ('numba', ['elbo', 'entropy', 'kl', 'loss_kl', 'loss_nll'], 50)
     """
 
-    def __init__(self, loss: VariationalELBOLoss, optimizer: torch.optim.Optimizer | None = None,
+    def __init__(self, loss: nn.Module, optimizer: torch.optim.Optimizer | None = None,
                  *, lr: float = 1e-3, batch_size: int = 10, backend: str = "auto") -> None:
-        if not isinstance(loss, VariationalELBOLoss):
-            raise TypeError(f"loss must be a VariationalELBOLoss, got {type(loss).__name__}.")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
         self.loss = loss
         self.batch_size = check_positive_int("batch_size", batch_size)
+        parameters = [p for p in loss.parameters() if p.requires_grad]
+        if not parameters:
+            raise ValueError("the loss has no trainable parameters.")
         if optimizer is None:
-            # fused: one kernel for all parameters a step (the autograd backend's step)
-            optimizer = torch.optim.Adam(loss.parameters(), lr=lr, fused=True)
+            # fused: one kernel for all parameters a step (the compiled steps read and write
+            # its state)
+            optimizer = torch.optim.Adam(parameters, lr=lr, fused=True)
+        _check_optimizer(optimizer, parameters)
         self.optimizer = optimizer
-        unavailable = kernel_unavailable(loss, optimizer)
+        if isinstance(loss, VariationalELBOLoss):
+            unavailable = kernel_unavailable(loss, optimizer)
+        else:
+            unavailable = "it trains the ELBO (VariationalELBOLoss) only"
         if backend == "numba" and unavailable:
             raise ValueError(f"backend='numba' cannot train this model: {unavailable}. Use "
                              "backend='auto' (autograd where the kernel cannot run).")
@@ -126,6 +155,8 @@ class ELBOTrainer:
         self.backend = "autograd" if backend == "autograd" or unavailable else "numba"
 
     def __call__(self, sample: TensorDictBase) -> dict[str, float]:
+        if not isinstance(self.loss, VariationalELBOLoss):
+            return self._loss_steps(sample)
         x, y = self.loss.model_inputs(sample)
         steps = x.shape[0] // self.batch_size
         if steps == 0 or steps * self.batch_size != x.shape[0]:
@@ -138,6 +169,21 @@ class ELBOTrainer:
         kl_weight = self.loss.kl_weight
         return {"loss_nll": nll, "loss_kl": kl_weight * kl, "elbo": -(nll + kl_weight * kl),
                 "kl": kl, "entropy": entropy}
+
+    def _loss_steps(self, sample: TensorDictBase) -> dict[str, float]:
+        """Optimiser steps on the sum of the loss's ``loss_*`` outputs, by autograd."""
+        totals: dict[str, Tensor] = {}
+        minibatches = sample.split(self.batch_size)
+        for minibatch in minibatches:
+            out = self.loss(minibatch)
+            objective = sum(value for key, value in out.items() if key.startswith("loss_"))
+            self.optimizer.zero_grad()
+            objective.backward()
+            self.optimizer.step()
+            for key, value in out.items():
+                if value.numel() == 1:
+                    totals[key] = totals.get(key, 0.0) + value.detach()
+        return {key: (total / len(minibatches)).item() for key, total in totals.items()}
 
     def steps(self, x: Tensor, y: Tensor, noise: Callable[[int], Tensor]) -> Tensor:
         """The steps on prepared minibatches ``x`` ``[steps, B, in]`` and ``y``
