@@ -29,13 +29,12 @@ def test_no_function_of_the_library_or_the_recipe_is_longer_than_80_lines():
 #: docs/architecture.md's layers: a unit (a top-level module or subpackage of torchrl_vase)
 #: imports only units of its own layer or below
 LAYERS = {
-    0: {"_validation", "_device", "_adam", "_random_stream", "progress", "checkpointing",
-        "replay", "diagnostics", "envs", "mlflow_ui", "gaussian", "kernels", "timing", "defaults",
-        "signals"},
+    0: {"_validation", "_adam", "_random_stream", "checkpointing", "replay", "diagnostics",
+        "envs", "gaussian", "kernels", "timing", "defaults"},
     1: {"modules", "surprise", "objectives"},
     2: {"transforms", "exploration"},
-    3: {"step", "off_policy", "watchers"},
-    4: {"loop", "loggers", "tracking", "runs", "provenance", "evaluation", "collectors"},
+    3: {"step", "watchers"},
+    4: {"loop", "off_policy", "loggers", "tracking", "runs", "evaluation", "collectors"},
     5: {"recipe"},
 }
 LAYER_OF = {unit: layer for layer, units in LAYERS.items() for unit in units}

@@ -15,8 +15,7 @@ from torch import nn
 
 from torchrl_vase import TrainingLoop
 from torchrl_vase.checkpointing import Checkpointer
-from torchrl_vase.loop import is_clock
-from torchrl_vase.signals import StopNow, stop_due
+from torchrl_vase.loop import StopNow, is_clock, stop_due
 from torchrl_vase.timing import phase
 
 NUM_ENVS, STEPS = 2, 4

@@ -1,10 +1,10 @@
-"""The runs-table view and page URLs of ``torchrl_vase.mlflow_ui``."""
+"""The runs-table view and page URLs of ``torchrl_vase.tracking``."""
 
 import json
 
 import pytest
 
-from torchrl_vase.mlflow_ui import return_first_view, run_charts_url, runs_table_url
+from torchrl_vase.tracking import return_first_view, run_charts_url, runs_table_url
 
 
 def test_the_view_shows_the_metrics_in_order_sorted_by_the_first_best_first():

@@ -176,8 +176,8 @@ def test_git_commit_says_dirty_when_the_code_a_run_executes_differs_from_head(tm
 def test_a_second_signal_ends_the_program_with_a_sentence_and_the_signal_s_status(capfd):
     import signal
 
+    from torchrl_vase.loop import StopAtOnce, StopSignals
     from torchrl_vase.runs import reported_errors
-    from torchrl_vase.signals import StopAtOnce, StopSignals
 
     with pytest.raises(SystemExit) as stopped, reported_errors("demo"), StopSignals():
         os.kill(os.getpid(), signal.SIGTERM)  # the first: a line at once, the run goes on

@@ -415,7 +415,7 @@ def test_updates_stop_at_the_next_one_once_a_signals_grace_has_run_out():
     import signal
 
     from torchrl_vase import q_value_network, tanh_policy
-    from torchrl_vase.signals import StopNow, StopSignals
+    from torchrl_vase.loop import StopNow, StopSignals
 
     torch.manual_seed(0)
     actor, q = tanh_policy(3, 1, [8]), q_value_network(3, 1, [8])

@@ -100,7 +100,7 @@ def test_the_loop_logs_phases_that_add_up_to_each_lap_and_its_progress_names_the
     from tensordict import TensorDict
 
     from torchrl_vase import TrainingLoop
-    from torchrl_vase.progress import Progress
+    from torchrl_vase.loggers import Progress
 
     class Batches:
         def __iter__(self):

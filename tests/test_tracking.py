@@ -28,8 +28,8 @@ from mlflow.tracking import MlflowClient
 from recipe_modules import load_recipe
 from tracking_jobs import TAGS
 
+from torchrl_vase.loop import StopSignals
 from torchrl_vase.runs import TrainingRun
-from torchrl_vase.signals import StopSignals
 from torchrl_vase.tracking import (
     MLflowTracker,
     RunLock,

@@ -1,8 +1,15 @@
-"""Argument checks shared by the library: clear errors that name the argument."""
+"""Argument checks shared by the library: clear errors that name the argument.
+
+Where a module's tensors live: module_device.
+"""
 
 from __future__ import annotations
 
+import itertools
 import math
+
+import torch
+from torch import nn
 
 
 def _real(name: str, value: float) -> float:
@@ -71,3 +78,11 @@ def check_layer_widths(name: str, cells) -> list[int]:
     if any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
         raise ValueError(f"{name} must be a list of positive layer widths, got {widths}.")
     return widths
+
+
+def module_device(module: nn.Module) -> torch.device:
+    """The device of a module's first parameter or buffer (the CPU for a module with neither):
+    where its inputs must be moved before a call."""
+    for tensor in itertools.chain(module.parameters(), module.buffers()):
+        return tensor.device
+    return torch.device("cpu")

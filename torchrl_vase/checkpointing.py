@@ -1,6 +1,6 @@
 """What a training loop needs to survive anything: a run's identity, atomic checkpoints that load
 safely, the random state in a loadable form (the signals that end a run cleanly:
-``torchrl_vase.signals``).
+``torchrl_vase.loop``).
 
 Used by ``recipes/trpo_vase.py``; nothing here knows about TRPO or the bonus.
 

@@ -26,11 +26,10 @@ from torch import Tensor, nn
 from torchrl.collectors import BaseCollector
 from torchrl.modules import IndependentNormal, TanhNormal
 
-from torchrl_vase._device import module_device
-from torchrl_vase._validation import check_positive_int
+from torchrl_vase._validation import check_positive_int, module_device
 from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import LeanVectorEnv, unit_to_bounds
-from torchrl_vase.modules.policy import FiniteLogProbNormal
+from torchrl_vase.modules.networks import FiniteLogProbNormal
 
 __all__ = ["VectorEnvCollector"]
 

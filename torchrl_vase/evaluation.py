@@ -27,14 +27,13 @@ from torch import Tensor, nn
 from torchrl.envs import ObservationNorm
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from torchrl_vase._device import module_device
-from torchrl_vase._validation import check_positive_int
+from torchrl_vase._validation import check_positive_int, module_device
 from torchrl_vase.checkpointing import load_checkpoint, trusting_unsigned
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.envs import declares_sparse_goal
 from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
-from torchrl_vase.modules.policy import ACTIVATIONS, gaussian_policy, tanh_policy
+from torchrl_vase.modules.networks import ACTIVATIONS, gaussian_policy, tanh_policy
 
 __all__ = [
     "WEIGHTS_FILE",

@@ -20,9 +20,8 @@ from torch import nn
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.objectives.common import LossModule
 
-from torchrl_vase._device import module_device
 from torchrl_vase._random_stream import EXPLORATION_STREAM, RandomStream, iteration_seed
-from torchrl_vase._validation import check_positive_int
+from torchrl_vase._validation import check_positive_int, module_device
 from torchrl_vase.checkpointing import saveable_prefix
 from torchrl_vase.diagnostics import novelty_correlation, spearman
 from torchrl_vase.objectives.trainer import ModelTrainer

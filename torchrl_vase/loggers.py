@@ -5,20 +5,32 @@ checkpoint that holds the state they describe is written, and asks ``last_logged
 (where the logger has it) when it resumes, so that no step is logged twice. Any object with
 these methods is a logger: ``torchrl_vase.tracking.MLflowTracker`` (one MLflow run) and
 ``CSVLogger`` (torchrl's CSV files) are two; a wandb or TensorBoard one is a few lines.
+
+A run's progress goes to its terminal: Progress, a bar on a terminal, a line every few iterations in
+a piped log.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import os
 import shutil
+import sys
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TextIO, runtime_checkable
 
 from torchrl.record.loggers import CSVLogger as TorchRLCSVLogger
+from tqdm import tqdm
 
-__all__ = ["CSVLogger", "Logger", "csv_last_step"]
+__all__ = [
+    "CSVLogger",
+    "Logger",
+    "Progress",
+    "csv_last_step",
+]
 
 
 def csv_history(directory: str | os.PathLike, key: str) -> list[tuple[int, float]]:
@@ -96,3 +108,52 @@ class CSVLogger:
     def __repr__(self) -> str:
         return f"CSVLogger({str(self.directory)!r})"
 
+
+def _format(value: float | str) -> str:
+    if isinstance(value, str):
+        return value
+    if not math.isfinite(value):
+        return str(value)
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+class Progress:
+    """tqdm's bar where ``stream`` is a terminal; elsewhere (a cluster job's log, ``| tee``) a
+    one-line record every ``every`` iterations and at the last, flushed at once, instead of a
+    bar's carriage returns.
+
+    Args:
+        total: the iterations of the whole run.
+        name: what the lines and the bar are called (e.g. ``"mountain_car/vase seed 0"``).
+        initial: iterations already done (a resumed run).
+        every: iterations between records in a log; ``None``: about 20 records per run.
+        enabled: ``False`` shows nothing.
+        stream: where to write (default ``sys.stderr``).
+    """
+
+    def __init__(self, total: int, name: str, *, initial: int = 0, every: int | None = None,
+                 enabled: bool = True, stream: TextIO | None = None) -> None:
+        self.total = total
+        self.name = name
+        self.stream = sys.stderr if stream is None else stream
+        self.every = every if every is not None else max(1, math.ceil(total / 20))
+        terminal = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.lines = enabled and not terminal
+        self.bar = tqdm(total=total, initial=initial, desc=name, file=self.stream,
+                        disable=not enabled or not terminal)
+        self.started = time.perf_counter()
+
+    def update(self, iteration: int, values: Mapping[str, float | str]) -> None:
+        """Iteration ``iteration`` (0-based) is done; ``values`` are shown beside it."""
+        self.bar.set_postfix({key: _format(value) for key, value in values.items()},
+                             refresh=False)
+        self.bar.update(1)
+        done = iteration + 1
+        if self.lines and (done % self.every == 0 or done == self.total):
+            shown = ", ".join(f"{key} {_format(value)}" for key, value in values.items())
+            elapsed = time.perf_counter() - self.started
+            print(f"{self.name}: iteration {done}/{self.total} ({done / self.total:.0%}), "
+                  f"{shown}, elapsed {elapsed:,.0f}s", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        self.bar.close()

@@ -51,14 +51,22 @@ Examples:
     >>> result = loop.run()
     >>> result.iterations_done, result.metrics["train/frames"], result.stopped_by
     (3, 12, None)
+
+Signals end a run cleanly: SIGTERM and SIGINT ask the loop to stop at a safe point (StopSignals,
+which the loop opens around its iterations); long work asks stop_due between its steps, a wait asks
+stop_requested before waiting on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, Protocol
 
 import torch
@@ -67,12 +75,21 @@ from tensordict import TensorDictBase
 from torchrl_vase._random_stream import iteration_seed  # re-exported: the loop seeds by it
 from torchrl_vase._validation import check_positive_int
 from torchrl_vase.checkpointing import rng_state, set_rng_state
-from torchrl_vase.loggers import Logger
-from torchrl_vase.progress import Progress
-from torchrl_vase.signals import StopNow, StopSignals
+from torchrl_vase.loggers import Logger, Progress
 from torchrl_vase.timing import PhaseClock, phase, timing_metrics
 
-__all__ = ["LoopResult", "TrainingLoop", "check_finite", "is_clock", "iteration_seed"]
+__all__ = [
+    "LoopResult",
+    "StopAtOnce",
+    "StopNow",
+    "StopSignals",
+    "TrainingLoop",
+    "check_finite",
+    "is_clock",
+    "iteration_seed",
+    "stop_due",
+    "stop_requested",
+]
 
 # the loop's own metrics: a run's size and the machine's speed (the clocks differ between a run
 # and its replay, everything else must not)
@@ -362,3 +379,112 @@ def _slowest(times: Mapping[str, float]) -> dict[str, str]:
     """The progress display's ``slowest``: the lap's largest phase and its seconds."""
     name = max(times, key=times.__getitem__)
     return {"slowest": f"{name} {times[name]:.2g}s"}
+
+
+class StopNow(BaseException):
+    """Raised by ``StopSignals`` on the first signal where the running work may be abandoned
+    (``interrupt``): a collection, whose partial batch is dropped. A ``BaseException``, like
+    ``KeyboardInterrupt``, so that no ``except Exception`` on the way swallows it."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(f"{signal_name}: stopping now")
+        self.signal_name = signal_name
+
+
+class StopAtOnce(KeyboardInterrupt):
+    """A second signal: the run stops where it is (its last checkpoint holds it)."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(f"second {signal_name}: stopped at once; the last checkpoint holds the "
+                         "run (resume=true continues it)")
+        self.signal_name = signal_name
+
+
+class StopSignals:
+    """A context in which SIGTERM and SIGINT ask the loop to stop instead of killing it.
+
+    The first signal sets ``received`` (its name); the loop checks it between iterations, saves
+    a checkpoint and ends the run as killed. Where ``interrupt()`` says the running work may be
+    abandoned (the loop: a collection, which can take minutes), the first signal also arms a
+    timer: if that work is still running ``grace`` seconds later, ``StopNow`` is raised there
+    (an ordinary collection ends first, and the iteration is kept). Work with a safe point of
+    its own (SAC's updates) asks ``stop_due`` there instead. A second
+    signal raises ``KeyboardInterrupt`` at once, for a user who does not want to wait. The
+    previous handlers come back on exit. Outside the main thread (where Python allows no
+    handlers) it does nothing.
+
+    Examples:
+        >>> import os, signal
+        >>> with StopSignals() as stop:
+        ...     os.kill(os.getpid(), signal.SIGTERM)
+        ...     stop.received
+        'SIGTERM'
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, interrupt: Callable[[], bool] | None = None, grace: float = 10.0) -> None:
+        self.received: str | None = None
+        self.deadline: float | None = None  # when the running work is due to be abandoned
+        self.interrupt, self.grace = interrupt, grace
+        self._previous: dict[int, object] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received is not None:
+            raise StopAtOnce(signal.Signals(signum).name)
+        self.received = signal.Signals(signum).name
+        self.deadline = time.monotonic() + self.grace
+        # at once, whatever the iteration is doing (os.write: a print here could re-enter a
+        # print the signal interrupted)
+        dropped = (f"an iteration still running in {self.grace:g} s is dropped; "
+                   if self.interrupt is not None else "")
+        os.write(2, f"{self.received}: stopping after this iteration ({dropped}a second "
+                    "signal stops at once)\n".encode())
+        if self.interrupt is not None and signal.SIGALRM in self._previous:
+            signal.setitimer(signal.ITIMER_REAL, self.grace)
+
+    def _deadline(self, signum: int, frame: FrameType | None) -> None:
+        if self.interrupt is not None and self.interrupt():
+            raise StopNow(self.received)
+
+    def __enter__(self) -> StopSignals:
+        _ACTIVE.append(self)
+        with contextlib.suppress(ValueError):  # not the main thread
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            if self.interrupt is not None:
+                self._previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._deadline)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with contextlib.suppress(ValueError):
+            _ACTIVE.remove(self)
+        if signal.SIGALRM in self._previous:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+
+#: the ``StopSignals`` contexts open now, innermost last
+_ACTIVE: list[StopSignals] = []
+
+
+def stop_requested() -> str | None:
+    """The signal a ``StopSignals`` open now has received (``"SIGTERM"``), else ``None``: what a
+    wait (a store's retries) asks before waiting on."""
+    return next((s.received for s in reversed(_ACTIVE) if s.received is not None), None)
+
+
+def stop_due() -> str | None:
+    """The signal whose grace has run out (the running work is to be abandoned), else
+    ``None``: what a long loop of updates asks between two of them, raising ``StopNow`` with it
+    (a safe point, where an exception leaves no library's context half-exited).
+
+    Examples:
+        >>> stop_due() is None  # no signal received
+        True
+    """
+    now = time.monotonic()
+    return next((s.received for s in reversed(_ACTIVE)
+                 if s.deadline is not None and now >= s.deadline), None)

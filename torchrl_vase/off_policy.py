@@ -49,7 +49,7 @@ from torchrl.objectives import SACLoss, SoftUpdate
 
 from torchrl_vase._validation import check_positive_int
 from torchrl_vase.exploration import Exploration, ReplayBonus
-from torchrl_vase.signals import StopNow, stop_due
+from torchrl_vase.loop import StopNow, stop_due
 from torchrl_vase.timing import phase
 
 __all__ = ["TRANSITION_KEYS", "OffPolicyStep", "SACUpdate"]

@@ -14,7 +14,7 @@ the latest run of the experiment with this config's identity, refused if it logg
 checkpoint is not under ``checkpoint_dir``, since starting over would log its steps twice; a path:
 that checkpoint, if it is of this config and its run is in this store), the run's lock is taken (a
 second process continuing it is refused before it logs anything), the MLflow run created with its
-tags in one request (with where it computes: ``torchrl_vase.provenance``) or continued (a
+tags in one request (with where it computes: ``torchrl_vase.runs``) or continued (a
 resume on another machine or software noted in its ``resumed_elsewhere`` tag), and params and
 ``config.yaml`` logged if the run has none.
 ``save`` writes the checkpoint atomically and the networks alone as ``weights.pt`` (an MLflow
@@ -25,12 +25,17 @@ a store that stays unreachable leaves it RUNNING and says how to continue.
 Examples:
     >>> flatten({"env": {"bnn": {"num_cells": [32]}, "id": "x"}, "seed": 0})
     {'env.bnn.num_cells': '[32]', 'env.id': 'x', 'seed': '0'}
+
+Where a run computed (its machine, CPU kernels and software) goes into its tags: environment_tags,
+changed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -40,6 +45,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import torch
 import yaml
 from mlflow.tracking import MlflowClient
 
@@ -51,9 +57,7 @@ from torchrl_vase.checkpointing import (
     trusting_unsigned,
 )
 from torchrl_vase.evaluation import WEIGHTS_FILE, run_weights
-from torchrl_vase.mlflow_ui import run_charts_url, runs_table_url
-from torchrl_vase.provenance import RESUMED_ELSEWHERE, changed, environment_tags
-from torchrl_vase.signals import StopAtOnce
+from torchrl_vase.loop import StopAtOnce
 from torchrl_vase.tracking import (
     MLflowTracker,
     RunLock,
@@ -62,9 +66,24 @@ from torchrl_vase.tracking import (
     get_or_create_experiment,
     redact,
     redact_strings,
+    run_charts_url,
+    runs_table_url,
 )
 
-__all__ = ["TrainingRun", "flatten", "git_commit", "ignored", "reported_errors"]
+__all__ = [
+    "ENVIRONMENT_TAGS",
+    "RESUMED_ELSEWHERE",
+    "TrainingRun",
+    "changed",
+    "cpu_model",
+    "environment_tags",
+    "flatten",
+    "git_commit",
+    "ignored",
+    "machine",
+    "recorded_environment",
+    "reported_errors",
+]
 
 
 def flatten(config: Mapping, prefix: str = "") -> dict[str, str]:
@@ -477,3 +496,63 @@ def _latest_run_id(client: MlflowClient, experiment_id: str, identity: str) -> s
     runs = client.search_runs([experiment_id], filter_string=f"tags.run_identity = '{identity}'",
                               order_by=["attributes.start_time DESC"], max_results=1)
     return runs[0].info.run_id if runs else None
+
+
+#: the packages whose code computes a run's numbers (the envs' physics included)
+PACKAGES = ("torch", "torchrl", "tensordict", "numpy", "numba", "gymnasium", "mujoco")
+
+#: the names of the tags ``environment_tags`` sets
+ENVIRONMENT_TAGS = ("machine", "machine.cpu_capability", "software.python",
+                    *(f"software.{name}" for name in PACKAGES))
+
+#: the tag that lists what differed each time a run was continued on another machine or software
+RESUMED_ELSEWHERE = "resumed_elsewhere"
+
+
+def cpu_model() -> str:
+    """The processor's name (``/proc/cpuinfo``'s model name, else ``platform.processor()``)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown processor"
+
+
+def machine() -> str:
+    """This machine as a run's tag and a study's ``runs.csv`` note name it:
+    ``"vm (2 cores, AMD EPYC)"``."""
+    return f"{platform.node()} ({os.cpu_count()} cores, {cpu_model()})"
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def environment_tags() -> dict[str, str]:
+    """This process's machine (``machine``), the CPU instruction set torch's kernels use here
+    (``machine.cpu_capability``: ``AVX512``, ``AVX2`` or ``DEFAULT``; ``ATEN_CPU_CAPABILITY``
+    lowers it) and the versions of Python and of ``PACKAGES`` (``software.<name>``)."""
+    values = (machine(), torch.backends.cpu.get_cpu_capability(), platform.python_version(),
+              *(_version(name) for name in PACKAGES))
+    return dict(zip(ENVIRONMENT_TAGS, values, strict=True))
+
+
+def recorded_environment(tags: Mapping[str, str]) -> dict[str, str]:
+    """Where a run computed, as it recorded it: its tags among ``ENVIRONMENT_TAGS`` (none for a
+    run from before 2026-12-06, when runs began to set them).
+
+        >>> recorded_environment({"seed": "0", "machine": "vm (2 cores, X)"})
+        {'machine': 'vm (2 cores, X)'}
+    """
+    return {name: tags[name] for name in ENVIRONMENT_TAGS if name in tags}
+
+
+def changed(recorded: Mapping[str, str], now: Mapping[str, str]) -> str:
+    """The entries of ``now`` that ``recorded`` (a run's tags) holds otherwise, as
+    ``"key=value, …"``; ``""`` when none differ. A key the run never recorded (a run created
+    before these tags existed) counts as differing: nothing says it started here."""
+    return ", ".join(f"{key}={value}" for key, value in now.items()
+                     if recorded.get(key) != value)

@@ -30,6 +30,9 @@ Examples:
     ...
     torchrl_vase.tracking.RunLocked: run 1 is being continued by another process (...
     >>> import shutil; shutil.rmtree(tmp)
+
+The MLflow UI's pages of a run: the runs table with the extrinsic return first (return_first_view,
+runs_table_url) and a run's charts (run_charts_url).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
@@ -54,7 +57,7 @@ from mlflow.entities import Experiment, Metric, Param
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from torchrl_vase.signals import stop_requested
+from torchrl_vase.loop import stop_requested
 
 # MLflow prints "View run ... at <the tracking URI>" when a run against a server ends, a password
 # in the URI included; the runs print their own links, the URI redacted (``redact``)
@@ -64,6 +67,8 @@ os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 __all__ = [
+    "MODEL_TRAINING_KIND",
+    "RETURN_VIEW_KEY",
     "MLflowTracker",
     "RunLock",
     "RunLocked",
@@ -71,6 +76,9 @@ __all__ = [
     "check_tracking_store",
     "get_or_create_experiment",
     "redact",
+    "return_first_view",
+    "run_charts_url",
+    "runs_table_url",
 ]
 
 T = TypeVar("T")
@@ -585,3 +593,40 @@ class MLflowTracker:
                        "clearing its former error")
         self._call(lambda: self.client.set_terminated(self.run_id, status),
                    f"marking it {status}")
+
+
+MODEL_TRAINING_KIND = {"mlflow.experimentKind": "custom_model_development"}
+RETURN_VIEW_KEY = "return-first"
+_SHARED_VIEW_TAG = "mlflow.sharedViewState."
+_MODEL_TRAINING = "workflowType=machine_learning"
+
+
+def _metric_column(name: str) -> str:
+    """The runs table's key for a metric column (the UI's ``makeCanonicalSortKey``)."""
+    if "`" in name:
+        raise ValueError(f"a metric name with a backtick cannot be a runs-table column: {name!r}")
+    return f"metrics.`{name}`"
+
+
+def return_first_view(metrics: Sequence[str]) -> dict[str, str]:
+    """The experiment tag of a shared view whose runs table shows ``metrics`` as columns,
+    sorted by the first, highest first (every other setting the UI's default)."""
+    if not metrics:
+        raise ValueError("return_first_view needs at least one metric to show and sort by")
+    columns = [_metric_column(name) for name in metrics]
+    state = {"selectedColumns": columns, "orderByKey": columns[0], "orderByAsc": False}
+    return {f"{_SHARED_VIEW_TAG}{RETURN_VIEW_KEY}": json.dumps(state)}
+
+
+def runs_table_url(server: str, experiment_id: str, *, charts: bool = False) -> str:
+    """The experiment's runs table on ``server``, in model-training mode, in the return-first
+    view (the view's tag must be on the experiment, else the UI says the key does not exist);
+    with ``charts``, the table's chart view (every run's metrics, ``Return/`` first)."""
+    return (f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?{_MODEL_TRAINING}"
+            f"&viewStateShareKey={RETURN_VIEW_KEY}" + ("&compareRunsMode=CHART" if charts else ""))
+
+
+def run_charts_url(server: str, experiment_id: str, run_id: str) -> str:
+    """One run's metric charts on ``server`` (``Return/`` first), in model-training mode."""
+    return (f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}/model-metrics?"
+            f"{_MODEL_TRAINING}")

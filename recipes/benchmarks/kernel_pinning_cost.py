@@ -87,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.iterations < 2:
         parser.error("--iterations must be at least 2: the first iteration is left out.")
-    from torchrl_vase.provenance import machine
+    from torchrl_vase.runs import machine
 
     pins = {name: PINNED[name] for name in args.pin}
     print(f"{machine()}; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} "

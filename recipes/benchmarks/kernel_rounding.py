@@ -96,7 +96,7 @@ def main() -> None:
     if parser.parse_args().child:
         print(json.dumps(hashes()))
         return
-    from torchrl_vase.provenance import machine
+    from torchrl_vase.runs import machine
 
     print(f"{machine()}; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}\n")
     print("| setting | ATen's kernels | MKL's path | nn.Linear forward and backward | the ELBO "

@@ -2,12 +2,12 @@
 the critic."""
 
 from torchrl_vase.modules.bayesian_mlp import SAMPLINGS, BayesianMLP, LayerWeights
-from torchrl_vase.modules.critic import StandardizedRegressor
 from torchrl_vase.modules.dynamics import DynamicsModel
-from torchrl_vase.modules.policy import (
+from torchrl_vase.modules.networks import (
     ACTIVATIONS,
     INITIALIZATIONS,
     FiniteLogProbNormal,
+    StandardizedRegressor,
     gaussian_policy,
     initialize_,
     q_value_network,

@@ -15,7 +15,7 @@ from tensordict.utils import NestedKey
 from torch import Tensor
 
 from torchrl_vase._adam import adam_step, supports_adam_steps
-from torchrl_vase.modules.critic import StandardizedRegressor
+from torchrl_vase.modules.networks import StandardizedRegressor
 from torchrl_vase.objectives.advantage import ExplorationGAE
 from torchrl_vase.objectives.trpo import TRPOLoss
 

@@ -37,12 +37,11 @@ from torchrl_vase.envs import (
     declares_sparse_goal,
 )
 from torchrl_vase.evaluation import check_video
-from torchrl_vase.mlflow_ui import MODEL_TRAINING_KIND, return_first_view
 from torchrl_vase.modules import ACTIVATIONS as MODULE_ACTIVATIONS
 from torchrl_vase.modules import INITIALIZATIONS, SAMPLINGS
 from torchrl_vase.objectives.trainer import BACKENDS
 from torchrl_vase.runs import check_resume, flatten, ignored
-from torchrl_vase.tracking import redact
+from torchrl_vase.tracking import MODEL_TRAINING_KIND, redact, return_first_view
 from torchrl_vase.watchers import episode_metrics
 
 #: the recipe's Hydra configs (``conf/`` of the repository)
@@ -717,7 +716,7 @@ def runs_table_metrics(sparse: bool) -> list[str]:
 
 def experiment_tags(name: str, env_id: str) -> dict[str, str]:
     """A new experiment's description, its kind (model training, not GenAI) and the runs-table
-    view with the extrinsic return first (``torchrl_vase.mlflow_ui``)."""
+    view with the extrinsic return first (``torchrl_vase.tracking``)."""
     columns = runs_table_metrics(declares_sparse_goal(env_id))
     return MODEL_TRAINING_KIND | return_first_view(columns) | {
         "mlflow.note.content": (

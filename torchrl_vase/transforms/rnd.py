@@ -12,8 +12,7 @@ from torchrl.envs.transforms.rnd import RNDTransform, RunningMeanStd
 from torchrl.modules import MLP
 from torchrl.objectives.rnd import RNDLoss
 
-from torchrl_vase._device import module_device
-from torchrl_vase._validation import check_positive_int
+from torchrl_vase._validation import check_positive_int, module_device
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 
 
