@@ -13,7 +13,6 @@ import torch
 
 from torchrl_vase.checkpointing import (
     Checkpointer,
-    StopSignals,
     check_writable,
     config_identity,
     file_digest,
@@ -23,6 +22,7 @@ from torchrl_vase.checkpointing import (
     set_rng_state,
     trusting_unsigned,
 )
+from torchrl_vase.loop import StopSignals
 
 
 def test_identity_ignores_the_listed_keys_and_key_order_only():

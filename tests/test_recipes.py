@@ -125,12 +125,14 @@ def test_benchmark_envs_prints_every_env(run_script):
     out = run_script(  # a few random-policy episodes: the script's 200 took two minutes here
         "recipes/benchmarks/benchmark_envs.py", "--steps", "50", "--episodes", "4", "--seeds", "2",
         "--cap", "1000", "--vector-envs", "2", check=True).stdout
-    for env_id in ("PointRobot2D", "SparseMountainCar", "SparseCartpoleSwingup",
-                   "SparseDoublePendulum", "SparseHalfCheetah", "SparseAnt"):
-        assert re.search(rf"torchrl_vase/{env_id}-v0\s+[\d,]+\s+[\d,]+", out), env_id
-    lean = re.findall(r"^(torchrl_vase/\S+-v1)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)$", out,
+    for env_id in ("PointRobot2D-v0", "SparseMountainCar-v1", "SparseCartpoleSwingup-v1",
+                   "SparseDoublePendulum-v1", "SparseHalfCheetah-v1", "SparseAnt-v1",
+                   "LunarLanderContinuous-v1"):
+        assert re.search(rf"torchrl_vase/{env_id}\s+[\d,]+\s+[\d,]+", out), env_id
+        assert re.search(rf"torchrl_vase/{env_id}\s+[\d.]+$", out, flags=re.MULTILINE), env_id
+    lean = re.findall(r"^(torchrl_vase/\S+-v\d)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)$", out,
                       flags=re.MULTILINE)
-    assert len(lean) == 6  # every authors' task through both vector envs
+    assert len(lean) == 7  # every task through both vector envs
     assert "steps to first reach the goal" in out
 
 

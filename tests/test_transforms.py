@@ -66,7 +66,10 @@ def _assert_step_path_equals_batch_path(env, transform, steps=8):
         pytest.param(_mountain_car, id="MountainCarContinuous"),
         pytest.param(lambda: GymEnv("HalfCheetah-v5"), id="HalfCheetah-mujoco"),
         pytest.param(lambda: SerialEnv(2, _mountain_car), id="SerialEnv-2"),
-        pytest.param(lambda: GymEnv(MOUNTAIN_CAR, num_envs=3), id="gymnasium-vector-3"),
+        # a vector GymEnv is itself a TransformedEnv, which torchrl unwraps (and says so)
+        pytest.param(lambda: GymEnv(MOUNTAIN_CAR, num_envs=3), id="gymnasium-vector-3",
+                     marks=pytest.mark.filterwarnings(
+                         "ignore:Nested TransformedEnvs are automatically unwrapped")),
     ],
 )
 def test_check_env_specs_and_step_path_equals_batch_path(make_env):

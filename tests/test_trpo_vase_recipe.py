@@ -988,6 +988,8 @@ class NoRendererEnv(gymnasium.Env):
 gymnasium.register("test/NoRenderer-v0", entry_point=NoRendererEnv)
 
 
+# the test's own env, which renders nothing (what the test is about)
+@pytest.mark.filterwarnings("ignore:.*not in the possible render_modes:UserWarning")
 def test_video_of_an_env_without_rendering_fails_before_any_run_exists(store):
     before = _all_runs(store[0])
     with pytest.raises(ValueError,
@@ -1006,6 +1008,7 @@ class FailingRendererEnv(NoRendererEnv):
 gymnasium.register("test/FailingRenderer-v0", entry_point=FailingRendererEnv)
 
 
+@pytest.mark.filterwarnings("ignore:.*No render fps was declared:UserWarning")  # its own env
 def test_a_renderer_that_fails_says_how_a_mujoco_task_renders_without_a_display(monkeypatch):
     from torchrl_vase.evaluation import check_video
 

@@ -232,7 +232,8 @@ def collection_overhead(frames: int) -> None:
 
 def _timed_collection(env, policy, frames: int, postproc=None) -> tuple[float, float]:
     """(collection seconds, postproc seconds) of the second of two batches (the first warms up)."""
-    collector = Collector(env, policy, frames_per_batch=frames, total_frames=2 * frames)
+    collector = Collector(env, policy, frames_per_batch=frames, total_frames=2 * frames,
+                          auto_register_policy_transforms=False)
     timings = []
     start = time.perf_counter()
     for batch in collector:

@@ -76,8 +76,8 @@ def train(
     loss.make_value_estimator(ValueEstimators.GAE, gamma=0.995, lmbda=0.95)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=1e-3)
     collector = Collector(
-        env, actor, frames_per_batch=frames_per_batch, total_frames=iterations * frames_per_batch
-    )
+        env, actor, frames_per_batch=frames_per_batch, total_frames=iterations * frames_per_batch,
+        auto_register_policy_transforms=False)  # a stateless policy
     returns, durations = [], []
     start = time.perf_counter()
     for iteration, batch in enumerate(collector):

@@ -707,9 +707,10 @@ def run_tags(cfg: DictConfig, commit: str, sweep: str | None) -> dict[str, str]:
 
 def runs_table_metrics(sparse: bool) -> list[str]:
     """The runs table's columns, the first its order (best first); the success rate and the
-    first reward's step only for a sparse goal, the only runs that log them."""
-    columns = ("Return/mean", "Return/success_rate", "eval/return", "train/first_reward_step",
-               "train/frames")
+    first reward's step only for a sparse goal, the only runs that log them; the bonus's mean
+    beside the return (empty for a run without one)."""
+    columns = ("Return/mean", "Return/success_rate", "bonus/mean", "eval/return",
+               "train/first_reward_step", "train/frames")
     sparse_only = {"Return/success_rate", "train/first_reward_step"}
     return [column for column in columns if sparse or column not in sparse_only]
 
