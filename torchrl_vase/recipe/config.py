@@ -13,10 +13,12 @@ run before any MLflow run exists.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import itertools
 import math
 import os
+import typing
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -48,30 +50,52 @@ from torchrl_vase.watchers import episode_metrics
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
+def at_least(low: float, *, high: float | None = None) -> Any:
+    """A field whose value must be ``>= low`` (and ``<= high``)."""
+    return field(metadata={"range": (low, True, high)})
+
+
+def above(low: float, *, high: float | None = None) -> Any:
+    """A field whose value must be ``> low`` (and ``<= high``)."""
+    return field(metadata={"range": (low, False, high)})
+
+
+def one_of(*choices: Any) -> Any:
+    """A field whose value must be one of ``choices``."""
+    return field(metadata={"choices": choices})
+
+
+#: a field of hidden-layer widths: a list of positive ints (``[]``: no hidden layer)
+WIDTHS = {"widths": True}
+
+
+ACTIVATIONS = tuple(MODULE_ACTIVATIONS)
+
+
 @dataclass
 class BNN:
-    num_cells: list[int] = field(default_factory=lambda: [32])
-    activation: str = "relu"
+    num_cells: list[int] = field(metadata=WIDTHS)
+    activation: str = one_of(*ACTIVATIONS)
 
 
 @dataclass
 class Coverage:
-    cell_size: float
+    cell_size: float = above(0)
 
 
 @dataclass
 class Env:
     name: str
     id: str
-    iterations: int
-    frames_per_batch: int
+    iterations: int = at_least(1)
+    frames_per_batch: int = at_least(1)
     normalize_observations: bool
-    policy_cells: list[int]
-    critic_cells: list[int]
-    max_kl: float
+    policy_cells: list[int] = field(metadata=WIDTHS)
+    critic_cells: list[int] = field(metadata=WIDTHS)
+    max_kl: float = above(0)
     bnn: BNN
-    pool_size: int
-    pool_min: int
+    pool_size: int = at_least(1)
+    pool_min: int = at_least(1)
     make_kwargs: dict[str, Any] = field(default_factory=dict)
     paper: dict[str, Any] = field(default_factory=dict)
     coverage: Coverage | None = None
@@ -79,15 +103,15 @@ class Env:
 
 @dataclass
 class ModelTraining:
-    updates_per_iteration: int
-    batch_size: int
-    lr: float
+    updates_per_iteration: int = at_least(1)
+    batch_size: int = at_least(1)
+    lr: float = above(0)
 
 
 @dataclass
 class ELBOTraining(ModelTraining):
-    kl_weight: float
-    backend: str
+    kl_weight: float = at_least(0)
+    backend: str = one_of(*BACKENDS)
 
 
 @dataclass
@@ -98,27 +122,27 @@ class NoSurprise:
 @dataclass
 class BNNSurprise:
     name: str
-    eta: float
+    eta: float = at_least(0)
     sigma_c: float
-    num_samples: int
-    prior_std: float
+    num_samples: int = at_least(1)
+    prior_std: float = above(0)
     init_mean: str
     target: str
     standardize: bool
     elbo: ELBOTraining
     reward_normalization: str | None
-    delta: float
-    sampling: str  # conf/surprise/<measure>.yaml sets it (VIME: weights)
-    model_action: str
+    delta: float = at_least(0)
+    sampling: str = one_of(*SAMPLINGS)  # conf/surprise/<measure>.yaml sets it (VIME: weights)
+    model_action: str = one_of("raw", "applied")
 
 
 @dataclass
 class RNDSurprise:
     name: str
-    eta: float
-    num_cells: list[int]
-    embedding_dim: int
-    update_fraction: float
+    eta: float = at_least(0)
+    num_cells: list[int] = field(metadata=WIDTHS)
+    embedding_dim: int = at_least(1)
+    update_fraction: float = above(0, high=1)
     predictor: ModelTraining
     reward_normalization: str | None
 
@@ -134,103 +158,103 @@ class Advantage:
 class DualAdvantage(Advantage):
     extrinsic_coef: float
     intrinsic_coef: float
-    intrinsic_gamma: float
+    intrinsic_gamma: float = above(0, high=1)
     episodic_intrinsic: bool
 
 
 @dataclass
 class TRPO:
-    gamma: float
-    gae_lambda: float
-    critic_epochs: int
-    critic_lr: float
-    critic_minibatch: int
+    gamma: float = above(0, high=1)
+    gae_lambda: float = at_least(0, high=1)
+    critic_epochs: int = at_least(1)
+    critic_lr: float = above(0)
+    critic_minibatch: int = at_least(1)
     critic_standardize: bool
-    critic_activation: str
-    init: str
+    critic_activation: str = one_of(*ACTIVATIONS)
+    init: str = one_of(*INITIALIZATIONS)
     init_log_std: float
-    cg_iters: int
-    cg_damping: float
-    backtracks: int
+    cg_iters: int = at_least(1)
+    cg_damping: float = at_least(0)
+    backtracks: int = at_least(1)
 
 
 @dataclass
 class PPO:
-    epochs: int
-    minibatch_size: int
-    clip_epsilon: float
-    lr: float
-    entropy_coeff: float
-    max_grad_norm: float | None
+    epochs: int = at_least(1)
+    minibatch_size: int = at_least(1)
+    clip_epsilon: float = above(0)
+    lr: float = above(0)
+    entropy_coeff: float = at_least(0)
+    max_grad_norm: float | None = above(0)
 
 
 @dataclass
 class SAC:
-    frames: int
-    frames_per_batch: int
-    num_envs: int
-    init_random_frames: int
-    buffer_size: int
-    storage: str
-    batch_size: int
-    utd_ratio: float
-    gamma: float
-    lr: float
-    alpha_lr: float
-    alpha_init: float
-    tau: float
-    num_cells: list[int]
-    activation: str
-    default_policy_scale: float
-    scale_lb: float
+    frames: int = at_least(1)
+    frames_per_batch: int = at_least(1)
+    num_envs: int = at_least(1)
+    init_random_frames: int = at_least(0)
+    buffer_size: int = at_least(1)
+    storage: str = one_of("memory", "memmap")
+    batch_size: int = at_least(1)
+    utd_ratio: float = above(0)
+    gamma: float = above(0, high=1)
+    lr: float = above(0)
+    alpha_lr: float = above(0)
+    alpha_init: float = above(0)
+    tau: float = above(0, high=1)
+    num_cells: list[int] = field(metadata=WIDTHS)
+    activation: str = one_of(*ACTIVATIONS)
+    default_policy_scale: float = above(0)
+    scale_lb: float = above(0)
 
 
 @dataclass
 class MLflow:
     tracking_uri: str | None
     experiment: str | None
-    retry_minutes: float
+    retry_minutes: float = at_least(0)
 
 
 @dataclass
 class Eval:
-    every: int
-    episodes: int
+    every: int = at_least(0)
+    episodes: int = at_least(1)
     video: bool
 
 
 @dataclass
 class Checkpoint:
-    every: int
+    every: int = at_least(0)
     dir: str
     trust_unsigned: bool
 
 
 @dataclass
 class Main:
-    seed: int
-    iterations: int | None
+    seed: int = at_least(0)
+    iterations: int | None = at_least(1)
     device: str
-    threads: int
-    num_envs: int
-    collector: str
-    vectorization: str
-    collection: str
+    threads: int = at_least(1)
+    num_envs: int = at_least(1)
+    collector: str = one_of("lean", "torchrl")
+    vectorization: str = one_of(*VECTORIZATIONS)
+    collection: str = one_of("paths", "rllab", "continuous")
     progress_bar: bool
     stop_at_first_reward: bool
-    obs_norm_steps: int
+    obs_norm_steps: int = at_least(1)
     trpo: TRPO
     mlflow: MLflow
     eval: Eval
     checkpoint: Checkpoint
     resume: Any  # false, true, or a checkpoint's path
-    algorithm: str
+    algorithm: str = one_of("trpo", "ppo", "sac")
     ppo: PPO
     sac: SAC
     whole_paths: bool
-    logger: str  # where the loop's metrics go: mlflow, or csv (under csv_dir)
+    logger: str = one_of("mlflow", "csv")  # where the metrics go (csv: under csv_dir)
     csv_dir: str
-    diagnostics_every: int  # the bonus's novelty and self-agreement: every k-th iteration
+    diagnostics_every: int = at_least(0)  # the bonus's novelty and self-agreement cadence
     shuffle_bonus: bool  # a placebo: each batch's bonus permuted across its transitions
 
 
@@ -239,50 +263,30 @@ SURPRISES = {"none": NoSurprise, "vase": BNNSurprise, "nll": BNNSurprise, "vime"
 ADVANTAGES = {"combined": Advantage, "extrinsic": Advantage, "dual": DualAdvantage}
 GROUPS = ("env", "surprise", "advantage")
 
-# (key, lowest allowed, inclusive?): every number the run needs in a range
-RANGES = [
-    ("seed", 0, True), ("iterations", 1, True), ("threads", 1, True),
-    ("diagnostics_every", 0, True), ("num_envs", 1, True),
-    ("obs_norm_steps", 1, True), ("checkpoint.every", 0, True), ("eval.every", 0, True),
-    ("eval.episodes", 1, True), ("mlflow.retry_minutes", 0, True),
-    ("env.iterations", 1, True), ("env.frames_per_batch", 1, True), ("env.max_kl", 0, False),
-    ("env.pool_size", 1, True), ("env.pool_min", 1, True), ("env.coverage.cell_size", 0, False),
-    ("trpo.gamma", 0, False), ("trpo.gae_lambda", 0, True), ("trpo.critic_epochs", 1, True),
-    ("trpo.critic_lr", 0, False), ("trpo.critic_minibatch", 1, True), ("trpo.cg_iters", 1, True),
-    ("trpo.cg_damping", 0, True), ("trpo.backtracks", 1, True),
-    ("surprise.eta", 0, True), ("surprise.delta", 0, True),
-    ("surprise.num_samples", 1, True), ("surprise.prior_std", 0, False),
-    ("surprise.embedding_dim", 1, True), ("surprise.update_fraction", 0, False),
-    ("surprise.elbo.updates_per_iteration", 1, True), ("surprise.elbo.batch_size", 1, True),
-    ("surprise.elbo.lr", 0, False), ("surprise.elbo.kl_weight", 0, True),
-    ("surprise.predictor.updates_per_iteration", 1, True),
-    ("surprise.predictor.batch_size", 1, True), ("surprise.predictor.lr", 0, False),
-    ("advantage.intrinsic_gamma", 0, False),
-    ("ppo.epochs", 1, True), ("ppo.minibatch_size", 1, True), ("ppo.clip_epsilon", 0, False),
-    ("ppo.lr", 0, False), ("ppo.entropy_coeff", 0, True), ("ppo.max_grad_norm", 0, False),
-    ("sac.frames", 1, True), ("sac.frames_per_batch", 1, True), ("sac.num_envs", 1, True),
-    ("sac.init_random_frames", 0, True), ("sac.buffer_size", 1, True),
-    ("sac.batch_size", 1, True), ("sac.utd_ratio", 0, False), ("sac.gamma", 0, False),
-    ("sac.lr", 0, False), ("sac.alpha_lr", 0, False), ("sac.alpha_init", 0, False),
-    ("sac.tau", 0, False), ("sac.default_policy_scale", 0, False), ("sac.scale_lb", 0, False),
-]
-ACTIVATIONS = tuple(MODULE_ACTIVATIONS)
-# keys with a fixed set of values
-CHOICES = {
-    "algorithm": ("trpo", "ppo", "sac"), "collector": ("lean", "torchrl"),
-    "logger": ("mlflow", "csv"), "sac.storage": ("memory", "memmap"), "sac.activation": ACTIVATIONS,
-    "collection": ("paths", "rllab", "continuous"), "vectorization": VECTORIZATIONS,
-    "trpo.init": INITIALIZATIONS, "trpo.critic_activation": ACTIVATIONS,
-    "env.bnn.activation": ACTIVATIONS,
-}
-# keys that only exist in some config groups (BNN surprises): checked where present
-OPTIONAL_CHOICES = {"surprise.elbo.backend": BACKENDS,
-                    "surprise.model_action": ("raw", "applied")}
-# hidden-layer widths: lists of positive ints ([] is no hidden layer)
-LAYER_WIDTHS = ("env.policy_cells", "env.critic_cells", "env.bnn.num_cells", "surprise.num_cells",
-                "sac.num_cells")
-AT_MOST_ONE = ("trpo.gamma", "trpo.gae_lambda", "advantage.intrinsic_gamma",
-               "surprise.update_fraction", "sac.gamma", "sac.tau")
+
+def check_fields(schema: type, node: DictConfig, prefix: str = "") -> None:
+    """Each value of ``node`` against its field's range, choices or widths in ``schema``
+    (nested dataclasses walked); a ``ValueError`` naming the key."""
+    hints = typing.get_type_hints(schema)
+    for spec in dataclasses.fields(schema):
+        key, value = prefix + spec.name, node.get(spec.name)
+        nested = [t for t in (hints[spec.name], *typing.get_args(hints[spec.name]))
+                  if dataclasses.is_dataclass(t)]
+        if nested and isinstance(value, DictConfig):
+            check_fields(nested[0], value, f"{key}.")
+        if value is None:
+            continue
+        if "range" in spec.metadata:
+            low, inclusive, high = spec.metadata["range"]
+            if not math.isfinite(value) or value < low or (value == low and not inclusive):
+                raise ValueError(f"{key} must be {'>=' if inclusive else '>'} {low}, got {value}.")
+            if high is not None and value > high:
+                raise ValueError(f"{key} must be <= {high}, got {value}.")
+        if "choices" in spec.metadata and value not in spec.metadata["choices"]:
+            raise ValueError(f"{key} must be one of {sorted(spec.metadata['choices'])}, "
+                             f"got {value!r}.")
+        if "widths" in spec.metadata:
+            check_layer_widths(key, value)
 
 
 def _merge(schema: type, node: DictConfig, prefix: str) -> DictConfig:
@@ -332,37 +336,19 @@ def typed_config(cfg: DictConfig) -> DictConfig:
         resolved, [key for key in resolved if key not in GROUPS]), "")
     env = _merge(Env, resolved.env, "env.")
     env.name = env_name(env.name, env.id)
-    surprise = _merge(_choice(resolved.surprise, "name", SURPRISES, "surprise"),
-                      resolved.surprise, "surprise.")
-    advantage = _merge(_choice(resolved.advantage, "structure", ADVANTAGES, "advantage"),
-                       resolved.advantage, "advantage.")
+    surprise_schema = _choice(resolved.surprise, "name", SURPRISES, "surprise")
+    advantage_schema = _choice(resolved.advantage, "structure", ADVANTAGES, "advantage")
+    surprise = _merge(surprise_schema, resolved.surprise, "surprise.")
+    advantage = _merge(advantage_schema, resolved.advantage, "advantage.")
     # a plain (unstructured) config: the values converted, the keys as the groups chose them
     typed = OmegaConf.create({
         **OmegaConf.to_container(typed),
         **{name: OmegaConf.to_container(node) for name, node in
            (("env", env), ("surprise", surprise), ("advantage", advantage))},
     })
-    for key, low, inclusive in RANGES:
-        value = OmegaConf.select(typed, key)
-        if value is None:
-            continue
-        if not math.isfinite(value) or value < low or (value == low and not inclusive):
-            relation = ">=" if inclusive else ">"
-            raise ValueError(f"{key} must be {relation} {low}, got {value}.")
-        if key in AT_MOST_ONE and value > 1:
-            raise ValueError(f"{key} must be <= 1, got {value}.")
-    for key in LAYER_WIDTHS:
-        widths = OmegaConf.select(typed, key)
-        if widths is not None:
-            check_layer_widths(key, widths)
-    for key, choices in CHOICES.items():
-        value = OmegaConf.select(typed, key)
-        if value not in choices:
-            raise ValueError(f"{key} must be one of {sorted(choices)}, got {value!r}.")
-    for key, choices in OPTIONAL_CHOICES.items():
-        value = OmegaConf.select(typed, key, default=None)
-        if value is not None and value not in choices:
-            raise ValueError(f"{key} must be one of {sorted(choices)}, got {value!r}.")
+    for schema, key in ((Main, None), (Env, "env"), (surprise_schema, "surprise"),
+                        (advantage_schema, "advantage")):
+        check_fields(schema, typed[key] if key else typed, f"{key}." if key else "")
     _check_relations(typed)
     return typed
 
@@ -412,10 +398,6 @@ def _check_relations(cfg: DictConfig) -> None:
                          "from a pool smaller than one of them.")
     if cfg.algorithm == "sac":
         _check_sac(cfg)
-    sampling = OmegaConf.select(cfg, "surprise.sampling")
-    if sampling is not None and sampling not in SAMPLINGS:
-        raise ValueError(f"surprise.sampling must be one of {sorted(SAMPLINGS)}, got "
-                         f"{sampling!r}.")
     sigma_c = OmegaConf.select(cfg, "surprise.sigma_c")
     if sigma_c is not None:  # here, not at the model's construction: before any store exists
         try:
