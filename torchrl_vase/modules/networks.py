@@ -100,7 +100,7 @@ def initialize_(network: nn.Module, scheme: str, *, output_gain: float = 1.0) ->
         >>> from torch import nn
         >>> net = initialize_(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)),
         ...                   "orthogonal", output_gain=0.01)
-        >>> float(net[0].bias.abs().max()), round(float(net[2].weight.norm()), 4)
+        >>> float(net[0].bias.detach().abs().max()), round(float(net[2].weight.detach().norm()), 4)
         (0.0, 0.0141)
     """
     if scheme not in INITIALIZATIONS:
