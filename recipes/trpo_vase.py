@@ -70,6 +70,7 @@ def train(cfg: DictConfig) -> dict:
     logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines, every iteration
     spaces = schema.check_env(cfg)
     schema.check_memory(cfg, spaces[0].shape[0], spaces[1].shape[0])
+    cfg.threads = schema.threads_for(cfg)  # auto: this job's share of the cores
     torch.set_num_threads(cfg.threads)
     experiment = schema.experiment_name(cfg)
     overrides, sweep = schema.launch()

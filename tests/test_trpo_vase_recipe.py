@@ -461,6 +461,39 @@ def test_threads_hold_for_the_whole_run(store, monkeypatch):
         torch.set_num_threads(2)
 
 
+@pytest.mark.parametrize(("cores", "jobs", "load", "expected"), [
+    (2, 1, 0.1, 2), (2, 2, 0.1, 1), (2, 3, 0.0, 1), (16, 4, 0.0, 4), (16, 5, 0.3, 3),
+    (2, 1, 1.2, 1),  # a core busy with something else: one thread
+    (16, 1, 13.6, 2), (2, 1, 5.0, 1)])
+def test_auto_threads_share_the_idle_cores_among_the_jobs_run_at_once(monkeypatch, cores, jobs,
+                                                                      load, expected):
+    monkeypatch.setattr(schema, "usable_cores", lambda: cores)
+    monkeypatch.setattr(schema.os, "getloadavg", lambda: (load, load, load))
+    assert schema.threads_for(OmegaConf.create({"threads": "auto"}), jobs=jobs) == expected
+
+
+def test_a_joblib_sweep_counts_its_jobs_and_an_oversubscribing_count_says_so(monkeypatch,
+                                                                            capsys):
+    class Sweep:  # what HydraConfig.get() holds in a joblib multirun
+        mode = schema.RunMode.MULTIRUN
+        launcher = OmegaConf.create({
+            "_target_": "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
+            "n_jobs": -1})
+
+    monkeypatch.setattr(schema, "usable_cores", lambda: 2)
+    monkeypatch.setattr(schema.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(schema.HydraConfig, "initialized", staticmethod(lambda: True))
+    monkeypatch.setattr(schema.HydraConfig, "get", staticmethod(Sweep))
+    assert schema.jobs_together() == 2  # n_jobs=-1: one a core
+    assert schema.threads_for(OmegaConf.create({"threads": "auto"})) == 1
+    assert capsys.readouterr().err == ""
+    assert schema.threads_for(OmegaConf.create({"threads": 2})) == 2  # as asked, but said
+    assert "threads=2 in each of 2 jobs at once is more threads than the 2 cores" in (
+        capsys.readouterr().err)
+    Sweep.launcher = OmegaConf.create({"_target_": "hydra._internal.BasicLauncher"})
+    assert schema.jobs_together() == 1  # one job after another
+
+
 def test_replay_pool_never_crosses_an_episode_boundary(store):
     cfg = _config(store, "env=point_robot", "surprise=vase")
     exploration = assembly.make_exploration(cfg, obs_dim=2, action_dim=2)
@@ -545,7 +578,10 @@ def test_bad_inputs_fail_before_training(store):
         ("iterations=abc", r"^iterations: Value 'abc' of type 'str' could not be converted"),
         ("iterations=2.5", r"^iterations: Value '2.5' of type 'float' could not be converted"),
         ("num_envs=0", r"^num_envs must be >= 1, got 0"),
-        ("threads=0", r"^threads must be >= 1"),
+        ("threads=0", r"^threads must be auto or a whole number from 1 to the \d+ cores"),
+        ("threads=-1", r"^threads must be auto or a whole number from 1"),
+        ("threads=1000", r"^threads must be auto .* cores this process may use, got 1000"),
+        ("threads=abc", r"^threads must be auto or a whole number"),
         ("env.bnn.num_cells=[32,x]", r"^env.bnn.num_cells\[1\]: Value 'x'"),
         ("+surprise.sigma=1", r"^surprise.sigma: Key 'sigma' not in 'BNNSurprise'"),
         ("+seed_list=3", r"^seed_list: Key 'seed_list' not in 'Main'"),

@@ -1,7 +1,5 @@
-"""Argument checks shared by the library: clear errors that name the argument.
-
-Where a module's tensors live: module_device.
-"""
+"""Argument checks shared by the library (clear errors that name the argument), and where a
+module's tensors live (``module_device``)."""
 
 from __future__ import annotations
 

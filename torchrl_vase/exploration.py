@@ -118,38 +118,30 @@ class Exploration(nn.Module):
 
     Per iteration of an on-policy loop, on the batch just collected:
 
-    1. ``reward(batch)``: ``r = r_e + η·U`` for every transition, with the model as it was
-       trained up to the previous iteration (the model does not change during a rollout, so this
-       equals the paper's per-step computation). Until the model's first update the bonus is 0
-       and the reward left as it is (the authors add none in the first iteration), unless
-       ``bonus_before_training``. Returns ``bonus/mean``, ``bonus/std``, VASE's
-       ``bonus/confidence`` (δ·H(q)) and its share of the surprise, and the ``diagnostics``
-       where due.
-    2. ``fit(batch)``: the transitions go into the pool; once it holds ``pool_min`` of them, the
-       data statistics are refreshed over the whole pool (``bonus.fit_statistics``: the dynamics
-       model's standardisation, as the authors recompute it each iteration) and the model takes
-       ``updates_per_iteration`` steps on minibatches of ``batch_size`` drawn uniformly from the
-       pool (the authors: 500 of 10) by its ``ModelTrainer``: for the ELBO on a CPU, all of an
-       iteration's steps in one compiled call (``backend``), since at minibatches of 10
-       dispatch, not arithmetic, is the cost (docs/benchmarks.md). Returns the loss's mean
-       outputs under the bonus's ``metric_prefix`` (``bnn/``, ``rnd/``).
+    1. ``reward(batch)``: ``r = r_e + η·U`` for every transition, under the model as trained up
+       to the previous iteration (it does not change during a rollout, so this equals the
+       paper's per-step bonus). Before the model's first update the bonus is 0 (the authors add
+       none in the first iteration) unless ``bonus_before_training``. Returns ``bonus/mean``,
+       ``bonus/std``, VASE's ``bonus/confidence`` (δ·H(q)) and its share, and the
+       ``diagnostics`` where due.
+    2. ``fit(batch)``: the transitions join the pool; once it holds ``pool_min``, the data
+       statistics are refreshed over the whole pool (``bonus.fit_statistics``, as the authors
+       do each iteration) and the ``ModelTrainer`` takes ``updates_per_iteration`` steps on
+       minibatches of ``batch_size`` drawn uniformly from the pool (the authors: 500 of 10; on
+       a CPU, the ELBO's in one compiled call). Returns the loss's mean outputs under the bonus's
+       ``metric_prefix`` (``bnn/``, ``rnd/``).
 
-    The policy update comes after and uses the batch's reward, extrinsic and intrinsic reward
-    keys (see ``ExplorationGAE``).
+    The policy update comes after, on the batch's reward keys (``ExplorationGAE``). Any bonus
+    transform of this library works: ``SurpriseRewardTransform`` (VASE, NLL, VIME) with
+    ``VariationalELBOLoss``, ``RNDRewardTransform`` with torchrl's ``RNDLoss``; the loss must
+    train the model the bonus evaluates (checked), ``None`` builds ``bonus.make_loss()``.
 
-    Works with every bonus transform of this library: ``SurpriseRewardTransform`` (VASE, NLL,
-    VIME) trained by ``VariationalELBOLoss``, and ``RNDRewardTransform`` trained by torchrl's
-    ``RNDLoss``. The loss must train the model the bonus evaluates (checked at construction);
-    ``loss=None`` builds it with ``bonus.make_loss()``.
-
-    Its random numbers are its own (``random_stream``): the model's weights and noise, the pool's
-    minibatches and the bonus's draws come from a stream seeded by ``seed``, and torch's default
-    generators are left as they were. What a learner draws after it (a critic's minibatches,
-    SAC's samples) is then what it would draw without a bonus, so with η = 0 the policy trains
-    bit for bit as with no bonus: an exact control for a bonus's effect and cost.
-
-    Everything that changes during training is in ``state_dict``: the model, its statistics, the
-    bonus's scaling statistics, the optimiser, the pool, the update count and the random stream.
+    Its random numbers are its own (``random_stream``, seeded by ``seed``): torch's default
+    generators are left as they were, so what a learner draws after it is what it would draw
+    without a bonus, and with η = 0 the policy trains bit for bit as with none: an exact control
+    for a bonus's effect and cost. Everything that changes in training is in ``state_dict``:
+    the model and its statistics, the bonus's scaling statistics, the optimiser, the pool, the
+    update count and the random stream.
 
     Args:
         bonus: the bonus transform (with its model; attach it to an env first if it builds one).
@@ -169,11 +161,8 @@ class Exploration(nn.Module):
             from it, instead of a pool of its own. Its owner extends it (before ``fit``, with
             the same batch) and checkpoints it: ``Exploration`` does neither, and
             ``pool_size`` is its capacity. See ``ReplayBonus`` for the bonus on its samples.
-        backend: how the ELBO's steps run (``ModelTrainer``): ``"auto"`` (default) the
-            compiled kernel (``"numba"``) where it applies — a float32/float64 model on the
-            CPU, plain Adam, ReLU or tanh layers, the analytic KL — else ``"autograd"``. The
-            kernel compiles once per machine (cached on disk); its steps agree with
-            autograd's to float rounding, not bit for bit.
+        backend: how the ELBO's steps run (``ModelTrainer``): ``"auto"``, ``"numba"`` or
+            ``"autograd"``.
         seed: the run's seed, which the random stream's derives from
             (``iteration_seed(seed, 0, stream=EXPLORATION_STREAM)``); ``None`` takes the seed
             torch's default generator was last given (``torch.initial_seed()``).

@@ -1,13 +1,11 @@
-"""Where a loop's metrics go: the ``Logger`` protocol, and ``CSVLogger`` beside MLflow's tracker.
+"""Where a loop's metrics go: the ``Logger`` protocol, ``CSVLogger`` beside MLflow's tracker, and
+``Progress`` on the terminal (a bar, or a line every few iterations in a piped log).
 
 ``TrainingLoop`` hands its logger whole steps, ``log([(frames, metrics), ...])``, only once the
 checkpoint that holds the state they describe is written, and asks ``last_logged_step(key)``
 (where the logger has it) when it resumes, so that no step is logged twice. Any object with
 these methods is a logger: ``torchrl_vase.tracking.MLflowTracker`` (one MLflow run) and
 ``CSVLogger`` (torchrl's CSV files) are two; a wandb or TensorBoard one is a few lines.
-
-A run's progress goes to its terminal: Progress, a bar on a terminal, a line every few iterations in
-a piped log.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ it calls the algorithm once per collected batch: ``OnPolicyStep`` (TRPO, PPO),
 - **signals**: the first SIGTERM or SIGINT ends the running iteration, writes a checkpoint and
   returns ``stopped_by``; an iteration still running ``stop_grace`` seconds after it is
   abandoned instead (a collection where it is; a step's long loop, SAC's updates at a high
-  update-to-data ratio, at its next update: ``signals.stop_due``): its work is dropped,
+  update-to-data ratio, at its next update: ``stop_due``; a wait, a store's retries, asks
+  ``stop_requested``): its work is dropped,
   nothing is written or logged, and the run continues from its last checkpoint
   (``LoopResult.dropped``: the iterations since it, which a resumed run computes again); a
   second signal stops at once (``KeyboardInterrupt``);
@@ -51,10 +52,6 @@ Examples:
     >>> result = loop.run()
     >>> result.iterations_done, result.metrics["train/frames"], result.stopped_by
     (3, 12, None)
-
-Signals end a run cleanly: SIGTERM and SIGINT ask the loop to stop at a safe point (StopSignals,
-which the loop opens around its iterations); long work asks stop_due between its steps, a wait asks
-stop_requested before waiting on.
 """
 
 from __future__ import annotations

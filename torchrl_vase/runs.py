@@ -14,7 +14,7 @@ the latest run of the experiment with this config's identity, refused if it logg
 checkpoint is not under ``checkpoint_dir``, since starting over would log its steps twice; a path:
 that checkpoint, if it is of this config and its run is in this store), the run's lock is taken (a
 second process continuing it is refused before it logs anything), the MLflow run created with its
-tags in one request (with where it computes: ``torchrl_vase.runs``) or continued (a
+tags in one request (with where it computes: ``environment_tags``) or continued (a
 resume on another machine or software noted in its ``resumed_elsewhere`` tag), and params and
 ``config.yaml`` logged if the run has none.
 ``save`` writes the checkpoint atomically and the networks alone as ``weights.pt`` (an MLflow
@@ -25,9 +25,6 @@ a store that stays unreachable leaves it RUNNING and says how to continue.
 Examples:
     >>> flatten({"env": {"bnn": {"num_cells": [32]}, "id": "x"}, "seed": 0})
     {'env.bnn.num_cells': '[32]', 'env.id': 'x', 'seed': '0'}
-
-Where a run computed (its machine, CPU kernels and software) goes into its tags: environment_tags,
-changed.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@
 - ``MLflowTracker``: one MLflow run's life (create or continue, tags, params, artifacts, metrics
   logged whole steps at a time, the end status), every call retried with back-off for
   ``retry_minutes`` while the store is unreachable, then ``TrackingUnavailable``.
+- ``return_first_view``, ``runs_table_url``, ``run_charts_url``: the MLflow UI's pages of a run,
+  the runs table with the extrinsic return first and a run's charts.
 
 Examples:
     >>> import tempfile
@@ -30,9 +32,6 @@ Examples:
     ...
     torchrl_vase.tracking.RunLocked: run 1 is being continued by another process (...
     >>> import shutil; shutil.rmtree(tmp)
-
-The MLflow UI's pages of a run: the runs table with the extrinsic return first (return_first_view,
-runs_table_url) and a run's charts (run_charts_url).
 """
 
 from __future__ import annotations

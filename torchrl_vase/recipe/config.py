@@ -18,6 +18,7 @@ import difflib
 import itertools
 import math
 import os
+import sys
 import typing
 from dataclasses import dataclass, field
 from functools import partial
@@ -235,7 +236,7 @@ class Main:
     seed: int = at_least(0)
     iterations: int | None = at_least(1)
     device: str
-    threads: int = at_least(1)
+    threads: Any  # auto, or a count (threads_for)
     num_envs: int = at_least(1)
     collector: str = one_of("lean", "torchrl")
     vectorization: str = one_of(*VECTORIZATIONS)
@@ -355,6 +356,9 @@ def typed_config(cfg: DictConfig) -> DictConfig:
 
 def _check_relations(cfg: DictConfig) -> None:
     """What no single key's type or range says."""
+    if cfg.threads != "auto" and (isinstance(cfg.threads, bool) or not isinstance(
+            cfg.threads, int) or not 1 <= cfg.threads <= usable_cores()):
+        threads_for(cfg, jobs=1)  # its sentence
     if not isinstance(cfg.resume, (bool, str)):
         raise ValueError(f"resume must be true, false or a checkpoint path, got {cfg.resume!r}.")
     check_resume(cfg.resume, checkpoint_root(cfg))
@@ -644,6 +648,47 @@ def iterations(cfg: DictConfig) -> int:
     if cfg.algorithm == "sac":
         return -(-cfg.sac.frames // cfg.sac.frames_per_batch)
     return cfg.env.iterations
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a cluster job's allocation)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def jobs_together() -> int:
+    """How many jobs of this launch run at once on this machine: a joblib sweep's ``n_jobs``
+    (``-1``: one a core); 1 for one run, Hydra's basic launcher (one job after another) and a
+    cluster's launchers (each job on cores of its own)."""
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return 1
+    launcher = HydraConfig.get().launcher
+    if "joblib" not in str(launcher.get("_target_", "")).lower():
+        return 1
+    n_jobs = int(launcher.get("n_jobs", -1))
+    return usable_cores() if n_jobs < 0 else max(1, n_jobs)
+
+
+def threads_for(cfg: DictConfig, jobs: int | None = None) -> int:
+    """``threads`` as a count. ``auto``: this process's cores shared among the jobs run at once
+    (``jobs_together``), and no more than the cores not already busy (the cores less the
+    one-minute load average, rounded), at least one. A count is refused unless it is a whole
+    number in ``[1, cores]``, and said once where its threads times the jobs exceed the cores.
+    torch's threads wait for each other by spinning: a thread without a core to itself slows
+    its whole job (MountainCar's TRPO at ``threads=2`` beside a busy core: 0.15x the speed of
+    ``threads=1``; recipes/benchmarks/benchmark_threads.py)."""
+    cores, jobs = usable_cores(), jobs_together() if jobs is None else jobs
+    if cfg.threads == "auto":
+        idle = cores - round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else cores
+        return max(1, min(cores // jobs, idle))
+    if isinstance(cfg.threads, bool) or not isinstance(cfg.threads, int) or not (
+            1 <= cfg.threads <= cores):
+        raise ValueError(f"threads must be auto or a whole number from 1 to the {cores} cores "
+                         f"this process may use, got {cfg.threads!r}.")
+    if cfg.threads * jobs > cores:
+        print(f"threads={cfg.threads} in each of {jobs} jobs at once is more threads than the "
+              f"{cores} cores: torch's threads will wait on each other and every job run "
+              "slower; threads=auto gives each job its share.", file=sys.stderr)
+    return cfg.threads
 
 
 def launch() -> tuple[list[str], str | None]:
