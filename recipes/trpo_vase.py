@@ -49,6 +49,7 @@ from torchrl_vase import TrainingLoop, TrainingRun
 from torchrl_vase.evaluation import acting_policy
 from torchrl_vase.recipe import config as schema
 from torchrl_vase.recipe.assembly import (
+    check_memory,
     evaluation_metrics,
     journal_replay,
     log_figures,
@@ -69,7 +70,7 @@ def train(cfg: DictConfig) -> dict:
     cfg = schema.typed_config(cfg)
     logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines, every iteration
     spaces = schema.check_env(cfg)
-    schema.check_memory(cfg, spaces[0].shape[0], spaces[1].shape[0])
+    check_memory(cfg, spaces[0].shape[0], spaces[1].shape[0])
     cfg.threads = schema.threads_for(cfg)  # auto: this job's share of the cores
     torch.set_num_threads(cfg.threads)
     experiment = schema.experiment_name(cfg)

@@ -346,26 +346,26 @@ def test_a_run_too_big_for_the_memory_is_refused_before_any_mlflow_run(store, mo
     # GiB, a pool of 100,000 transitions too; the same run with 1 MiB free does not
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = schema.typed_config(compose("trpo_vase", overrides=["surprise=vase"]))
-    monkeypatch.setattr(schema, "available_memory", lambda: 2**30)
-    schema.check_memory(cfg, 2, 1)
-    monkeypatch.setattr(schema, "available_memory", lambda: 2**20)
+    monkeypatch.setattr(assembly, "available_memory", lambda: 2**30)
+    assembly.check_memory(cfg, 2, 1)
+    monkeypatch.setattr(assembly, "available_memory", lambda: 2**20)
     with pytest.raises(ValueError, match=r"more than 80 % of the 0\.0 GiB free here"):
-        schema.check_memory(cfg, 2, 1)
+        assembly.check_memory(cfg, 2, 1)
     # the envs and the model's samples count too, each named with its own key to lower
-    monkeypatch.setattr(schema, "available_memory", lambda: 8 * 2**30)
+    monkeypatch.setattr(assembly, "available_memory", lambda: 8 * 2**30)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         many_envs = schema.typed_config(compose("trpo_vase", overrides=[
             "surprise=none", "num_envs=5000", "env.frames_per_batch=5000"]))
         many_samples = schema.typed_config(compose("trpo_vase", overrides=[
             "env=half_cheetah", "surprise.num_samples=100000000"]))
     with pytest.raises(ValueError, match=r"5,000 envs: 9\.8 GiB.* lower num_envs"):
-        schema.check_memory(many_envs, 2, 1)
+        assembly.check_memory(many_envs, 2, 1)
     # HalfCheetah's model: 7,188 weights and biases, 148 units a row, 10 rows a minibatch, 12
     # bytes a value (noise, activation, gradient) for each of the 1e8 samples
     expected = 12 * 10**8 * (7_188 + 10 * 148) / 2**30
     with pytest.raises(ValueError, match=rf"100,000,000 model samples: {expected:.1f} GiB.* "
                                          r"lower surprise\.num_samples"):
-        schema.check_memory(many_samples, 20, 6)
+        assembly.check_memory(many_samples, 20, 6)
 
 
 def test_a_parallel_sweep_with_checkpoints_gives_two_runs_that_each_resume_themselves(
@@ -1177,7 +1177,7 @@ def test_the_bnns_sampling_is_an_option_of_the_bnn_measures(store):
 def test_the_pool_holds_what_a_run_collects_up_to_the_authors_size(overrides, capacity):
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = schema.typed_config(compose("trpo_vase", overrides=overrides))
-    assert schema.pool_capacity(cfg, schema.iterations(cfg)) == capacity
+    assert assembly.pool_capacity(cfg, schema.iterations(cfg)) == capacity
 
 
 def test_the_recipe_explains_itself_and_a_refused_input_ends_with_its_message(tmp_path,

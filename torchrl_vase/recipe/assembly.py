@@ -1,5 +1,6 @@
 """The recipe's parts from its config: ``build(cfg, ...)`` gives the loop's collector, step and
-stateful parts as ``recipes/trpo_vase.py`` trains them. Every builder reads the typed config
+stateful parts as ``recipes/trpo_vase.py`` trains them, and ``check_memory`` what they will hold
+(the pool's and the replay buffer's capacities are theirs). Every builder reads the typed config
 (``torchrl_vase.recipe.config``); below this package, nothing in the library sees a config.
 
 Examples:
@@ -15,10 +16,13 @@ Examples:
 
 from __future__ import annotations
 
+import itertools
+import os
 import random
 import tempfile
 from pathlib import Path
 
+import gymnasium
 import numpy as np
 import torch
 from omegaconf import DictConfig
@@ -54,16 +58,130 @@ from torchrl_vase.step import OnPolicyStep, PPOUpdate, TRPOUpdate
 from torchrl_vase.transforms import RNDRewardTransform, SurpriseRewardTransform
 from torchrl_vase.watchers import FirstReward
 
-__all__ = ["build", "build_sac", "evaluation_metrics", "log_figures", "run_logger",
-           "seeded_build"]
+__all__ = ["build", "build_sac", "check_memory", "evaluation_metrics", "log_figures",
+           "run_logger", "seeded_build"]
 
+
+
+def collected_frames(cfg: DictConfig, run_iterations: int) -> int:
+    """The most transitions ``run_iterations`` iterations collect: ``env.frames_per_batch`` each,
+    and with rllab's whole paths (``collection=paths``, ``whole_paths``) up to a path more, less
+    a step (the last path runs past the batch's frames to its end)."""
+    frames = batch_layout(cfg)[1]
+    if cfg.collection == "paths" and cfg.whole_paths:
+        limit = config.make_kwargs(cfg).get("max_episode_steps") or gymnasium.spec(
+            cfg.env.id).max_episode_steps
+        frames += (limit or 1) - 1
+    return run_iterations * frames
+
+
+def batch_layout(cfg: DictConfig) -> tuple[int, int]:
+    """``(envs stepped together, frames per batch)``: the on-policy learners' ``num_envs`` and
+    ``env.frames_per_batch`` (the paper's), SAC's ``sac.num_envs`` and ``sac.frames_per_batch``
+    (torchrl's)."""
+    if cfg.algorithm == "sac":
+        return cfg.sac.num_envs, cfg.sac.frames_per_batch
+    return cfg.num_envs, cfg.env.frames_per_batch
+
+
+def replay_capacity(cfg: DictConfig) -> int:
+    """SAC's replay buffer: ``sac.buffer_size``, or what the run collects if that is less."""
+    frames = collected_frames(cfg, config.iterations(cfg))
+    return min(cfg.sac.buffer_size, max(cfg.sac.batch_size, frames))
+
+
+def pool_capacity(cfg: DictConfig, run_iterations: int | None) -> int:
+    """The replay pool's capacity: ``env.pool_size`` (the authors'), or what a run of
+    ``run_iterations`` collects if that is less (a short run does not reserve 5 M transitions)."""
+    if run_iterations is None:
+        return cfg.env.pool_size
+    return min(cfg.env.pool_size, max(cfg.env.pool_min, collected_frames(cfg, run_iterations)))
+
+
+#: bytes a run holds besides its replay pool (envs, networks, batches): measured ~60 MB, rounded up
+RUN_OVERHEAD = 200 * 2**20
+
+
+def pool_bytes(cfg: DictConfig, obs: int | None = None, action: int | None = None) -> int:
+    """The run's replay pool when full: (s, a, s') as float32 for the run's iterations (SAC's:
+    its replay buffer); the env's sizes probed unless given."""
+    if cfg.surprise.name == "none" and cfg.algorithm != "sac":
+        return 0
+    if obs is None or action is None:
+        spaces = config.check_env(cfg)
+        obs, action = spaces[0].shape[0], spaces[1].shape[0]
+    capacity = (replay_capacity(cfg) if cfg.algorithm == "sac"
+                else pool_capacity(cfg, config.iterations(cfg)))
+    return capacity * (2 * obs + action) * 4
+
+
+#: float32 values a collected frame may hold, per observation and action dimension and besides
+#: them: a batch after the step held 283 bytes a frame on HalfCheetah (obs 20, action 6) and
+#: 1,147 on Ant (125, 8) (measured 2026-12-04: ``batch.bytes()``, 19 keys); this allows about
+#: twice that, for the copies made while a batch is built
+BATCH_VALUES = (4, 4, 16)
+
+
+#: an env's memory in a run: a MuJoCo task's env took 1.1 MiB, a Box2D one 0.1 MiB (100 made
+#: in one process, measured 2026-12-07); doubled for the vector env's lanes and TorchRL's specs
+ENV_BYTES = 2 * 2**20
+
+
+def sample_bytes(cfg: DictConfig, obs: int, action: int) -> int:
+    """What the Bayesian model's ``surprise.num_samples`` draws hold at once, at most: a weight
+    set each (weight sampling) or a minibatch's pre-activations each (the local samplings), for
+    the noise, the activations and their gradients; 0 without such a model."""
+    if cfg.surprise.name not in ("vase", "nll", "vime"):
+        return 0
+    widths = [obs + action, *cfg.env.bnn.num_cells, obs]
+    weights = sum((inputs + 1) * outputs for inputs, outputs in itertools.pairwise(widths))
+    minibatch = cfg.surprise.elbo.batch_size * sum(widths[1:])
+    return 3 * 4 * int(cfg.surprise.num_samples) * (weights + minibatch)
+
+
+def check_memory(cfg: DictConfig, obs: int, action: int) -> None:
+    """Refuse, before any run exists, a run whose envs, batch, replay pool (SAC's buffer) and
+    the model's samples would not fit in 80 % of the memory free here
+    (``env.frames_per_batch=2000000000`` would grow for minutes first, ``num_envs=100000`` end
+    in a crash, ``surprise.num_samples=1e8`` fail in torch's allocator)."""
+    frames = collected_frames(cfg, 1)
+    per_obs, per_action, rest = BATCH_VALUES
+    parts = {
+        f"a batch of {frames:,} frames": frames * (per_obs * obs + per_action * action + rest) * 4,
+        "the replay pool": pool_bytes(cfg, obs, action),
+        f"{cfg.num_envs:,} envs": cfg.num_envs * ENV_BYTES,
+        f"{int(cfg.surprise.get('num_samples', 0) or 0):,} model samples": sample_bytes(
+            cfg, obs, action),
+    }
+    needed = sum(parts.values()) + RUN_OVERHEAD
+    free = available_memory()
+    if needed > 0.8 * free:
+        batch_key = "sac.frames_per_batch" if cfg.algorithm == "sac" else "env.frames_per_batch"
+        largest = max(parts, key=parts.__getitem__)
+        advice = {"the replay pool": "the pool's size", f"{cfg.num_envs:,} envs": "num_envs"}.get(
+            largest, "surprise.num_samples" if "samples" in largest else batch_key)
+        raise ValueError(
+            f"this run needs about {needed / 2**30:.1f} GiB ("
+            + "; ".join(f"{name}: {size / 2**30:.1f} GiB" for name, size in parts.items() if size)
+            + f"), more than 80 % of the {free / 2**30:.1f} GiB free here: lower {advice}.")
+
+
+def available_memory() -> int:
+    """Bytes of memory free for new allocations (``MemAvailable``; the total elsewhere)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def make_collector(cfg: DictConfig, actor):
     """The lean vector-env collector (default) or torchrl's ``Collector`` over the transformed
     batched env; both endless, on the CPU, with a copy of a policy trained on another device."""
     rllab = cfg.collection == "rllab"  # every iteration starts fresh paths, in lanes
-    num_envs, frames_per_batch = config.batch_layout(cfg)
+    num_envs, frames_per_batch = batch_layout(cfg)
     if cfg.collector == "lean":
         collector = VectorEnvCollector(
             cfg.env.id, actor, num_envs=num_envs, frames_per_batch=frames_per_batch,
@@ -104,7 +222,7 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
     pool holds at most what ``iterations`` collect (not the paper's 5M for a shorter run), or
     is ``pool``, an off-policy learner's replay buffer."""
     s, e, training = cfg.surprise, cfg.env, config.model_training(cfg)
-    pool_size = config.pool_capacity(cfg, iterations)
+    pool_size = pool_capacity(cfg, iterations)
     if s.name == "rnd":
         bonus = RNDRewardTransform(obs_dim, eta=s.eta, num_cells=list(s.num_cells),
                                    embedding_dim=s.embedding_dim).to(cfg.device)
@@ -196,8 +314,8 @@ def build_sac(cfg: DictConfig, observation_space, action_space,
         torch.optim.Adam(list(loss.qvalue_network_params.flatten_keys().values()), lr=s.lr,
                          eps=1e-8),
         torch.optim.Adam([loss.log_alpha], lr=s.alpha_lr))
-    storage = (LazyTensorStorage(config.replay_capacity(cfg), device=cfg.device)
-               if s.storage == "memory" else LazyMemmapStorage(config.replay_capacity(cfg)))
+    storage = (LazyTensorStorage(replay_capacity(cfg), device=cfg.device)
+               if s.storage == "memory" else LazyMemmapStorage(replay_capacity(cfg)))
     replay = ReplayBuffer(storage=storage, batch_size=s.batch_size)
     update = SACUpdate(loss, replay, optimizer, SoftUpdate(loss, tau=s.tau),
                        utd_ratio=s.utd_ratio)
