@@ -129,35 +129,24 @@ class VectorEnvCollector(BaseCollector):
     """Batches of ``[num_envs, frames_per_batch // num_envs]`` transitions from a vector env, or
     with ``paths=True`` rllab's batches of whole paths, ``[1, L]``.
 
-    A torchrl collector (a ``BaseCollector``): it iterates, ``next()``, ``set_seed``,
-    ``state_dict``, ``update_policy_weights_``, ``shutdown`` and the pre/post-collect hooks work
-    as torchrl's ``Collector``'s do, so it goes wherever torchrl takes a collector (its
-    ``Trainer`` among them). It is lean where ``Collector`` is general: one vector env and the
-    policy's network, no per-step TensorDicts (see ``recipes/benchmarks/benchmark_sb3.py``).
+    A torchrl ``BaseCollector`` (iteration, ``set_seed``, ``state_dict``,
+    ``update_policy_weights_``, ``shutdown`` and the hooks as torchrl's ``Collector``'s), lean
+    where ``Collector`` is general: one vector env and the policy's network, no per-step
+    TensorDicts (``recipes/benchmarks/benchmark_sb3.py``). ``LeanVectorEnv`` steps the copies
+    in one call (``SyncVectorEnv``'s transitions, auto-reset off: an episode's last observation
+    is its true last one). The action is ``loc + scale · ε`` (``tanh`` of it for SAC's
+    ``tanh_policy``; stored as sampled), sent to the env mapped from [−1, 1] to its bounds and
+    clipped (``ActionScaling`` and ``ClipTransform``; rllab's ``NormalizedEnv``); observations
+    are float32, standardised with ``observation_loc`` and ``observation_scale``.
 
-    Steps ``num_envs`` copies of a gymnasium env in one call (``LeanVectorEnv``: the transitions
-    of gymnasium's ``SyncVectorEnv`` without its wrappers' per-step work; auto-reset off: the envs
-    that are done are reset at the next step, so the last observation of an episode is its true
-    last one). At each step the policy's mean network gives ``(loc, scale)``, the action
-    is ``loc + scale · ε`` (``tanh(loc + scale · ε)`` for SAC's ``TanhNormal`` actor,
-    ``tanh_policy``; stored as sampled), and the env receives it mapped from [−1, 1] to its
-    bounds and clipped (torchrl's ``ActionScaling`` and ``ClipTransform``, rllab's
-    ``NormalizedEnv``). Observations are cast to float32 and, with ``observation_loc`` and
-    ``observation_scale``, standardised (``ObservationNorm``'s ``standard_normal``).
-
-    With ``paths=True`` the batch is what rllab's sampler collects (``sample_paths`` with one
-    worker): fresh paths, each from a reset up to its end (termination or the env's time limit,
-    the authors' ``max_path_length``), taken in the order they start until they hold
-    ``frames_per_batch`` steps; with ``whole_paths=True`` (rllab's default and the authors'
-    scripts') the last path is kept whole, so ``L`` is ``frames_per_batch`` to
-    ``frames_per_batch + max_path_length - 1``; with ``whole_paths=False`` it is cut there
-    (rllab's ``truncate_paths``: ``L == frames_per_batch``, the cut step not marked done). The
-    ``num_envs`` copies run paths side by side and the batch keeps the paths rllab's one worker
-    would have run first (a path that starts once the paths before it hold the batch is not
-    needed and is dropped), so every path but a cut last one is whole, whatever its length:
-    a LunarLander batch holds about five paths of up to 1,000 steps. Paths are laid end to end
-    along the time dim, as rllab concatenates them, and every path's end but a cut one is
-    ``done``.
+    With ``paths=True`` the batch is rllab's one-worker sampler's: fresh paths from a reset to
+    their end (termination or the time limit, the authors' ``max_path_length``), in the order
+    they start, until they hold ``frames_per_batch`` steps; the last kept whole
+    (``whole_paths=True``, the authors': ``L`` up to ``frames_per_batch + max_path_length - 1``)
+    or cut there (rllab's ``truncate_paths``, the cut step not ``done``). The copies run paths
+    side by side and a path started once the earlier ones hold the batch is dropped, so the
+    batch is the one rllab's worker would have collected, paths laid end to end, every path's
+    end but a cut one ``done``.
 
     Each batch holds ``observation``, ``action``, ``loc``, ``scale``, ``action_log_prob`` (the
     policy's own distribution, computed once for the batch; not for a ``TanhNormal`` actor,

@@ -62,13 +62,11 @@ class ExplorationGAE(ValueEstimatorBase):
     extrinsic reward in ``("next", "extrinsic_reward")`` and the bonus U in
     ``("next", "intrinsic_reward")``:
 
-    * ``"extrinsic"`` (the VASE authors'): the critic V_e learns the extrinsic return only; the
-      advantage is GAE of ``r_e + η·U`` against it. ``value_target`` is the discounted return of
-      r_e (rllab's ``path["returns"]``; see ``value_target`` below for where it is cut). Since
-      GAE is linear in the reward, the advantage is ``GAE(r_e; V_e) + Σ_k (γλ)^k η·U_{t+k}``.
-      Before the first extrinsic reward every target is 0 (with ``terminal_path_ends``; otherwise
-      it fades as γ^k·V at the interruptions), V_e ≈ 0 (exactly 0 with a
-      ``StandardizedRegressor`` critic) and the advantage is the discounted bonus.
+    * ``"extrinsic"`` (the VASE authors'): the critic V_e learns the extrinsic return only (its
+      target the discounted return of r_e, rllab's ``path["returns"]``); the advantage is GAE of
+      ``r_e + η·U`` against it, which is ``GAE(r_e; V_e) + Σ_k (γλ)^k η·U_{t+k}`` (GAE is linear
+      in the reward). Before the first extrinsic reward V_e ≈ 0 and the advantage is the
+      discounted bonus.
     * ``"combined"``: one critic on ``r_e + η·U`` (plain GAE on the reward).
     * ``"dual"`` (RND's, Burda et al. 2018): an extrinsic critic V_e and an intrinsic critic V_i,
       each with its own returns. U is divided by a running std of its discounted return (γ_i),
@@ -77,13 +75,9 @@ class ExplorationGAE(ValueEstimatorBase):
       intrinsic stream is non-episodic by default (as RND's): it neither stops nor bootstraps
       at episode ends.
 
-    Every structure also writes ``bonus_advantage``: the bonus's own advantage, the discounted sum
-    (γλ) of the bonus term as it enters the advantage (``η·U``, batch-centred with
-    ``center_bonus``; ``intrinsic_coef · U / σ`` less its mean for ``"dual"``) with no critic:
-    the reference for ``torchrl_vase.diagnostics.advantage_alignment``.
-
-    Centring and scaling of the advantage are left to the loss (``TRPOLoss`` standardises it per
-    batch; PPO's ``normalize_advantage``).
+    Every structure also writes ``bonus_advantage``, the discounted sum (γλ) of the bonus term as
+    it enters the advantage, with no critic (the reference of ``advantage_alignment``). Centring
+    and scaling the advantage are the loss's (``TRPOLoss``; PPO's ``normalize_advantage``).
 
     Args:
         structure: ``"extrinsic"``, ``"combined"`` or ``"dual"``.
@@ -98,32 +92,22 @@ class ExplorationGAE(ValueEstimatorBase):
         extrinsic_coef: the weight of the extrinsic advantage (``"dual"``; RND: 2).
         intrinsic_coef: the weight of the intrinsic advantage (``"dual"``; RND: 1).
         episodic_intrinsic: let the intrinsic stream stop at episode ends (``"dual"``).
-        value_target: the critics' regression targets: ``"monte_carlo"``, the discounted return
-            (GAE's target with λ = 1: the rewards to the end of the path, plus γ^k·V of the next
-            state where the path is interrupted by a time limit or the batch's end, cut without
-            bootstrap where it terminates, and everywhere with ``terminal_path_ends``: rllab's
-            ``path["returns"]``), or ``"td_lambda"`` (GAE's ``advantage + V``). Default:
-            ``"monte_carlo"`` for ``"extrinsic"`` (the authors'; a λ < 1 target would keep the
-            critic's own error alive where every reward is 0), ``"td_lambda"`` for the others
-            (torchrl's GAE, RND's).
-        center_bonus: subtract the batch mean of the bonus term ``r − r_e`` before it enters the
-            advantage (``"extrinsic"``, ``"combined"``). Any constant in U (VASE's ``−δ·H(q)``,
-            which is the same for every transition of a batch, and the Gaussian normaliser) would
-            otherwise reach the policy only through path ends, as a bonus for long paths, and that
-            effect can drown U's variation between transitions. The authors' code does not centre
-            (``False``).
-        terminal_path_ends: treat the end of every path as terminal, as rllab does: a time-limit
-            truncation and the cut at the end of the batch get no bootstrap from the critic
-            (rllab appends a 0 to the baseline of every path). ``False``: only ``terminated`` ends
-            the return; a truncation and the batch's end bootstrap from the next state's value.
+        value_target: the critics' targets: ``"monte_carlo"``, the discounted return (the
+            rewards to the path's end, bootstrapped where a time limit or the batch cuts it
+            unless ``terminal_path_ends``; rllab's ``path["returns"]``), or ``"td_lambda"``
+            (GAE's ``advantage + V``). Default: ``"monte_carlo"`` for ``"extrinsic"`` (the
+            authors'), ``"td_lambda"`` for the others (torchrl's, RND's).
+        center_bonus: subtract the batch mean of the bonus term ``r − r_e`` first
+            (``"extrinsic"``, ``"combined"``): a constant in U (VASE's ``−δ·H(q)``) otherwise
+            reaches the policy only through path ends, as a bonus for long paths. The authors'
+            code does not centre (``False``).
+        terminal_path_ends: every path's end is terminal, as rllab's (no bootstrap at a time
+            limit or the batch's cut); ``False``: only ``terminated`` ends the return.
         **kwargs: passed to torchrl's ``GAE`` (e.g. ``vectorized``, ``device``).
 
-    Keys (``set_keys``): those of torchrl's GAE (``advantage``, ``value_target``, ``value``,
-    ``reward``, ``done``, ``terminated``) and ``extrinsic_reward``, ``intrinsic_reward``,
-    ``intrinsic_value``, ``intrinsic_value_target``, ``bonus_advantage``.
-
-    The intrinsic return's running statistics (``intrinsic_return_stats``) are buffers, updated in
-    training mode only.
+    Keys (``set_keys``): torchrl GAE's, and ``extrinsic_reward``, ``intrinsic_reward``,
+    ``intrinsic_value``, ``intrinsic_value_target``, ``bonus_advantage``. The intrinsic return's
+    running statistics are buffers, updated in training mode only.
 
     Examples:
         >>> import torch
