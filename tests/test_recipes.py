@@ -121,6 +121,16 @@ def test_benchmark_trpo_runs_on_a_tiny_budget(run_script):
     assert fps_lines == ["HalfCheetah-v5", "MountainCarContinuous-v0"]
 
 
+def test_one_iteration_reaches_at_most_36_library_files(run_script):
+    """Issue 96's reach: a two-iteration TRPO + VASE run, a checkpoint and an evaluation each,
+    calls functions in at most 36 files of the library (module and class bodies aside)."""
+    out = run_script("recipes/benchmarks/library_reach.py", check=True).stdout
+    listed = re.findall(r"^(\S+\.py)\s+\d+ functions$", out, flags=re.MULTILINE)
+    count = int(re.search(r"^(\d+) library files called", out, flags=re.MULTILINE).group(1))
+    assert count == len(listed) and {"loop.py", "exploration.py", "kernels.py"} <= set(listed)
+    assert count <= 36, listed
+
+
 def test_benchmark_envs_prints_every_env(run_script):
     out = run_script(  # a few random-policy episodes: the script's 200 took two minutes here
         "recipes/benchmarks/benchmark_envs.py", "--steps", "50", "--episodes", "4", "--seeds", "2",

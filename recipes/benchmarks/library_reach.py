@@ -29,16 +29,17 @@ PACKAGE = ROOT / "torchrl_vase"
 
 def reached_files(overrides: list[str], class_bodies: bool) -> dict[str, set[str]]:
     """The library files whose functions the run called, with those functions' names."""
-    scratch = tempfile.mkdtemp()
-    sys.argv = ["recipes/trpo_vase.py", "iterations=2", "threads=1", "progress_bar=false",
-                "eval.every=1", "checkpoint.every=1", f"mlflow.tracking_uri=sqlite:///{scratch}/m.db",
-                f"checkpoint.dir={scratch}/checkpoints", f"hydra.run.dir={scratch}/hydra",
-                *overrides]
-    profile = cProfile.Profile()
-    profile.enable()
-    with contextlib.suppress(SystemExit):  # the recipe's own exit
-        runpy.run_path(str(ROOT / "recipes" / "trpo_vase.py"), run_name="__main__")
-    profile.disable()
+    with tempfile.TemporaryDirectory() as scratch:
+        sys.argv = ["recipes/trpo_vase.py", "iterations=2", "threads=1", "progress_bar=false",
+                    "eval.every=1", "checkpoint.every=1",
+                    f"mlflow.tracking_uri=sqlite:///{scratch}/m.db",
+                    f"checkpoint.dir={scratch}/checkpoints", f"hydra.run.dir={scratch}/hydra",
+                    *overrides]
+        profile = cProfile.Profile()
+        profile.enable()
+        with contextlib.suppress(SystemExit):  # the recipe's own exit
+            runpy.run_path(str(ROOT / "recipes" / "trpo_vase.py"), run_name="__main__")
+        profile.disable()
     files: dict[str, set[str]] = {}
     for filename, line, function in pstats.Stats(profile).stats:
         path = Path(filename)
