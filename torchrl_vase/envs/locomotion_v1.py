@@ -12,6 +12,7 @@ Ant: rllab's, with the differences set back here at load time).
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import ClassVar
 
@@ -101,9 +102,10 @@ class RllabHalfCheetahEnv(_RllabMujocoEnv):
     def _initialize_simulation(self):
         # the model file's compiler scales the masses to 14 kg with settotalmass, which MuJoCo
         # deprecates with a warning per env: the same model (bit for bit), scaled after compiling
-        xml = Path(self.fullpath).read_text().replace(' settotalmass="14"', "")
-        model = mujoco.MjModel.from_xml_string(xml)
-        mujoco.mj_setTotalmass(model, 14.0)
+        xml = Path(self.fullpath).read_text()
+        total = re.search(r' settotalmass="([^"]+)"', xml)
+        model = mujoco.MjModel.from_xml_string(xml.replace(total.group(0), ""))
+        mujoco.mj_setTotalmass(model, float(total.group(1)))
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, self.width)
         model.vis.global_.offheight = max(model.vis.global_.offheight, self.height)
         data = mujoco.MjData(model)

@@ -355,9 +355,7 @@ def typed_config(cfg: DictConfig) -> DictConfig:
 
 def _check_relations(cfg: DictConfig) -> None:
     """What no single key's type or range says."""
-    if cfg.threads != "auto" and (isinstance(cfg.threads, bool) or not isinstance(
-            cfg.threads, int) or not 1 <= cfg.threads <= usable_cores()):
-        threads_for(cfg, jobs=1)  # its sentence
+    check_threads(cfg)
     if not isinstance(cfg.resume, (bool, str)):
         raise ValueError(f"resume must be true, false or a checkpoint path, got {cfg.resume!r}.")
     check_resume(cfg.resume, checkpoint_root(cfg))
@@ -554,6 +552,15 @@ def jobs_together() -> int:
     return usable_cores() if n_jobs < 0 else max(1, n_jobs)
 
 
+def check_threads(cfg: DictConfig) -> None:
+    """``threads`` is ``auto`` or a whole number in ``[1, cores]``; else a ``ValueError``."""
+    cores = usable_cores()
+    if cfg.threads != "auto" and (isinstance(cfg.threads, bool) or not isinstance(
+            cfg.threads, int) or not 1 <= cfg.threads <= cores):
+        raise ValueError(f"threads must be auto or a whole number from 1 to the {cores} cores "
+                         f"this process may use, got {cfg.threads!r}.")
+
+
 def threads_for(cfg: DictConfig, jobs: int | None = None) -> int:
     """``threads`` as a count. ``auto``: this process's cores shared among the jobs run at once
     (``jobs_together``), and no more than the cores not already busy (the cores less the
@@ -562,14 +569,11 @@ def threads_for(cfg: DictConfig, jobs: int | None = None) -> int:
     torch's threads wait for each other by spinning: a thread without a core to itself slows
     its whole job (MountainCar's TRPO at ``threads=2`` beside a busy core: 0.15x the speed of
     ``threads=1``; recipes/benchmarks/benchmark_threads.py)."""
+    check_threads(cfg)
     cores, jobs = usable_cores(), jobs_together() if jobs is None else jobs
     if cfg.threads == "auto":
         idle = cores - round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else cores
         return max(1, min(cores // jobs, idle))
-    if isinstance(cfg.threads, bool) or not isinstance(cfg.threads, int) or not (
-            1 <= cfg.threads <= cores):
-        raise ValueError(f"threads must be auto or a whole number from 1 to the {cores} cores "
-                         f"this process may use, got {cfg.threads!r}.")
     if cfg.threads * jobs > cores:
         print(f"threads={cfg.threads} in each of {jobs} jobs at once is more threads than the "
               f"{cores} cores: torch's threads will wait on each other and every job run "
