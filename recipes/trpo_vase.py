@@ -78,6 +78,7 @@ def train(cfg: DictConfig) -> dict:
     run = TrainingRun(
         schema.tracking_uri(cfg), experiment, config=OmegaConf.to_container(cfg, resolve=True),
         run_name=schema.run_name(cfg, overrides), identity_ignores=schema.identity_ignores(cfg),
+        retired=schema.RETIRED_KEYS,
         params=schema.run_params(cfg), tags=schema.run_tags(cfg, git_commit(ROOT), sweep),
         checkpoint_dir=schema.checkpoint_root(cfg),
         resume=cfg.resume, retry_minutes=cfg.mlflow.retry_minutes,

@@ -14,6 +14,7 @@ from torchrl.envs import (
     ClipTransform,
     Compose,
     DoubleToFloat,
+    GymWrapper,
     RewardSum,
     StepCounter,
     TransformedEnv,
@@ -22,7 +23,7 @@ from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, TanhNorm
 
 import torchrl_vase  # also registers the envs
 from torchrl_vase.collectors import VectorEnvCollector
-from torchrl_vase.envs import make_batched_env
+from torchrl_vase.envs import sync_vector_env
 
 POINT_ROBOT = "torchrl_vase/PointRobot2D-v0"
 
@@ -43,7 +44,7 @@ def test_the_batch_has_torchrl_collector_s_keys_shapes_and_dtypes():
     lean = next(iter(VectorEnvCollector(POINT_ROBOT, actor, num_envs=4, frames_per_batch=40,
                                         seed=0)))
     env = TransformedEnv(
-        make_batched_env(POINT_ROBOT, 4),
+        GymWrapper(sync_vector_env(POINT_ROBOT, 4)),
         Compose(DoubleToFloat(), ActionScaling(), ClipTransform(in_keys_inv=["action"], low=-1.0,
                                                                 high=1.0),
                 StepCounter(), RewardSum()),

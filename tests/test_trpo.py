@@ -7,7 +7,7 @@ from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
 from torch import nn
 from torch.nn.utils import parameters_to_vector
 from torchrl.collectors import Collector
-from torchrl.envs import Compose, DoubleToFloat, RewardSum, TransformedEnv
+from torchrl.envs import Compose, DoubleToFloat, GymWrapper, RewardSum, TransformedEnv
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import (
     MLP,
@@ -27,7 +27,7 @@ from torchrl_vase import (
     fit_critic,
     gaussian_policy,
 )
-from torchrl_vase.envs import make_batched_env
+from torchrl_vase.envs import sync_vector_env
 
 OBS, ACT = 3, 2
 
@@ -234,9 +234,8 @@ def test_non_finite_advantages_or_log_probs_raise():
 
 def test_trpo_with_gae_improves_the_return_on_inverted_pendulum():
     torch.manual_seed(0)
-    # four copies stepped by one call (gymnasium's SyncVectorEnv under torchrl's GymWrapper):
-    # torchrl's SerialEnv of four GymEnvs, a tensordict per copy and step, took 1.5x as long
-    env = TransformedEnv(make_batched_env("InvertedPendulum-v5", 4),
+    # four copies stepped by one call (gymnasium's SyncVectorEnv under torchrl's GymWrapper)
+    env = TransformedEnv(GymWrapper(sync_vector_env("InvertedPendulum-v5", 4)),
                          Compose(DoubleToFloat(), RewardSum()))
     env.set_seed(0)
     actor = _gaussian_actor(obs_dim=4, action_dim=1, cells=(32,))

@@ -30,13 +30,12 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import torchrl_vase
 from torchrl_vase import CSVLogger, Exploration
-from torchrl_vase.checkpointing import config_identity
-from torchrl_vase.envs import PointRobot2DEnv, make_training_env
+from torchrl_vase.envs import PointRobot2DEnv
 from torchrl_vase.loop import is_clock
 from torchrl_vase.objectives import critic_fit as algorithm
 from torchrl_vase.recipe import assembly
 from torchrl_vase.recipe import config as schema
-from torchrl_vase.runs import flatten
+from torchrl_vase.runs import flatten, run_identity
 
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = ["point_robot", "mountain_car", "cartpole_swingup", "double_pendulum", "half_cheetah",
@@ -45,6 +44,11 @@ SURPRISES = ["none", "vase", "nll", "vime", "rnd"]
 
 
 recipe = load_recipe("trpo_vase")
+
+
+def _identity(config, ignores):
+    """The identity the recipe gives a config (``TrainingRun``'s, with its retired keys)."""
+    return run_identity(config, ignores, schema.RETIRED_KEYS)
 
 
 def _config(store, *overrides):
@@ -453,9 +457,7 @@ def test_threads_hold_for_the_whole_run(store, monkeypatch):
         torch.get_num_threads()) or original(*a, **k))
     torch.set_num_threads(2)
     try:
-        # torchrl's SerialEnv puts its own thread count back when it closes
-        recipe.train(_config(store, "threads=1", "collector=torchrl", "vectorization=serial",
-                             "surprise=none", "iterations=3"))
+        recipe.train(_config(store, "threads=1", "surprise=none", "iterations=3"))
         assert seen == [1, 1, 1] and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(2)
@@ -514,21 +516,19 @@ def test_replay_pool_never_crosses_an_episode_boundary(store):
     [("point_robot", 0.01), ("mountain_car", 1.0), ("cartpole_swingup", 10.0)],
 )
 def test_the_policy_acts_in_the_unit_box_whatever_the_env_bounds(store, env_name, bound):
-    cfg = _config(store, f"env={env_name}")
-    env = make_training_env(cfg.env.id, 2, normalize_observations=cfg.env.normalize_observations)
-    assert torch.equal(env.action_spec.space.low, -torch.ones(env.action_spec.shape))
-    assert torch.equal(env.action_spec.space.high, torch.ones(env.action_spec.shape))
-    # the base env receives the policy's action times its bound; the batch keeps the policy's own
-    base_env = env.base_env
+    cfg = schema.typed_config(_config(store, f"env={env_name}", "surprise=none",
+                                      "env.frames_per_batch=8"))
+    collector = assembly.seeded_build(cfg, *schema.check_env(cfg))[0]
     sent = []
-    original = base_env._step
-    base_env._step = lambda td: sent.append(td["action"].clone()) or original(td)
-    td = env.reset()
-    td["action"] = torch.full(env.action_spec.shape, 0.5)
-    out = env.step(td)
-    env.close()
-    torch.testing.assert_close(sent[0], torch.full_like(sent[0], 0.5 * bound))
-    assert torch.equal(out["action"], torch.full(env.action_spec.shape, 0.5))
+    original = collector.env.step
+    collector.env.step = lambda action: sent.append(action.copy()) or original(action)
+    batch = collector.rollout()
+    collector.shutdown()
+    # the env receives the policy's action clipped to [-1, 1] times its bound; the batch keeps
+    # the policy's own sample
+    expected = batch["action"].clamp(-1, 1).transpose(0, 1).reshape(-1, *sent[0].shape) * bound
+    torch.testing.assert_close(torch.as_tensor(np.stack(sent), dtype=torch.float32), expected)
+    assert batch["action"].abs().max() > 1
 
 
 @pytest.mark.parametrize("stop", [True, False])
@@ -787,17 +787,16 @@ def test_the_former_defaults_preset_gives_the_earlier_runs_identity(overrides, i
         former = schema.typed_config(compose("trpo_vase",
                                              overrides=["preset=former_defaults", *overrides]))
         default = schema.typed_config(compose("trpo_vase", overrides=overrides))
-    ours = config_identity(OmegaConf.to_container(former, resolve=True),
+    ours = _identity(OmegaConf.to_container(former, resolve=True),
                            schema.identity_ignores(former))
     assert ours == identity
-    assert config_identity(OmegaConf.to_container(default, resolve=True),
+    assert _identity(OmegaConf.to_container(default, resolve=True),
                            schema.identity_ignores(default)) != identity
 
 
 def test_settings_that_cannot_run_fail_before_any_run_naming_their_keys():
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         for overrides, message in [
-            (["collector=torchrl"], r"collection=paths .* needs collector=lean"),
             (["collection=rllab", "whole_paths=false"], r"whole_paths=false .* collection=paths"),
             (["collection=lanes"], r"collection must be one of \['continuous', 'paths', 'rllab'\]"),
             # the keys a user set, named as the config names them
@@ -1063,6 +1062,10 @@ def test_a_renderer_that_fails_says_how_a_mujoco_task_renders_without_a_display(
     # preset=authors_trpo before the authors' code became the defaults: their TRPO in lanes,
     # the bonus centred (a key of the advantage group, though plain TRPO has no bonus)
     (["preset=authors_trpo", "collection=rllab", "advantage.center_bonus=true"], "3366375a9e7b"),
+    # the study's cells and SAC's at acdf3e12, before `collector` and `vectorization` retired
+    (["surprise=vase"], "0d85716e1a8d"), (["preset=authors_trpo"], "f0c06d4902e0"),
+    (["algorithm=sac", "env=half_cheetah", "surprise=vase"], "3fbde07c0c1b"),
+    (["surprise=nll", "env=ant"], "7a987ad92de1"),
 ])
 def test_the_run_identity_of_configs_from_before_ppo_is_unchanged(overrides, identity):
     # the identities the recipe gave these configs at 0b17d37, before `algorithm`, `ppo` and
@@ -1071,10 +1074,10 @@ def test_the_run_identity_of_configs_from_before_ppo_is_unchanged(overrides, ide
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = schema.typed_config(compose("trpo_vase", overrides=overrides))
     config = OmegaConf.to_container(cfg, resolve=True)
-    ours = config_identity(config, schema.identity_ignores(cfg))
+    ours = _identity(config, schema.identity_ignores(cfg))
     assert ours == identity
     changed = schema.typed_config(OmegaConf.merge(cfg, {"algorithm": "ppo"}))
-    assert config_identity(OmegaConf.to_container(changed, resolve=True),
+    assert _identity(OmegaConf.to_container(changed, resolve=True),
                            schema.identity_ignores(changed)) != ours
 
 
@@ -1092,13 +1095,13 @@ def test_bnn_runs_changed_identity_with_the_compiled_elbo_steps(overrides, befor
     assert cfg.surprise.elbo.backend == "auto"
     config = OmegaConf.to_container(cfg, resolve=True)
     ignores = schema.identity_ignores(cfg)
-    assert config_identity(config, ignores) != before
+    assert _identity(config, ignores) != before
     del config["surprise"]["elbo"]["backend"]
     config["surprise"]["elbo"]["compile"] = False  # the key the configs had before
-    assert config_identity(config, ignores) == before
+    assert _identity(config, ignores) == before
     autograd = schema.typed_config(OmegaConf.merge(
         cfg, {"surprise": {"elbo": {"backend": "autograd"}}}))
-    assert config_identity(OmegaConf.to_container(autograd, resolve=True), ignores) != before
+    assert _identity(OmegaConf.to_container(autograd, resolve=True), ignores) != before
 
 
 def test_an_unknown_elbo_backend_or_key_fails_before_any_run():
@@ -1250,9 +1253,9 @@ def test_model_action_applied_clips_the_models_actions_to_the_policys_unit_box(m
     ignores = schema.identity_ignores(default)
     before = copy.deepcopy(config)
     del before["surprise"]["model_action"]
-    assert config_identity(config, ignores) == config_identity(before, ignores)
-    assert config_identity(OmegaConf.to_container(applied, resolve=True),
-                           schema.identity_ignores(applied)) != config_identity(config, ignores)
+    assert _identity(config, ignores) == _identity(before, ignores)
+    assert _identity(OmegaConf.to_container(applied, resolve=True),
+                           schema.identity_ignores(applied)) != _identity(config, ignores)
 
 
 def test_rnds_training_settings_are_under_their_own_name():

@@ -24,7 +24,6 @@ import yaml
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from torch import Tensor, nn
-from torchrl.envs import ObservationNorm
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from torchrl_vase._validation import check_positive_int, module_device
@@ -52,7 +51,7 @@ WEIGHTS_FILE = "weights.pt"
 
 class ObservationStandardization(nn.Module):
     """``(observation − loc) / scale``: the fixed statistics a run trained with
-    (``ObservationNorm``'s ``standard_normal``), in front of a loaded policy."""
+    (``VectorEnvCollector.fit_observation_normalization``), in front of a loaded policy."""
 
     def __init__(self, loc: Tensor, scale: Tensor) -> None:
         super().__init__()
@@ -87,17 +86,12 @@ def with_observation_standardization(
     )
 
 
-def acting_policy(actor: TensorDictModuleBase, collector) -> TensorDictModuleBase:
-    """The actor as it acts on the env's own observations: with the collector's fixed
-    observation standardisation in front (``VectorEnvCollector``'s, or the ``ObservationNorm``
-    last in a torchrl ``Collector``'s env), for ``evaluate`` and ``record_episode``. Call it
-    while the collector is open (a torchrl ``Collector`` drops its env at ``shutdown``)."""
-    if isinstance(collector, VectorEnvCollector):
-        loc, scale = collector.observation_loc, collector.observation_scale
-    else:
-        norm = collector.env.transform[-1]
-        loc, scale = (norm.loc, norm.scale) if isinstance(norm, ObservationNorm) else (None, None)
-    return with_observation_standardization(actor, loc, scale)
+def acting_policy(actor: TensorDictModuleBase,
+                  collector: VectorEnvCollector) -> TensorDictModuleBase:
+    """The actor as it acts on the env's own observations, the collector's fixed observation
+    standardisation in front, for ``evaluate`` and ``record_episode``."""
+    return with_observation_standardization(actor, collector.observation_loc,
+                                            collector.observation_scale)
 
 
 @torch.no_grad()

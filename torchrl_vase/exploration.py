@@ -118,37 +118,25 @@ class Exploration(nn.Module):
 
     Per iteration of an on-policy loop, on the batch just collected:
 
-    1. ``reward(batch)``: ``r = r_e + η·U`` for every transition, under the model as trained up
-       to the previous iteration (it does not change during a rollout, so this equals the
-       paper's per-step bonus). Before the model's first update the bonus is 0 (the authors add
-       none in the first iteration) unless ``bonus_before_training``. Returns ``bonus/mean``,
-       ``bonus/std``, VASE's ``bonus/confidence`` (δ·H(q)) and its share, and the
-       ``diagnostics`` where due.
-    2. ``fit(batch)``: the transitions join the pool; once it holds ``pool_min``, the data
-       statistics are refreshed over the whole pool (``bonus.fit_statistics``, as the authors
-       do each iteration) and the ``ModelTrainer`` takes ``updates_per_iteration`` steps on
-       minibatches of ``batch_size`` drawn uniformly from the pool (the authors: 500 of 10; on
-       a CPU, the ELBO's in one compiled call). Returns the loss's mean outputs under the bonus's
-       ``metric_prefix`` (``bnn/``, ``rnd/``).
+    1. ``reward(batch)``: ``r = r_e + η·U`` under the model as trained up to the previous iteration
+       (0 before its first update, as the authors', unless ``bonus_before_training``). Returns
+       ``bonus/mean``, ``bonus/std``, VASE's ``bonus/confidence`` (δ·H(q)) and the diagnostics.
+    2. ``fit(batch)``: the batch joins the pool; once it holds ``pool_min``, the data statistics are
+       refreshed over the pool and the ``ModelTrainer`` takes ``updates_per_iteration`` steps on
+       minibatches of ``batch_size`` (the authors: 500 of 10). Returns the loss's outputs under the
+       bonus's ``metric_prefix`` (``bnn/``, ``rnd/``).
 
-    The policy update comes after, on the batch's reward keys (``ExplorationGAE``). Any bonus
-    transform of this library works: ``SurpriseRewardTransform`` (VASE, NLL, VIME) with
-    ``VariationalELBOLoss``, ``RNDRewardTransform`` with torchrl's ``RNDLoss``; the loss must
-    train the model the bonus evaluates (checked), ``None`` builds ``bonus.make_loss()``.
-
-    Its random numbers are its own (``random_stream``, seeded by ``seed``): torch's default
-    generators are left as they were, so what a learner draws after it is what it would draw
-    without a bonus, and with η = 0 the policy trains bit for bit as with none: an exact control
-    for a bonus's effect and cost. Everything that changes in training is in ``state_dict``:
-    the model and its statistics, the bonus's scaling statistics, the optimiser, the pool, the
-    update count and the random stream.
+    Any bonus transform of this library works, with the loss that trains its model (checked;
+    ``None``: ``bonus.make_loss()``). Its random numbers are its own (``random_stream``): a learner
+    draws what it would without a bonus, so η = 0 trains the policy bit for bit as no bonus does.
+    Everything that changes in training is in ``state_dict``.
 
     Args:
         bonus: the bonus transform (with its model; attach it to an env first if it builds one).
         loss: the loss that trains the bonus's model; ``None`` for ``bonus.make_loss()``.
 
     Keyword Args:
-        pool_size: the replay pool's capacity (paper: 100,000 classic, 5,000,000 locomotion).
+        pool_size: the pool's capacity (paper: 100,000 classic, 5,000,000 locomotion).
         pool_min: transitions in the pool before the model is trained (paper: 500).
         updates_per_iteration: optimiser steps per ``fit`` (authors: 500).
         batch_size: transitions per step (authors: 10).
@@ -156,20 +144,15 @@ class Exploration(nn.Module):
         optimizer: an optimiser over the loss's parameters, instead of Adam.
         bonus_before_training: compute the bonus with the untrained model too.
         diagnostics: a ``BonusDiagnostics`` observer (``None``: none).
-        pool: an off-policy learner's replay buffer (torchrl's ``ReplayBuffer`` holding the
-            bonus's ``transition_keys``): the model trains on it and its statistics are read
-            from it, instead of a pool of its own. Its owner extends it (before ``fit``, with
-            the same batch) and checkpoints it: ``Exploration`` does neither, and
-            ``pool_size`` is its capacity. See ``ReplayBonus`` for the bonus on its samples.
+        pool: an off-policy learner's replay buffer to train on instead of a pool of its own
+            (its owner extends it before ``fit`` and checkpoints it; ``ReplayBonus`` rewards
+            its samples).
         backend: how the ELBO's steps run (``ModelTrainer``): ``"auto"``, ``"numba"`` or
             ``"autograd"``.
-        seed: the run's seed, which the random stream's derives from
-            (``iteration_seed(seed, 0, stream=EXPLORATION_STREAM)``); ``None`` takes the seed
-            torch's default generator was last given (``torch.initial_seed()``).
-        shuffle_bonus: a placebo: each batch's bonus (an on-policy iteration's batch, an
-            off-policy learner's sample) is permuted across its transitions, so the reward
-            keeps the bonus's size and spread but not which transition earned it; the
-            permutation comes from the random stream.
+        seed: the run's seed, from which the random stream's derives; ``None``:
+            ``torch.initial_seed()``.
+        shuffle_bonus: a placebo: each batch's bonus is permuted across its transitions, keeping
+            its size and spread but not which transition earned it.
 
     Examples:
         >>> import torch

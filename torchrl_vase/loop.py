@@ -1,42 +1,12 @@
 """The training loop as a library object: what every run needs around Algorithm 1.
 
-``TrainingLoop`` owns the iteration and frame counters, the per-iteration seeding, SIGTERM and
-SIGINT, the checkpoint and metric-flush cadence, the evaluation schedule and the progress display;
-it calls the algorithm once per collected batch: ``OnPolicyStep`` (TRPO, PPO),
-``OffPolicyStep`` (SAC, its replay buffer a part of the state) or any callable
-``batch -> metrics``. Its guarantees hold for any step it is given:
-
-- **exact resume**: each iteration's random numbers follow from ``(seed, iteration)`` alone, every
-  stateful part is in the checkpoint, and metrics reach the logger only after the checkpoint that
-  holds the state they describe: a run killed at any instant and resumed from its checkpoint logs
-  the same history as one never killed, value for value;
-- **signals**: the first SIGTERM or SIGINT ends the running iteration, writes a checkpoint and
-  returns ``stopped_by``; an iteration still running ``stop_grace`` seconds after it is
-  abandoned instead (a collection where it is; a step's long loop, SAC's updates at a high
-  update-to-data ratio, at its next update: ``stop_due``; a wait, a store's retries, asks
-  ``stop_requested``): its work is dropped,
-  nothing is written or logged, and the run continues from its last checkpoint
-  (``LoopResult.dropped``: the iterations since it, which a resumed run computes again); a
-  second signal stops at once (``KeyboardInterrupt``);
-- **one checkpoint per run**: the loop hands its ``state_dict`` to one ``checkpoint`` callable;
-- **where the time goes**: each iteration's metrics carry its wall time by phase
-  (``torchrl_vase.timing``): ``time/collection``, ``time/bonus``, ``time/model``,
-  ``time/policy``, ... and ``time/other``, which add up to ``time/iteration``, and
-  ``time/exploration_share``; the progress display shows the largest. An iteration's lap ends
-  after its evaluation: the checkpoint and the logging that follow it are in the next
-  iteration's ``time/checkpoint`` and ``time/logging`` (so the checkpoint holds the times it
-  logs, and the laps add up to the run's wall time).
-
-Why not torchrl's ``Trainer`` (0.14): it is built around ``loss_module`` + one optimiser stepped
-``optim_steps_per_batch`` times on sub-batches, which TRPO's natural-gradient step and the ELBO's
-own optimiser are not; it saves on a frame interval and logs on another, straight to the
-logger, so a killed run's logged history can run ahead of its last checkpoint (a resumed run
-would log those steps twice, or with other values); it does not derive an iteration's random
-numbers from its index, nor handle SIGTERM. The collector may be any torchrl collector; the
-logger any ``torchrl_vase.Logger`` (``MLflowTracker``, ``CSVLogger``, one of your own).
-
-One loop trains one run: several seeds are several processes (Hydra's multirun,
-``-m seed=0,1,2``, with a launcher for parallel processes: the recipe guide).
+``TrainingLoop`` owns the counters, the per-iteration seeding, SIGTERM and SIGINT, the checkpoint,
+metric-flush and evaluation cadences and the progress display, and calls the algorithm once per
+collected batch: ``OnPolicyStep`` (TRPO, PPO), ``OffPolicyStep`` (SAC) or any callable
+``batch -> metrics``. Whatever the step, a run killed at any instant and resumed logs the same
+history as one never killed; the first signal ends the iteration with a checkpoint, a second
+stops at once; each iteration's metrics carry its wall time by phase (``time/*``). What it
+guarantees, and why not torchrl's ``Trainer``: docs/guides/training_loop.md.
 
 Examples:
     >>> import torch

@@ -1,19 +1,12 @@
 """The bonus under an off-policy learner: SAC's updates on a replay buffer whose samples carry
 ``r = r_e + η·U`` under the model as it is when they are sampled.
 
-``OffPolicyStep`` is what ``TrainingLoop`` calls once per collected batch for SAC (the loop is the
-same; only the step differs): the batch's transitions go into the replay buffer as collected
-(extrinsic reward), the bonus's side runs on the batch (its diagnostics and scaling statistics,
-the model's standardisation refreshed over the buffer and its ELBO steps on minibatches of the
-buffer: ``Exploration`` with ``pool=`` the buffer), then ``SACUpdate`` takes its gradient steps on
-batches sampled from the buffer, each rewarded by ``ReplayBonus`` under the model just trained.
-Nothing is added to torchrl's ``SACLoss``: the bonus reaches it as the reward.
-
-Metrics: ``sac/loss_actor``, ``sac/loss_qvalue``, ``sac/loss_alpha``, ``sac/alpha``,
-``sac/entropy`` (means over the iteration's updates), ``sac/updates``, ``sac/sampled_reward``
-(the mean reward the learner saw, bonus included) and, with a bonus, ``bonus/sampled_mean`` (its
-mean over the sampled batches) besides ``Exploration``'s ``bonus/…`` and ``bnn/…`` (or
-``rnd/…``) on the collected batch.
+``OffPolicyStep`` is ``TrainingLoop``'s step for SAC: the batch joins the replay buffer
+(extrinsic reward), ``Exploration`` fits the model on the buffer, then ``SACUpdate`` takes its
+gradient steps on samples that ``ReplayBonus`` rewards. torchrl's ``SACLoss`` is unchanged: the
+bonus reaches it as the reward. Metrics: ``sac/*`` (means over the iteration's updates),
+``sac/sampled_reward`` and ``bonus/sampled_mean`` besides ``Exploration``'s
+(docs/guides/off_policy.md).
 
 Examples:
     >>> import torch

@@ -177,6 +177,8 @@ class TrainingRun:
         run_name: the new MLflow run's name.
         identity_ignores: dotted keys that do not change what the run computes (where it logs,
             how it shows progress): left out of its identity (the tag ``run_identity``).
+        retired: keys the config no longer has, at the value every run had, hashed with it so
+            the runs from before keep their identity.
         params: the MLflow params of a new run (default: every leaf of ``config``).
         tags: a new run's tags (``run_identity`` is added).
         checkpoint_dir: where the run's directory ``<run id>/`` goes (``None``: no checkpoints,
@@ -192,7 +194,8 @@ class TrainingRun:
     """
 
     def __init__(self, tracking_uri: str, experiment: str, *, config: Mapping, run_name: str,
-                 identity_ignores: Iterable[str] = (), params: Mapping[str, str] | None = None,
+                 identity_ignores: Iterable[str] = (), retired: Mapping | None = None,
+                 params: Mapping[str, str] | None = None,
                  tags: Mapping[str, str] | None = None,
                  checkpoint_dir: str | os.PathLike | None = None, resume: bool | str = False,
                  retry_minutes: float = 10.0,
@@ -206,7 +209,7 @@ class TrainingRun:
         # identity: where a run logs is not part of it)
         self.config, self.run_name = redact_strings(dict(config)), run_name
         self.identity_ignores = tuple(identity_ignores)
-        self.identity = run_identity(self.config, self.identity_ignores)
+        self.identity = run_identity(self.config, self.identity_ignores, retired)
         self.params = dict(flatten(self.config) if params is None else params)
         self.tags = {**(tags or {}), "run_identity": self.identity}
         self.root = None if checkpoint_dir is None else check_writable(checkpoint_dir,
@@ -450,11 +453,12 @@ def refuse_an_older_checkpoint(client: MlflowClient, run_id: str, state: Mapping
             "start a new run (resume=false).")
 
 
-def run_identity(config: Mapping, identity_ignores: Iterable[str] = ()) -> str:
-    """A run's identity: the hash of its config less ``identity_ignores``,
-    a tracking URI's password left out (``config_identity`` of the redacted config). The tag,
-    the checkpoint and ``resume=true``'s lookup all read it."""
-    return config_identity(redact_strings(dict(config)), tuple(identity_ignores))
+def run_identity(config: Mapping, identity_ignores: Iterable[str] = (),
+                 retired: Mapping | None = None) -> str:
+    """A run's identity: the hash of its config less ``identity_ignores``, with the ``retired``
+    keys at their values, a tracking URI's password left out (``config_identity`` of the
+    redacted config). The tag, the checkpoint and ``resume=true``'s lookup all read it."""
+    return config_identity(redact_strings({**(retired or {}), **config}), tuple(identity_ignores))
 
 
 def check_resume(resume: bool | str, checkpoint_dir) -> None:

@@ -1,16 +1,9 @@
-"""The step of Algorithm 1 that follows each rollout, with TRPO's or PPO's policy update.
+"""The step of Algorithm 1 that follows each rollout (lines 5-9), with TRPO's or PPO's update.
 
-``OnPolicyStep`` is what ``TrainingLoop`` calls once per batch (paper, Algorithm 1, lines 5-9),
-each collaborator once, in this order: the bonus ``r = r_e + η·U`` over the whole batch
-(``Exploration.reward``), the model fitted on its pool (``Exploration.fit``), the advantage (an
-``ExplorationGAE`` structure), the policy update (``TRPOUpdate``: one natural-gradient step;
-``PPOUpdate``: epochs of torchrl's ``ClipPPOLoss`` on minibatches) and the critic fit
-(``CriticFit``). Its metrics:
-
-- ``bonus/``: the intrinsic reward (``mean``, ``std``), its diagnostics and its share of the
-  advantage (``advantage_corr``, ``advantage_share``);
-- ``bnn/`` or ``rnd/``: the bonus's model (its losses);
-- ``trpo/`` or ``ppo/``: the policy step and the critic fit.
+``OnPolicyStep`` enters each collaborator once, in order: the bonus (``Exploration.reward``),
+the model's fit on its pool (``Exploration.fit``), the advantage (``ExplorationGAE``), the policy
+update (``TRPOUpdate`` or ``PPOUpdate``) and the critic fit (``CriticFit``). Metrics: ``bonus/``,
+``bnn/`` or ``rnd/``, ``trpo/`` or ``ppo/``.
 
 Examples:
     >>> import torch

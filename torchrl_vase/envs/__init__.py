@@ -17,13 +17,7 @@ import gymnasium
 from gymnasium.envs.registration import load_env_creator
 
 from torchrl_vase.envs._checks import check_continuous_control
-from torchrl_vase.envs.batched import (
-    VECTORIZATIONS,
-    LeanVectorEnv,
-    make_batched_env,
-    make_training_env,
-    sync_vector_env,
-)
+from torchrl_vase.envs.batched import LeanVectorEnv, sync_vector_env
 from torchrl_vase.envs.classic_v1 import (
     RllabCartpoleSwingupEnv,
     RllabDoublePendulumEnv,
@@ -91,7 +85,6 @@ __all__ = [
     "EPISODE_STEPS",
     "MAX_EPISODE_STEPS",
     "SPARSE_ENVS",
-    "VECTORIZATIONS",
     "AuthorsLunarLanderEnv",
     "LeanVectorEnv",
     "PointRobot2DEnv",
@@ -102,8 +95,6 @@ __all__ = [
     "RllabMountainCarEnv",
     "check_continuous_control",
     "declares_sparse_goal",
-    "make_batched_env",
-    "make_training_env",
     "register_envs",
     "sync_vector_env",
 ]

@@ -1,68 +1,11 @@
-"""Several copies of a gymnasium env as one batched TorchRL env, stepped in one call."""
+"""Several copies of a gymnasium env stepped in one call, auto-reset off."""
 
 from __future__ import annotations
-
-import functools
 
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
-from torchrl.envs import (
-    ActionScaling,
-    ClipTransform,
-    Compose,
-    DoubleToFloat,
-    EnvBase,
-    GymEnv,
-    GymWrapper,
-    ObservationNorm,
-    RewardSum,
-    SerialEnv,
-    StepCounter,
-    TransformedEnv,
-)
-
-from torchrl_vase._validation import check_positive_int
-
-VECTORIZATIONS = ("sync", "serial")
-
-
-def make_batched_env(
-    env_id: str,
-    num_envs: int,
-    *,
-    vectorization: str = "sync",
-    device: str | None = None,
-    **make_kwargs,
-) -> EnvBase:
-    """``num_envs`` copies of a registered gymnasium env as one TorchRL env of batch ``[num_envs]``.
-
-    * ``"sync"`` (default): gymnasium's ``SyncVectorEnv`` under torchrl's ``GymWrapper``, every
-      env stepped by one call, with gymnasium's auto-reset disabled: TorchRL resets the envs that
-      are done (the ``_reset`` mask), so the next observation of a terminated or truncated step
-      is the true last one, never the next episode's first.
-    * ``"serial"``: torchrl's ``SerialEnv`` of ``GymEnv`` (one TorchRL env per copy).
-
-    Both keep gymnasium's ``TimeLimit`` (``truncated``) and the env's ``terminated``. Seeding the
-    batched env with ``s`` seeds copy ``i`` with ``s + i`` (sync).
-
-    Examples:
-        >>> import torchrl_vase  # registers the sparse envs
-        >>> env = make_batched_env("torchrl_vase/SparseMountainCar-v1", num_envs=4)
-        >>> env.batch_size
-        torch.Size([4])
-        >>> env.rollout(3, break_when_any_done=False)["next", "observation"].shape
-        torch.Size([4, 3, 2])
-    """
-    if vectorization not in VECTORIZATIONS:
-        raise ValueError(
-            f"vectorization must be one of {VECTORIZATIONS}, got {vectorization!r}."
-        )
-    check_positive_int("num_envs", num_envs)
-    if vectorization == "serial":
-        return SerialEnv(num_envs, functools.partial(GymEnv, env_id, device=device, **make_kwargs))
-    return GymWrapper(sync_vector_env(env_id, num_envs, **make_kwargs), device=device)
 
 
 def sync_vector_env(env_id: str, num_envs: int, **make_kwargs) -> gymnasium.vector.VectorEnv:
@@ -182,33 +125,3 @@ def unit_to_bounds(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.
         array([-10.,   0.,   5.])
     """
     return low + (np.clip(action, -1.0, 1.0) + 1.0) * (high - low) / 2
-
-
-def make_training_env(env_id: str, num_envs: int, *, vectorization: str = "sync",
-                      seed: int = 0, normalize_observations: bool = False,
-                      obs_norm_steps: int = 1000, **make_kwargs) -> TransformedEnv:
-    """The task as the recipe trains on it with torchrl's ``Collector``: ``num_envs`` copies
-    stepped together on the CPU, float observations, actions in ``[-1, 1]`` (scaled to the
-    env's bounds and clipped, as rllab's ``normalize()``), step counts, the extrinsic episode
-    return (``RewardSum``, before any bonus), and with ``normalize_observations`` observations
-    standardised by statistics of ``obs_norm_steps`` random steps per env, fixed before training
-    (the paper's).
-
-    Examples:
-        >>> env = make_training_env("torchrl_vase/SparseMountainCar-v1", 2)
-        >>> env.rollout(3)["next", "episode_reward"].shape
-        torch.Size([2, 3, 1])
-    """
-    base = make_batched_env(env_id, num_envs, vectorization=vectorization, device="cpu",
-                            **make_kwargs)
-    # a unit-scale Gaussian then explores the point robot's |v| <= 0.01 as it does MountainCar's
-    # |a| <= 1; the batch keeps the policy's own (unclipped) sample
-    clip = ClipTransform(in_keys_inv=["action"], low=-1.0, high=1.0)
-    transforms = [DoubleToFloat(), ActionScaling(), clip, StepCounter(), RewardSum()]
-    if normalize_observations:
-        transforms.append(ObservationNorm(in_keys=["observation"], standard_normal=True))
-    env = TransformedEnv(base, Compose(*transforms))
-    env.set_seed(seed)
-    if normalize_observations:
-        env.transform[-1].init_stats(num_iter=obs_norm_steps, reduce_dim=(0, 1), cat_dim=1)
-    return env

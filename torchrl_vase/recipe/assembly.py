@@ -27,7 +27,6 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 from torch import nn
-from torchrl.collectors import Collector
 from torchrl.data import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer
 from torchrl.modules import MLP, ValueOperator
 from torchrl.objectives import ClipPPOLoss, SACLoss, SoftUpdate, group_optimizers
@@ -35,7 +34,6 @@ from torchrl.objectives import ClipPPOLoss, SACLoss, SoftUpdate, group_optimizer
 from torchrl_vase._random_stream import EVALUATION_STREAM, iteration_seed
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.diagnostics import CoverageGrid
-from torchrl_vase.envs import make_training_env
 from torchrl_vase.evaluation import evaluate, record_episode
 from torchrl_vase.exploration import BonusDiagnostics, Exploration
 from torchrl_vase.loggers import CSVLogger, Logger, csv_last_step
@@ -177,29 +175,19 @@ def available_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def make_collector(cfg: DictConfig, actor):
-    """The lean vector-env collector (default) or torchrl's ``Collector`` over the transformed
-    batched env; both endless, on the CPU, with a copy of a policy trained on another device."""
-    rllab = cfg.collection == "rllab"  # every iteration starts fresh paths, in lanes
+def make_collector(cfg: DictConfig, actor) -> VectorEnvCollector:
+    """The vector-env collector, endless, on the CPU, with a copy of a policy trained on another
+    device; its observation standardisation fitted when the task asks for it."""
     num_envs, frames_per_batch = batch_layout(cfg)
-    if cfg.collector == "lean":
-        collector = VectorEnvCollector(
-            cfg.env.id, actor, num_envs=num_envs, frames_per_batch=frames_per_batch,
-            reset_at_each_iter=rllab, paths=cfg.collection == "paths",
-            whole_paths=cfg.whole_paths, seed=cfg.seed, make_kwargs=config.make_kwargs(cfg),
-            init_random_frames=cfg.sac.init_random_frames if cfg.algorithm == "sac" else 0)
-        if cfg.env.normalize_observations:
-            collector.fit_observation_normalization(cfg.obs_norm_steps)
-        return collector
-    env = make_training_env(
-        cfg.env.id, cfg.num_envs, vectorization=cfg.vectorization, seed=cfg.seed,
-        normalize_observations=cfg.env.normalize_observations,
-        obs_norm_steps=cfg.obs_norm_steps, **config.make_kwargs(cfg))
-    return Collector(
-        env, actor, frames_per_batch=cfg.env.frames_per_batch, total_frames=-1,
-        reset_at_each_iter=rllab, policy_device="cpu", storing_device="cpu",
-        # the policy is stateless: it needs no InitTracker (and torchrl warns until told so)
-        auto_register_policy_transforms=False)
+    collector = VectorEnvCollector(
+        cfg.env.id, actor, num_envs=num_envs, frames_per_batch=frames_per_batch,
+        paths=cfg.collection == "paths", whole_paths=cfg.whole_paths, seed=cfg.seed,
+        reset_at_each_iter=cfg.collection == "rllab",
+        make_kwargs=config.make_kwargs(cfg),
+        init_random_frames=cfg.sac.init_random_frames if cfg.algorithm == "sac" else 0)
+    if cfg.env.normalize_observations:
+        collector.fit_observation_normalization(cfg.obs_norm_steps)
+    return collector
 
 
 def make_critic(cfg: DictConfig, obs_dim: int, out_key: str = "state_value") -> ValueOperator:

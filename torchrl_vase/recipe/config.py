@@ -33,11 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from torchrl_vase._validation import check_layer_widths, check_sigma_c
-from torchrl_vase.envs import (
-    VECTORIZATIONS,
-    check_continuous_control,
-    declares_sparse_goal,
-)
+from torchrl_vase.envs import check_continuous_control, declares_sparse_goal
 from torchrl_vase.evaluation import check_video
 from torchrl_vase.modules import ACTIVATIONS as MODULE_ACTIVATIONS
 from torchrl_vase.modules import INITIALIZATIONS, SAMPLINGS
@@ -237,8 +233,6 @@ class Main:
     device: str
     threads: Any  # auto, or a count (threads_for)
     num_envs: int = at_least(1)
-    collector: str = one_of("lean", "torchrl")
-    vectorization: str = one_of(*VECTORIZATIONS)
     collection: str = one_of("paths", "rllab", "continuous")
     progress_bar: bool
     stop_at_first_reward: bool
@@ -366,19 +360,14 @@ def _check_relations(cfg: DictConfig) -> None:
             f"env.frames_per_batch ({cfg.env.frames_per_batch}) is smaller than num_envs "
             f"({cfg.num_envs}): every env must step at least once per batch."
         )
-    if cfg.collection == "paths" and cfg.collector != "lean":
-        raise ValueError(
-            "collection=paths (rllab's whole paths) needs collector=lean; torchrl's Collector "
-            "steps its envs in lanes: with collector=torchrl use collection=rllab or continuous.")
     if not cfg.whole_paths and cfg.collection != "paths":
         raise ValueError(f"whole_paths=false cuts the last of rllab's paths: it needs "
                          f"collection=paths, not {cfg.collection}.")
-    if (cfg.collector == "lean" and cfg.collection != "paths"
-            and cfg.env.frames_per_batch % cfg.num_envs):
+    if cfg.collection != "paths" and cfg.env.frames_per_batch % cfg.num_envs:
         raise ValueError(
             f"env.frames_per_batch ({cfg.env.frames_per_batch}) must be a multiple of num_envs "
-            f"({cfg.num_envs}) with collector=lean: every env takes the same number of steps."
-        )
+            f"({cfg.num_envs}) with collection={cfg.collection}: every env takes the same "
+            "number of steps.")
     if cfg.mlflow.experiment is not None and not str(cfg.mlflow.experiment).strip():
         raise ValueError("mlflow.experiment is empty: give the experiment a name, or leave it "
                          "null (the env's name).")
@@ -430,9 +419,6 @@ def _check_sac(cfg: DictConfig) -> None:
             f"so with sac.frames_per_batch={cfg.sac.frames_per_batch} no episode would run "
             "past a lane's length. Use collection=paths (the default: whole paths, exact "
             "resume) or continuous (episodes run on across batches; a resume restarts them).")
-    if cfg.collector != "lean":
-        raise ValueError("algorithm=sac needs collector=lean (its warm-up of random actions "
-                         "and tanh-squashed actor are the lean collector's).")
     if cfg.surprise.name == "vime":
         raise ValueError(
             "algorithm=sac with surprise=vime: VIME's bonus is the information gain of a "
@@ -507,6 +493,10 @@ PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations",
 # resume=true still finds the runs (and checkpoints) made before each key came
 LATER_KEYS = {"algorithm": "trpo", "surprise.sampling": "weights", "whole_paths": True,
               "surprise.model_action": "raw", "shuffle_bonus": False}
+
+
+# keys removed since runs existed, at the value every run had (``TrainingRun(retired=...)``)
+RETIRED_KEYS = {"collector": "lean", "vectorization": "sync"}
 
 
 # what another algorithm's run does not read: its blocks, and for SAC the on-policy learner's
