@@ -1,15 +1,10 @@
-"""A lean on-policy collector: a gymnasium vector env and a Gaussian policy, batches in TorchRL's
-layout.
+"""A lean collector: a gymnasium vector env and a Gaussian policy, batches in TorchRL's layout.
 
-TorchRL's ``Collector`` pays for its generality at every step: the policy runs as a
-``ProbabilisticActor`` on a tensordict, the env step goes through the transforms, and the
-collector keeps its own carrier. For on-policy continuous control with a Gaussian policy (the
-paper's setting) all of that per-step work reduces to a network call, a normal sample and one
-vector-env step. ``VectorEnvCollector`` does just that and assembles the batch once per batch,
-with the keys a ``Collector`` over a ``TransformedEnv(..., Compose(DoubleToFloat(), ActionScaling(),
-ClipTransform(...), StepCounter(), RewardSum()))`` writes, so GAE, the losses, the bonus
-transforms and ``Exploration`` take it unchanged. ``recipes/benchmarks/benchmark_sb3.py``
-measures the difference.
+TorchRL's ``Collector`` pays for its generality at every step (a ``ProbabilisticActor`` on a
+tensordict, the env's transforms, its own carrier). For continuous control with a Gaussian policy
+that reduces to a network call, a normal sample and one vector-env step: ``VectorEnvCollector``
+does that and assembles the batch once, with a ``Collector``'s keys
+(``recipes/benchmarks/benchmark_sb3.py`` measures the difference).
 """
 
 from __future__ import annotations
@@ -129,60 +124,46 @@ class VectorEnvCollector(BaseCollector):
     """Batches of ``[num_envs, frames_per_batch // num_envs]`` transitions from a vector env, or
     with ``paths=True`` rllab's batches of whole paths, ``[1, L]``.
 
-    A torchrl ``BaseCollector`` (iteration, ``set_seed``, ``state_dict``,
-    ``update_policy_weights_``, ``shutdown`` and the hooks as torchrl's ``Collector``'s), lean
-    where ``Collector`` is general: one vector env and the policy's network, no per-step
-    TensorDicts (``recipes/benchmarks/benchmark_sb3.py``). ``LeanVectorEnv`` steps the copies
-    in one call (``SyncVectorEnv``'s transitions, auto-reset off: an episode's last observation
-    is its true last one). The action is ``loc + scale · ε`` (``tanh`` of it for SAC's
-    ``tanh_policy``; stored as sampled), sent to the env mapped from [−1, 1] to its bounds and
-    clipped (``ActionScaling`` and ``ClipTransform``; rllab's ``NormalizedEnv``); observations
-    are float32, standardised with ``observation_loc`` and ``observation_scale``.
+    A torchrl ``BaseCollector``, lean where ``Collector`` is general: ``LeanVectorEnv`` steps the
+    copies in one call (auto-reset off: an episode's last observation is its true last one) and the
+    policy's network acts, with no per-step TensorDicts. The action ``loc + scale · ε`` (its
+    ``tanh`` for SAC's ``tanh_policy``) is stored as sampled and sent mapped from [−1, 1] to the
+    env's bounds and clipped (rllab's ``NormalizedEnv``); observations are float32, standardised
+    by ``observation_loc`` and ``observation_scale``.
 
-    With ``paths=True`` the batch is rllab's one-worker sampler's: fresh paths from a reset to
-    their end (termination or the time limit, the authors' ``max_path_length``), in the order
-    they start, until they hold ``frames_per_batch`` steps; the last kept whole
-    (``whole_paths=True``, the authors': ``L`` up to ``frames_per_batch + max_path_length - 1``)
-    or cut there (rllab's ``truncate_paths``, the cut step not ``done``). The copies run paths
-    side by side and a path started once the earlier ones hold the batch is dropped, so the
-    batch is the one rllab's worker would have collected, paths laid end to end, every path's
-    end but a cut one ``done``.
+    With ``paths=True`` the batch is rllab's one-worker sampler's: fresh paths, each from a reset to
+    its end, in the order they start, until they hold ``frames_per_batch`` steps, the last kept
+    whole (``whole_paths``, the authors') or cut there; the copies run paths side by side and a path
+    started once the earlier ones hold the batch is dropped.
 
-    Each batch holds ``observation``, ``action``, ``loc``, ``scale``, ``action_log_prob`` (the
-    policy's own distribution, computed once for the batch; not for a ``TanhNormal`` actor,
-    whose loss, SAC's, does not read it) and under ``"next"``:
-    ``observation``, ``reward``, ``done``, ``terminated``, ``truncated``, ``step_count`` and
-    ``episode_reward`` (the extrinsic return so far).
+    Each batch holds ``observation``, ``action``, ``loc``, ``scale``, ``action_log_prob`` (not for a
+    ``TanhNormal`` actor) and under ``"next"`` ``observation``, ``reward``, ``done``,
+    ``terminated``, ``truncated``, ``step_count`` and ``episode_reward`` (the extrinsic return so
+    far): what a ``Collector`` over a ``TransformedEnv`` with ``DoubleToFloat``, ``ActionScaling``,
+    ``ClipTransform``, ``StepCounter`` and ``RewardSum`` writes.
 
     Args:
         env_id: a registered gymnasium id with a vector observation and a bounded ``Box`` action.
         policy: ``ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
             in_keys=["loc", "scale"], distribution_class=IndependentNormal)`` (or
-            ``FiniteLogProbNormal``, ``gaussian_policy``'s: the same samples). A policy on
-            another device than the CPU (trained on a GPU) acts through a CPU copy of it, which
-            ``update_policy_weights_`` refreshes; batches are always on the CPU.
+            ``FiniteLogProbNormal``, or ``tanh_policy``'s ``TanhNormal``). A policy on another
+            device acts through a CPU copy, which ``update_policy_weights_`` refreshes.
 
     Keyword Args:
         num_envs: copies stepped together.
         frames_per_batch: transitions per batch, a multiple of ``num_envs``.
         total_frames: stop after this many (``-1``: never).
-        reset_at_each_iter: start fresh episodes at every batch (each copy's last one cut at
-            ``frames_per_batch // num_envs`` steps).
-        paths: rllab's batches of paths (above); fresh paths at every batch.
-        whole_paths: with ``paths``, keep the last path whole (rllab's ``whole_paths=True``,
-            the authors'); ``False`` cuts it at ``frames_per_batch``.
-        init_random_frames: the first batches, until they hold this many frames, act with
-            uniformly random actions in [−1, 1] instead of the policy (torchrl's ``Collector``
-            argument of that name; SAC's warm-up). The frames collected are in ``state_dict``.
-        seed: seeds the envs (copy ``i`` with ``seed + i``); ``set_seed`` reseeds.
+        reset_at_each_iter: start fresh episodes at every batch.
+        paths: rllab's batches of paths (above).
+        whole_paths: with ``paths``, keep the last path whole; ``False`` cuts it.
+        init_random_frames: the first batches, until they hold this many frames, act uniformly at
+            random in [−1, 1] (SAC's warm-up; torchrl's ``Collector`` argument).
+        seed: seeds the envs (copy ``i`` with ``seed + i``).
         observation_loc: subtracted from every observation (with ``observation_scale``).
         observation_scale: divides it.
         make_kwargs: passed to ``gymnasium.make`` for every copy.
 
     Examples:
-        >>> import torch
-        >>> from tensordict.nn import TensorDictModule
-        >>> from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor
         >>> import torchrl_vase
         >>> actor = torchrl_vase.gaussian_policy(2, 1, [32])
         >>> collector = VectorEnvCollector("torchrl_vase/SparseMountainCar-v1", actor,
