@@ -36,18 +36,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = [
-    "DIGEST_KEY",
-    "Checkpointer",
-    "check_writable",
-    "config_identity",
-    "content_digest",
-    "load_checkpoint",
-    "rng_state",
-    "saveable_prefix",
-    "set_rng_state",
-    "trusting_unsigned",
-]
+__all__ = ["DIGEST_KEY", "Checkpointer", "check_writable", "config_identity", "content_digest",
+           "load_checkpoint", "rng_state", "saveable_prefix", "set_rng_state", "trusting_unsigned"]
 
 
 #: below this much free space, a torch writer's failure is taken for a full disk (its own
@@ -110,13 +100,9 @@ def rng_state() -> dict:
     kind, keys, position, has_gauss, cached = np.random.get_state()  # noqa: NPY002
     return {
         "torch": torch.get_rng_state(),
-        "numpy": {
-            "kind": kind,
-            "keys": torch.from_numpy(keys.astype(np.int64)),
-            "position": int(position),
-            "has_gauss": int(has_gauss),
-            "cached_gaussian": float(cached),
-        },
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)),
+                  "position": int(position), "has_gauss": int(has_gauss),
+                  "cached_gaussian": float(cached)},
         "python": random.getstate(),
     }
 

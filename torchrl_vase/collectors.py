@@ -173,23 +173,11 @@ class VectorEnvCollector(BaseCollector):
         (torch.Size([4, 100]), torch.Size([4, 100, 1]))
     """
 
-    def __init__(
-        self,
-        env_id: str,
-        policy: TensorDictModuleBase,
-        *,
-        num_envs: int,
-        frames_per_batch: int,
-        total_frames: int = -1,
-        reset_at_each_iter: bool = False,
-        paths: bool = False,
-        whole_paths: bool = True,
-        init_random_frames: int = 0,
-        seed: int | None = None,
-        observation_loc: Tensor | None = None,
-        observation_scale: Tensor | None = None,
-        make_kwargs: dict | None = None,
-    ) -> None:
+    def __init__(self, env_id: str, policy: TensorDictModuleBase, *, num_envs: int,
+                 frames_per_batch: int, total_frames: int = -1, reset_at_each_iter: bool = False,
+                 paths: bool = False, whole_paths: bool = True, init_random_frames: int = 0,
+                 seed: int | None = None, observation_loc: Tensor | None = None,
+                 observation_scale: Tensor | None = None, make_kwargs: dict | None = None) -> None:
         check_positive_int("num_envs", num_envs)
         check_positive_int("frames_per_batch", frames_per_batch)
         if frames_per_batch % num_envs and not paths:
@@ -277,11 +265,8 @@ class VectorEnvCollector(BaseCollector):
     def state_dict(self) -> dict:
         """The observation standardisation (all the collector learns) and the frames collected
         (which end ``init_random_frames``)."""
-        return {
-            "observation_loc": self.observation_loc,
-            "observation_scale": self.observation_scale,
-            "frames": self._frames,
-        }
+        return {"observation_loc": self.observation_loc,
+                "observation_scale": self.observation_scale, "frames": self._frames}
 
     def load_state_dict(self, state: dict) -> None:
         self.observation_loc = state["observation_loc"]
@@ -371,15 +356,10 @@ class VectorEnvCollector(BaseCollector):
             {
                 self.observation_key: observations,
                 "action": actions,
-                "next": {
-                    self.observation_key: next_observations,
-                    "reward": rewards,
-                    "done": terminated | truncated,
-                    "terminated": terminated,
-                    "truncated": truncated,
-                    "step_count": step_count,
-                    "episode_reward": episode_reward,
-                },
+                "next": {self.observation_key: next_observations, "reward": rewards,
+                         "done": terminated | truncated, "terminated": terminated,
+                         "truncated": truncated, "step_count": step_count,
+                         "episode_reward": episode_reward},
             },
             batch_size=shape,
         )
@@ -430,15 +410,11 @@ class VectorEnvCollector(BaseCollector):
             {
                 self.observation_key: column["observation"].float(),
                 "action": column["action"].float(),
-                "next": {
-                    self.observation_key: column["next_observation"].float(),
-                    "reward": column["reward"].float(),
-                    "done": terminated | truncated,
-                    "terminated": terminated,
-                    "truncated": truncated,
-                    "step_count": column["step_count"].long(),
-                    "episode_reward": column["episode_reward"].float(),
-                },
+                "next": {self.observation_key: column["next_observation"].float(),
+                         "reward": column["reward"].float(), "done": terminated | truncated,
+                         "terminated": terminated, "truncated": truncated,
+                         "step_count": column["step_count"].long(),
+                         "episode_reward": column["episode_reward"].float()},
             },
             batch_size=(1, length),
         )

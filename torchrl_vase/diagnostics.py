@@ -16,15 +16,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-__all__ = [
-    "CoverageGrid",
-    "advantage_alignment",
-    "knn_distance",
-    "novelty_correlation",
-    "pearson",
-    "rank",
-    "spearman",
-]
+__all__ = ["CoverageGrid", "advantage_alignment", "knn_distance", "novelty_correlation", "pearson",
+           "rank", "spearman"]
 
 
 def pearson(x: Tensor, y: Tensor) -> float:
@@ -131,16 +124,9 @@ def knn_distance(
     return torch.cat(distances)
 
 
-def novelty_correlation(
-    bonus: Tensor,
-    next_states: Tensor,
-    reference: Tensor,
-    *,
-    k: int = 10,
-    num_queries: int = 1000,
-    num_reference: int = 10_000,
-    generator: torch.Generator | None = None,
-) -> float:
+def novelty_correlation(bonus: Tensor, next_states: Tensor, reference: Tensor, *, k: int = 10,
+                        num_queries: int = 1000, num_reference: int = 10_000,
+                        generator: torch.Generator | None = None) -> float:
     """Spearman's ρ between the bonus and a k-nearest-neighbour novelty of the next states.
 
     The novelty of s' is the distance to its k-th nearest neighbour among ``reference`` states

@@ -34,16 +34,8 @@ from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import sync_vector_env, unit_to_bounds
 from torchrl_vase.modules.networks import ACTIVATIONS, gaussian_policy, tanh_policy
 
-__all__ = [
-    "WEIGHTS_FILE",
-    "ObservationStandardization",
-    "check_registered",
-    "evaluate",
-    "load_policy",
-    "record_episode",
-    "run_weights",
-    "with_observation_standardization",
-]
+__all__ = ["WEIGHTS_FILE", "ObservationStandardization", "check_registered", "evaluate",
+           "load_policy", "record_episode", "run_weights", "with_observation_standardization"]
 
 #: The artifact of a run that holds its networks (``run_weights``), read by ``load_policy``.
 WEIGHTS_FILE = "weights.pt"
@@ -95,16 +87,9 @@ def acting_policy(actor: TensorDictModuleBase,
 
 
 @torch.no_grad()
-def evaluate(
-    policy: TensorDictModuleBase,
-    env_id: str,
-    *,
-    episodes: int = 5,
-    seed: int = 0,
-    make_kwargs: dict | None = None,
-    observation_key: str = "observation",
-    success: bool | None = None,
-) -> dict[str, float]:
+def evaluate(policy: TensorDictModuleBase, env_id: str, *, episodes: int = 5, seed: int = 0,
+             make_kwargs: dict | None = None, observation_key: str = "observation",
+             success: bool | None = None) -> dict[str, float]:
     """Mean return, success rate (return > 0: the sparse tasks' reward; with ``success``, by
     default for an env that ``declares_sparse_goal``) and episode length of ``episodes``
     episodes of ``env_id`` under the policy's deterministic action.
@@ -148,11 +133,9 @@ def evaluate(
         env.close()
     if success is None:
         success = declares_sparse_goal(env_id)
-    return {
-        "return": float(returns.mean()),
-        **({"success_rate": float((returns > 0).mean())} if success else {}),
-        "episode_length": float(lengths.mean()),
-    }
+    return {"return": float(returns.mean()),
+            **({"success_rate": float((returns > 0).mean())} if success else {}),
+            "episode_length": float(lengths.mean())}
 
 
 def check_video(env_id: str, make_kwargs: dict | None = None) -> None:
@@ -185,16 +168,9 @@ def check_video(env_id: str, make_kwargs: dict | None = None) -> None:
 
 
 @torch.no_grad()
-def record_episode(
-    policy: TensorDictModuleBase,
-    env_id: str,
-    path: str | Path,
-    *,
-    seed: int = 0,
-    make_kwargs: dict | None = None,
-    fps: int | None = None,
-    observation_key: str = "observation",
-) -> Path:
+def record_episode(policy: TensorDictModuleBase, env_id: str, path: str | Path, *, seed: int = 0,
+                   make_kwargs: dict | None = None, fps: int | None = None,
+                   observation_key: str = "observation") -> Path:
     """An mp4 of one episode of the policy's deterministic action (``env.render()`` frames,
     written by ``imageio-ffmpeg`` at ``fps``, by default the env's real time: its
     ``metadata["render_fps"]``, else 30); the episode starts from ``reset(seed=seed)``."""

@@ -173,24 +173,13 @@ class Exploration(nn.Module):
         True
     """
 
-    def __init__(
-        self,
-        bonus: IntrinsicRewardTransform,
-        loss: LossModule | None = None,
-        *,
-        pool_size: int = 100_000,
-        pool_min: int = 500,
-        updates_per_iteration: int = 500,
-        batch_size: int = 10,
-        lr: float = 1e-3,
-        optimizer: torch.optim.Optimizer | None = None,
-        bonus_before_training: bool = False,
-        diagnostics: BonusDiagnostics | None = None,
-        pool: ReplayBuffer | None = None,
-        backend: str = "auto",
-        seed: int | None = None,
-        shuffle_bonus: bool = False,
-    ) -> None:
+    def __init__(self, bonus: IntrinsicRewardTransform, loss: LossModule | None = None, *,
+                 pool_size: int = 100_000, pool_min: int = 500, updates_per_iteration: int = 500,
+                 batch_size: int = 10, lr: float = 1e-3,
+                 optimizer: torch.optim.Optimizer | None = None,
+                 bonus_before_training: bool = False, diagnostics: BonusDiagnostics | None = None,
+                 pool: ReplayBuffer | None = None, backend: str = "auto", seed: int | None = None,
+                 shuffle_bonus: bool = False) -> None:
         super().__init__()
         if not isinstance(bonus, IntrinsicRewardTransform):
             raise TypeError(
@@ -402,11 +391,8 @@ class Exploration(nn.Module):
         if filled:
             transitions = self.pool.storage[:filled].apply(
                 lambda rows: saveable_prefix(rows, filled)).to_dict()
-        return {
-            "transitions": transitions,
-            "cursor": int(writer["_cursor"]),
-            "write_count": int(writer["_write_count"]),
-        }
+        return {"transitions": transitions, "cursor": int(writer["_cursor"]),
+                "write_count": int(writer["_write_count"])}
 
     def set_extra_state(self, state: dict) -> None:
         if "random" not in state:

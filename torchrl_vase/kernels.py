@@ -1,31 +1,17 @@
 """The library's compiled kernels (numba and numpy, no torch): an iteration's ELBO steps in one
-compiled call (``ModelTrainer``'s ``"numba"`` backend), and the elementwise passes of a batch's
-bonus between its matrix products (``local_hidden_layer``, ``local_output_errors``:
-``BayesianMLP.sample_squared_errors``). One file: numba's disk cache keys a function on its
-own file, so the helpers they share (tanh, exp, log) must live beside them.
+compiled call (``ModelTrainer``'s ``"numba"`` backend) and the elementwise passes of a batch's
+bonus between its matrix products (``BayesianMLP.sample_squared_errors``).
 
-The VASE model takes 500 Adam steps on minibatches of 10 per iteration (the authors' script).
-A step is little arithmetic; as a few dozen torch calls it is mostly dispatch (the figures:
-docs/benchmarks.md, "The ELBO's steps in one compiled call"). Here the whole sequence runs
-in one numba function that never returns to Python between steps: for every step, σ =
-softplus(ρ) and the closed-form KL and entropy (paper, Eq. 12-13), the forward pass of the N
-sampled networks (or the local reparameterisation's pre-activations), the hand-derived backward
-pass (checked against autograd's gradients of ``VariationalELBOLoss.terms_from_noise``), the
-prior's gradients and Adam's update (``torch.optim.Adam``'s arithmetic). The arrays keep a
-leading axis of models, which ``ModelTrainer`` fills with one.
-
-Why numba, measured side by side on the project's 2-core machine
-(``recipes/benchmarks/benchmark_bnn.py``, docs/benchmarks.md): the matrix products go to BLAS
-by ``np.dot`` at the speed a small product reaches, the per-parameter work (softplus, sigmoid,
-log σ, Adam over 2·|Θ| values) is one fused loop per step instead of a dozen tensor passes, and
-the loop over steps is compiled. ``torch.compile`` (inductor, one graph a step) fuses the
-elementwise work but returns to Python and its runtime at every step. The kernel compiles once
-per dtype and machine (cached on disk beside this file) and runs on CPU arrays only: other
-models take the autograd backend (``trainer.kernel_unavailable`` says why).
-
-The arrays are float32 or float64 throughout (the model's dtype); scalar settings arrive as a
-``consts`` array of that dtype, so float32 work stays float32 (numba would otherwise promote
-every expression that meets a Python float to float64 and halve the vector width).
+The VASE model takes 500 Adam steps on minibatches of 10 per iteration (the authors'); as a few
+dozen torch calls a step is mostly dispatch. Here the whole sequence runs in one numba function:
+for every step σ = softplus(ρ) and the closed-form KL and entropy (paper, Eq. 12-13), the
+forward pass of the N sampled networks (or the local reparameterisation's), the hand-derived
+backward pass (checked against autograd's gradients of ``VariationalELBOLoss.terms_from_noise``),
+the prior's gradients and ``torch.optim.Adam``'s update. Why numba rather than
+``torch.compile``, measured: docs/benchmarks.md. The arrays are float32 or float64 throughout
+(the model's dtype) and scalar settings arrive as a ``consts`` array of that dtype, so float32
+work stays float32. One file: numba's disk cache keys a function on its own file, so the
+helpers the kernels share must live beside them.
 """
 
 from __future__ import annotations

@@ -23,12 +23,7 @@ from typing import Protocol, TextIO, runtime_checkable
 from torchrl.record.loggers import CSVLogger as TorchRLCSVLogger
 from tqdm import tqdm
 
-__all__ = [
-    "CSVLogger",
-    "Logger",
-    "Progress",
-    "csv_last_step",
-]
+__all__ = ["CSVLogger", "Logger", "Progress", "csv_last_step"]
 
 
 def csv_history(directory: str | os.PathLike, key: str) -> list[tuple[int, float]]:

@@ -45,18 +45,8 @@ from torchrl_vase.checkpointing import rng_state, set_rng_state
 from torchrl_vase.loggers import Logger, Progress
 from torchrl_vase.timing import PhaseClock, phase, timing_metrics
 
-__all__ = [
-    "LoopResult",
-    "StopAtOnce",
-    "StopNow",
-    "StopSignals",
-    "TrainingLoop",
-    "check_finite",
-    "is_clock",
-    "iteration_seed",
-    "stop_due",
-    "stop_requested",
-]
+__all__ = ["LoopResult", "StopAtOnce", "StopNow", "StopSignals", "TrainingLoop", "check_finite",
+           "is_clock", "iteration_seed", "stop_due", "stop_requested"]
 
 # the loop's own metrics: a run's size and the machine's speed (the clocks differ between a run
 # and its replay, everything else must not)
@@ -155,29 +145,15 @@ class TrainingLoop:
             (its partial batch dropped, the run left at its last checkpoint).
     """
 
-    def __init__(
-        self,
-        collector: Iterable[TensorDictBase],
-        step: Callable[[TensorDictBase], Any],
-        *,
-        iterations: int,
-        seed: int,
-        state: Mapping[str, Stateful | None] | None = None,
-        logger: Logger | None = None,
-        checkpoint: Callable[[dict], Any] | None = None,
-        checkpoint_every: int = 10,
-        watchers: Iterable[Watcher] = (),
-        evaluate: Callable[[int], Any] | None = None,
-        eval_every: int = 0,
-        stop_when: Callable[[], bool] | None = None,
-        reseed_collector: bool = False,
-        device: str | torch.device = "cpu",
-        threads: int | None = None,
-        progress: bool = True,
-        progress_keys: Mapping[str, str] | None = None,
-        name: str = "training",
-        stop_grace: float = 10.0,
-    ) -> None:
+    def __init__(self, collector: Iterable[TensorDictBase], step: Callable[[TensorDictBase], Any],
+                 *, iterations: int, seed: int, state: Mapping[str, Stateful | None] | None = None,
+                 logger: Logger | None = None, checkpoint: Callable[[dict], Any] | None = None,
+                 checkpoint_every: int = 10, watchers: Iterable[Watcher] = (),
+                 evaluate: Callable[[int], Any] | None = None, eval_every: int = 0,
+                 stop_when: Callable[[], bool] | None = None, reseed_collector: bool = False,
+                 device: str | torch.device = "cpu", threads: int | None = None,
+                 progress: bool = True, progress_keys: Mapping[str, str] | None = None,
+                 name: str = "training", stop_grace: float = 10.0) -> None:
         check_positive_int("iterations", iterations)
         check_positive_int("checkpoint_every", checkpoint_every)
         check_positive_int("eval_every", eval_every, minimum=0)

@@ -44,12 +44,7 @@ import torch
 from tensordict import TensorDict
 from torchrl.data import ReplayBuffer
 
-from torchrl_vase.checkpointing import (
-    Checkpointer,
-    check_writable,
-    checksum_path,
-    load_checkpoint,
-)
+from torchrl_vase.checkpointing import Checkpointer, check_writable, checksum_path, load_checkpoint
 
 __all__ = ["ReplayJournal"]
 

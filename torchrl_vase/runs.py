@@ -67,20 +67,9 @@ from torchrl_vase.tracking import (
     runs_table_url,
 )
 
-__all__ = [
-    "ENVIRONMENT_TAGS",
-    "RESUMED_ELSEWHERE",
-    "TrainingRun",
-    "changed",
-    "cpu_model",
-    "environment_tags",
-    "flatten",
-    "git_commit",
-    "ignored",
-    "machine",
-    "recorded_environment",
-    "reported_errors",
-]
+__all__ = ["ENVIRONMENT_TAGS", "RESUMED_ELSEWHERE", "TrainingRun", "changed", "cpu_model",
+           "environment_tags", "flatten", "git_commit", "ignored", "machine",
+           "recorded_environment", "reported_errors"]
 
 
 def flatten(config: Mapping, prefix: str = "") -> dict[str, str]:

@@ -25,20 +25,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from torchrl_vase import defaults
-from torchrl_vase._validation import (
-    check_num_samples,
-    check_positive,
-    check_sigma_c,
-)
+from torchrl_vase._validation import check_num_samples, check_positive, check_sigma_c
 from torchrl_vase.gaussian import log_normaliser, squared_error_nll
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
 
-__all__ = [
-    "nll_surprise",
-    "prediction_nll",
-    "vase_surprise",
-    "vime_information_gain",
-]
+__all__ = ["nll_surprise", "prediction_nll", "vase_surprise", "vime_information_gain"]
 
 
 def _model_inputs(
@@ -68,17 +59,9 @@ def _model_inputs(
     return x, next_obs
 
 
-def prediction_nll(
-    model: BayesianMLP,
-    obs: Tensor,
-    action: Tensor,
-    next_obs: Tensor,
-    *,
-    num_samples: int = 10,
-    sigma_c: float = defaults.SIGMA_C,
-    normalised: bool = False,
-    generator: torch.Generator | None = None,
-) -> Tensor:
+def prediction_nll(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tensor, *,
+                   num_samples: int = 10, sigma_c: float = defaults.SIGMA_C,
+                   normalised: bool = False, generator: torch.Generator | None = None) -> Tensor:
     """``‖s' − f(s, a; θ_n)‖² / (2σ_c²)`` for N weight samples θ_n ~ q: shape ``[N, *B]``.
 
     The per-sample negative log-likelihood of the paper's Eq. 11 as the authors' code computes
@@ -111,17 +94,10 @@ def prediction_nll(
 
 
 @torch.no_grad()
-def vase_surprise(
-    model: BayesianMLP,
-    obs: Tensor,
-    action: Tensor,
-    next_obs: Tensor,
-    *,
-    num_samples: int = 10,
-    sigma_c: float = defaults.SIGMA_C,
-    delta: float = defaults.DELTA,
-    generator: torch.Generator | None = None,
-) -> Tensor:
+def vase_surprise(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tensor, *,
+                  num_samples: int = 10, sigma_c: float = defaults.SIGMA_C,
+                  delta: float = defaults.DELTA,
+                  generator: torch.Generator | None = None) -> Tensor:
     """U_VASE (paper, Eq. 10) as the authors' code computes it:
     ``(1/N) Σ_n ‖s' − f(s, a; θ_n)‖² / (2σ_c²) − δ·H(q)``.
 
@@ -165,16 +141,9 @@ def vase_surprise(
 
 
 @torch.no_grad()
-def nll_surprise(
-    model: BayesianMLP,
-    obs: Tensor,
-    action: Tensor,
-    next_obs: Tensor,
-    *,
-    num_samples: int = 10,
-    sigma_c: float = defaults.SIGMA_C,
-    generator: torch.Generator | None = None,
-) -> Tensor:
+def nll_surprise(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tensor, *,
+                 num_samples: int = 10, sigma_c: float = defaults.SIGMA_C,
+                 generator: torch.Generator | None = None) -> Tensor:
     """Surprisal (Achiam & Sastry; paper, Eq. 4): ``−log P(s' | s, a)`` under the model.
 
     With a BNN the predictive density is the mixture ``(1/N) Σ_n N(s'; f(s, a; θ_n), σ_c² I)``,
@@ -278,15 +247,9 @@ def _weight_terms_from_sample_pairs(
     return (torch.bmm(errors_by_pair, layer.pair_kernel) * inputs_by_pair).sum((0, 2))
 
 
-def _information_gain_terms(
-    model: BayesianMLP,
-    x: Tensor,
-    y: Tensor,
-    noise: Tensor,
-    sigma_c: float,
-    layers: list[_LayerCurvature],
-    pairs: tuple[Tensor, Tensor, Tensor],
-) -> Tensor:
+def _information_gain_terms(model: BayesianMLP, x: Tensor, y: Tensor, noise: Tensor, sigma_c: float,
+                            layers: list[_LayerCurvature],
+                            pairs: tuple[Tensor, Tensor, Tensor]) -> Tensor:
     """``Σ_i g_i² / H_i`` for each transition of ``x [T, in]``, ``y [T, out]``: shape ``[T]``.
 
     g is the gradient of a transition's mean-over-samples NLL with respect to (μ, ρ). With
@@ -350,19 +313,10 @@ def _flat_transitions(
     return x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1]), x.shape[:-1]
 
 
-def vime_information_gain(
-    model: BayesianMLP,
-    obs: Tensor,
-    action: Tensor,
-    next_obs: Tensor,
-    *,
-    num_samples: int = 10,
-    sigma_c: float = defaults.SIGMA_C,
-    step_size: float = 0.01,
-    clip: float = 1000.0,
-    chunk_size: int = 256,
-    generator: torch.Generator | None = None,
-) -> Tensor:
+def vime_information_gain(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tensor, *,
+                          num_samples: int = 10, sigma_c: float = defaults.SIGMA_C,
+                          step_size: float = 0.01, clip: float = 1000.0, chunk_size: int = 256,
+                          generator: torch.Generator | None = None) -> Tensor:
     """VIME's Bayesian surprise (Houthooft et al.; paper, Eq. 6) as VIME's code computes it.
 
     For each transition, g is the gradient of its NLL (mean over N weight samples) with respect

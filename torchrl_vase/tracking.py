@@ -65,20 +65,9 @@ os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 # before raising it; every failure reaches the run as an exception, said in one sentence
 logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
-__all__ = [
-    "MODEL_TRAINING_KIND",
-    "RETURN_VIEW_KEY",
-    "MLflowTracker",
-    "RunLock",
-    "RunLocked",
-    "TrackingUnavailable",
-    "check_tracking_store",
-    "get_or_create_experiment",
-    "redact",
-    "return_first_view",
-    "run_charts_url",
-    "runs_table_url",
-]
+__all__ = ["MODEL_TRAINING_KIND", "RETURN_VIEW_KEY", "MLflowTracker", "RunLock", "RunLocked",
+           "TrackingUnavailable", "check_tracking_store", "get_or_create_experiment", "redact",
+           "return_first_view", "run_charts_url", "runs_table_url"]
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)

@@ -28,15 +28,13 @@ from torchrl_vase.envs.lunar_lander_v1 import AuthorsLunarLanderEnv
 from torchrl_vase.envs.point_robot import PointRobot2DEnv
 
 #: Registered ids and their classes.
-SPARSE_ENVS = {
-    "torchrl_vase/PointRobot2D-v0": PointRobot2DEnv,
-    "torchrl_vase/SparseMountainCar-v1": RllabMountainCarEnv,
-    "torchrl_vase/SparseCartpoleSwingup-v1": RllabCartpoleSwingupEnv,
-    "torchrl_vase/SparseDoublePendulum-v1": RllabDoublePendulumEnv,
-    "torchrl_vase/SparseHalfCheetah-v1": RllabHalfCheetahEnv,
-    "torchrl_vase/SparseAnt-v1": RllabAntEnv,
-    "torchrl_vase/LunarLanderContinuous-v1": AuthorsLunarLanderEnv,
-}
+SPARSE_ENVS = {"torchrl_vase/PointRobot2D-v0": PointRobot2DEnv,
+               "torchrl_vase/SparseMountainCar-v1": RllabMountainCarEnv,
+               "torchrl_vase/SparseCartpoleSwingup-v1": RllabCartpoleSwingupEnv,
+               "torchrl_vase/SparseDoublePendulum-v1": RllabDoublePendulumEnv,
+               "torchrl_vase/SparseHalfCheetah-v1": RllabHalfCheetahEnv,
+               "torchrl_vase/SparseAnt-v1": RllabAntEnv,
+               "torchrl_vase/LunarLanderContinuous-v1": AuthorsLunarLanderEnv}
 MAX_EPISODE_STEPS = 500
 #: Limits other than MAX_EPISODE_STEPS (the authors' max_path_length).
 EPISODE_STEPS = {"torchrl_vase/LunarLanderContinuous-v1": 1000}
@@ -72,29 +70,14 @@ def register_envs() -> None:
     """
     for env_id, env_class in SPARSE_ENVS.items():
         if env_id not in gymnasium.registry:
-            gymnasium.register(
-                id=env_id,
-                entry_point=f"{env_class.__module__}:{env_class.__name__}",
-                max_episode_steps=EPISODE_STEPS.get(env_id, MAX_EPISODE_STEPS),
-            )
+            gymnasium.register(id=env_id,
+                               entry_point=f"{env_class.__module__}:{env_class.__name__}",
+                               max_episode_steps=EPISODE_STEPS.get(env_id, MAX_EPISODE_STEPS))
 
 
 register_envs()
 
-__all__ = [
-    "EPISODE_STEPS",
-    "MAX_EPISODE_STEPS",
-    "SPARSE_ENVS",
-    "AuthorsLunarLanderEnv",
-    "LeanVectorEnv",
-    "PointRobot2DEnv",
-    "RllabAntEnv",
-    "RllabCartpoleSwingupEnv",
-    "RllabDoublePendulumEnv",
-    "RllabHalfCheetahEnv",
-    "RllabMountainCarEnv",
-    "check_continuous_control",
-    "declares_sparse_goal",
-    "register_envs",
-    "sync_vector_env",
-]
+__all__ = ["EPISODE_STEPS", "MAX_EPISODE_STEPS", "SPARSE_ENVS", "AuthorsLunarLanderEnv",
+           "LeanVectorEnv", "PointRobot2DEnv", "RllabAntEnv", "RllabCartpoleSwingupEnv",
+           "RllabDoublePendulumEnv", "RllabHalfCheetahEnv", "RllabMountainCarEnv",
+           "check_continuous_control", "declares_sparse_goal", "register_envs", "sync_vector_env"]

@@ -19,13 +19,9 @@ def sync_vector_env(env_id: str, num_envs: int, **make_kwargs) -> gymnasium.vect
         >>> envs.reset(seed=0)[0].shape
         (3, 2)
     """
-    return gymnasium.make_vec(
-        env_id,
-        num_envs=num_envs,
-        vectorization_mode="sync",
-        vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
-        **make_kwargs,
-    )
+    return gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
+                              vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
+                              **make_kwargs)
 
 
 class LeanVectorEnv(gymnasium.vector.VectorEnv):

@@ -305,12 +305,8 @@ class RllabCartpoleSwingupEnv(RllabBox2DEnv):
     timestep = 0.05
     view = (-3.6, 3.6, -1.4, 3.4)
 
-    def __init__(
-        self,
-        upright_cosine: float = 0.9,
-        max_cart_position: float = 3.0,
-        render_mode: str | None = None,
-    ) -> None:
+    def __init__(self, upright_cosine: float = 0.9, max_cart_position: float = 3.0,
+                 render_mode: str | None = None) -> None:
         if not -1 < upright_cosine < 1:
             raise ValueError(f"upright_cosine must be in (−1, 1), got {upright_cosine}.")
         if max_cart_position <= 1:

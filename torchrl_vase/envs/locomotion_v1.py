@@ -92,12 +92,9 @@ class RllabHalfCheetahEnv(_RllabMujocoEnv):
         if not goal_x > 0.1:
             raise ValueError(f"goal_x must lie ahead of the start (> 0.1), got {goal_x}.")
         self.goal_x = float(goal_x)
-        super().__init__(
-            str(_ASSETS / "half_cheetah.xml"),
-            frame_skip=1,
-            observation_space=spaces.Box(-np.inf, np.inf, (20,), np.float64),
-            render_mode=render_mode,
-        )
+        super().__init__(str(_ASSETS / "half_cheetah.xml"), frame_skip=1,
+                         observation_space=spaces.Box(-np.inf, np.inf, (20,), np.float64),
+                         render_mode=render_mode)
 
     def _initialize_simulation(self):
         # the model file's compiler scales the masses to 14 kg with settotalmass, which MuJoCo
@@ -165,24 +162,16 @@ class RllabAntEnv(_RllabMujocoEnv):
 
     metadata: ClassVar[dict] = {**_RllabMujocoEnv.metadata, "render_fps": 50}
 
-    def __init__(
-        self,
-        goal: str = "velocity",
-        goal_velocity: float = 3.0,
-        goal_x: float = 3.0,
-        render_mode: str | None = None,
-    ) -> None:
+    def __init__(self, goal: str = "velocity", goal_velocity: float = 3.0, goal_x: float = 3.0,
+                 render_mode: str | None = None) -> None:
         if goal not in _GOALS:
             raise ValueError(f"goal must be one of {_GOALS}, got {goal!r}.")
         if goal_velocity <= 0 or goal_x <= 0:
             raise ValueError("goal_velocity and goal_x must be > 0.")
         self.goal, self.goal_velocity, self.goal_x = goal, float(goal_velocity), float(goal_x)
-        super().__init__(
-            str(_ASSETS / "ant.xml"),
-            frame_skip=1,
-            observation_space=spaces.Box(-np.inf, np.inf, (125,), np.float64),
-            render_mode=render_mode,
-        )
+        super().__init__(str(_ASSETS / "ant.xml"), frame_skip=1,
+                         observation_space=spaces.Box(-np.inf, np.inf, (125,), np.float64),
+                         render_mode=render_mode)
 
     def _initialize_simulation(self):
         model, data = super()._initialize_simulation()
@@ -197,13 +186,8 @@ class RllabAntEnv(_RllabMujocoEnv):
     def _get_obs(self) -> np.ndarray:
         torso = self.data.body("torso")
         return np.concatenate(
-            [
-                self.data.qpos,
-                self.data.qvel,
-                np.clip(self.data.cfrc_ext, -1.0, 1.0).ravel(),
-                torso.xmat,
-                self.center_of_mass(),
-            ]
+            [self.data.qpos, self.data.qvel, np.clip(self.data.cfrc_ext, -1.0, 1.0).ravel(),
+             torso.xmat, self.center_of_mass()]
         )
 
     def reset_model(self) -> np.ndarray:

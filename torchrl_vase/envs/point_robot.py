@@ -46,14 +46,9 @@ class PointRobot2DEnv(Env):
 
     metadata: ClassVar[dict] = {"render_modes": ["rgb_array"], "render_fps": 30}
 
-    def __init__(
-        self,
-        half_size: float = 2.0,
-        goal: tuple[float, float] = (1.0, 1.0),
-        goal_radius: float = 0.05,
-        max_speed: float = 0.01,
-        render_mode: str | None = None,
-    ) -> None:
+    def __init__(self, half_size: float = 2.0, goal: tuple[float, float] = (1.0, 1.0),
+                 goal_radius: float = 0.05, max_speed: float = 0.01,
+                 render_mode: str | None = None) -> None:
         if half_size <= 0 or goal_radius <= 0 or max_speed <= 0:
             raise ValueError("half_size, goal_radius and max_speed must be > 0.")
         if not all(-half_size <= g < half_size for g in goal):

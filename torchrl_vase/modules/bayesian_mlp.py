@@ -23,15 +23,11 @@ from torchrl_vase._validation import check_num_samples, check_positive, check_po
 LayerWeights = list[tuple[Tensor, Tensor]]
 
 INIT_MEANS = ("uniform", "normal")
-#: How ``sample_outputs`` (the bonus, the ELBO) draws a batch's N predictions: N weight sets
-#: shared by the rows (VIME's code), pre-activations per row (Kingma et al., 2015), or
-#: pre-activations with one draw per unit shared by the rows (the VASE authors' BNN layer).
+#: How ``sample_outputs`` draws a batch's N predictions (``BayesianMLP``'s ``sampling``).
 SAMPLINGS = ("weights", "local", "local_shared")
 # Floats per block of hidden activations in an N-sample forward (2 MiB): cache-sized.
 _BLOCK_FLOATS = 2**19
-# the same for the compiled layer passes, which keep four such arrays a layer (the two products,
-# the activations and their squares) in the cache at once: 512 KiB each (measured on the bonus of
-# 5,000 transitions × 10 draws: 2**17 floats 13.4 ms on HalfCheetah's model, 2**19 16 ms)
+# the compiled layer passes keep four such arrays a layer in the cache: 512 KiB each (measured)
 _PASS_BLOCK_FLOATS = 2**17
 # the hidden activations that a forward without gradients applies in place (one buffer less a
 # layer); any other activation module is called as it is
@@ -45,52 +41,34 @@ def _inverse_softplus(value: float) -> float:
 class BayesianMLP(nn.Module):
     """A multi-layer perceptron with a fully factorised Gaussian posterior over all parameters.
 
-    ``q(θ; φ) = Π_i N(θ_i; μ_i, σ_i²)`` over every weight *and* bias (paper, Eq. 9), with
-    ``σ_i = softplus(ρ_i)`` and prior ``P(θ) = Π_i N(θ_i; 0, σ_m²)`` (Eq. 13). The output layer is
-    linear: the model predicts a next state (or its change).
+    ``q(θ; φ) = Π_i N(θ_i; μ_i, σ_i²)`` over every weight and bias, ``σ_i = softplus(ρ_i)`` (paper,
+    Eq. 9), prior ``P(θ) = Π_i N(θ_i; 0, σ_m²)`` (Eq. 13); the output layer is linear.
 
-    ``forward(x)`` draws one weight set; ``forward(x, num_samples=N)`` draws N weight sets and
-    evaluates all of them in one batched computation, each weight set shared across the batch,
-    returning ``[N, *batch, out_features]``. ``forward(x, weights=...)`` evaluates explicitly given
-    weights (from ``sample_weights`` or ``mean_weights``) and ``forward(x, use_mean=True)``
-    the posterior means.
-
-    Like ``torchrl.modules.MLP``, several inputs are concatenated along the last dim, so
-    the model drops into a ``TensorDictModule`` with one in_key per input::
-
-        TensorDictModule(bnn, in_keys=["observation", "action"], out_keys=["predicted_next"])
-
-    Inside a ``TensorDictModule`` each call draws one weight sample, which keeps the output's
-    batch shape equal to the tensordict's; N-sample evaluation is for code that reduces over
-    the sample dim itself (surprise measures, ``VariationalELBOLoss``).
+    ``forward(x)`` draws one weight set, ``forward(x, num_samples=N)`` N of them in one batched
+    computation (``[N, *batch, out_features]``), ``forward(x, weights=...)`` evaluates given weights
+    and ``forward(x, use_mean=True)`` the means. Like ``torchrl.modules.MLP`` several inputs are
+    concatenated along the last dim, so it drops into a ``TensorDictModule`` with one in_key per
+    input, each call drawing one weight sample.
 
     Args:
         in_features: input size (for a dynamics model, ``obs_dim + action_dim``).
         out_features: output size (``obs_dim``).
-        num_cells: widths of the hidden layers; ``[32]`` (paper, classic tasks) by default,
-            ``[64, 64]`` for locomotion, ``[]`` for a Bayesian linear model.
-        activation_class: activation after every hidden layer (``nn.ReLU`` for the classic
-            tasks, ``nn.Tanh`` for locomotion).
+        num_cells: widths of the hidden layers (paper: ``[32]`` classic, ``[64, 64]`` locomotion;
+            ``[]``: a Bayesian linear model).
+        activation_class: activation after every hidden layer.
         activation_kwargs: keyword arguments for ``activation_class``.
 
     Keyword Args:
         prior_std: σ_m, the prior std of every parameter (paper: 0.5).
-        init_posterior_std: the initial σ of every parameter. Defaults to ``prior_std``, as in
-            VIME's code: before any data the posterior is as wide as the prior.
-        init_mean: how the posterior means start: ``"uniform"`` (default; as ``torch.nn.Linear``
-            initialises a layer, ``U(±1/√fan_in)``) or ``"normal"`` (the VASE and VIME authors'
-            code: every μ from ``N(0, 1)``).
-        sampling: how ``sample_outputs`` (the bonus, the ELBO) draws N predictions of a batch.
-            ``"weights"`` (default; VIME's code): N weight sets ``θ_n ~ q``, each shared by the
-            rows. ``"local"`` (local reparameterisation, Kingma, Salimans & Welling, 2015):
-            each layer's pre-activations ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ`` with ``ξ``
-            drawn per row, unit and draw (M, S the weights' means and variances).
-            ``"local_shared"`` (the VASE authors' BNN layer, ``USE_REPARAMETRIZATION_TRICK``):
-            the same pre-activations with one ``ξ`` per unit and draw, shared by the rows.
-            Every transition's prediction has the same distribution all three ways; the local
-            ones draw N × (rows or 1) × Σ widths normals instead of N × |Θ| and never form the
-            N weight sets. VIME's information gain (a gradient with respect to the weights)
-            needs ``"weights"``.
+        init_posterior_std: the initial σ of every parameter (default ``prior_std``, VIME's).
+        init_mean: ``"uniform"`` (``torch.nn.Linear``'s ``U(±1/√fan_in)``) or ``"normal"`` (the
+            authors': every μ from ``N(0, 1)``).
+        sampling: how ``sample_outputs`` (the bonus, the ELBO) draws a batch's N predictions:
+            ``"weights"``, N weight sets ``θ_n ~ q`` shared by the rows (VIME's, needed by its
+            information gain); ``"local"``, the local reparameterisation (Kingma, Salimans &
+            Welling, 2015) ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ`` with ``ξ`` per row, unit and
+            draw; ``"local_shared"``, the same with one ``ξ`` per unit and draw shared by the rows
+            (the VASE authors' layer). Each row's prediction has the same distribution all ways.
         device: where the parameters are allocated.
         dtype: the parameters' dtype.
 
@@ -110,21 +88,12 @@ class BayesianMLP(nn.Module):
         (torch.Size([]), torch.Size([]))
     """
 
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        num_cells: Sequence[int] = (32,),
-        activation_class: type[nn.Module] = nn.ReLU,
-        activation_kwargs: dict | None = None,
-        *,
-        prior_std: float = 0.5,
-        init_posterior_std: float | None = None,
-        init_mean: str = "uniform",
-        sampling: str = "weights",
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
+    def __init__(self, in_features: int, out_features: int, num_cells: Sequence[int] = (32,),
+                 activation_class: type[nn.Module] = nn.ReLU, activation_kwargs: dict | None = None,
+                 *, prior_std: float = 0.5, init_posterior_std: float | None = None,
+                 init_mean: str = "uniform", sampling: str = "weights",
+                 device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
         check_positive_int("in_features", in_features)
         check_positive_int("out_features", out_features)
@@ -166,11 +135,8 @@ class BayesianMLP(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Means by ``init_mean``; every σ at its initial value.
-
-        ``"uniform"``: each layer's weight and bias means from ``U(−1/√fan_in, 1/√fan_in)``, as
-        ``torch.nn.Linear``. ``"normal"``: every mean from ``N(0, 1)``, as the authors' code.
-        """
+        """Means by ``init_mean`` (``"uniform"``: per layer ``U(±1/√fan_in)``); every σ at its
+        initial value."""
         with torch.no_grad():
             if self.init_mean == "normal":
                 self.mu.normal_(0.0, 1.0)
@@ -184,9 +150,8 @@ class BayesianMLP(nn.Module):
             self.rho.fill_(_inverse_softplus(self.init_posterior_std))
 
     def unflatten(self, theta: Tensor) -> LayerWeights:
-        """Split flat parameters ``[..., |Θ|]`` into per-layer ``(weight, bias)`` views.
-
-        Leading dims (e.g. a sample dim) are kept: ``[N, |Θ|]`` gives ``[N, out, in]`` weights.
+        """Split flat parameters ``[..., |Θ|]`` into per-layer ``(weight, bias)`` views, leading
+        dims kept (``[N, |Θ|]`` gives ``[N, out, in]`` weights).
         """
         lead = theta.shape[:-1]
         weights, offset = [], 0
@@ -217,25 +182,19 @@ class BayesianMLP(nn.Module):
         return F.softplus(self.rho)
 
     def entropy(self) -> Tensor:
-        """``H(q) = ½ Σ_i log(2πe σ_i²)``, in closed form, summed over all parameters.
-
-        This is the confidence term of VASE (paper, Eq. 10). Differentiable in ρ.
-        """
+        """``H(q) = ½ Σ_i log(2πe σ_i²)``: VASE's confidence term (paper, Eq. 10), differentiable
+        in ρ."""
         return gaussian.entropy(self.posterior_std())
 
     def kl_divergence(self) -> Tensor:
-        """``KL(q(θ; φ) ‖ P(θ))`` in closed form, summed (not averaged) over all parameters.
-
-        ``Σ_i log(σ_m / σ_i) + (σ_i² + μ_i²) / (2σ_m²) − ½``, the regulariser of the ELBO
-        (paper, Eq. 12) for the prior of Eq. 13. Differentiable in μ and ρ.
+        """``KL(q ‖ P) = Σ_i log(σ_m / σ_i) + (σ_i² + μ_i²) / (2σ_m²) − ½``, summed: the ELBO's
+        regulariser (paper, Eq. 12) for the prior of Eq. 13. Differentiable in μ and ρ.
         """
         return gaussian.kl_to_prior(self.mu, self.posterior_std(), self.prior_std)
 
     def log_density_ratio(self, theta: Tensor) -> Tensor:
-        """``log q(θ) − log P(θ)`` for flat parameter samples ``[..., |Θ|]``, shape ``[...]``.
-
-        Its mean over ``θ ~ q`` (from ``sample_parameters``) is a Monte-Carlo estimate of
-        ``kl_divergence``.
+        """``log q(θ) − log P(θ)`` for flat samples ``[..., |Θ|]``: its mean over ``θ ~ q``
+        estimates ``kl_divergence``.
         """
         self._check_flat(theta)
         sigma = self.posterior_std()
@@ -267,10 +226,8 @@ class BayesianMLP(nn.Module):
     def sample_parameters(
         self, num_samples: int | None = None, *, generator: torch.Generator | None = None
     ) -> Tensor:
-        """Draw flat parameters ``θ ~ q`` by reparameterisation (differentiable in μ and ρ).
-
-        Returns ``[|Θ|]`` for ``num_samples=None`` and ``[N, |Θ|]`` for an int N. A
-        ``generator`` makes the draw reproducible without touching the global RNG.
+        """Flat parameters ``θ ~ q`` by reparameterisation, ``[|Θ|]`` or ``[N, |Θ|]``
+        (differentiable in μ and ρ).
         """
         return self.parameters_from_noise(self.sample_noise(num_samples, generator=generator))
 
@@ -281,23 +238,14 @@ class BayesianMLP(nn.Module):
     def sample_weights(
         self, num_samples: int | None = None, *, generator: torch.Generator | None = None
     ) -> LayerWeights:
-        """Draw weight sets ``θ ~ q``, split per layer (see ``sample_parameters``).
-
-        ``num_samples=None`` gives one unbatched weight set; an int N gives N weight sets with a
-        leading sample dim on every tensor.
-        """
+        """Weight sets ``θ ~ q`` split per layer: one set, or N with a leading sample dim."""
         return self.unflatten(self.sample_parameters(num_samples, generator=generator))
 
     def sample_outputs(self, x: Tensor, num_samples: int, *,
                        generator: torch.Generator | None = None) -> Tensor:
-        """N draws of the network's output for every row of ``x`` ``[*batch, in_features]``:
-        ``[N, *batch, out_features]``, differentiable in μ and ρ.
-
-        ``sampling="weights"`` (default): draw n uses one weight set θ_n for all rows
-        (``apply_weights(x, sample_weights(N))``). The local samplings draw each layer's
-        pre-activations (``outputs_from_noise``), per row or shared by the rows; each row's
-        output has the same distribution every way, so per-transition expectations (the bonus,
-        the ELBO) agree.
+        """N draws of the output for every row of ``x`` ``[*batch, in]``: ``[N, *batch, out]``,
+        differentiable in μ and ρ. ``sampling="weights"``: draw n uses weight set θ_n for all rows;
+        the local samplings draw each layer's pre-activations (``outputs_from_noise``).
         """
         rows = x.reshape(-1, x.shape[-1])
         draws, evaluate = self._draws(rows, num_samples, generator)
@@ -321,14 +269,10 @@ class BayesianMLP(nn.Module):
 
     def sample_squared_errors(self, x: Tensor, y: Tensor, num_samples: int, *,
                               generator: torch.Generator | None = None) -> Tensor:
-        """``‖y − f(x; θ_n)‖²`` for N draws of the network's output: ``[N, *batch]``, for
-        ``x`` ``[*batch, in_features]`` and targets ``y`` ``[*batch, out_features]``.
-
-        The draws of ``sample_outputs`` (the same random numbers, the same values), each
-        block of rows reduced as soon as it is computed: the ``[N, *batch, out]`` outputs are
-        never formed, and without gradients every layer works in place. What the bonus of a
-        whole batch costs is then its matrix products (docs/benchmarks.md). Differentiable
-        in μ and ρ where gradients are on.
+        """``‖y − f(x; θ_n)‖²`` for N draws: ``[N, *batch]``. The draws of ``sample_outputs`` (the
+        same random numbers, the same values), each cache block of rows reduced as soon as it is
+        computed, in place without gradients; a local sampling without gradients on the CPU runs the
+        elementwise work between the products compiled (``kernels``).
 
         Examples:
             >>> import torch
@@ -363,9 +307,9 @@ class BayesianMLP(nn.Module):
                 and all(type(a) in _IN_PLACE for a in self.activations))
 
     def _compiled_squared_errors(self, rows: Tensor, targets: Tensor, noise: Tensor) -> Tensor:
-        """``sample_squared_errors`` of a local sampling without gradients: per block of rows,
-        each layer's two products by torch (its BLAS), the elementwise work between them in
-        one compiled pass (``kernels.local_hidden_layer``, ``local_output_errors``)."""
+        """``sample_squared_errors`` of a local sampling without gradients: per block, each layer's
+        two products by torch's BLAS, the elementwise work between them in one compiled pass.
+        """
         from torchrl_vase import kernels  # numba: on first use
 
         layers = [(mean_w.mT, mean_b.numpy(), var_w.mT, var_b.numpy())
@@ -407,12 +351,10 @@ class BayesianMLP(nn.Module):
 
     def _blocks(self, rows: Tensor, draws: Tensor | LayerWeights,
                 block_floats: int = _BLOCK_FLOATS) -> list[tuple[slice, Tensor | LayerWeights]]:
-        """Cache blocking: the rows of an N-draw evaluation in equal blocks (``tensor_split``'s)
-        whose hidden activations (N × rows × the widest layer) stay cache-sized; with each, its
-        draws (weight sets, or the local noise's rows for per-row noise).
-
-        Unblocked, the elementwise work on a large batch's activations is memory-bound
-        (measured by recipes/benchmarks/benchmark_bnn.py on B = 5,000, N = 10)."""
+        """The rows in equal blocks whose hidden activations (N × rows × widest layer) stay
+        cache-sized (unblocked, the elementwise work on a large batch is memory-bound), each with
+        its draws.
+        """
         num_samples = draws[0][0].shape[0] if isinstance(draws, list) else draws.shape[0]
         widest = max(self.num_cells, default=self.out_features)
         count = rows.shape[0]
@@ -524,26 +466,11 @@ class BayesianMLP(nn.Module):
     # ----------------------------------------------------------------------------------------
     # Forward
     # ----------------------------------------------------------------------------------------
-    def forward(
-        self,
-        *inputs: Tensor,
-        num_samples: int | None = None,
-        weights: LayerWeights | None = None,
-        use_mean: bool = False,
-    ) -> Tensor:
-        """Predict with one sampled weight set, N sampled sets, given weights or the means.
-
-        Args:
-            *inputs: tensors of shape ``[*batch, d_k]`` concatenated along the last dim, with
-                ``Σ d_k == in_features``.
-
-        Keyword Args:
-            num_samples: draw N weight sets; the output is ``[N, *batch, out_features]``.
-            weights: evaluate these weights (``[N, ...]``-batched or not) instead of sampling.
-            use_mean: evaluate the posterior means.
-
-        At most one of ``num_samples``, ``weights`` and ``use_mean`` may be given; with none,
-        one weight set is drawn and the output is ``[*batch, out_features]``.
+    def forward(self, *inputs: Tensor, num_samples: int | None = None,
+                weights: LayerWeights | None = None, use_mean: bool = False) -> Tensor:
+        """Predict with one sampled weight set, N sampled sets (``num_samples``: ``[N, *batch,
+        out]``), given ``weights`` or the means (``use_mean``): at most one of the three. ``inputs``
+        are ``[*batch, d_k]`` tensors concatenated along the last dim.
         """
         x = self.check_inputs(inputs)
         if sum((num_samples is not None, weights is not None, bool(use_mean))) > 1:
@@ -557,11 +484,9 @@ class BayesianMLP(nn.Module):
         return self.apply_weights(x, weights)
 
     def apply_weights(self, x: Tensor, weights: LayerWeights) -> Tensor:
-        """Evaluate the network with the given weights, without any input check.
-
-        The fast, composable core of ``forward`` (also usable under ``torch.func``
-        transforms). ``x`` is ``[*batch, in_features]``; with N-batched weights the output is
-        ``[N, *batch, out_features]``, otherwise ``[*batch, out_features]``.
+        """The network with the given weights, unchecked (``forward``'s core;
+        ``torch.func``-friendly): ``[N, *batch, out]`` for N-batched weights, else ``[*batch,
+        out]``.
         """
         batch_shape = x.shape[:-1]
         flat = x.reshape(-1, x.shape[-1])

@@ -1,11 +1,10 @@
-"""The dynamics model of VASE with everything that decides what it sees: its data's standardisation,
-its target and its likelihood.
+"""The dynamics model of VASE with everything that decides what it sees: its data's
+standardisation, its target and its likelihood.
 
-The ELBO that trains the model (paper, Eq. 12) and every surprise bonus that evaluates it
-(Eqs. 4, 6, 10) must see the same numbers. ``DynamicsModel`` is the one object both take, so they
-cannot disagree: it owns the Bayesian network, σ_c of the likelihood ``N(s'; f(s, a; θ), σ_c² I)``
-(Eq. 11), whether it predicts s' or s' − s, how discrete actions are encoded, and the
-standardisation statistics of its inputs and targets.
+The ELBO that trains the model (paper, Eq. 12) and every bonus that evaluates it (Eqs. 4, 6, 10)
+take this one object, so they cannot disagree: it owns the Bayesian network, σ_c of the
+likelihood ``N(s'; f(s, a; θ), σ_c² I)`` (Eq. 11), the target (s' or s' − s), the encoding of
+discrete actions and the standardisation statistics.
 """
 
 from __future__ import annotations
@@ -75,43 +74,30 @@ def _check_action_bounds(bounds, action_dim: int, action_classes: int | None
 class DynamicsModel(nn.Module):
     """A Bayesian dynamics model ``f_m(s, a; θ)`` that owns how its data is prepared.
 
-    ``prepare(obs, action, next_obs)`` returns ``(s, a, y)`` as the network sees them: cast to its
-    dtype, discrete actions one-hot encoded, and, with ``standardize=True`` (the default, as the
-    VASE authors' code does), standardised by statistics of the replay pool:
+    ``prepare(obs, action, next_obs)`` returns ``(s, a, y)`` as the network sees them: its dtype,
+    discrete actions one-hot, and with ``standardize`` (the authors') standardised by the pool's
+    statistics (``update_statistics``; the identity before its first call)::
 
         s ← (s − μ_s) / (σ_s + 1e-8)     a ← (a − μ_a) / (σ_a + 1e-8)
         y = s'  → (s' − μ_s) / (σ_s + 1e-8)         (target="next_observation"; the authors')
         y = s' − s → (y − μ_Δ) / (σ_Δ + 1e-8)       (target="delta")
 
-    The statistics are buffers (saved in ``state_dict``), set by ``update_statistics`` from the
-    transitions it is given, e.g. the whole replay pool once per iteration, as the authors do. A
-    feature constant in that data (std < 1e-6) is centred but not scaled (the authors' code would
+    A feature constant in the pool (std < 1e-6) is centred, not scaled (the authors' code would
     divide it by 1e-8).
-    Before the first call they are the identity (mean 0, std 1): the data is seen raw.
-    ``VariationalELBOLoss`` and every surprise transform take this object and call ``prepare``, so
-    a bonus is always evaluated on the data as the ELBO saw it.
-
-    σ_c (``sigma_c``) is the likelihood's std, in the units of the (standardised) target; the
-    paper's text uses 5, the authors' script 0.5.
 
     Args:
-        network: the Bayesian MLP; ``in_features`` = observation features + action features
-            (the number of classes for a discrete action), ``out_features`` = observation features.
+        network: the Bayesian MLP; ``in_features`` = observation + action features (a discrete
+            action's class count), ``out_features`` = observation features.
 
     Keyword Args:
-        sigma_c: σ_c of the likelihood (default 0.5, the authors' script; the paper's text:
-            5; ``torchrl_vase.defaults``).
-        target: ``"next_observation"`` (predict s', the paper's) or ``"delta"`` (predict s' − s).
+        sigma_c: σ_c of the likelihood, in the standardised target's units (the authors' 0.5; the
+            paper's text 5: ``torchrl_vase.defaults``).
+        target: ``"next_observation"`` (the paper's) or ``"delta"``.
         standardize: standardise inputs and target by ``update_statistics``'s data.
-        action_classes: for a discrete action, its number of classes; integer actions (indices)
-            are then one-hot encoded, float actions are taken as one-hot already.
-        action_bounds: ``(low, high)`` (numbers, or one per action feature): a continuous action
-            is clipped to them before the model sees it (statistics, ELBO and bonus alike), i.e.
-            the model sees the action the env applies, not the policy's sample. ``None`` (the
-            default, the authors' code): the policy's raw sample. The raw sample of a wide policy
-            lies far outside the bounds and outside the pool's statistics, and a bonus that
-            grows with its input's size then pays the policy to widen further
-            (docs/guides/transforms.md, "Watch the policy's std under VIME").
+        action_classes: a discrete action's class count; integer actions are one-hot encoded.
+        action_bounds: ``(low, high)``: continuous actions clipped to them, so the model sees the
+            action the env applies (``None``, the authors': the policy's raw sample, which a wide
+            policy takes far outside the pool's statistics; docs/guides/transforms.md).
 
     Examples:
         >>> import torch
@@ -126,16 +112,10 @@ class DynamicsModel(nn.Module):
         torch.Size([10, 100, 2])
     """
 
-    def __init__(
-        self,
-        network: BayesianMLP,
-        *,
-        sigma_c: float = defaults.SIGMA_C,
-        target: str = "next_observation",
-        standardize: bool = True,
-        action_classes: int | None = None,
-        action_bounds: tuple[float | Tensor, float | Tensor] | None = None,
-    ) -> None:
+    def __init__(self, network: BayesianMLP, *, sigma_c: float = defaults.SIGMA_C,
+                 target: str = "next_observation", standardize: bool = True,
+                 action_classes: int | None = None,
+                 action_bounds: tuple[float | Tensor, float | Tensor] | None = None) -> None:
         super().__init__()
         if not isinstance(network, BayesianMLP):
             raise TypeError(f"network must be a BayesianMLP, got {type(network).__name__}.")
@@ -181,23 +161,13 @@ class DynamicsModel(nn.Module):
         self._moments: dict[str, tuple[Tensor, Tensor]] = {}
 
     @classmethod
-    def build(
-        cls,
-        obs_dim: int,
-        action_dim: int,
-        num_cells: Sequence[int] = (32,),
-        activation_class: type[nn.Module] = nn.ReLU,
-        *,
-        prior_std: float = 0.5,
-        init_mean: str = defaults.INIT_MEAN,
-        sigma_c: float = defaults.SIGMA_C,
-        target: str = "next_observation",
-        standardize: bool = True,
-        action_classes: int | None = None,
-        action_bounds: tuple[float | Tensor, float | Tensor] | None = None,
-        sampling: str = defaults.SAMPLING,
-        dtype: torch.dtype | None = None,
-    ) -> DynamicsModel:
+    def build(cls, obs_dim: int, action_dim: int, num_cells: Sequence[int] = (32,),
+              activation_class: type[nn.Module] = nn.ReLU, *, prior_std: float = 0.5,
+              init_mean: str = defaults.INIT_MEAN, sigma_c: float = defaults.SIGMA_C,
+              target: str = "next_observation", standardize: bool = True,
+              action_classes: int | None = None,
+              action_bounds: tuple[float | Tensor, float | Tensor] | None = None,
+              sampling: str = defaults.SAMPLING, dtype: torch.dtype | None = None) -> DynamicsModel:
         """A model with a new ``BayesianMLP(obs_dim + action_dim, obs_dim, num_cells, ...)``
         (``sampling``: ``BayesianMLP``'s; ``"local_shared"`` is the VASE authors' layer).
 
@@ -205,24 +175,11 @@ class DynamicsModel(nn.Module):
             >>> DynamicsModel.build(3, 1, [64, 64], torch.nn.Tanh).network.layer_sizes
             [(4, 64), (64, 64), (64, 3)]
         """
-        network = BayesianMLP(
-            obs_dim + action_dim,
-            obs_dim,
-            num_cells,
-            activation_class,
-            prior_std=prior_std,
-            init_mean=init_mean,
-            sampling=sampling,
-            dtype=dtype,
-        )
-        return cls(
-            network,
-            sigma_c=sigma_c,
-            target=target,
-            standardize=standardize,
-            action_classes=action_classes,
-            action_bounds=action_bounds,
-        )
+        network = BayesianMLP(obs_dim + action_dim, obs_dim, num_cells, activation_class,
+                              prior_std=prior_std, init_mean=init_mean, sampling=sampling,
+                              dtype=dtype)
+        return cls(network, sigma_c=sigma_c, target=target, standardize=standardize,
+                   action_classes=action_classes, action_bounds=action_bounds)
 
     @property
     def clips_actions(self) -> bool:
@@ -307,15 +264,13 @@ class DynamicsModel(nn.Module):
     @torch.no_grad()
     def update_statistics(self, obs: Tensor, action: Tensor, next_obs: Tensor, *,
                           new: int | None = None) -> None:
-        """Set the standardisation statistics from these transitions (all leading dims pooled).
+        """Set the standardisation statistics from these transitions (leading dims pooled): the
+        population std, as the authors compute it over the whole pool each iteration.
 
-        The authors recompute them over the whole replay pool once per iteration, before the
-        ELBO updates; the population std is used, plus 1e-8 when dividing. They are computed
-        from float64 running moments: with ``new``, the rows are those of the last call
-        followed by ``new`` more (a pool that grew at its end) and only those are read, so an
-        iteration costs its batch, not its pool (2 s for HalfCheetah's 3 M transitions, 13 s for
-        Ant's, read whole); when the model's moments do not cover exactly the rows before them
-        (another pool, a wrapped ring buffer), every row is read.
+        They come from float64 running moments: with ``new``, the rows are the last call's
+        followed by ``new`` more, and only those are read (an iteration costs its batch, not its
+        pool); moments that do not cover exactly the rows before (another pool, a wrapped ring)
+        read every row.
 
         Examples:
             >>> import torch
@@ -383,9 +338,8 @@ class DynamicsModel(nn.Module):
     def prepare(
         self, obs: Tensor, action: Tensor, next_obs: Tensor
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """``(s, a, y)``: checked, cast, encoded and (if ``standardize``) standardised.
-
-        ``y`` is the target: s' or s' − s. The network's input is ``cat(s, a)``.
+        """``(s, a, y)``: checked, cast, encoded and (if ``standardize``) standardised; ``y`` is s'
+        or s' − s.
         """
         obs, action, next_obs = self._check(obs, action, next_obs)
         target = next_obs - obs if self.target == "delta" else next_obs

@@ -119,15 +119,9 @@ def initialize_(network: nn.Module, scheme: str, *, output_gain: float = 1.0) ->
     return network
 
 
-def gaussian_policy(
-    obs_dim: int,
-    action_dim: int,
-    num_cells: list[int],
-    init: str = "torch",
-    *,
-    init_log_std: float = 0.0,
-    device: torch.device | str | None = None,
-) -> ProbabilisticActor:
+def gaussian_policy(obs_dim: int, action_dim: int, num_cells: list[int], init: str = "torch", *,
+                    init_log_std: float = 0.0,
+                    device: torch.device | str | None = None) -> ProbabilisticActor:
     """rllab's ``GaussianMLPPolicy`` as a TorchRL actor: a tanh MLP for the mean (its last layer
     initialised small, gain 0.01 under ``"orthogonal"``), a state-independent log-std starting at
     ``init_log_std`` (rllab: 0), a ``FiniteLogProbNormal`` over actions in [−1, 1] (envs scale
@@ -153,25 +147,16 @@ def gaussian_policy(
         initialize_(mean, init, output_gain=0.01),
         AddStateIndependentNormalScale(action_dim, scale_lb=0.0, init_value=init_log_std),
     ).to(device)
-    return ProbabilisticActor(
-        TensorDictModule(head, ["observation"], ["loc", "scale"]),
-        in_keys=["loc", "scale"],
-        distribution_class=FiniteLogProbNormal,
-        return_log_prob=True,
-    )
+    return ProbabilisticActor(TensorDictModule(head, ["observation"], ["loc", "scale"]),
+                              in_keys=["loc", "scale"], distribution_class=FiniteLogProbNormal,
+                              return_log_prob=True)
 
 
 @torch.no_grad()
-def tanh_policy(
-    obs_dim: int,
-    action_dim: int,
-    num_cells: list[int],
-    *,
-    activation: type[nn.Module] = nn.ReLU,
-    default_scale: float = 1.0,
-    scale_lb: float = 0.1,
-    device: torch.device | str | None = None,
-) -> ProbabilisticActor:
+def tanh_policy(obs_dim: int, action_dim: int, num_cells: list[int], *,
+                activation: type[nn.Module] = nn.ReLU, default_scale: float = 1.0,
+                scale_lb: float = 0.1,
+                device: torch.device | str | None = None) -> ProbabilisticActor:
     """SAC's actor as torchrl's SAC example builds it: an MLP giving a state-dependent
     ``(loc, scale)`` (``NormalParamExtractor`` with a biased softplus: ``scale = default_scale``
     at a zero input, never below ``scale_lb``) and a ``TanhNormal`` over actions in [−1, 1]
@@ -196,14 +181,12 @@ def tanh_policy(
         NormalParamExtractor(scale_mapping=f"biased_softplus_{default_scale}",
                              scale_lb=scale_lb),
     ).to(device)
-    return ProbabilisticActor(
-        TensorDictModule(head, ["observation"], ["loc", "scale"]),
-        in_keys=["loc", "scale"],
-        spec=Bounded(-1.0, 1.0, (action_dim,), device=device),
-        distribution_class=TanhNormal,
-        distribution_kwargs={"low": -1.0, "high": 1.0, "tanh_loc": False},
-        default_interaction_type=InteractionType.RANDOM,
-    )
+    return ProbabilisticActor(TensorDictModule(head, ["observation"], ["loc", "scale"]),
+                              in_keys=["loc", "scale"],
+                              spec=Bounded(-1.0, 1.0, (action_dim,), device=device),
+                              distribution_class=TanhNormal,
+                              distribution_kwargs={"low": -1.0, "high": 1.0, "tanh_loc": False},
+                              default_interaction_type=InteractionType.RANDOM)
 
 
 def q_value_network(obs_dim: int, action_dim: int, num_cells: list[int], *,

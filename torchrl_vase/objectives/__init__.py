@@ -6,17 +6,6 @@ from torchrl_vase.objectives.elbo import VariationalELBOLoss, gaussian_nll
 from torchrl_vase.objectives.trainer import BACKENDS, ModelTrainer
 from torchrl_vase.objectives.trpo import TRPOLoss, conjugate_gradient
 
-__all__ = [
-    "BACKENDS",
-    "STRUCTURES",
-    "CriticFit",
-    "ExplorationGAE",
-    "ModelTrainer",
-    "TRPOLoss",
-    "VariationalELBOLoss",
-    "conjugate_gradient",
-    "discounted_sum",
-    "explained_variance",
-    "fit_critic",
-    "gaussian_nll",
-]
+__all__ = ["BACKENDS", "STRUCTURES", "CriticFit", "ExplorationGAE", "ModelTrainer", "TRPOLoss",
+           "VariationalELBOLoss", "conjugate_gradient", "discounted_sum", "explained_variance",
+           "fit_critic", "gaussian_nll"]

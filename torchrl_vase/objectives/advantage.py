@@ -151,23 +151,13 @@ class ExplorationGAE(ValueEstimatorBase):
 
     default_keys = _AcceptedKeys
 
-    def __init__(
-        self,
-        structure: str,
-        *,
-        gamma: float,
-        lmbda: float,
-        value_network: TensorDictModule,
-        intrinsic_value_network: TensorDictModule | None = None,
-        intrinsic_gamma: float | None = None,
-        extrinsic_coef: float = 2.0,
-        intrinsic_coef: float = 1.0,
-        episodic_intrinsic: bool = False,
-        value_target: str | None = None,
-        center_bonus: bool = True,
-        terminal_path_ends: bool = False,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, structure: str, *, gamma: float, lmbda: float,
+                 value_network: TensorDictModule,
+                 intrinsic_value_network: TensorDictModule | None = None,
+                 intrinsic_gamma: float | None = None, extrinsic_coef: float = 2.0,
+                 intrinsic_coef: float = 1.0, episodic_intrinsic: bool = False,
+                 value_target: str | None = None, center_bonus: bool = True,
+                 terminal_path_ends: bool = False, **kwargs: Any) -> None:
         if structure not in STRUCTURES:
             raise ValueError(f"structure must be one of {STRUCTURES}, got {structure!r}.")
         if value_target is None:
@@ -203,12 +193,8 @@ class ExplorationGAE(ValueEstimatorBase):
         self.critic_gae = GAE(gamma=gamma, lmbda=lmbda, value_network=value_network, **kwargs)
         self.intrinsic_gae = None
         if structure == "dual":
-            self.intrinsic_gae = GAE(
-                gamma=self.intrinsic_gamma,
-                lmbda=lmbda,
-                value_network=intrinsic_value_network,
-                **kwargs,
-            )
+            self.intrinsic_gae = GAE(gamma=self.intrinsic_gamma, lmbda=lmbda,
+                                     value_network=intrinsic_value_network, **kwargs)
             self.intrinsic_return_stats = RunningMeanStd(shape=())
         self.set_keys()
 
@@ -229,13 +215,10 @@ class ExplorationGAE(ValueEstimatorBase):
         )
         if self.intrinsic_gae is not None:
             stream = {} if self.episodic_intrinsic else {"done": _NEVER, "terminated": _NEVER}
-            self.intrinsic_gae.set_keys(
-                reward=_SCALED_INTRINSIC,
-                value=keys.intrinsic_value,
-                value_target=keys.intrinsic_value_target,
-                advantage=_INTRINSIC_ADVANTAGE,
-                **{**common, "terminated": terminated, **stream},
-            )
+            self.intrinsic_gae.set_keys(reward=_SCALED_INTRINSIC, value=keys.intrinsic_value,
+                                        value_target=keys.intrinsic_value_target,
+                                        advantage=_INTRINSIC_ADVANTAGE,
+                                        **{**common, "terminated": terminated, **stream})
 
     @property
     def out_keys(self) -> list[NestedKey]:
@@ -265,14 +248,9 @@ class ExplorationGAE(ValueEstimatorBase):
             )
         return value
 
-    def forward(
-        self,
-        tensordict: TensorDictBase,
-        *,
-        params: TensorDictBase | None = None,
-        target_params: TensorDictBase | None = None,
-        time_dim: int | None = None,
-    ) -> TensorDictBase:
+    def forward(self, tensordict: TensorDictBase, *, params: TensorDictBase | None = None,
+                target_params: TensorDictBase | None = None,
+                time_dim: int | None = None) -> TensorDictBase:
         """Write ``advantage``, the value targets and ``bonus_advantage`` into ``tensordict``.
 
         ``tensordict`` is ``[*B, T]`` with time along ``time_dim`` (default: the dim named
@@ -335,15 +313,8 @@ class ExplorationGAE(ValueEstimatorBase):
         )
         return tensordict
 
-    def _return_target(
-        self,
-        tensordict: TensorDictBase,
-        reward_key: NestedKey,
-        done: Tensor,
-        time_dim: int,
-        *,
-        intrinsic: bool = False,
-    ) -> None:
+    def _return_target(self, tensordict: TensorDictBase, reward_key: NestedKey, done: Tensor,
+                       time_dim: int, *, intrinsic: bool = False) -> None:
         """With ``value_target="monte_carlo"``, replace GAE's target by the discounted return:
         cut where a path ends for good (a termination, or every path end with
         ``terminal_path_ends``), bootstrapped from the critic's value of the next state where a
@@ -363,16 +334,11 @@ class ExplorationGAE(ValueEstimatorBase):
             terminated = done
         else:
             terminated = tensordict.get(("next", keys.terminated), done)
-        _, target = vec_generalized_advantage_estimate(
-            gamma,
-            1.0,
-            tensordict.get(value_key),
-            tensordict.get(("next", value_key)),
-            tensordict.get(("next", reward_key)),
-            done=done,
-            terminated=terminated,
-            time_dim=time_dim,
-        )
+        _, target = vec_generalized_advantage_estimate(gamma, 1.0, tensordict.get(value_key),
+                                                       tensordict.get(("next", value_key)),
+                                                       tensordict.get(("next", reward_key)),
+                                                       done=done, terminated=terminated,
+                                                       time_dim=time_dim)
         tensordict.set(target_key, target)
 
     def _endless(self, done: Tensor, time_dim: int) -> Tensor:

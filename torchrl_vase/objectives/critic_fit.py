@@ -40,14 +40,8 @@ def _refit_standardization(critic: TensorDictModule, data: TensorDictBase, targe
         module.fit_statistics(inputs, data.get(target_key))
 
 
-def fit_critic(
-    loss: TRPOLoss,
-    tensordict: TensorDictBase,
-    optimizer: torch.optim.Optimizer,
-    *,
-    epochs: int = 5,
-    minibatch_size: int = 256,
-) -> TensorDict:
+def fit_critic(loss: TRPOLoss, tensordict: TensorDictBase, optimizer: torch.optim.Optimizer, *,
+               epochs: int = 5, minibatch_size: int = 256) -> TensorDict:
     """Regress the critic on the batch's value targets: ``epochs`` passes of shuffled minibatches.
 
     The value targets must be in the batch (``loss.value_estimator(batch)`` computes them with the

@@ -94,15 +94,9 @@ class VariationalELBOLoss(LossModule):
     tensor_keys: _AcceptedKeys
     out_keys: ClassVar[list[str]] = ["loss_nll", "loss_kl", "elbo", "kl", "entropy"]
 
-    def __init__(
-        self,
-        model: DynamicsModel,
-        *,
-        num_samples: int = 10,
-        kl_weight: float = 1.0,
-        kl_estimator: Literal["analytic", "monte_carlo"] = "analytic",
-        reduction: Literal["sum", "mean"] = "sum",
-    ) -> None:
+    def __init__(self, model: DynamicsModel, *, num_samples: int = 10, kl_weight: float = 1.0,
+                 kl_estimator: Literal["analytic", "monte_carlo"] = "analytic",
+                 reduction: Literal["sum", "mean"] = "sum") -> None:
         super().__init__()
         if not isinstance(model, DynamicsModel):
             hint = (
@@ -114,10 +108,8 @@ class VariationalELBOLoss(LossModule):
             raise TypeError(f"model must be a DynamicsModel, got {type(model).__name__}.{hint}")
         self.num_samples = check_num_samples(num_samples)
         kl_weight = check_non_negative("kl_weight", kl_weight)
-        for name, value, allowed in (
-            ("kl_estimator", kl_estimator, _KL_ESTIMATORS),
-            ("reduction", reduction, _REDUCTIONS),
-        ):
+        for name, value, allowed in (("kl_estimator", kl_estimator, _KL_ESTIMATORS),
+                                     ("reduction", reduction, _REDUCTIONS)):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}.")
         self.model = model
@@ -218,12 +210,7 @@ class VariationalELBOLoss(LossModule):
             rows, y.reshape(-1, y.shape[-1]), self.step_noise(rows.shape[0]))
         loss_kl = self.kl_weight * kl
         return TensorDict(
-            {
-                "loss_nll": loss_nll,
-                "loss_kl": loss_kl,
-                "elbo": -(loss_nll + loss_kl).detach(),
-                "kl": kl.detach(),
-                "entropy": entropy,
-            },
+            {"loss_nll": loss_nll, "loss_kl": loss_kl, "elbo": -(loss_nll + loss_kl).detach(),
+             "kl": kl.detach(), "entropy": entropy},
             batch_size=[],
         )

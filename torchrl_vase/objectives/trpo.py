@@ -115,21 +115,11 @@ class TRPOLoss(PPOLoss):
         True
     """
 
-    def __init__(
-        self,
-        actor_network: TensorDictModule,
-        critic_network: TensorDictModule,
-        *,
-        max_kl: float = 0.01,
-        cg_iters: int = 10,
-        cg_damping: float = 0.1,
-        line_search_backtracks: int = 10,
-        line_search_shrink: float = 0.8,
-        normalize_advantage: bool = True,
-        samples_mc_kl: int = 16,
-        loss_critic_type: str = "l2",
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, actor_network: TensorDictModule, critic_network: TensorDictModule, *,
+                 max_kl: float = 0.01, cg_iters: int = 10, cg_damping: float = 0.1,
+                 line_search_backtracks: int = 10, line_search_shrink: float = 0.8,
+                 normalize_advantage: bool = True, samples_mc_kl: int = 16,
+                 loss_critic_type: str = "l2", **kwargs: Any) -> None:
         max_kl = check_positive("max_kl", max_kl)
         check_positive_int("cg_iters", cg_iters)
         check_positive_int("line_search_backtracks", line_search_backtracks)
@@ -338,12 +328,8 @@ class TRPOLoss(PPOLoss):
             dist = self.actor_network.get_dist(tensordict)
             entropy = self._get_entropy(dist, adv_shape=advantage.shape).mean()
         loss_critic, _, explained_variance = self.loss_critic(tensordict)
-        out = {
-            "loss_critic": self._reduce_loss(loss_critic, tensordict).squeeze(-1),
-            "surrogate": surrogate,
-            "kl": kl,
-            "entropy": entropy,
-        }
+        out = {"loss_critic": self._reduce_loss(loss_critic, tensordict).squeeze(-1),
+               "surrogate": surrogate, "kl": kl, "entropy": entropy}
         if explained_variance is not None:
             out["explained_variance"] = explained_variance.mean()
         return TensorDict(out, batch_size=[])

@@ -1,27 +1,19 @@
 """TorchRL transforms that add exploration bonuses to rewards."""
 
 from torchrl_vase.transforms.intrinsic import (
-    REWARD_NORMALIZATIONS,
-    IntrinsicRewardTransform,
-    RecentMedianNormalizer,
+                                               REWARD_NORMALIZATIONS,
+                                               IntrinsicRewardTransform,
+                                               RecentMedianNormalizer,
 )
 from torchrl_vase.transforms.rnd import RNDRewardTransform
 from torchrl_vase.transforms.surprise_reward import (
-    MEASURES,
-    NLLRewardTransform,
-    SurpriseRewardTransform,
-    VASERewardTransform,
-    VIMERewardTransform,
+                                               MEASURES,
+                                               NLLRewardTransform,
+                                               SurpriseRewardTransform,
+                                               VASERewardTransform,
+                                               VIMERewardTransform,
 )
 
-__all__ = [
-    "MEASURES",
-    "REWARD_NORMALIZATIONS",
-    "IntrinsicRewardTransform",
-    "NLLRewardTransform",
-    "RNDRewardTransform",
-    "RecentMedianNormalizer",
-    "SurpriseRewardTransform",
-    "VASERewardTransform",
-    "VIMERewardTransform",
-]
+__all__ = ["MEASURES", "REWARD_NORMALIZATIONS", "IntrinsicRewardTransform", "NLLRewardTransform",
+           "RNDRewardTransform", "RecentMedianNormalizer", "SurpriseRewardTransform",
+           "VASERewardTransform", "VIMERewardTransform"]

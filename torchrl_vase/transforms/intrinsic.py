@@ -95,18 +95,12 @@ class IntrinsicRewardTransform(Transform):
     #: ``bnn/elbo``, ``rnd/loss``)
     metric_prefix = "model/"
 
-    def __init__(
-        self,
-        *,
-        eta: float = 1e-4,
-        mix_reward: bool = True,
-        reward_normalization: str | None = None,
-        observation_key: NestedKey = "observation",
-        action_key: NestedKey = "action",
-        reward_key: NestedKey = "reward",
-        intrinsic_reward_key: NestedKey = "intrinsic_reward",
-        extrinsic_reward_key: NestedKey = "extrinsic_reward",
-    ) -> None:
+    def __init__(self, *, eta: float = 1e-4, mix_reward: bool = True,
+                 reward_normalization: str | None = None,
+                 observation_key: NestedKey = "observation", action_key: NestedKey = "action",
+                 reward_key: NestedKey = "reward",
+                 intrinsic_reward_key: NestedKey = "intrinsic_reward",
+                 extrinsic_reward_key: NestedKey = "extrinsic_reward") -> None:
         if reward_normalization not in REWARD_NORMALIZATIONS:
             raise ValueError(
                 f"reward_normalization must be one of {REWARD_NORMALIZATIONS}, "

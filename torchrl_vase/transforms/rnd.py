@@ -54,18 +54,10 @@ class RNDRewardTransform(IntrinsicRewardTransform):
 
     metric_prefix = "rnd/"
 
-    def __init__(
-        self,
-        observation_dim: int,
-        *,
-        num_cells: Sequence[int] = (64, 64),
-        embedding_dim: int = 64,
-        target_network: nn.Module | None = None,
-        predictor_network: nn.Module | None = None,
-        normalize_obs: bool = True,
-        normalize_reward: bool = True,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, observation_dim: int, *, num_cells: Sequence[int] = (64, 64),
+                 embedding_dim: int = 64, target_network: nn.Module | None = None,
+                 predictor_network: nn.Module | None = None, normalize_obs: bool = True,
+                 normalize_reward: bool = True, **kwargs: Any) -> None:
         check_positive_int("observation_dim", observation_dim)
         check_positive_int("embedding_dim", embedding_dim)
         super().__init__(**kwargs)
@@ -74,14 +66,10 @@ class RNDRewardTransform(IntrinsicRewardTransform):
             return MLP(observation_dim, embedding_dim, num_cells=list(num_cells))
 
         self.observation_dim = observation_dim
-        self.rnd = RNDTransform(
-            target_network if target_network is not None else network(),
-            predictor_network if predictor_network is not None else network(),
-            in_keys=[self.observation_key],
-            out_keys=["_rnd_bonus"],
-            normalize_obs=normalize_obs,
-            normalize_reward=normalize_reward,
-        )
+        self.rnd = RNDTransform(target_network if target_network is not None else network(),
+                                predictor_network if predictor_network is not None else network(),
+                                in_keys=[self.observation_key], out_keys=["_rnd_bonus"],
+                                normalize_obs=normalize_obs, normalize_reward=normalize_reward)
         # torchrl creates these at the first step; up front, the loss can hold them from the start
         if normalize_obs:
             self.rnd._obs_rms = RunningMeanStd(shape=(observation_dim,))

@@ -23,15 +23,9 @@ _VIME_NEEDS_WEIGHTS = ("measure='vime' needs weight sampling: VIME's information
                        "gradient with respect to the weights")
 # settings of the model a transform builds for itself (the library's rule: the authors' code,
 # torchrl_vase.defaults); with a given model they are the model's
-_BUILD_DEFAULTS = {
-    "num_cells": (32,),
-    "activation_class": nn.ReLU,
-    "prior_std": 0.5,
-    "init_mean": defaults.INIT_MEAN,
-    "sigma_c": defaults.SIGMA_C,
-    "target": "next_observation",
-    "standardize": True,
-}
+_BUILD_DEFAULTS = {"num_cells": (32,), "activation_class": nn.ReLU, "prior_std": 0.5,
+                   "init_mean": defaults.INIT_MEAN, "sigma_c": defaults.SIGMA_C,
+                   "target": "next_observation", "standardize": True}
 
 
 class SurpriseRewardTransform(IntrinsicRewardTransform):
@@ -100,38 +94,19 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
 
     metric_prefix = "bnn/"
 
-    def __init__(
-        self,
-        model: DynamicsModel | None = None,
-        *,
-        measure: str = "vase",
-        delta: float = defaults.DELTA,
-        num_samples: int = 10,
-        num_cells: Sequence[int] | None = None,
-        activation_class: type[nn.Module] | None = None,
-        prior_std: float | None = None,
-        init_mean: str | None = None,
-        sigma_c: float | None = None,
-        target: str | None = None,
-        standardize: bool | None = None,
-        sampling: str | None = None,
-        vime_step_size: float = 0.01,
-        vime_clip: float = 1000.0,
-        seed: int | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, model: DynamicsModel | None = None, *, measure: str = "vase",
+                 delta: float = defaults.DELTA, num_samples: int = 10,
+                 num_cells: Sequence[int] | None = None,
+                 activation_class: type[nn.Module] | None = None, prior_std: float | None = None,
+                 init_mean: str | None = None, sigma_c: float | None = None,
+                 target: str | None = None, standardize: bool | None = None,
+                 sampling: str | None = None, vime_step_size: float = 0.01,
+                 vime_clip: float = 1000.0, seed: int | None = None, **kwargs: Any) -> None:
         if measure not in MEASURES:
             raise ValueError(f"measure must be one of {MEASURES}, got {measure!r}.")
-        build = {
-            "num_cells": num_cells,
-            "activation_class": activation_class,
-            "prior_std": prior_std,
-            "init_mean": init_mean,
-            "sigma_c": sigma_c,
-            "target": target,
-            "standardize": standardize,
-            "sampling": sampling,
-        }
+        build = {"num_cells": num_cells, "activation_class": activation_class,
+                 "prior_std": prior_std, "init_mean": init_mean, "sigma_c": sigma_c,
+                 "target": target, "standardize": standardize, "sampling": sampling}
         if model is not None:
             _check_given_model(model, measure, build)
         else:
@@ -159,11 +134,8 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
             True
         """
         loss = VariationalELBOLoss(self._require_model(), **kwargs)
-        loss.set_keys(
-            observation=self.observation_key,
-            action=self.action_key,
-            next_observation=("next", self.observation_key),
-        )
+        loss.set_keys(observation=self.observation_key, action=self.action_key,
+                      next_observation=("next", self.observation_key))
         return loss
 
     def check_loss(self, loss) -> None:
@@ -214,14 +186,9 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         action_dim, classes = self._action_features(action_spec, len(env.batch_size))
         if self.model is None:
             build = dict(self._build)
-            self.model = DynamicsModel.build(
-                obs_dim,
-                action_dim,
-                build.pop("num_cells"),
-                build.pop("activation_class"),
-                action_classes=classes,
-                **build,
-            )
+            self.model = DynamicsModel.build(obs_dim, action_dim, build.pop("num_cells"),
+                                             build.pop("activation_class"), action_classes=classes,
+                                             **build)
             return
         model = self.model
         if (model.observation_dim, model.action_dim) != (obs_dim, action_dim):
@@ -287,11 +254,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         if generator is None and self.seed is not None:
             # on the CPU whatever the model's device: a seeded bonus is the same number on a GPU
             generator = torch.Generator().manual_seed(self.seed)
-        common = {
-            "num_samples": self.num_samples,
-            "sigma_c": model.sigma_c,
-            "generator": generator,
-        }
+        common = {"num_samples": self.num_samples, "sigma_c": model.sigma_c, "generator": generator}
         network = model.network
         if self.measure == "vase":
             return vase_surprise(network, obs, action, target, delta=self.delta, **common)
