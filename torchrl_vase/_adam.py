@@ -48,8 +48,7 @@ def adam_step(optimizer: torch.optim.Adam) -> None:
 
     ``Optimizer.step`` spends more on its bookkeeping than on the update for a model of a few
     thousand parameters; the VASE model takes 500 such steps per iteration. Check
-    ``supports_adam_steps`` first.
-    """
+    ``supports_adam_steps`` first."""
     group = optimizer.param_groups[0]
     beta1, beta2 = group["betas"]
     lr, eps = group["lr"], group["eps"]

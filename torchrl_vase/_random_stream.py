@@ -1,13 +1,7 @@
-"""A stream of random numbers of one's own, for code that draws through torch's default
-generators (``torch.randn``, a replay buffer's sampler) but must not move them.
-
-A bonus's model draws weights, noise and minibatches from the default generator; a learner that
-runs after it (a critic's shuffled minibatches, SAC's samples and actions) then draws numbers
-that depend on how many the model took. Inside ``RandomStream.active()`` the default generators
-draw from the stream instead and are left as they were: the learner sees what it would have
-seen without the bonus, so a bonus with η = 0 trains the policy bit for bit as no bonus does
-(an exact control), and the model's own draws do not depend on how many the collection or the
-learner made.
+"""A stream of random numbers of one's own, for code that draws through torch's default generators
+but must not move them: inside ``RandomStream.active()`` they draw from the stream and are left
+as they were. A learner after the bonus then draws what it would without it, so η = 0 trains
+the policy bit for bit as no bonus (an exact control).
 
     >>> import torch
     >>> stream = RandomStream(seed=7)
@@ -56,8 +50,7 @@ class RandomStream:
     checkpoint holding it resumes the stream exactly. Nested ``active()`` blocks are one block.
 
     Args:
-        seed: the stream's seed (a GPU's stream starts from it at the first block there).
-    """
+        seed: the stream's seed (a GPU's stream starts from it at the first block there)."""
 
     def __init__(self, seed: int) -> None:
         self.seed = int(seed)

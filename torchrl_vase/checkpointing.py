@@ -1,8 +1,5 @@
 """What a training loop needs to survive anything: a run's identity, atomic checkpoints that load
-safely, the random state in a loadable form (the signals that end a run cleanly:
-``torchrl_vase.loop``).
-
-Used by ``recipes/trpo_vase.py``; nothing here knows about TRPO or the bonus.
+safely, the random state in a loadable form.
 
 Examples:
     >>> import tempfile, torch
@@ -59,8 +56,7 @@ def config_identity(config: Mapping, ignore: Iterable[str] = (), length: int = 1
     """A short hash of a (resolved, nested) config without the dotted keys in ``ignore``.
 
     Two configs get the same identity exactly when they agree on every other leaf, whatever the
-    order of their keys: the identity of a run that settings outside ``ignore`` define.
-    """
+    order of their keys: the identity of a run that settings outside ``ignore`` define."""
     ignored = set(ignore)
 
     def strip(node, prefix: str):
@@ -134,8 +130,7 @@ class Checkpointer:
 
     Args:
         directory: the run's own directory (created, and checked writable, at construction).
-        filename: the checkpoint's name in it.
-    """
+        filename: the checkpoint's name in it."""
 
     def __init__(self, directory: str | os.PathLike, filename: str = "last.pt") -> None:
         self.directory = check_writable(directory, "checkpoint directory")

@@ -4,8 +4,7 @@ TorchRL's ``Collector`` pays for its generality at every step (a ``Probabilistic
 tensordict, the env's transforms, its own carrier). For continuous control with a Gaussian policy
 that reduces to a network call, a normal sample and one vector-env step: ``VectorEnvCollector``
 does that and assembles the batch once, with a ``Collector``'s keys
-(``recipes/benchmarks/benchmark_sb3.py`` measures the difference).
-"""
+(``recipes/benchmarks/benchmark_sb3.py`` measures the difference)."""
 
 from __future__ import annotations
 
@@ -217,9 +216,7 @@ class VectorEnvCollector(BaseCollector):
         super().__init__()
         self.requested_frames_per_batch = frames_per_batch  # torchrl's name, for len()
 
-    # ----------------------------------------------------------------------------------------
-    # Collector interface
-    # ----------------------------------------------------------------------------------------
+    # -- Collector interface
     def set_seed(self, seed: int) -> None:
         """Reseed (and reset) every env: copy ``i`` with ``seed + i``."""
         self._observation = self._reset_all(seed)
@@ -245,8 +242,7 @@ class VectorEnvCollector(BaseCollector):
     def fit_observation_normalization(self, num_steps: int) -> None:
         """Fix ``observation_loc`` and ``observation_scale`` to the mean and std of the
         observations of ``num_steps`` steps of uniformly random actions in every copy (as
-        ``ObservationNorm.init_stats`` with ``standard_normal=True``), then start fresh episodes.
-        """
+        ``ObservationNorm.init_stats`` with ``standard_normal=True``), then start fresh episodes."""
         check_positive_int("num_steps", num_steps)
         seen = []
         self.env.action_space.seed(self._seed)
@@ -294,9 +290,7 @@ class VectorEnvCollector(BaseCollector):
         return (f"{type(self).__name__}({self.env_id!r}, num_envs={self.num_envs}, "
                 f"frames_per_batch={self.frames_per_batch}, total_frames={self.total_frames})")
 
-    # ----------------------------------------------------------------------------------------
-    # Collection
-    # ----------------------------------------------------------------------------------------
+    # -- Collection
     def _reset_all(self, seed: int | None) -> np.ndarray:
         observation, _ = self.env.reset(seed=seed)
         self._step_count = np.zeros(self.num_envs, dtype=np.int64)

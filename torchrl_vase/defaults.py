@@ -1,10 +1,7 @@
 """The library's one rule for defaults: the VASE authors' code wherever it and the paper's text
-differ (their code produced the paper's figures); the text's settings are an option.
-
-The same rule sets the recipe's defaults (``conf/surprise/*.yaml``; ``preset=paper`` for the
-text's), so a transform built in a notebook and a ``recipes/trpo_vase.py`` run start from the
-same model and bonus (a test holds the two to each other). What the rule covers, and where the
-two sources disagree (``docs/concepts.md``, "Where the authors' code differs from the paper"):
+differ (their code produced the paper's figures); the text's settings are an option
+(``PAPER_TEXT``). The recipe's ``conf/surprise/*.yaml`` follow the same rule (a test holds them
+to each other); docs/concepts.md lists where the two sources disagree.
 
 | setting | the authors' code (the default) | the paper's text (``PAPER_TEXT``) |
 |---|---|---|
@@ -13,14 +10,8 @@ two sources disagree (``docs/concepts.md``, "Where the authors' code differs fro
 | ``init_mean`` | ``"normal"``: the BNN's means from N(0, 1) | silent |
 | ``sampling`` | ``"local_shared"``: one draw a unit, shared by the rows | weight samples (Eq. 10) |
 
-(``"local_shared"``: the local reparametrisation of each layer's pre-activations with one noise
-draw a unit for all of a batch's rows.) VIME's information gain is a gradient with respect to the
-weights: a model built for ``measure="vime"`` samples weights (``VIME_SAMPLING``), as VIME's and
-the authors' code do.
-
-``BayesianMLP`` on its own is a layer stack, not the VASE model: it keeps ``torch.nn.Linear``'s
-initialisation and weight sampling (Bayes by backprop's textbook form) unless told otherwise;
-the VASE model is ``DynamicsModel.build``'s, which takes the defaults above.
+VIME's information gain needs weight samples (``VIME_SAMPLING``). ``BayesianMLP`` alone keeps
+Bayes by backprop's textbook form; the VASE model is ``DynamicsModel.build``'s.
 
 Examples:
     >>> from torchrl_vase import PAPER_TEXT, DynamicsModel, vase_surprise

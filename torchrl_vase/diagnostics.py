@@ -6,8 +6,7 @@
   Spearman correlation between U and the distance of s' to its k-th nearest neighbour among
   states seen before (standardised), a novelty estimate that works on any env.
 * ``CoverageGrid``: the fraction of grid cells of a bounded space visited so far (the point
-  robot's coverage).
-"""
+  robot's coverage)."""
 
 from __future__ import annotations
 

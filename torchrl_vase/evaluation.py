@@ -246,8 +246,7 @@ def load_policy(run_id: str, tracking_uri: str | None = None, *,
     returned module also carries ``env_id`` and ``make_kwargs``, for ``evaluate``. Sample with
     it as with any ``ProbabilisticActor``; under ``set_exploration_type(DETERMINISTIC)`` it acts
     with the mean. The env must be registered with gymnasium (``import torchrl_vase`` registers
-    the paper's): an id that is not, ``module:Env`` among them, is refused rather than imported.
-    """
+    the paper's): an id that is not, ``module:Env`` among them, is refused rather than imported."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)

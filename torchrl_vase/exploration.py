@@ -5,8 +5,7 @@ bonus that rewards a batch, fitted on its pool.
 batch (its metrics, and the ``BonusDiagnostics`` observer's where due), ``fit(batch)`` puts the
 batch into the pool and takes the model's steps (``ModelTrainer``, whatever the loss). An
 on-policy step calls ``reward`` then ``fit`` on each collected batch; an off-policy learner
-calls the same two around its replay buffer's extension and puts ``ReplayBonus`` on the buffer.
-"""
+calls the same two around its replay buffer's extension and puts ``ReplayBonus`` on the buffer."""
 
 from __future__ import annotations
 
@@ -243,9 +242,7 @@ class Exploration(nn.Module):
             f"pool={len(self.pool)}/{self.pool_size}, pool_min={self.pool_min}, "
             f"updates_per_iteration={self.updates_per_iteration}, batch_size={self.batch_size})")
 
-    # ----------------------------------------------------------------------------------------
-    # Algorithm 1
-    # ----------------------------------------------------------------------------------------
+    # -- Algorithm 1
     def reward(self, batch: TensorDictBase) -> dict[str, float]:
         """``r = r_e + η·U`` written into ``batch`` in place; ``bonus/mean``, ``bonus/std``,
         the confidence term's metrics and the diagnostics where due (against the pool as it
@@ -332,9 +329,7 @@ class Exploration(nn.Module):
                                             self.updates_per_iteration * self.batch_size)
         return self.pool.storage.get(index).select(*self.bonus.transition_keys)
 
-    # ----------------------------------------------------------------------------------------
-    # State
-    # ----------------------------------------------------------------------------------------
+    # -- State
     def journal_pool(self, directory: str | os.PathLike) -> None:
         """Checkpoint the pool by appending to ``directory`` (a ``ReplayJournal``): each
         ``state_dict`` from now on writes there the transitions added since the previous one

@@ -13,8 +13,7 @@ constant is a reward of ``η·D·log(√(2π) σ_c)`` a step, paid for staying a
 The factorised posterior ``q = Π N(μ_i, σ_i²)`` against the prior ``N(0, σ_m²)``: its entropy
 (VASE's confidence term, Eq. 10) and its KL (the ELBO's regulariser, Eq. 12), in closed form.
 The compiled ELBO kernel (``torchrl_vase/kernels.py``) runs the same formulas in numba, its
-constants (``log_normaliser``, ``HALF_LOG_2PI_E``) read from here.
-"""
+constants (``log_normaliser``, ``HALF_LOG_2PI_E``) read from here."""
 
 from __future__ import annotations
 

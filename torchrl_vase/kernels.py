@@ -11,8 +11,7 @@ the prior's gradients and ``torch.optim.Adam``'s update. Why numba rather than
 ``torch.compile``, measured: docs/benchmarks.md. The arrays are float32 or float64 throughout
 (the model's dtype) and scalar settings arrive as a ``consts`` array of that dtype, so float32
 work stays float32. One file: numba's disk cache keys a function on its own file, so the
-helpers the kernels share must live beside them.
-"""
+helpers the kernels share must live beside them."""
 
 from __future__ import annotations
 
@@ -21,16 +20,10 @@ import math
 import numba
 import numpy as np
 
-# ---------------------------------------------------------------------------------------------
-# float32 exp, log and tanh that LLVM vectorises inside the loops below. numba lowers math.exp,
-# math.log and math.log1p to scalar libm calls (3-18 ns an element here), which held the
-# per-parameter pass (softplus, its derivative and log σ over every weight, each step) at 40 ns a
-# parameter. These are Cephes' single-precision polynomials (about 1 ulp), branch-free so a loop
-# runs 8 lanes at a time: 2ⁿ from a table instead of exponent bits, and log of an arbitrary
-# positive float from integer views of the array (``log_parts``) in a pass of its own. They live
-# in this file because numba's disk cache keys a function on its own file only: a caller here
-# would keep an inlined copy of an edited helper from another file.
-# ---------------------------------------------------------------------------------------------
+# float32 exp, log and tanh that LLVM vectorises (numba lowers math.exp, log, log1p to scalar
+# libm calls, which held the per-parameter pass at 40 ns a parameter): Cephes' single-precision
+# polynomials (about 1 ulp), branch-free so a loop runs 8 lanes at a time; log of any positive
+# float from integer views of the array (``log_parts``) in a pass of its own.
 _F = np.float32
 _LOG2E = _F(1.44269504088896341)
 _LN2_HI, _LN2_LO = _F(0.693359375), _F(-2.12194440e-4)
@@ -132,9 +125,7 @@ def fast_tanh(x):
     return c * p / q if abs(x) >= _TANH_TINY else x  # NaN: x, so a diverged model shows
 
 
-# ---------------------------------------------------------------------------------------------
-# The kernel
-# ---------------------------------------------------------------------------------------------
+# -- The kernel
 # reassociation lets the reductions vectorise; NaN and inf keep their meaning (no "nnan"/"ninf"),
 # so a diverging model still shows as a non-finite loss; numpy's error model (a division by 0
 # gives inf, not an exception) lets the loops with divisions vectorise
@@ -520,9 +511,7 @@ def weight_steps(mu, rho, m_mu, v_mu, m_rho, v_rho, step0, x, y, noise, terms, s
                         v_rho, step0 + s + 1, consts)
 
 
-# ---------------------------------------------------------------------------------------------
-# The bonus's layer passes (BayesianMLP.sample_squared_errors with a local sampling)
-# ---------------------------------------------------------------------------------------------
+# -- The bonus's layer passes (BayesianMLP.sample_squared_errors with a local sampling)
 # A batch's bonus is two matrix products a layer (the pre-activations' means and variances,
 # torch's BLAS) and elementwise work between them: bias, square root, noise, activation, and
 # the next layer's squared input, or at the output the squared error. As torch calls that work
@@ -640,8 +629,7 @@ def warm_up() -> None:
     ``ModelTrainer`` passes, or load it from numba's disk cache (beside this file).
 
     A cold compilation takes about a minute in all (once per machine and version of this
-    file); ``make venv`` runs it so that no run or test pays it.
-    """
+    file); ``make venv`` runs it so that no run or test pays it."""
     sizes = np.array([[3, 4], [4, 2]], dtype=np.int64)
     size = int((sizes[:, 0] + 1) @ sizes[:, 1])
     for dtype in (np.float32, np.float64):

@@ -5,8 +5,7 @@
 checkpoint that holds the state they describe is written, and asks ``last_logged_step(key)``
 (where the logger has it) when it resumes, so that no step is logged twice. Any object with
 these methods is a logger: ``torchrl_vase.tracking.MLflowTracker`` (one MLflow run) and
-``CSVLogger`` (torchrl's CSV files) are two; a wandb or TensorBoard one is a few lines.
-"""
+``CSVLogger`` (torchrl's CSV files) are two; a wandb or TensorBoard one is a few lines."""
 
 from __future__ import annotations
 
@@ -121,8 +120,7 @@ class Progress:
         initial: iterations already done (a resumed run).
         every: iterations between records in a log; ``None``: about 20 records per run.
         enabled: ``False`` shows nothing.
-        stream: where to write (default ``sys.stderr``).
-    """
+        stream: where to write (default ``sys.stderr``)."""
 
     def __init__(self, total: int, name: str, *, initial: int = 0, every: int | None = None,
                  enabled: bool = True, stream: TextIO | None = None) -> None:

@@ -102,47 +102,33 @@ Watcher = Callable[[TensorDictBase, int], Mapping[str, float]]
 class TrainingLoop:
     """Collect a batch, run the algorithm's step on it, log, checkpoint; ``iterations`` times.
 
-    Per iteration: the random numbers seeded (``torch.manual_seed(iteration_seed(seed, i))``,
-    and ``collector.set_seed`` of the same seed with ``reseed_collector``, for collectors that
-    start fresh paths every batch); the batch,
-    moved to ``device``; its reward checked finite; each of ``watchers`` (callables
-    ``(batch, frames_before) -> metrics`` that read the env's own reward: returns, the first
-    reward, coverage) and then ``step(batch) -> metrics``; ``collector.update_policy_weights_()``;
-    ``evaluate(iteration) -> metrics`` every ``eval_every`` iterations and at the last. A
-    checkpoint every ``checkpoint_every`` iterations and at the last, then the metrics computed
-    since the previous one go to ``logger`` (every iteration without ``checkpoint``).
-
-    Seed the construction of the parts (``torch.manual_seed(seed)`` before building them): a
-    run killed before its first checkpoint starts again from its construction.
+    Per iteration: the random numbers seeded from ``(seed, iteration)`` (and the collector's, with
+    ``reseed_collector``); the batch moved to ``device``, its reward checked finite; ``watchers``
+    then ``step``; ``collector.update_policy_weights_()``; ``evaluate`` every ``eval_every``
+    iterations and at the last. A checkpoint every ``checkpoint_every`` iterations and at the last,
+    after which the metrics it covers go to ``logger``. Seed the parts' construction
+    (``torch.manual_seed(seed)``): a run killed before its first checkpoint starts again there.
 
     Args:
-        collector: a torchrl collector (an endless iterator of batches with
-            ``update_policy_weights_`` and ``shutdown``; ``set_seed`` with ``reseed_collector``).
-        step: the algorithm's update on one batch (``torchrl_vase.OnPolicyStep``), returning
-            its metrics.
+        collector: a torchrl collector (endless, with ``update_policy_weights_`` and ``shutdown``).
+        step: the algorithm's update on one batch, returning its metrics.
         iterations: the run's total, resumed iterations included.
-        seed: the run's seed: each iteration's random numbers follow from it and the
-            iteration's index (``iteration_seed``).
-        state: every stateful part of the run by name (``state_dict``/``load_state_dict``;
-            ``None`` for a part this run does not have): what a checkpoint holds besides the
-            loop's counters, metrics not yet logged and the random state.
-        logger: where metrics go, a ``torchrl_vase.Logger`` (``MLflowTracker``,
-            ``CSVLogger``): ``log([(frames, metrics), ...])``, ``log_artifact(path)``; with
-            ``last_logged_step(key)`` a resumed run skips steps the killed one had logged.
-        checkpoint: called with ``state_dict()`` to write it (atomically); ``None``: none kept.
+        seed: the run's seed (``iteration_seed``).
+        state: every stateful part by name (``state_dict``/``load_state_dict``; ``None`` for one
+            the run lacks): what a checkpoint holds besides the loop's own.
+        logger: a ``torchrl_vase.Logger`` (``MLflowTracker``, ``CSVLogger``).
+        checkpoint: called with ``state_dict()`` to write it atomically; ``None``: none kept.
         checkpoint_every: iterations between checkpoints.
-        watchers: callables ``(batch, frames_before) -> metrics`` (see above).
-        evaluate: ``iteration -> metrics``, every ``eval_every`` iterations and at the last.
+        watchers: callables ``(batch, frames_before) -> metrics`` on the env's own reward.
+        evaluate: ``iteration -> metrics``.
         eval_every: iterations between evaluations (0: none).
         stop_when: checked before the first iteration and after each; true ends the run early.
         reseed_collector: seed the collector every iteration (fresh paths per batch).
         device: where the step runs (batches are collected on the CPU).
         threads: ``torch.set_num_threads`` each iteration (an env's ``close`` may change it).
-        progress: a bar on a terminal, a line every ~5 % in a piped log; ``progress_keys`` maps
-            its labels to metric names.
+        progress: a bar on a terminal, a line every ~5 % in a log (labels: ``progress_keys``).
         name: the progress display's label.
-        stop_grace: seconds an iteration may still run after a signal before it is abandoned
-            (its partial batch dropped, the run left at its last checkpoint).
+        stop_grace: seconds an iteration may run on after a signal before it is abandoned.
     """
 
     def __init__(self, collector: Iterable[TensorDictBase], step: Callable[[TensorDictBase], Any],
@@ -177,7 +163,6 @@ class TrainingLoop:
         #: (frames, metrics) computed and not yet logged
         self.pending: list[tuple[int, dict[str, float]]] = []
 
-    # --------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """The counters, unlogged metrics, random state and every part's ``state_dict``;
         tensors and plain values only (``torch.load(..., weights_only=True)`` reads it)."""
@@ -212,7 +197,6 @@ class TrainingLoop:
         set_rng_state(state["rng"])
         self.collector.update_policy_weights_()  # its acting copy, if the policy is on a GPU
 
-    # --------------------------------------------------------------------------------------
     def run(self) -> LoopResult:
         """Train up to ``iterations`` (from where a loaded state left off); returns how it
         ended. The collector is shut down at the end."""
@@ -346,15 +330,10 @@ class StopAtOnce(KeyboardInterrupt):
 class StopSignals:
     """A context in which SIGTERM and SIGINT ask the loop to stop instead of killing it.
 
-    The first signal sets ``received`` (its name); the loop checks it between iterations, saves
-    a checkpoint and ends the run as killed. Where ``interrupt()`` says the running work may be
-    abandoned (the loop: a collection, which can take minutes), the first signal also arms a
-    timer: if that work is still running ``grace`` seconds later, ``StopNow`` is raised there
-    (an ordinary collection ends first, and the iteration is kept). Work with a safe point of
-    its own (SAC's updates) asks ``stop_due`` there instead. A second
-    signal raises ``KeyboardInterrupt`` at once, for a user who does not want to wait. The
-    previous handlers come back on exit. Outside the main thread (where Python allows no
-    handlers) it does nothing.
+    The first signal sets ``received``; the loop checkpoints between iterations and ends the run
+    killed. Inside ``interrupt()`` (a collection) it also arms a timer: work still running ``grace``
+    seconds later gets ``StopNow``; work with safe points of its own asks ``stop_due``. A second
+    signal raises ``KeyboardInterrupt``. Outside the main thread it does nothing.
 
     Examples:
         >>> import os, signal

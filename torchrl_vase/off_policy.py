@@ -70,8 +70,7 @@ class SACUpdate:
         replay: the buffer the batches come from (its ``batch_size`` set).
         optimizer: over the loss's parameters (actor, critics, ``log_alpha``).
         target_updater: torchrl's ``SoftUpdate`` (or ``HardUpdate``) of the loss.
-        utd_ratio: updates per collected frame (torchrl's example: 1).
-    """
+        utd_ratio: updates per collected frame (torchrl's example: 1)."""
 
     def __init__(self, loss: SACLoss, replay: ReplayBuffer, optimizer: torch.optim.Optimizer,
                  target_updater: SoftUpdate, *, utd_ratio: float = 1.0) -> None:
@@ -124,8 +123,7 @@ class OffPolicyStep:
         update: ``SACUpdate`` (or any callable ``frames -> metrics`` that samples ``replay``).
         exploration: the bonus's side, built with ``pool=replay`` (``None``: no bonus).
         learning_starts: no update until the buffer holds this many transitions (torchrl's
-            ``init_random_frames``: the collector's warm-up of random actions).
-    """
+            ``init_random_frames``: the collector's warm-up of random actions)."""
 
     def __init__(self, replay: ReplayBuffer, update: Callable[[int], dict[str, float]],
                  exploration: Exploration | None = None, *, learning_starts: int = 0) -> None:

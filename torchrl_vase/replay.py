@@ -1,20 +1,11 @@
 """A replay buffer's share of a run's checkpoint, written as the buffer grows.
 
-An off-policy run's replay buffer is most of its state: 1 M transitions of HalfCheetah are about
-200 MB (and the bonus's own pool under TRPO, ``Exploration.journal_pool``: 3 M transitions of
-Ant by the end of its run, about 3 GB). Writing it whole into every checkpoint (every few
-iterations) would cost more than the training; saving it once at the end would lose it to a
-kill. ``ReplayJournal`` writes at each checkpoint only the transitions added since the previous
-one, as a file of its own (``chunk-<first>-<end>.pt``, numbered by the buffer's write count),
-and puts in the checkpoint only the write count. Loading it rebuilds the buffer exactly: every
-transition back in the slot it had (so a sampled index draws the transition it drew before the
-kill) and the writer's cursor where it was. Chunks that no checkpoint can need any more (all
-their transitions overwritten before the previous checkpoint) are deleted; chunks written after
-the checkpoint a run resumes from are deleted when it loads.
-
-A checkpoint and its chunks agree whatever instant a process is killed at: a chunk is written
-(atomically) before the checkpoint that counts it, and a chunk that no checkpoint counts is
-never read.
+A replay buffer is most of an off-policy run's state (1 M HalfCheetah transitions: 200 MB; the
+bonus's pool of Ant under TRPO: 3 GB). ``ReplayJournal`` writes at each checkpoint only the
+transitions added since the previous one, as a chunk file of its own, and puts the write count
+in the checkpoint. Loading rebuilds the buffer exactly (every transition in its slot, the cursor
+where it was); chunks no checkpoint can need are deleted. A chunk is written (atomically) before
+the checkpoint that counts it, so the two agree whenever a process is killed.
 
 Examples:
     >>> import tempfile, torch
@@ -63,8 +54,7 @@ class ReplayJournal:
             contents are written as stored).
         directory: where the chunks go, one directory per run (the recipe's: ``replay/`` in the
             run's checkpoint directory); ``None``: set it with ``attach`` before the first
-            ``state_dict`` or ``load_state_dict``.
-    """
+            ``state_dict`` or ``load_state_dict``."""
 
     def __init__(self, buffer: ReplayBuffer, directory: str | os.PathLike | None = None) -> None:
         if not isinstance(buffer, ReplayBuffer):
@@ -92,7 +82,6 @@ class ReplayJournal:
         """Transitions ever written to the buffer (its writer's count)."""
         return int(self.buffer.writer.state_dict()["_write_count"])
 
-    # ----------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """Write the transitions added since the previous call (at most the buffer's capacity:
         older ones are overwritten) and return ``{"write_count", "capacity"}``."""

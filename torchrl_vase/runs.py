@@ -1,7 +1,5 @@
-"""A training run's life outside the loop: its identity, the search for a run to continue, its
-MLflow run, its lock, its checkpoint and its end status, in one context manager.
-
-``TrainingRun`` is what a script wraps its ``TrainingLoop`` in::
+"""A training run's life outside the loop, in one context manager (``TrainingRun``): its
+identity, the run to continue, its MLflow run, lock, checkpoint and end status::
 
     with TrainingRun(uri, "mountain_car", config=config, run_name="vase-seed0",
                      checkpoint_dir="checkpoints/mountain_car", resume=True) as run:
@@ -9,18 +7,7 @@ MLflow run, its lock, its checkpoint and its end status, in one context manager.
         run.restore(loop)  # the checkpoint found, if any
         run.stopped_by = loop.run().stopped_by
 
-On entry the experiment is found or created (concurrency-safe), ``resume`` is resolved (``True``:
-the latest run of the experiment with this config's identity, refused if it logged metrics but its
-checkpoint is not under ``checkpoint_dir``, since starting over would log its steps twice; a path:
-that checkpoint, if it is of this config and its run is in this store), the run's lock is taken (a
-second process continuing it is refused before it logs anything), the MLflow run created with its
-tags in one request (with where it computes: ``environment_tags``) or continued (a
-resume on another machine or software noted in its ``resumed_elsewhere`` tag), and params and
-``config.yaml`` logged if the run has none.
-``save`` writes the checkpoint atomically and the networks alone as ``weights.pt`` (an MLflow
-artifact, for ``load_policy``). On exit the run ends FINISHED, KILLED (a signal,
-``KeyboardInterrupt``) or FAILED (its exception's type and message in the run's ``error`` tag);
-a store that stays unreachable leaves it RUNNING and says how to continue.
+What it guarantees at entry, save and exit: docs/guides/checkpoints.md.
 
 Examples:
     >>> flatten({"env": {"bnn": {"num_cells": [32]}, "id": "x"}, "seed": 0})
@@ -179,8 +166,7 @@ class TrainingRun:
         logged_steps: the last step (frames) a run's logger holds, by run id: what the resume
             guards compare a checkpoint with so that no step is logged twice. Default: the
             MLflow run's ``train/frames``; a run logging elsewhere (``CSVLogger``) passes its
-            logger's ``last_logged_step``.
-    """
+            logger's ``last_logged_step``."""
 
     def __init__(self, tracking_uri: str, experiment: str, *, config: Mapping, run_name: str,
                  identity_ignores: Iterable[str] = (), retired: Mapping | None = None,
@@ -216,7 +202,6 @@ class TrainingRun:
         self._held_lock: RunLock | None = None
         self._unrestored = False  # a checkpoint that could not be loaded into the loop
 
-    # --------------------------------------------------------------------------------------
     def restore(self, loop) -> bool:
         """Load the checkpoint found on entry into ``loop`` (its ``load_state_dict``), then let
         it go: the checkpoint is memory-mapped, and a replay pool of GiB would stay mapped (and
@@ -307,7 +292,6 @@ class TrainingRun:
         if difference and difference not in earlier:
             self.tracker.set_tag(RESUMED_ELSEWHERE, "; ".join([*earlier, difference]))
 
-    # --------------------------------------------------------------------------------------
     def save(self, state: Mapping) -> Path:
         """Write ``state`` (a loop's ``state_dict``) as the run's checkpoint, with the run's id,
         identity and config, and the networks alone as the MLflow artifact ``weights.pt``."""
@@ -333,7 +317,6 @@ class TrainingRun:
         return (f"{mlflow_command()} ui --backend-store-uri {uri}, then "
                 f"{page('http://127.0.0.1:5000')}")
 
-    # --------------------------------------------------------------------------------------
     def _lock(self) -> RunLock:
         """The run's lock (beside its checkpoint), taken; ``RunLocked`` if another process has
         it."""

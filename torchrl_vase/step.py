@@ -78,8 +78,7 @@ class PPOUpdate(nn.Module):
         optimizer: over the actor's parameters.
         epochs: passes over the batch.
         minibatch_size: transitions per gradient step.
-        max_grad_norm: gradient-norm clip (``None``: none).
-    """
+        max_grad_norm: gradient-norm clip (``None``: none)."""
 
     LOGGED = ("loss_objective", "entropy", "kl_approx", "clip_fraction")
 
@@ -130,8 +129,7 @@ class OnPolicyStep:
             bonus also ``bonus_advantage``, read by the alignment diagnostic).
         policy_update: ``TRPOUpdate``, ``PPOUpdate`` or any callable ``batch -> metrics``.
         critic_fit: ``CriticFit`` (``None``: the policy update trains the critic itself).
-        exploration: the exploration side (``None``: no bonus, plain TRPO/PPO).
-    """
+        exploration: the exploration side (``None``: no bonus, plain TRPO/PPO)."""
 
     def __init__(self, value_estimator: ValueEstimatorBase,
                  policy_update: Callable[[TensorDictBase], dict[str, float]],

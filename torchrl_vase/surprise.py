@@ -12,8 +12,7 @@ draw reproducible.
 * ``vime_information_gain``: VIME's Bayesian surprise (Eq. 6), in VIME's second-order form,
   with every per-transition gradient's weighted norm from one batched backward pass and matrix
   products over pairs of weight samples (the tests check it against the slow reference
-  that takes the update step and computes the exact KL).
-"""
+  that takes the update step and computes the exact KL)."""
 
 from __future__ import annotations
 
@@ -168,8 +167,7 @@ def nll_surprise(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tens
 def _inverse_rho_hessian(rho: Tensor) -> Tensor:
     """``1 / H_ρ`` with ``H_ρ = 2 e^{2ρ} / ((1 + e^ρ)² softplus(ρ)²) = 2 sigmoid(ρ)² / σ²``.
 
-    H_ρ is the curvature of ``KL(q' ‖ q)`` in ρ at ``q' = q`` (as H_μ = 1/σ² is in μ).
-    """
+    H_ρ is the curvature of ``KL(q' ‖ q)`` in ρ at ``q' = q`` (as H_μ = 1/σ² is in μ)."""
     return (F.softplus(rho) / torch.sigmoid(rho)).square() / 2
 
 
@@ -187,8 +185,7 @@ def _sums_over_sample_pairs(out_features: int, in_features: int, num_samples: in
     The pairs cost ~N(N+1)/2 · (out + in) element-wise products per transition (and a matrix
     product), the outer products ~N · out · in, memory-bound: pairs pay once
     ``out · in / (out + in) ≥ N + 1`` (on a CPU, Ant's 64 × 133 and 64 × 64 layers pay, layers
-    with 2–8 units on a side do not: docs/benchmarks.md).
-    """
+    with 2–8 units on a side do not: docs/benchmarks.md)."""
     return out_features * in_features >= (num_samples + 1) * (out_features + in_features)
 
 
@@ -265,8 +262,7 @@ def _information_gain_terms(model: BayesianMLP, x: Tensor, y: Tensor, noise: Ten
     a batched matrix product over the pairs n ≤ m, where forming each transition's gradient
     writes and reads an ``[N, T, out, in]`` tensor: ~N/2 times the multiplications, but in a
     matrix product instead of memory-bound element-wise passes. Each layer takes the cheaper
-    form (``_sums_over_sample_pairs``; ``recipes/benchmarks/benchmark_surprise.py`` times both).
-    """
+    form (``_sums_over_sample_pairs``; ``recipes/benchmarks/benchmark_surprise.py`` times both)."""
     num_samples = noise.shape[0]
     weights = [
         (w.contiguous(), b.contiguous())

@@ -1,15 +1,10 @@
 """Where a training iteration's wall time goes: the ``time/<phase>`` metrics of every run.
 
-``TrainingLoop`` runs each iteration inside a ``PhaseClock``; the library's parts mark their
-work with ``phase(name)`` (the bonus, the model's training, the policy step, ...), which times
-it on the clock that is running and does nothing when none is. Phases may nest; each second is
-counted once, in the innermost phase open at the time (a bonus computed inside the policy
-update's replay sampling, SAC's, is ``bonus``, not ``policy``). What no phase covers is
-``other``, so an iteration's phases add up to its ``time/iteration``.
-
-Why not cProfile or ``torch.profiler``: their overhead falls on Python calls and inflates the
-Python-heavy phases several-fold (docs/benchmarks.md); a clock read at a dozen phase edges an
-iteration costs microseconds and runs in every run.
+``TrainingLoop`` runs each iteration inside a ``PhaseClock``; the library's parts mark their work
+with ``phase(name)``, which times it on the running clock (nothing when none runs). Each second
+counts once, in the innermost open phase; what no phase covers is ``other``, so the phases add
+up to ``time/iteration``. A clock read at a dozen edges costs microseconds, where cProfile's
+overhead inflates the Python-heavy phases several-fold (docs/benchmarks.md).
 
 Examples:
     >>> import time
@@ -24,8 +19,6 @@ Examples:
     ['bonus', 'model', 'other']
     >>> 0.01 <= times["bonus"] < times["model"] and abs(sum(times.values()) - clock.last) < 1e-9
     True
-    >>> with phase("model"):  # no clock running: nothing is timed
-    ...     pass
 """
 
 from __future__ import annotations
@@ -51,8 +44,7 @@ class PhaseClock:
     ``lap()`` returns the seconds of each phase since the previous lap (or since the clock
     started running) with ``other`` for the time outside every phase, and starts the next
     lap: consecutive laps cover the time without gaps. A phase seen in an earlier lap and not
-    in this one reports 0 (a regular series: the checkpoint's time is 0 between checkpoints).
-    """
+    in this one reports 0 (a regular series: the checkpoint's time is 0 between checkpoints)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
@@ -110,8 +102,7 @@ class phase:  # lower case: a context manager, like torch.no_grad
     """Time the block as phase ``name`` on the running ``PhaseClock``; nothing without one.
 
     A class rather than a generator: it costs about a microsecond, entered a few times an
-    iteration (never per transition).
-    """
+    iteration (never per transition)."""
 
     __slots__ = ("_clock", "name")
 

@@ -1,18 +1,9 @@
-"""An MLflow run that survives concurrency and a tracking server that goes away for a while.
-
-- ``get_or_create_experiment``: any number of jobs may create the same experiment and set its
-  tags at once, on SQLite or on a server (PostgreSQL); a job never dies because a sibling did the
-  same thing first.
-- ``check_tracking_store``: the start-up check, fast (no retries, a 5 s timeout) without changing
-  how the rest of the run talks to the server.
-- ``RunLock``: one owner per run at a time. A second process that tries to continue a run that
-  another is still continuing is refused with the holder named; a lock left by a killed process
-  is taken over (the operating system releases it with the process).
-- ``MLflowTracker``: one MLflow run's life (create or continue, tags, params, artifacts, metrics
-  logged whole steps at a time, the end status), every call retried with back-off for
-  ``retry_minutes`` while the store is unreachable, then ``TrackingUnavailable``.
-- ``return_first_view``, ``runs_table_url``, ``run_charts_url``: the MLflow UI's pages of a run,
-  the runs table with the extrinsic return first and a run's charts.
+"""An MLflow run that survives concurrency and a tracking server that goes away for a while:
+``get_or_create_experiment`` (any number of jobs create the same experiment at once),
+``check_tracking_store`` (the fast start-up check), ``RunLock`` (one process continues a run at a
+time; a killed holder's lock is taken over), ``MLflowTracker`` (one run's life, every call
+retried with back-off for ``retry_minutes``, then ``TrackingUnavailable``) and the MLflow UI's
+pages of a run (``return_first_view``, ``runs_table_url``, ``run_charts_url``).
 
 Examples:
     >>> import tempfile
@@ -81,9 +72,7 @@ class RunLocked(RuntimeError):
     """Another live process holds the run."""
 
 
-# ------------------------------------------------------------------------------------------------
-# Transient failures and retries
-# ------------------------------------------------------------------------------------------------
+# -- Transient failures and retries
 _TRANSIENT_CODES = {"TEMPORARILY_UNAVAILABLE", "INTERNAL_ERROR", "REQUEST_LIMIT_EXCEEDED"}
 
 
@@ -103,8 +92,7 @@ def disk_full(error: BaseException) -> bool:
 def is_transient(error: BaseException) -> bool:
     """A failure that waiting may cure: the store unreachable, busy or answering 5xx/429.
 
-    A refused request (bad input, a missing run) is not: retrying it would only delay the error.
-    """
+    A refused request (bad input, a missing run) is not: retrying it would only delay the error."""
     if isinstance(error, (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
                           ConnectionError, TimeoutError)):
         return True
@@ -170,9 +158,7 @@ def retrying(call: Callable[[], T], *, what: str, minutes: float, first_wait: fl
             return result
 
 
-# ------------------------------------------------------------------------------------------------
-# The store and the experiment
-# ------------------------------------------------------------------------------------------------
+# -- The store and the experiment
 @contextlib.contextmanager
 def _fast_http_failure() -> Iterator[None]:
     """No retries and a 5 s timeout for MLflow's HTTP requests inside the block only (MLflow reads
@@ -246,8 +232,7 @@ def check_tracking_store(uri: str) -> None:
     A SQLite store is created here, under a file lock (parallel jobs would race to create its
     tables), under a temporary name renamed into place once complete: a creation that fails (a
     full disk, a read-only folder) or is killed leaves no half-migrated database behind. A
-    server is asked once, with no retries and a 5 s timeout.
-    """
+    server is asked once, with no retries and a 5 s timeout."""
     database = sqlite_path(uri)
     if database is None:
         try:
@@ -353,8 +338,7 @@ def get_or_create_experiment(client: MlflowClient, name: str,
     is taken as done (its values are the same), whatever error the store raised for it. A deleted
     experiment of that name is refused with the way out. On a SQLite store a new experiment keeps
     its artifacts in ``mlruns/`` beside the database file (MLflow's default is the working
-    directory of whichever process created it).
-    """
+    directory of whichever process created it)."""
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         database = sqlite_path(client.tracking_uri)
@@ -383,9 +367,7 @@ def get_or_create_experiment(client: MlflowClient, name: str,
     return client.get_experiment(experiment.experiment_id)
 
 
-# ------------------------------------------------------------------------------------------------
-# One owner per run
-# ------------------------------------------------------------------------------------------------
+# -- One owner per run
 class RunLock:
     """An exclusive lock on one run, held by this process while it writes the run.
 
@@ -396,8 +378,7 @@ class RunLock:
 
     Args:
         path: the lock file (created with its folder).
-        what: how messages name the run, e.g. ``"run 3f2a..."``.
-    """
+        what: how messages name the run, e.g. ``"run 3f2a..."``."""
 
     def __init__(self, path: str | os.PathLike, what: str) -> None:
         self.path = Path(path)
@@ -458,9 +439,7 @@ class RunLock:
         self.release()
 
 
-# ------------------------------------------------------------------------------------------------
-# The run
-# ------------------------------------------------------------------------------------------------
+# -- The run
 class MLflowTracker:
     """One MLflow run, through ``MlflowClient`` (no global active run), every call retried.
 
@@ -475,8 +454,7 @@ class MLflowTracker:
     Args:
         client: the store's client.
         run_id: the run.
-        retry_minutes: how long a call may wait for the store.
-    """
+        retry_minutes: how long a call may wait for the store."""
 
     def __init__(self, client: MlflowClient, run_id: str, retry_minutes: float = 10.0) -> None:
         self.client = client

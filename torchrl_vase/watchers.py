@@ -1,8 +1,6 @@
 """What a training loop reads off each batch before the algorithm touches it: the extrinsic
-episode returns, the first extrinsic reward and the coverage of a bounded space.
-
-Each watcher is a callable ``(batch, frames_before) -> metrics`` for ``TrainingLoop(watchers=...)``;
-the stateful one (``FirstReward``) also goes into the loop's ``state``, so a resumed run keeps it.
+episode returns and the first extrinsic reward, as callables ``(batch, frames_before) ->
+metrics`` for ``TrainingLoop(watchers=...)`` (``FirstReward`` is also in the loop's state).
 
 Examples:
     >>> import torch
@@ -13,8 +11,6 @@ Examples:
     ...     "step_count": torch.tensor([[1, 2], [1, 2]]).unsqueeze(-1)}}, [2, 2])
     >>> episode_metrics(batch, 0)["Return/success_rate"]
     1.0
-    >>> "Return/success_rate" in episode_metrics(batch, 0, success=False)  # a dense task
-    False
     >>> first = FirstReward()
     >>> first(batch, frames_before=100)  # env 0 found it at its 2nd step: after 2 × 2 frames
     {'train/first_reward_step': 104}
@@ -66,8 +62,7 @@ class FirstReward(nn.Module):
     ``train/coverage`` with a grid. Its ``state_dict`` holds the step, the grid and the snapshot.
 
     Args:
-        grid: a ``CoverageGrid`` over the observations' first coordinates, or ``None``.
-    """
+        grid: a ``CoverageGrid`` over the observations' first coordinates, or ``None``."""
 
     def __init__(self, grid: CoverageGrid | None = None) -> None:
         super().__init__()

@@ -8,8 +8,7 @@ models, and their LunarLanderContinuous without the crash penalty), ``-v1``; the
 which is in no published code, is ``-v0``. (Our first versions, written from the paper's text,
 were ``-v0`` too: removed on 2026-12-07, their measurements kept in docs/guides/envs.md.)
 
-Every task has the paper's 500-step limit (LunarLander 1,000, the authors').
-"""
+Every task has the paper's 500-step limit (LunarLander 1,000, the authors')."""
 
 from __future__ import annotations
 

@@ -13,8 +13,7 @@ same semantics of rllab's ``Box2DEnv``:
 * ``reset`` puts every body back to its pose and velocity at construction (in a new world, so that
   no contact of the last episode carries over and a seed fixes the episode), then sets the task's
   random initial values on some bodies only (as the authors' code does: jointed bodies it does not
-  move are pulled back by the first physics step).
-"""
+  move are pulled back by the first physics step)."""
 
 from __future__ import annotations
 
@@ -48,8 +47,7 @@ class RllabBox2DEnv(Env):
 
     Subclasses build the world (``_build``), set the random part of the initial state
     (``_randomize``), apply an action (``_apply``), and read the observation, reward and
-    termination from the state after a step.
-    """
+    termination from the state after a step."""
 
     metadata: ClassVar[dict] = {"render_modes": ["rgb_array"]}  # render_fps: 1 / dt
     #: the part of the world a frame shows, (x_min, x_max, y_min, y_max) in metres, and its size
@@ -90,9 +88,7 @@ class RllabBox2DEnv(Env):
         """Seconds per env step: ``frame_skip × timestep``."""
         return self.frame_skip * self.timestep
 
-    # ----------------------------------------------------------------------------------------
-    # What a task provides
-    # ----------------------------------------------------------------------------------------
+    # -- What a task provides
     def _build(self, world: Box2D.b2World) -> None:
         raise NotImplementedError
 
@@ -108,9 +104,7 @@ class RllabBox2DEnv(Env):
     def _reward_and_done(self) -> tuple[float, bool]:
         raise NotImplementedError
 
-    # ----------------------------------------------------------------------------------------
-    # rllab's Box2DEnv
-    # ----------------------------------------------------------------------------------------
+    # -- rllab's Box2DEnv
     def set_body_state(self, name: str, state: BodyState) -> None:
         """Put a body at a pose and velocity (for tests: hand-set states)."""
         body = self._body(name)

@@ -6,8 +6,7 @@ quantity at the new state (``model.forward()``); its reset adds N(0, 0.01²) to 
 positions and N(0, 0.1²) to the velocities; its "centre of mass of the torso"
 (``get_body_com("torso")``) is the centre of mass of the subtree rooted at the torso: the whole
 robot's. gymnasium's model files are rllab's (HalfCheetah: identical but for a tracking camera;
-Ant: rllab's, with the differences set back here at load time).
-"""
+Ant: rllab's, with the differences set back here at load time)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Mean-field Gaussian Bayesian MLP: the dynamics model ``f_m(s, a; θ)`` of the paper.
 
 Every weight and bias θ_i has its own Gaussian posterior ``q(θ_i) = N(μ_i, σ_i²)`` with
-``σ_i = softplus(ρ_i)`` (paper, Eq. 9), and the prior is ``P(θ_i) = N(0, σ_m²)`` (Eq. 13).
-"""
+``σ_i = softplus(ρ_i)`` (paper, Eq. 9), and the prior is ``P(θ_i) = N(0, σ_m²)`` (Eq. 13)."""
 
 from __future__ import annotations
 
@@ -151,8 +150,7 @@ class BayesianMLP(nn.Module):
 
     def unflatten(self, theta: Tensor) -> LayerWeights:
         """Split flat parameters ``[..., |Θ|]`` into per-layer ``(weight, bias)`` views, leading
-        dims kept (``[N, |Θ|]`` gives ``[N, out, in]`` weights).
-        """
+        dims kept (``[N, |Θ|]`` gives ``[N, out, in]`` weights)."""
         lead = theta.shape[:-1]
         weights, offset = [], 0
         for n_in, n_out in self.layer_sizes:
@@ -163,9 +161,7 @@ class BayesianMLP(nn.Module):
             weights.append((weight, bias))
         return weights
 
-    # ----------------------------------------------------------------------------------------
-    # The posterior q(θ; φ)
-    # ----------------------------------------------------------------------------------------
+    # -- The posterior q(θ; φ)
     @property
     def local_reparameterization(self) -> bool:
         """Whether ``sample_outputs`` draws pre-activations (``sampling`` ``"local"`` or
@@ -188,23 +184,19 @@ class BayesianMLP(nn.Module):
 
     def kl_divergence(self) -> Tensor:
         """``KL(q ‖ P) = Σ_i log(σ_m / σ_i) + (σ_i² + μ_i²) / (2σ_m²) − ½``, summed: the ELBO's
-        regulariser (paper, Eq. 12) for the prior of Eq. 13. Differentiable in μ and ρ.
-        """
+        regulariser (paper, Eq. 12) for the prior of Eq. 13. Differentiable in μ and ρ."""
         return gaussian.kl_to_prior(self.mu, self.posterior_std(), self.prior_std)
 
     def log_density_ratio(self, theta: Tensor) -> Tensor:
         """``log q(θ) − log P(θ)`` for flat samples ``[..., |Θ|]``: its mean over ``θ ~ q``
-        estimates ``kl_divergence``.
-        """
+        estimates ``kl_divergence``."""
         self._check_flat(theta)
         sigma = self.posterior_std()
         log_q = -sigma.log() - 0.5 * ((theta - self.mu) / sigma).square()
         log_p = -math.log(self.prior_std) - 0.5 * (theta / self.prior_std).square()
         return (log_q - log_p).sum(-1)
 
-    # ----------------------------------------------------------------------------------------
-    # Weights
-    # ----------------------------------------------------------------------------------------
+    # -- Weights
     def sample_noise(
         self, num_samples: int | None = None, *, generator: torch.Generator | None = None
     ) -> Tensor:
@@ -227,8 +219,7 @@ class BayesianMLP(nn.Module):
         self, num_samples: int | None = None, *, generator: torch.Generator | None = None
     ) -> Tensor:
         """Flat parameters ``θ ~ q`` by reparameterisation, ``[|Θ|]`` or ``[N, |Θ|]``
-        (differentiable in μ and ρ).
-        """
+        (differentiable in μ and ρ)."""
         return self.parameters_from_noise(self.sample_noise(num_samples, generator=generator))
 
     def parameters_from_noise(self, noise: Tensor) -> Tensor:
@@ -245,8 +236,7 @@ class BayesianMLP(nn.Module):
                        generator: torch.Generator | None = None) -> Tensor:
         """N draws of the output for every row of ``x`` ``[*batch, in]``: ``[N, *batch, out]``,
         differentiable in μ and ρ. ``sampling="weights"``: draw n uses weight set θ_n for all rows;
-        the local samplings draw each layer's pre-activations (``outputs_from_noise``).
-        """
+        the local samplings draw each layer's pre-activations (``outputs_from_noise``)."""
         rows = x.reshape(-1, x.shape[-1])
         draws, evaluate = self._draws(rows, num_samples, generator)
         out = self._by_blocks(rows, draws, lambda block, d: evaluate(rows[block], d), dim=-2)
@@ -308,8 +298,7 @@ class BayesianMLP(nn.Module):
 
     def _compiled_squared_errors(self, rows: Tensor, targets: Tensor, noise: Tensor) -> Tensor:
         """``sample_squared_errors`` of a local sampling without gradients: per block, each layer's
-        two products by torch's BLAS, the elementwise work between them in one compiled pass.
-        """
+        two products by torch's BLAS, the elementwise work between them in one compiled pass."""
         from torchrl_vase import kernels  # numba: on first use
 
         layers = [(mean_w.mT, mean_b.numpy(), var_w.mT, var_b.numpy())
@@ -353,8 +342,7 @@ class BayesianMLP(nn.Module):
                 block_floats: int = _BLOCK_FLOATS) -> list[tuple[slice, Tensor | LayerWeights]]:
         """The rows in equal blocks whose hidden activations (N × rows × widest layer) stay
         cache-sized (unblocked, the elementwise work on a large batch is memory-bound), each with
-        its draws.
-        """
+        its draws."""
         num_samples = draws[0][0].shape[0] if isinstance(draws, list) else draws.shape[0]
         widest = max(self.num_cells, default=self.out_features)
         count = rows.shape[0]
@@ -463,15 +451,12 @@ class BayesianMLP(nn.Module):
                 )
             lead = w_lead
 
-    # ----------------------------------------------------------------------------------------
-    # Forward
-    # ----------------------------------------------------------------------------------------
+    # -- Forward
     def forward(self, *inputs: Tensor, num_samples: int | None = None,
                 weights: LayerWeights | None = None, use_mean: bool = False) -> Tensor:
         """Predict with one sampled weight set, N sampled sets (``num_samples``: ``[N, *batch,
         out]``), given ``weights`` or the means (``use_mean``): at most one of the three. ``inputs``
-        are ``[*batch, d_k]`` tensors concatenated along the last dim.
-        """
+        are ``[*batch, d_k]`` tensors concatenated along the last dim."""
         x = self.check_inputs(inputs)
         if sum((num_samples is not None, weights is not None, bool(use_mean))) > 1:
             raise ValueError("Pass at most one of num_samples, weights and use_mean.")
@@ -486,8 +471,7 @@ class BayesianMLP(nn.Module):
     def apply_weights(self, x: Tensor, weights: LayerWeights) -> Tensor:
         """The network with the given weights, unchecked (``forward``'s core;
         ``torch.func``-friendly): ``[N, *batch, out]`` for N-batched weights, else ``[*batch,
-        out]``.
-        """
+        out]``."""
         batch_shape = x.shape[:-1]
         flat = x.reshape(-1, x.shape[-1])
         if weights[0][0].dim() == 2:

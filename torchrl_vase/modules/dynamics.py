@@ -4,8 +4,7 @@ standardisation, its target and its likelihood.
 The ELBO that trains the model (paper, Eq. 12) and every bonus that evaluates it (Eqs. 4, 6, 10)
 take this one object, so they cannot disagree: it owns the Bayesian network, σ_c of the
 likelihood ``N(s'; f(s, a; θ), σ_c² I)`` (Eq. 11), the target (s' or s' − s), the encoding of
-discrete actions and the standardisation statistics.
-"""
+discrete actions and the standardisation statistics."""
 
 from __future__ import annotations
 
@@ -186,9 +185,7 @@ class DynamicsModel(nn.Module):
         """Whether continuous actions are clipped to ``action_bounds`` (its buffers exist)."""
         return "action_low" in self._buffers
 
-    # ----------------------------------------------------------------------------------------
-    # The posterior, for logging and the VASE confidence term
-    # ----------------------------------------------------------------------------------------
+    # -- The posterior, for logging and the VASE confidence term
     def entropy(self) -> Tensor:
         """``H(q)`` of the network's posterior (paper, Eq. 10)."""
         return self.network.entropy()
@@ -197,9 +194,7 @@ class DynamicsModel(nn.Module):
         """``KL(q ‖ P)`` of the network's posterior to its prior (paper, Eq. 12)."""
         return self.network.kl_divergence()
 
-    # ----------------------------------------------------------------------------------------
-    # Data
-    # ----------------------------------------------------------------------------------------
+    # -- Data
     def encode_action(self, action: Tensor, batch_shape: torch.Size) -> Tensor:
         """The action as the network sees it: one-hot for integer actions, clipped to
         ``action_bounds`` if the model has them, the network's dtype."""
@@ -339,8 +334,7 @@ class DynamicsModel(nn.Module):
         self, obs: Tensor, action: Tensor, next_obs: Tensor
     ) -> tuple[Tensor, Tensor, Tensor]:
         """``(s, a, y)``: checked, cast, encoded and (if ``standardize``) standardised; ``y`` is s'
-        or s' − s.
-        """
+        or s' − s."""
         obs, action, next_obs = self._check(obs, action, next_obs)
         target = next_obs - obs if self.target == "delta" else next_obs
         if not self.standardize:

@@ -1,11 +1,9 @@
 """Advantage structures for a reward with an exploration bonus: which critic learns what.
 
-How the bonus reaches the policy update depends on what the critic is fitted to. With a critic on
-``r_e + η·U`` (``"combined"``), the critic's error can be far larger than the bonus's effect on
-the advantage, and the bonus stops steering the policy. The VASE authors (rllab's TRPO) fit the
-baseline to the extrinsic return only (``"extrinsic"``); RND's PPO has two value heads
-(``"dual"``). ``ExplorationGAE`` computes all three as a torchrl value estimator, so it plugs into
-``TRPOLoss`` and torchrl's PPO losses alike: ``loss.make_value_estimator(ExplorationGAE(...))``.
+With one critic on ``r_e + η·U`` (``"combined"``) the critic's error can dwarf the bonus's effect
+on the advantage; the VASE authors (rllab's TRPO) fit the baseline to the extrinsic return only
+(``"extrinsic"``); RND's PPO has two value heads (``"dual"``). ``ExplorationGAE`` computes all
+three as a torchrl value estimator: ``loss.make_value_estimator(ExplorationGAE(...))``.
 """
 
 from __future__ import annotations
@@ -58,26 +56,20 @@ def discounted_sum(values: Tensor, done: Tensor, factor: float, *, time_dim: int
 class ExplorationGAE(ValueEstimatorBase):
     """GAE for a reward with an exploration bonus, under one of three advantage structures.
 
-    With ``r = r_e + η·U`` in ``("next", "reward")`` (as the bonus transforms write it), the
-    extrinsic reward in ``("next", "extrinsic_reward")`` and the bonus U in
-    ``("next", "intrinsic_reward")``:
+    With ``r = r_e + η·U`` in ``("next", "reward")``, r_e in ``("next", "extrinsic_reward")`` and U
+    in ``("next", "intrinsic_reward")`` (as the bonus transforms write them):
 
-    * ``"extrinsic"`` (the VASE authors'): the critic V_e learns the extrinsic return only (its
-      target the discounted return of r_e, rllab's ``path["returns"]``); the advantage is GAE of
-      ``r_e + η·U`` against it, which is ``GAE(r_e; V_e) + Σ_k (γλ)^k η·U_{t+k}`` (GAE is linear
-      in the reward). Before the first extrinsic reward V_e ≈ 0 and the advantage is the
-      discounted bonus.
+    * ``"extrinsic"`` (the VASE authors'): the critic V_e learns the extrinsic return only; the
+      advantage is GAE of ``r_e + η·U`` against it, ``GAE(r_e; V_e) + Σ_k (γλ)^k η·U_{t+k}``.
     * ``"combined"``: one critic on ``r_e + η·U`` (plain GAE on the reward).
-    * ``"dual"`` (RND's, Burda et al. 2018): an extrinsic critic V_e and an intrinsic critic V_i,
-      each with its own returns. U is divided by a running std of its discounted return (γ_i),
-      and the advantage is ``extrinsic_coef · GAE(r_e; V_e) + intrinsic_coef · GAE(U / σ; V_i)``;
-      η is not used. ``value_target`` is V_e's target, ``intrinsic_value_target`` V_i's. The
-      intrinsic stream is non-episodic by default (as RND's): it neither stops nor bootstraps
-      at episode ends.
+    * ``"dual"`` (RND's, Burda et al. 2018): critics V_e and V_i on their own returns; U divided by
+      a running std of its discounted return (γ_i); the advantage is ``extrinsic_coef · GAE(r_e;
+      V_e) + intrinsic_coef · GAE(U / σ; V_i)`` (η unused); the intrinsic stream non-episodic by
+      default.
 
-    Every structure also writes ``bonus_advantage``, the discounted sum (γλ) of the bonus term as
-    it enters the advantage, with no critic (the reference of ``advantage_alignment``). Centring
-    and scaling the advantage are the loss's (``TRPOLoss``; PPO's ``normalize_advantage``).
+    Every structure also writes ``bonus_advantage``, the discounted sum (γλ) of the bonus term as it
+    enters the advantage (``advantage_alignment``'s reference). Centring and scaling the advantage
+    are the loss's.
 
     Args:
         structure: ``"extrinsic"``, ``"combined"`` or ``"dual"``.
@@ -85,29 +77,22 @@ class ExplorationGAE(ValueEstimatorBase):
     Keyword Args:
         gamma: γ of the extrinsic (and combined) return.
         lmbda: GAE's λ.
-        value_network: the critic (the loss's critic, writing ``state_value``).
-        intrinsic_value_network: the intrinsic critic, required for ``"dual"`` only, writing
-            ``intrinsic_state_value`` (see ``set_keys``).
+        value_network: the critic (the loss's, writing ``state_value``).
+        intrinsic_value_network: ``"dual"``'s intrinsic critic, writing ``intrinsic_state_value``.
         intrinsic_gamma: γ_i of the intrinsic return (``"dual"``; default ``gamma``).
-        extrinsic_coef: the weight of the extrinsic advantage (``"dual"``; RND: 2).
-        intrinsic_coef: the weight of the intrinsic advantage (``"dual"``; RND: 1).
+        extrinsic_coef: the extrinsic advantage's weight (``"dual"``; RND: 2).
+        intrinsic_coef: the intrinsic advantage's weight (``"dual"``; RND: 1).
         episodic_intrinsic: let the intrinsic stream stop at episode ends (``"dual"``).
-        value_target: the critics' targets: ``"monte_carlo"``, the discounted return (the
-            rewards to the path's end, bootstrapped where a time limit or the batch cuts it
-            unless ``terminal_path_ends``; rllab's ``path["returns"]``), or ``"td_lambda"``
-            (GAE's ``advantage + V``). Default: ``"monte_carlo"`` for ``"extrinsic"`` (the
-            authors'), ``"td_lambda"`` for the others (torchrl's, RND's).
-        center_bonus: subtract the batch mean of the bonus term ``r − r_e`` first
-            (``"extrinsic"``, ``"combined"``): a constant in U (VASE's ``−δ·H(q)``) otherwise
-            reaches the policy only through path ends, as a bonus for long paths. The authors'
-            code does not centre (``False``).
-        terminal_path_ends: every path's end is terminal, as rllab's (no bootstrap at a time
-            limit or the batch's cut); ``False``: only ``terminated`` ends the return.
+        value_target: the critics' targets: ``"monte_carlo"`` (rllab's discounted return,
+            bootstrapped where a time limit or the batch cuts a path unless
+            ``terminal_path_ends``) or ``"td_lambda"`` (``advantage + V``). Default: the former for
+            ``"extrinsic"`` (the authors'), the latter for the others (torchrl's, RND's).
+        center_bonus: subtract the batch mean of ``r − r_e`` first (``"extrinsic"``,
+            ``"combined"``): a constant in U (VASE's ``−δ·H(q)``) otherwise reaches the policy only
+            through path ends. The authors' code does not centre.
+        terminal_path_ends: every path's end is terminal, as rllab's; ``False``: only
+            ``terminated`` ends the return.
         **kwargs: passed to torchrl's ``GAE`` (e.g. ``vectorized``, ``device``).
-
-    Keys (``set_keys``): torchrl GAE's, and ``extrinsic_reward``, ``intrinsic_reward``,
-    ``intrinsic_value``, ``intrinsic_value_target``, ``bonus_advantage``. The intrinsic return's
-    running statistics are buffers, updated in training mode only.
 
     Examples:
         >>> import torch
@@ -131,16 +116,9 @@ class ExplorationGAE(ValueEstimatorBase):
 
     @dataclass
     class _AcceptedKeys(ValueEstimatorBase._AcceptedKeys):
-        """Configurable tensordict keys: torchrl GAE's, and those of the two reward streams.
-
-        Attributes:
-            extrinsic_reward: r_e, under ``"next"``. Defaults to ``"extrinsic_reward"``.
-            intrinsic_reward: U, under ``"next"``. Defaults to ``"intrinsic_reward"``.
-            intrinsic_value: the intrinsic critic's output. Defaults to
-                ``"intrinsic_state_value"``.
-            intrinsic_value_target: its regression target. Defaults to
-                ``"intrinsic_value_target"``.
-            bonus_advantage: the bonus's own advantage. Defaults to ``"bonus_advantage"``.
+        """Configurable tensordict keys: torchrl GAE's, and ``extrinsic_reward``,
+        ``intrinsic_reward`` (under ``"next"``), ``intrinsic_value`` (``"intrinsic_state_value"``),
+        ``intrinsic_value_target`` and ``bonus_advantage``.
         """
 
         extrinsic_reward: NestedKey = "extrinsic_reward"
@@ -254,8 +232,7 @@ class ExplorationGAE(ValueEstimatorBase):
         """Write ``advantage``, the value targets and ``bonus_advantage`` into ``tensordict``.
 
         ``tensordict`` is ``[*B, T]`` with time along ``time_dim`` (default: the dim named
-        ``"time"``, else the last). ``params`` and ``target_params`` go to the critic's GAE.
-        """
+        ``"time"``, else the last). ``params`` and ``target_params`` go to the critic's GAE."""
         if tensordict.batch_dims < 1:
             raise RuntimeError("ExplorationGAE needs a batch with a time dimension, [*B, T].")
         keys = self.tensor_keys
@@ -401,8 +378,7 @@ class ExplorationGAE(ValueEstimatorBase):
     def intrinsic_critic_loss(self, tensordict: TensorDictBase) -> Tensor:
         """Mean squared error of the intrinsic critic on ``intrinsic_value_target`` (``"dual"``).
 
-        For a PPO loop: add it to the loss that trains the critics.
-        """
+        For a PPO loop: add it to the loss that trains the critics."""
         if self.structure != "dual":
             raise RuntimeError(f"the {self.structure!r} structure has no intrinsic critic.")
         keys = self.tensor_keys

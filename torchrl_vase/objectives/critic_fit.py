@@ -1,7 +1,6 @@
 """The critic fit that TRPO and PPO share (rllab's baselines' regression): the critic (and the
 dual structure's intrinsic critic) regressed on the batch's value targets after each policy
-update, its explained variance, and what of it is worth logging.
-"""
+update, its explained variance, and what of it is worth logging."""
 
 from __future__ import annotations
 

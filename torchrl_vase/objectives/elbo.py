@@ -25,40 +25,27 @@ _REDUCTIONS = ("sum", "mean")
 class VariationalELBOLoss(LossModule):
     """Negative ELBO of a ``BayesianMLP`` dynamics model on transitions.
 
-    The paper (Eq. 12) maximises ``L(φ) = E_q[log P(D | θ)] − KL(q(θ; φ) ‖ P(θ))`` on the whole
-    replay pool D. On a minibatch B drawn from D, the unbiased estimate of ``L / (|D| / |B|)`` is::
+    The paper (Eq. 12) maximises ``L(φ) = E_q[log P(D | θ)] − KL(q(θ; φ) ‖ P(θ))`` on the pool D;
+    on a minibatch B the unbiased estimate of ``L / (|D| / |B|)`` is::
 
         Σ_{t ∈ B} E_q[log N(s'_t; f(s_t, a_t; θ), σ_c² I)]  −  (|B| / |D|) · KL(q ‖ P)
 
-    so with ``reduction="sum"`` (the default) the paper's ELBO implies ``kl_weight = |B| / |D|``,
-    i.e. KL divided by the number of minibatches in the pool, which is what VIME's code does
-    (``KL / n_batches``). The VASE authors' script uses a fixed ``KL / 5`` per minibatch
-    (``kl_weight=0.2``). With ``reduction="mean"`` the data term is averaged over the batch and the
-    paper's weight becomes ``1 / |D|``. The expectation over q is a Monte-Carlo mean over
-    ``num_samples`` reparameterised weight samples.
-
-    Reads ``observation``, ``action`` and ``("next", "observation")`` (configurable with
-    ``set_keys``, nested keys allowed), prepares them with the model's ``prepare`` (dtype, discrete
-    actions, target, standardisation: the same as every surprise transform given this model) and
-    returns a TensorDict with
-
-    * ``loss_nll``: the expected negative log-likelihood (reduced over the batch),
-    * ``loss_kl``: ``kl_weight · KL(q ‖ P)``,
-    * ``elbo``: ``−(loss_nll + loss_kl)``, detached, for logging,
-    * ``kl`` and ``entropy``: the unweighted KL and ``H(q)``, detached, for logging.
+    so with ``reduction="sum"`` the paper implies ``kl_weight = |B| / |D|`` (VIME's
+    ``KL / n_batches``); the VASE authors' script uses ``KL / 5`` (``kl_weight=0.2``). The
+    expectation over q is a mean over ``num_samples`` reparameterised samples. It reads
+    ``observation``, ``action`` and ``("next", "observation")`` (``set_keys``), prepared by the
+    model's ``prepare`` as every bonus on this model is, and returns ``loss_nll``, ``loss_kl``
+    (``kl_weight · KL``) and, detached, ``elbo``, ``kl`` and ``entropy``. It never changes the
+    model's statistics (the pool's owner does).
 
     Args:
-        model: the ``DynamicsModel`` (its σ_c, target and standardisation statistics are used).
+        model: the ``DynamicsModel``.
 
     Keyword Args:
-        num_samples: weight samples for the expectation over q (paper: 10).
-        kl_weight: factor on the KL term (see above). Default ``1.0``.
-        kl_estimator: ``"analytic"`` (closed form) or ``"monte_carlo"``, the mean of
-            ``log q(θ) − log P(θ)`` over the same weight samples as the likelihood.
-        reduction: ``"sum"`` (the ELBO's own) or ``"mean"`` over the transitions of a batch.
-
-    The loss never changes the model's standardisation statistics: whoever owns the pool sets
-    them (``model.update_statistics``; ``Exploration`` does it once per iteration).
+        num_samples: samples for the expectation over q (paper: 10).
+        kl_weight: factor on the KL term (above). Default ``1.0``.
+        kl_estimator: ``"analytic"`` or ``"monte_carlo"`` (``log q − log P`` over the same samples).
+        reduction: ``"sum"`` (the ELBO's own) or ``"mean"`` over a batch's transitions.
 
     Examples:
         >>> import torch
@@ -83,8 +70,7 @@ class VariationalELBOLoss(LossModule):
         Attributes:
             observation: the state s_t. Defaults to ``"observation"``.
             action: the action a_t. Defaults to ``"action"``.
-            next_observation: the state s_{t+1}. Defaults to ``("next", "observation")``.
-        """
+            next_observation: the state s_{t+1}. Defaults to ``("next", "observation")``."""
 
         observation: NestedKey = "observation"
         action: NestedKey = "action"
@@ -175,12 +161,10 @@ class VariationalELBOLoss(LossModule):
 
     def terms_from_noise(self, x: Tensor, y: Tensor, noise: Tensor
                          ) -> tuple[Tensor, Tensor, Tensor]:
-        """``(loss_nll, KL, entropy)`` on prepared data (``x = cat(s, a)`` ``[B, in]`` and the
-        target ``y`` ``[B, out]``, as ``model_inputs`` returns them) with the draws ``noise``
-        of one step (``step_noise(B)``: the N weight samples' ε, or the local sampling's
-        pre-activation ε). Differentiable in μ and ρ: ``ModelTrainer``'s autograd steps and
-        ``forward`` both compute the loss here; the compiled kernel computes the same terms
-        and their gradients by hand (tested against this).
+        """``(loss_nll, KL, entropy)`` on prepared data (``x = cat(s, a)``, ``y``: ``model_inputs``)
+        with one step's draws (``step_noise(B)``), differentiable in μ and ρ: the loss of
+        ``forward`` and of ``ModelTrainer``'s autograd steps (the compiled kernel is tested against
+        it).
 
         Examples:
             >>> import torch

@@ -1,21 +1,9 @@
-"""A bonus's model trained in one object, whatever its loss: an iteration's minibatches, their
-optimiser steps, the mean losses.
-
-``ModelTrainer`` owns the optimiser. Any loss module steps by autograd on the sum of its
-``loss_*`` outputs (RND's predictor); the ELBO of a Bayesian model (paper, Eq. 12) chooses how
-its steps run:
-
-* ``"numba"``: all of an iteration's steps in one compiled call (``torchrl_vase.kernels``: the
-  ELBO's forward, its hand-derived backward, the closed-form KL and Adam, fused), for a float32 or
-  float64 model on the CPU with ReLU or tanh layers, the analytic KL and a plain Adam. At
-  minibatches of 10 (the authors' 500 an iteration) a step is a few microseconds of arithmetic
-  that one torch call per operation would bury under dispatch (docs/benchmarks.md).
-* ``"autograd"``: ``VariationalELBOLoss.terms_from_noise``, ``backward`` and the optimiser, one
-  step at a time: any device (a GPU), any activation, the Monte-Carlo KL, any optimiser.
-
-``"auto"`` (the default) takes the kernel wherever it applies. Both draw the same noise from the
-model's random stream in the same order (``steps_per_draw`` steps at a time), so a checkpoint
-resumes on either; their numbers agree to float rounding, not bit for bit.
+"""A bonus's model trained in one object, whatever its loss (``ModelTrainer``): any loss steps by
+autograd on the sum of its ``loss_*`` outputs; the ELBO (paper, Eq. 12) by ``"numba"`` (an
+iteration's steps in one compiled call, ``torchrl_vase.kernels``: CPU, float32/64, ReLU or tanh,
+analytic KL, plain Adam) or ``"autograd"`` (any device, activation, KL or optimiser); ``"auto"``
+takes the kernel where it applies. Both draw the same noise in the same order, so a checkpoint
+resumes on either; they agree to float rounding, not bit for bit.
 """
 
 from __future__ import annotations
@@ -91,16 +79,12 @@ def _check_optimizer(optimizer, parameters: list[nn.Parameter]) -> None:
 
 
 class ModelTrainer:
-    """An iteration's steps of a bonus's model on the pool's minibatches: ``trainer(sample)`` →
-    the steps' mean losses.
+    """An iteration's steps of a bonus's model: ``trainer(sample)`` → the steps' mean losses.
 
-    ``sample`` holds ``steps × batch_size`` transitions (the keys the loss reads), drawn from the
-    pool by its owner (``Exploration``); each consecutive ``batch_size`` rows are one optimiser
-    step. For the ELBO (``VariationalELBOLoss``) a step minimises ``loss_nll + kl_weight · KL``
-    and the result holds the mean ``loss_nll``, ``loss_kl``, ``elbo``, ``kl`` and ``entropy``,
-    each step's taken before its update; for any other loss (torchrl's ``RNDLoss``) a step
-    minimises the sum of its ``loss_*`` outputs by autograd and the result holds the mean of
-    each scalar output.
+    ``sample`` holds ``steps × batch_size`` transitions drawn from the pool by its owner; each
+    ``batch_size`` rows are one optimiser step. The ELBO's step minimises ``loss_nll + kl_weight ·
+    KL`` (means of ``loss_nll``, ``loss_kl``, ``elbo``, ``kl``, ``entropy``, each before its
+    update); any other loss's, the sum of its ``loss_*`` outputs by autograd.
 
     Args:
         loss: the loss module of the model to train.
@@ -109,9 +93,8 @@ class ModelTrainer:
     Keyword Args:
         lr: Adam's learning rate (paper: 1e-3), when no ``optimizer`` is given.
         batch_size: transitions per step (the authors: 10).
-        backend: the ELBO's steps: ``"auto"`` (the compiled kernel where it applies, else
-            autograd), ``"numba"`` (the kernel, or a ``ValueError`` saying why it cannot run)
-            or ``"autograd"``; another loss runs by autograd.
+        backend: ``"auto"``, ``"numba"`` (a ``ValueError`` says why it cannot run) or
+            ``"autograd"``.
 
     Examples:
         >>> import torch

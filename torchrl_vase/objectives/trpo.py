@@ -54,35 +54,25 @@ def conjugate_gradient(
 class TRPOLoss(PPOLoss):
     """TRPO for TorchRL: a natural-gradient policy step inside a KL trust region, and a critic loss.
 
-    The policy is not trained by back-propagating a loss: call ``natural_gradient_step`` on a
-    batch. It maximises the surrogate ``E[π_θ(a|s) / π_old(a|s) · A]`` subject to
-    ``E_s[KL(π_old ‖ π_θ)] ≤ max_kl``: flat gradient g of the surrogate; Fisher-vector products
-    by double back-propagation through the analytic KL (a Monte-Carlo KL on samples of π_old where
-    no closed form exists, e.g. ``TanhNormal``); conjugate gradient for ``F x = g``; the step
-    ``√(2 max_kl / xᵀFx) · x``; and a backtracking line search that accepts a step only if the
-    KL is at most ``max_kl`` and the surrogate improved, and restores the parameters otherwise.
-
-    The critic is trained with an ordinary optimiser on ``loss_critic`` (see ``fit_critic``).
-    ``forward`` returns ``loss_critic`` (differentiable) and, detached for logging, the
-    ``surrogate`` objective, the mean ``kl`` to the data's policy, the policy ``entropy`` and the
-    critic's ``explained_variance``.
-
-    Keys, value estimators (GAE by default: ``make_value_estimator(ValueEstimators.GAE,
-    gamma=..., lmbda=...)``) and ``set_keys`` work as in ``PPOLoss``. The
-    data's policy is rebuilt from the distribution parameters stored in the batch (e.g. ``loc``
-    and ``scale``, written by the collector's actor), or, if absent, taken to be the current
-    policy (on-policy data, before the step).
+    ``natural_gradient_step(batch)`` maximises the surrogate ``E[π_θ(a|s) / π_old(a|s) · A]``
+    subject to ``E_s[KL(π_old ‖ π_θ)] ≤ max_kl``: the surrogate's flat gradient g; Fisher-vector
+    products by double back-propagation through the analytic KL (a Monte-Carlo KL where no closed
+    form exists, e.g. ``TanhNormal``); conjugate gradient for ``F x = g``; the step
+    ``√(2 max_kl / xᵀFx) · x``; a backtracking line search that accepts a step only if its KL is
+    at most ``max_kl`` and the surrogate improved, and restores the parameters otherwise.
+    ``forward`` returns ``loss_critic`` (differentiable; ``fit_critic``) and, detached,
+    ``surrogate``, ``kl``, ``entropy`` and ``explained_variance``. Keys, value estimators and
+    ``set_keys`` work as in ``PPOLoss``; π_old is rebuilt from the batch's distribution parameters
+    (``loc``, ``scale``) or, if absent, taken to be the current policy.
 
     Args:
-        actor_network: a ``ProbabilisticActor`` (any module with
-            ``get_dist``), e.g. with ``IndependentNormal``, ``TanhNormal`` or ``Categorical``.
+        actor_network: a ``ProbabilisticActor`` (any module with ``get_dist``).
         critic_network: a value network writing ``state_value``.
 
     Keyword Args:
-        max_kl: δ, the trust-region radius on the mean KL (paper: 0.01 classic, 0.05 locomotion).
-            The KL is that of the whole action distribution (summed over a Gaussian's
-            dimensions, as rllab's); sb3-contrib's TRPO averages it over the dimensions, so its
-            ``target_kl=δ, cg_damping=λ`` equals ``max_kl=d·δ, cg_damping=d·λ`` here.
+        max_kl: δ, the trust region on the mean KL of the whole action distribution (paper: 0.01
+            classic, 0.05 locomotion; sb3-contrib averages over a Gaussian's d dimensions: its
+            ``target_kl=δ, cg_damping=λ`` is ``max_kl=d·δ, cg_damping=d·λ`` here).
         cg_iters: conjugate-gradient iterations.
         cg_damping: λ in ``(F + λ I) x = g``.
         line_search_backtracks: step sizes tried: ``1, s, s², …`` (this many).
@@ -90,8 +80,7 @@ class TRPOLoss(PPOLoss):
         normalize_advantage: standardise advantages per batch (as rllab's TRPO).
         samples_mc_kl: samples of π_old for the Monte-Carlo KL fallback.
         loss_critic_type: ``"l2"`` (default), ``"l1"`` or ``"smooth_l1"``.
-        **kwargs: passed to ``PPOLoss`` (e.g. ``gamma`` is not: use
-            ``make_value_estimator``).
+        **kwargs: passed to ``PPOLoss``.
 
     Examples:
         >>> import torch
@@ -151,9 +140,7 @@ class TRPOLoss(PPOLoss):
         self.standardize_advantage = bool(normalize_advantage)
         self.samples_mc_kl = samples_mc_kl
 
-    # ----------------------------------------------------------------------------------------
-    # Pieces of the objective
-    # ----------------------------------------------------------------------------------------
+    # -- Pieces of the objective
     def _policy_parameters(self) -> list[Tensor]:
         return [p for p in self.actor_network.parameters() if p.requires_grad]
 
@@ -225,8 +212,7 @@ class TRPOLoss(PPOLoss):
     def fisher_vector_product(self, mean_kl: Callable[[], Tensor]) -> Callable[[Tensor], Tensor]:
         """``v ↦ (F + λ I) v`` with F the Hessian of the mean KL at the current parameters.
 
-        Computed by double back-propagation: ``∇_θ (∇_θ KL · v)``.
-        """
+        Computed by double back-propagation: ``∇_θ (∇_θ KL · v)``."""
         params = self._policy_parameters()
         kl_grad = torch.autograd.grad(mean_kl(), params, create_graph=True)
         flat_kl_grad = torch.cat([g.reshape(-1) for g in kl_grad])
@@ -238,9 +224,7 @@ class TRPOLoss(PPOLoss):
 
         return product
 
-    # ----------------------------------------------------------------------------------------
-    # The update
-    # ----------------------------------------------------------------------------------------
+    # -- The update
     def natural_gradient_step(self, tensordict: TensorDictBase) -> TensorDict:
         """One TRPO policy update on a batch; returns its diagnostics.
 
@@ -249,8 +233,7 @@ class TRPOLoss(PPOLoss):
         step), ``backtracks`` (shrinks before acceptance, or all of them), ``step_fraction``
         (0 when rejected), ``cg_residual``, ``step_norm`` and ``entropy`` (the policy's after
         the update, mean over the batch; NaN without a closed form). A failed line search is not
-        an error: the parameters are restored bit for bit and ``step_accepted`` is False.
-        """
+        an error: the parameters are restored bit for bit and ``step_accepted`` is False."""
         tensordict = tensordict.clone(False)
         advantage = self._advantage(tensordict)
         old_log_prob = self._old_log_prob(tensordict, advantage.shape)

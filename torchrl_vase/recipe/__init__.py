@@ -3,5 +3,4 @@ and the loop's parts built from a config (``assembly``).
 
 The top layer of the library, and the only one that reads a Hydra config; it lives in the
 package (not beside the script) so that launchers running the recipe's jobs in other processes
-(submitit) import it like any installed module.
-"""
+(submitit) import it like any installed module."""

@@ -8,8 +8,7 @@ the main file and of the chosen env, surprise and advantage, so ``iterations=abc
 choice and relation between keys is checked (``num_envs=0``: ``num_envs must be >= 1, got 0``).
 ``check_env(cfg)`` then probes the env once. Each check lives here once: what the library's
 constructors check themselves (pool sizes, σ_c, the policy's log-std) is left to them, and they
-run before any MLflow run exists.
-"""
+run before any MLflow run exists."""
 
 from __future__ import annotations
 
@@ -473,9 +472,7 @@ def check_env(cfg: DictConfig) -> tuple[gymnasium.spaces.Space, gymnasium.spaces
     return spaces
 
 
-# ------------------------------------------------------------------------------------------------
-# What a config makes of its run: name, params, identity
-# ------------------------------------------------------------------------------------------------
+# -- What a config makes of its run: name, params, identity
 # command-line overrides a run's name leaves out: already in it (the seed, the groups), or not a
 # setting (where the run logs and checkpoints, how it shows progress)
 NAME_IGNORES = {"seed", "env", "surprise", "advantage", "resume", "progress_bar",

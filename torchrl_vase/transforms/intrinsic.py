@@ -3,8 +3,7 @@
 ``IntrinsicRewardTransform`` computes a bonus ``U`` for each transition, writes it to
 ``("next", "intrinsic_reward")``, keeps the environment's reward in ``("next", "extrinsic_reward")``
 and sets ``("next", "reward")`` to ``r_e + η·U`` (paper, Algorithm 1). Subclasses say how ``U`` is
-computed (``intrinsic_reward``) and which loss trains the model behind it (``make_loss``).
-"""
+computed (``intrinsic_reward``) and which loss trains the model behind it (``make_loss``)."""
 
 from __future__ import annotations
 
@@ -88,8 +87,7 @@ class IntrinsicRewardTransform(Transform):
         action_key: where a lives.
         reward_key: the env reward, under ``"next"``.
         intrinsic_reward_key: where U is written, under ``"next"``.
-        extrinsic_reward_key: where r_e is copied, under ``"next"``.
-    """
+        extrinsic_reward_key: where r_e is copied, under ``"next"``."""
 
     #: the namespace of the model's training metrics when logged (a subclass names its own:
     #: ``bnn/elbo``, ``rnd/loss``)
@@ -126,9 +124,7 @@ class IntrinsicRewardTransform(Transform):
         else:
             self.bonus_stats = None
 
-    # ----------------------------------------------------------------------------------------
-    # What a subclass provides
-    # ----------------------------------------------------------------------------------------
+    # -- What a subclass provides
     def intrinsic_reward(
         self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
     ) -> Tensor:
@@ -152,9 +148,7 @@ class IntrinsicRewardTransform(Transform):
         """Refresh data statistics from a pool of transitions (nothing by default); ``new``:
         the pool grew by its last ``new`` rows since the last call (a cheaper update)."""
 
-    # ----------------------------------------------------------------------------------------
-    # Specs
-    # ----------------------------------------------------------------------------------------
+    # -- Specs
     @staticmethod
     def _spec_entry(spec: Composite, key: NestedKey, what: str):
         try:
@@ -197,9 +191,7 @@ class IntrinsicRewardTransform(Transform):
             reward_spec[self.reward_key] = bonus_spec.clone()
         return reward_spec
 
-    # ----------------------------------------------------------------------------------------
-    # Computing and writing the bonus
-    # ----------------------------------------------------------------------------------------
+    # -- Computing and writing the bonus
     def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase):
         return tensordict_reset
 
@@ -267,8 +259,7 @@ class IntrinsicRewardTransform(Transform):
         """Write a zero bonus to a batch (``r = r_e``): the keys are there, the reward unchanged.
 
         For iterations before the bonus's model has learnt anything (the authors add no bonus in
-        the first iteration).
-        """
+        the first iteration)."""
         next_tensordict = self._next_of(tensordict)
         reward = self._read(next_tensordict, self.reward_key, "reward")
         self.write_bonus(next_tensordict, reward.new_zeros(reward.shape))

@@ -31,54 +31,35 @@ _BUILD_DEFAULTS = {"num_cells": (32,), "activation_class": nn.ReLU, "prior_std":
 class SurpriseRewardTransform(IntrinsicRewardTransform):
     """Adds a surprise bonus from a Bayesian dynamics model to an environment's reward.
 
-    For each transition ``(s_t, a_t, s_{t+1})`` it computes the surprise ``U`` of the chosen
-    ``measure`` under a ``DynamicsModel`` (one batched call for all transitions it is given),
-    writes it to ``("next", intrinsic_reward_key)``, copies the environment's reward to
+    For each transition it computes the surprise U of ``measure`` under a ``DynamicsModel`` (one
+    batched call), writes it to ``("next", intrinsic_reward_key)``, copies the reward to
     ``("next", extrinsic_reward_key)`` and sets ``("next", reward_key)`` to ``r_e + η·U`` (paper,
-    Algorithm 1). See ``IntrinsicRewardTransform`` for the step and batch paths, mixing and
-    scaling.
+    Algorithm 1); ``IntrinsicRewardTransform`` has the step and batch paths, mixing and scaling.
+    Measures (``torchrl_vase.surprise``): ``"vase"`` (Eq. 10), ``"nll"`` (Eq. 4), ``"vime"``
+    (Eq. 6). The model's ``prepare`` feeds the network as ``VariationalELBOLoss``'s does: give both
+    the same ``DynamicsModel`` (``make_loss`` does).
 
-    Measures (see ``torchrl_vase.surprise``): ``"vase"`` (U_VASE, Eq. 10), ``"nll"``
-    (surprisal, Eq. 4), ``"vime"`` (VIME's information gain, Eq. 6).
-
-    The model's ``prepare`` turns the transitions into what the network sees (dtype, one-hot
-    actions, s' or s' − s, standardisation by the pool's statistics), exactly as in
-    ``VariationalELBOLoss``: give both the same ``DynamicsModel`` (``make_loss`` does) and the bonus
-    is always evaluated on the data as the ELBO saw it.
-
-    With ``model=None`` a ``DynamicsModel`` is built from the parent env's observation and action
-    specs when the transform is attached to an env (``num_cells``, ``activation_class``,
-    ``prior_std``, ``init_mean``, ``sigma_c``, ``target``, ``standardize``, ``sampling``; the
-    authors' code's defaults, ``torchrl_vase.defaults``; the paper's text: ``**PAPER_TEXT``);
-    read it back as ``transform.model``. A given model is checked against the specs at that
-    same point, and those building settings must then be left out (they are the model's).
-    Discrete actions (``Categorical`` or ``OneHot`` specs) are one-hot encoded.
+    With ``model=None`` a model is built from the parent env's specs when the transform is attached
+    (the building settings below; the authors' defaults, ``torchrl_vase.defaults``; the paper's
+    text: ``**PAPER_TEXT``), read back as ``transform.model``; a given model is checked against the
+    specs there, and the building settings must be left out. Discrete actions are one-hot encoded.
 
     Args:
         model: the ``DynamicsModel``, or ``None`` to build one from the parent env's specs.
 
     Keyword Args:
         measure: ``"vase"``, ``"nll"`` or ``"vime"``.
-        delta: δ ≥ 0 of U_VASE's confidence term (default 0, the authors' code; the paper's
-            text: best in [1e-4, 1e-2], ``PAPER_TEXT``'s 1e-3).
+        delta: δ ≥ 0 of U_VASE's confidence term (the authors' 0; the paper's text: 1e-3).
         num_samples: N weight samples per evaluation (paper: 10).
-        num_cells: hidden widths of the model built when ``model=None`` (default ``[32]``).
-        activation_class: its activation (default ``nn.ReLU``).
-        prior_std: its σ_m (default 0.5).
-        init_mean: its ``BayesianMLP`` mean initialisation (default ``"normal"``: N(0, 1), the
-            authors' BNN).
-        sigma_c: its σ_c (default 0.5, the authors' script; the paper's text: 5).
-        sampling: its ``BayesianMLP`` sampling (default ``"local_shared"``, the authors' layer;
-            ``"weights"`` for ``measure="vime"``, whose gain needs weight samples).
-        target: its target, ``"next_observation"`` (default) or ``"delta"``.
-        standardize: whether it standardises its data (default ``True``).
+        num_cells, activation_class, prior_std, init_mean, sigma_c, sampling, target, standardize:
+            the built model's (``DynamicsModel.build``; ``measure="vime"`` needs
+            ``sampling="weights"``).
         vime_step_size: λ of VIME's information gain.
         vime_clip: the upper clip of VIME's information gain.
-        seed: if given, every evaluation draws the same N weight samples (a generator re-seeded
-            per call, on the CPU: the same draws on every device): the bonus is then a
-            deterministic function of q and the transition.
-        **kwargs: ``eta``, ``mix_reward``, ``reward_normalization`` and the keys, as in
-            ``IntrinsicRewardTransform``.
+        seed: every evaluation draws the same N samples (a CPU generator re-seeded per call): the
+            bonus is then a deterministic function of q and the transition.
+        **kwargs: ``eta``, ``mix_reward``, ``reward_normalization`` and the keys
+            (``IntrinsicRewardTransform``).
 
     Examples:
         >>> from torchrl.envs import GymEnv, TransformedEnv
@@ -170,9 +151,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
             )
             model.update_statistics(obs, action, next_obs, new=new)
 
-    # ----------------------------------------------------------------------------------------
-    # Specs: bind the model to the parent env
-    # ----------------------------------------------------------------------------------------
+    # -- Specs: bind the model to the parent env
     def set_container(self, container) -> None:
         super().set_container(container)
         parent = self.parent
@@ -220,9 +199,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
             )
         return int(feature_shape[0]), None
 
-    # ----------------------------------------------------------------------------------------
-    # Computing the bonus
-    # ----------------------------------------------------------------------------------------
+    # -- Computing the bonus
     def _require_model(self) -> DynamicsModel:
         if self.model is None:
             raise RuntimeError(
@@ -290,8 +267,6 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
 class VASERewardTransform(SurpriseRewardTransform):
     """The VASE bonus (paper, Eq. 10): ``SurpriseRewardTransform`` with ``measure="vase"``.
 
-    See ``SurpriseRewardTransform`` for every argument.
-
     Examples:
         >>> from torchrl.envs import GymEnv, TransformedEnv
         >>> env = TransformedEnv(GymEnv("MountainCarContinuous-v0"), VASERewardTransform())
@@ -320,10 +295,8 @@ class NLLRewardTransform(SurpriseRewardTransform):
 
 
 class VIMERewardTransform(SurpriseRewardTransform):
-    """VIME's information-gain bonus: ``SurpriseRewardTransform(measure="vime")``.
-
-    VIME's own recipe also scales the bonus by recent medians: pass
-    ``reward_normalization="median"``.
+    """VIME's information-gain bonus: ``SurpriseRewardTransform(measure="vime")`` (VIME's recipe
+    also scales it by recent medians: ``reward_normalization="median"``).
 
     Examples:
         >>> from torchrl.envs import GymEnv, TransformedEnv
