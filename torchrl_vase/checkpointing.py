@@ -118,19 +118,14 @@ def set_rng_state(state: dict) -> None:
 class Checkpointer:
     """One run's checkpoint file, written atomically and loaded with ``weights_only=True``.
 
-    ``save`` writes to a temporary file of its own in the same directory (a unique name: no two
-    writers share one), flushes it to disk and renames it over the checkpoint, so a process
-    killed at any instant leaves either the previous checkpoint or the new one, never a torn
-    file. Temporaries left by a killed writer are removed by the next ``save``. The file is
-    private (0600) and its directory too (0700), whatever the umask. The file carries the
-    SHA-256 of its own content (``DIGEST_KEY``, ``content_digest``: every tensor's bytes, dtype
-    and shape, every value and the structure around them): ``load_checkpoint`` refuses a file
-    whose content no longer matches it, wherever the file was copied to (torch reads a zip whose
-    tensors were altered without a word).
+    ``save`` writes a temporary file of its own, flushes it and renames it over the checkpoint, so a
+    kill leaves the previous checkpoint or the new one, never a torn file; the file is private and
+    carries the SHA-256 of its own content, which ``load_checkpoint`` checks.
 
     Args:
         directory: the run's own directory (created, and checked writable, at construction).
-        filename: the checkpoint's name in it."""
+        filename: the checkpoint's name in it.
+    """
 
     def __init__(self, directory: str | os.PathLike, filename: str = "last.pt") -> None:
         self.directory = check_writable(directory, "checkpoint directory")
@@ -180,14 +175,9 @@ class Checkpointer:
 
 
 def saveable_prefix(tensor: Tensor, rows: int) -> Tensor:
-    """The first ``rows`` rows of ``tensor``, for ``torch.save``, without a copy where possible.
-
-    ``torch.save`` of a slice writes the whole storage behind it, so a slice is usually cloned
-    first; for a replay pool of gigabytes (an Ant run's: ~3 GiB when full) that clone
-    doubles the process's memory at every checkpoint. For a contiguous CPU tensor of a dtype
-    numpy knows, the rows are returned as a tensor whose storage is exactly those rows, sharing
-    their memory: nothing is copied and the file holds only them. Otherwise (a GPU tensor,
-    bfloat16, a strided view) they are cloned. Save the result before the rows change.
+    """The first ``rows`` rows of ``tensor`` for ``torch.save``, sharing their memory where possible
+    (a contiguous CPU tensor of a numpy dtype), so saving a pool of gigabytes does not first clone
+    it; otherwise a clone. Save the result before the rows change.
 
     Examples:
         >>> import io, torch

@@ -75,13 +75,9 @@ def _paired(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def advantage_alignment(advantage: Tensor, bonus_advantage: Tensor) -> dict[str, float]:
-    """How much the advantage the policy update uses follows the bonus's own advantage.
-
-    Returns ``correlation``, Pearson's correlation of the two (invariant to the update's centring
-    and scaling), and ``bonus_share``, ``Var(bonus_advantage) / Var(advantage)``: near 1 when the
-    bonus is all there is, near 0 when something else (a critic's error, the extrinsic reward)
-    dominates. ``ExplorationGAE`` writes ``bonus_advantage``: the discounted sum (γλ) of the
-    batch-centred bonus term as it enters the advantage, with no critic.
+    """How much the advantage the policy update uses follows the bonus's own (``bonus_advantage``,
+    ``ExplorationGAE``'s): ``correlation`` (Pearson's) and ``bonus_share``, ``Var(bonus_advantage) /
+    Var(advantage)``, near 1 when the bonus is all there is.
 
     Examples:
         >>> import torch
@@ -126,18 +122,9 @@ def knn_distance(
 def novelty_correlation(bonus: Tensor, next_states: Tensor, reference: Tensor, *, k: int = 10,
                         num_queries: int = 1000, num_reference: int = 10_000,
                         generator: torch.Generator | None = None) -> float:
-    """Spearman's ρ between the bonus and a k-nearest-neighbour novelty of the next states.
-
-    The novelty of s' is the distance to its k-th nearest neighbour among ``reference`` states
-    (those seen before, e.g. the replay pool before this batch was added), all standardised by
-    the reference's mean and std. Both sets are subsampled (``num_queries`` transitions,
-    ``num_reference`` reference states) to keep the cost small. NaN when the reference has at most
-    ``k`` states.
-
-    Args:
-        bonus: ``[*B]`` or ``[*B, 1]``, one value per transition.
-        next_states: ``[*B, D]``, the transitions' next states.
-        reference: ``[R, D]``, states seen before.
+    """Spearman's ρ between the bonus ``[*B]`` and the novelty of the next states ``[*B, D]``: the
+    distance to the k-th nearest of the ``reference`` states ``[R, D]`` (seen before), all
+    standardised by the reference's statistics, both subsampled; NaN with at most ``k`` references.
 
     Examples:
         >>> import torch
@@ -169,16 +156,9 @@ def novelty_correlation(bonus: Tensor, next_states: Tensor, reference: Tensor, *
 
 
 class CoverageGrid(nn.Module):
-    """Which cells of a box ``[low, high)`` have been visited: the point robot's coverage.
-
-    ``update(positions)`` marks the cells of ``[*B, D]`` positions (clamped into the box);
-    ``coverage()`` is the visited fraction; ``counts`` (a buffer, saved in ``state_dict``) holds
-    the visits per cell for a heatmap.
-
-    Args:
-        low: the box's lower corner, one value per dim.
-        high: its upper corner.
-        cell_size: the side of a cell (the issue's 0.1 for the point robot).
+    """Which cells of a box ``[low, high)`` (cells of ``cell_size``) have been visited: the point
+    robot's coverage. ``update(positions)`` marks cells, ``coverage()`` is the visited fraction,
+    ``counts`` (a buffer) the visits per cell.
 
     Examples:
         >>> import torch

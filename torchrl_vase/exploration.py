@@ -32,16 +32,11 @@ __all__ = ["BonusDiagnostics", "Exploration", "ReplayBonus"]
 
 
 class BonusDiagnostics:
-    """An observer of the bonus (ours, not the paper's): on every ``every``-th iteration with a
-    bonus, from the first, ``bonus/novelty_spearman``, the Spearman correlation between U and
-    the k-NN novelty of s' among the pool's states (``diagnostics.novelty_correlation``), and
-    ``bonus/self_agreement``, the Spearman correlation between two evaluations of a Monte-Carlo
-    bonus (VASE, NLL, VIME: N weight samples each) on the same transitions with fresh draws: how
-    much of the bonus's ranking of transitions is the model's and how much its sampling noise
-    (NaN for RND, whose bonus is deterministic). Their subsamples and draws come from a
-    generator of their own, seeded by the model's update count, so they change none of the
-    training's random numbers. Every iteration they cost about a quarter of a VASE iteration on
-    HalfCheetah (docs/benchmarks.md); every 10th, under 5 %.
+    """An observer of the bonus (ours, not the paper's), every ``every``-th iteration with a bonus:
+    ``bonus/novelty_spearman``, Spearman's ρ between U and the k-NN novelty of s' among the pool's
+    states, and ``bonus/self_agreement``, ρ between two evaluations of a Monte-Carlo bonus with
+    fresh draws (NaN for RND). Their draws come from a generator of their own, so they change none
+    of the training's random numbers (cost: docs/benchmarks.md).
 
     Args:
         every: the cadence, in iterations with a bonus (1: each).
@@ -332,12 +327,9 @@ class Exploration(nn.Module):
     # -- State
     def journal_pool(self, directory: str | os.PathLike) -> None:
         """Checkpoint the pool by appending to ``directory`` (a ``ReplayJournal``): each
-        ``state_dict`` from now on writes there the transitions added since the previous one
-        and holds only their count, instead of the whole pool (3 GB of Ant's by the end of its
-        run, every few iterations); ``load_state_dict`` reads them back from there. Call it
-        before the first save or load, with the directory the checkpoint lives beside (the
-        recipe's: ``pool/`` in the run's checkpoint directory). A checkpoint that holds the
-        pool whole (written before this, or by an earlier version) still loads.
+        ``state_dict`` writes there the transitions added since the previous one and holds only
+        their count. Call it before the first save or load (the recipe: ``pool/`` beside the
+        checkpoint).
 
         Examples:
             >>> import tempfile, torch
@@ -431,13 +423,9 @@ class Exploration(nn.Module):
 
 
 class ReplayBonus:
-    """The bonus on an off-policy learner's samples: a replay buffer's transform that writes
-    ``r = r_e + η·U`` into every sampled batch under the bonus's model as it is at sampling time
-    (so transitions grow less rewarding as the model learns them), the stored extrinsic reward
-    untouched (the sample is a copy). Until the model's first update the bonus is 0
-    (``Exploration.reward``'s rule). The bonus's scaling statistics (RND's running moments,
-    VIME's medians) are read, not updated: they follow the collected batches
-    (``Exploration.reward``), not how often a transition happens to be sampled.
+    """The bonus on an off-policy learner's samples: a replay buffer's transform writing ``r = r_e +
+    η·U`` into every sample under the model as it is then (the stored reward untouched; 0 before the
+    model's first update). The bonus's scaling statistics are read, not updated.
 
     Examples:
         >>> import torch

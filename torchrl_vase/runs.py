@@ -148,25 +148,20 @@ class TrainingRun:
     Args:
         tracking_uri: the MLflow store (checked reachable at construction).
         experiment: the experiment's name (created if missing, with ``experiment_tags``).
-        config: the run's whole (resolved, nested) config: its identity, ``config.yaml``, and
-            what a checkpoint is compared with.
+        config: the run's whole resolved config: its identity, ``config.yaml``, what a checkpoint
+            is compared with.
         run_name: the new MLflow run's name.
-        identity_ignores: dotted keys that do not change what the run computes (where it logs,
-            how it shows progress): left out of its identity (the tag ``run_identity``).
-        retired: keys the config no longer has, at the value every run had, hashed with it so
-            the runs from before keep their identity.
+        identity_ignores: dotted keys that do not change what the run computes.
+        retired: keys the config no longer has, at the value every run had (identities kept).
         params: the MLflow params of a new run (default: every leaf of ``config``).
         tags: a new run's tags (``run_identity`` is added).
-        checkpoint_dir: where the run's directory ``<run id>/`` goes (``None``: no checkpoints,
-            and no resume).
+        checkpoint_dir: where the run's directory ``<run id>/`` goes (``None``: no checkpoints).
         resume: ``False``, ``True`` (the latest run of this identity) or a checkpoint's path.
         retry_minutes: how long every MLflow call retries a store that went away.
-        trust_unsigned: load a checkpoint that carries no digest of its content (written by
-            hand, or before digests) instead of refusing it (``trusting_unsigned``).
-        logged_steps: the last step (frames) a run's logger holds, by run id: what the resume
-            guards compare a checkpoint with so that no step is logged twice. Default: the
-            MLflow run's ``train/frames``; a run logging elsewhere (``CSVLogger``) passes its
-            logger's ``last_logged_step``."""
+        trust_unsigned: load a checkpoint without a digest of its content.
+        logged_steps: the last step a run's logger holds, by run id (default: MLflow's
+            ``train/frames``; ``CSVLogger``'s ``last_logged_step`` for CSV runs).
+    """
 
     def __init__(self, tracking_uri: str, experiment: str, *, config: Mapping, run_name: str,
                  identity_ignores: Iterable[str] = (), retired: Mapping | None = None,

@@ -1,18 +1,12 @@
 """Surprise measures of a transition ``(s, a, s')`` under a Bayesian dynamics model.
 
-Pure functions over batches: each takes ``obs [*B, obs_dim]``, ``action [*B, act_dim]`` and
-``next_obs [*B, obs_dim]`` (whatever the model was trained to predict: s', s' − s, or a
-standardised version of either) and returns one value per transition, ``[*B]``, from one batched
-computation. All draw their N weight samples once for the whole batch (shared by every
-transition, as the paper's BNN does not change during a rollout); pass a ``generator`` to make the
-draw reproducible.
-
-* ``vase_surprise``: the paper's U_VASE (Eq. 10).
-* ``nll_surprise``: surprisal, −log of the model's predictive mixture density (Eq. 4).
-* ``vime_information_gain``: VIME's Bayesian surprise (Eq. 6), in VIME's second-order form,
-  with every per-transition gradient's weighted norm from one batched backward pass and matrix
-  products over pairs of weight samples (the tests check it against the slow reference
-  that takes the update step and computes the exact KL)."""
+Pure functions over batches: ``obs [*B, obs_dim]``, ``action [*B, act_dim]``, ``next_obs [*B,
+obs_dim]`` (what the model predicts) → one value per transition, ``[*B]``, in one batched
+computation, the N weight samples drawn once for the batch (``generator`` for a reproducible
+draw): ``vase_surprise`` (U_VASE, Eq. 10), ``nll_surprise`` (surprisal, Eq. 4) and
+``vime_information_gain`` (VIME's Bayesian surprise, Eq. 6, tested against the exact KL after
+the update step).
+"""
 
 from __future__ import annotations
 
@@ -63,11 +57,9 @@ def prediction_nll(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Te
                    normalised: bool = False, generator: torch.Generator | None = None) -> Tensor:
     """``‖s' − f(s, a; θ_n)‖² / (2σ_c²)`` for N weight samples θ_n ~ q: shape ``[N, *B]``.
 
-    The per-sample negative log-likelihood of the paper's Eq. 11 as the authors' code computes
-    the bonus: without the Gaussian's normaliser ``D·log(√(2π) σ_c)``, a constant that an
-    uncentred bonus would pay as a reward a step (``torchrl_vase.gaussian``). ``normalised=True``
-    adds it: ``−log N(s'; f(s, a; θ_n), σ_c² I)`` itself. The building block of every measure
-    here (with a model's local ``sampling``, N draws of each transition's prediction).
+    The per-sample negative log-likelihood of Eq. 11 as the authors' code computes the bonus,
+    without the Gaussian's normaliser ``D·log(√(2π) σ_c)`` (``normalised=True`` adds it); every
+    measure here is built on it.
 
     Examples:
         >>> import torch
@@ -79,7 +71,6 @@ def prediction_nll(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Te
         >>> same = lambda: torch.Generator().manual_seed(0)
         >>> full = prediction_nll(model, *batch, normalised=True, generator=same())
         >>> errors = prediction_nll(model, *batch, generator=same())
-        >>> # float32: the sum rounds at the error's scale, far below the normaliser (0.45 here)
         >>> torch.allclose(full - errors, torch.tensor(log_normaliser(2, 0.5)), atol=1e-4)
         True
     """
@@ -100,13 +91,9 @@ def vase_surprise(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Ten
     """U_VASE (paper, Eq. 10) as the authors' code computes it:
     ``(1/N) Σ_n ‖s' − f(s, a; θ_n)‖² / (2σ_c²) − δ·H(q)``.
 
-    The first term is the assorted surprise (Bayesian surprise plus surprisal, the paper's
-    lemma): the mean over the weight samples of ``−log N(s'; f(θ_n), σ_c² I)`` without the
-    Gaussian's normaliser ``D·log(√(2π) σ_c)``, which the authors' ``surprise()`` adds back (a
-    constant: uncentred, a reward a step for staying alive). The second is the confidence
-    correction, ``H(q) = ½ Σ_i log(2πe σ_i²)``, the same for every transition of a batch (so
-    it, too, is a reward a step when the bonus is not centred). ``delta=0`` is the authors'
-    code, which has no confidence term; with it, ``U · σ_c²`` does not depend on σ_c.
+    The first term is the assorted surprise (the paper's lemma), without the Gaussian's constant
+    normaliser; the second the confidence correction ``H(q) = ½ Σ_i log(2πe σ_i²)``, the same for
+    every transition. ``delta=0`` is the authors' code (no confidence term).
 
     Args:
         model: the Bayesian dynamics model, input ``cat(obs, action)``.
@@ -116,13 +103,9 @@ def vase_surprise(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Ten
 
     Keyword Args:
         num_samples: N, the weight samples (paper: 10).
-        sigma_c: σ_c of the likelihood (default 0.5, the authors' script; the paper's text: 5).
-        delta: δ, the weight of the confidence term (default 0, the authors' code; the paper's
-            text: best in [1e-4, 1e-2], ``PAPER_TEXT``'s 1e-3).
+        sigma_c: σ_c of the likelihood (the authors' 0.5; the paper's text: 5).
+        delta: δ, the confidence term's weight (the authors' 0; the paper's text: 1e-3).
         generator: RNG for the weight samples.
-
-    Returns:
-        ``[*B]``, one surprise per transition.
 
     Examples:
         >>> import torch
@@ -143,13 +126,9 @@ def vase_surprise(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Ten
 def nll_surprise(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tensor, *,
                  num_samples: int = 10, sigma_c: float = defaults.SIGMA_C,
                  generator: torch.Generator | None = None) -> Tensor:
-    """Surprisal (Achiam & Sastry; paper, Eq. 4): ``−log P(s' | s, a)`` under the model.
-
-    With a BNN the predictive density is the mixture ``(1/N) Σ_n N(s'; f(s, a; θ_n), σ_c² I)``,
-    evaluated in log space: ``log N − logsumexp_n(−e_n)`` with ``e_n = ‖s' − f(θ_n)‖² /
-    (2σ_c²)``, the same family as ``vase_surprise``: without the Gaussian's normaliser (a
-    constant; with it the value is ``−log P`` itself). By Jensen's inequality it never exceeds
-    U_VASE with ``delta=0`` on the same samples.
+    """Surprisal (Achiam & Sastry; paper, Eq. 4): ``−log P(s' | s, a)`` under the model's mixture
+    ``(1/N) Σ_n N(s'; f(s, a; θ_n), σ_c² I)``: ``log N − logsumexp_n(−e_n)``, ``e_n = ‖s' −
+    f(θ_n)‖² / (2σ_c²)``, without the constant normaliser; by Jensen never above U_VASE (δ = 0).
 
     Examples:
         >>> import torch
@@ -315,21 +294,12 @@ def vime_information_gain(model: BayesianMLP, obs: Tensor, action: Tensor, next_
                           generator: torch.Generator | None = None) -> Tensor:
     """VIME's Bayesian surprise (Houthooft et al.; paper, Eq. 6) as VIME's code computes it.
 
-    For each transition, g is the gradient of its NLL (mean over N weight samples) with respect
-    to every μ_i and ρ_i, and the information gain is ``Σ_i λ² g_i² / H_i`` with λ the step size,
-    ``H_μ = 1/σ²`` and ``H_ρ = 2 e^{2ρ} / ((1 + e^ρ)² softplus(ρ)²)``, clipped to ``[0, clip]``.
-
-    This is VIME's "second-order" value. After the step ``φ ← φ − λ H⁻¹ g`` the exact
-    ``KL(q_after ‖ q)`` is ``½ λ² gᵀ H⁻¹ g + O(λ³)``: VIME's code omits the ½, so its value is twice
-    the KL to second order (tested against the exact KL after the step). VIME's
-    reward normalisation divides the factor out.
-
-    All per-transition gradients' weighted norms come from one batched backward pass over the
-    N × B (sample, transition) pairs and, for large layers, matrix products over pairs of weight
-    samples (``chunk_size`` transitions at a time to bound memory), not a Python loop over
-    transitions. Runs with gradients enabled internally, so it also works under
-    ``torch.no_grad()`` (inside a collector); the model's parameters and their ``.grad`` are
-    untouched.
+    For each transition, g is the gradient of its NLL (mean over N samples) with respect to every
+    μ_i and ρ_i, and the gain is ``Σ_i λ² g_i² / H_i`` (λ the step size, ``H_μ = 1/σ²``, ``H_ρ = 2
+    e^{2ρ} / ((1 + e^ρ)² softplus(ρ)²)``), clipped to ``[0, clip]``: twice the exact KL after the
+    step ``φ ← φ − λ H⁻¹ g`` to second order (VIME omits the ½; tested). All per-transition
+    gradients come from one batched backward pass (``chunk_size`` transitions at a time), under
+    ``torch.no_grad()`` too; the model's parameters and ``.grad`` are untouched.
 
     Examples:
         >>> import torch

@@ -25,18 +25,11 @@ def sync_vector_env(env_id: str, num_envs: int, **make_kwargs) -> gymnasium.vect
 
 
 class LeanVectorEnv(gymnasium.vector.VectorEnv):
-    """``sync_vector_env``'s transitions for less: ``num_envs`` copies stepped by a plain loop
-    over the bare envs (``env.unwrapped``), the time limit counted here.
-
-    ``SyncVectorEnv`` steps each copy through the wrappers ``gymnasium.make`` puts around it
-    (``TimeLimit``, ``OrderEnforcing``, ``PassiveEnvChecker``), then gathers the results; for
-    the sparse tasks' cheap steps that is a fifth of an env step. Here each step calls the env
-    inside those three (wrappers of the env's own, from its entry point, stay) and applies
-    ``TimeLimit``'s rule (truncated once its ``max_episode_steps`` steps were taken since the
-    copy's reset); resets go through every wrapper, as ``SyncVectorEnv``'s do. Auto-reset is off
-    as in ``sync_vector_env`` (``reset(options={"reset_mask": done})``), seeds as there (copy
-    ``i`` of seed ``s`` with ``s + i``, or a list). The same observations, rewards, terminations
-    and truncations, step for step (tested on every sparse env).
+    """``sync_vector_env``'s transitions for less: the copies stepped by a plain loop inside the
+    wrappers ``gymnasium.make`` adds (``TimeLimit``, ``OrderEnforcing``, ``PassiveEnvChecker``: a
+    fifth of a cheap env's step), ``TimeLimit``'s rule applied here; resets go through every
+    wrapper. Auto-reset off and seeds as ``sync_vector_env``'s; the same transitions step for step
+    (tested on every sparse env).
 
     Examples:
         >>> import torchrl_vase  # registers the sparse envs

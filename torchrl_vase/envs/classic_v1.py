@@ -1,19 +1,12 @@
 """The authors' classic tasks as they ran them: rllab's Box2D worlds, rebuilt with pybox2d.
 
-The VASE authors' MountainCar, CartpoleSwingup and DoublePendulum (lechszym/vase ``envs/*_x.py``)
-subclass rllab's ``Box2DEnv``, whose worlds are built from rllab's model files
-(``rllab/envs/box2d/models/*.xml.mako``). These classes build the same worlds directly, with the
-same semantics of rllab's ``Box2DEnv``:
-
-* gravity (0, −10) (pybox2d's default; no model sets it), the model's time step and solver
-  iterations, ``frame_skip`` physics steps per env step;
-* the action clipped to the control limits and applied before every physics step: a force along a
-  direction in the body's frame at a body point, or a joint torque by a saturated motor;
-* reward and termination computed from the state after the step;
-* ``reset`` puts every body back to its pose and velocity at construction (in a new world, so that
-  no contact of the last episode carries over and a seed fixes the episode), then sets the task's
-  random initial values on some bodies only (as the authors' code does: jointed bodies it does not
-  move are pulled back by the first physics step)."""
+The VASE authors' MountainCar, CartpoleSwingup and DoublePendulum subclass rllab's ``Box2DEnv``,
+whose worlds come from rllab's model files; these classes build the same worlds directly with
+``Box2DEnv``'s semantics: gravity (0, −10), the model's time step, iterations and frame skip;
+the action clipped and applied before every physics step; reward and termination from the
+state after it; ``reset`` restores every body in a new world, then sets the task's random
+initial values as the authors' code does (docs/guides/envs.md, task by task).
+"""
 
 from __future__ import annotations
 
@@ -184,16 +177,10 @@ def _box_space(dim: int) -> spaces.Box:
 class RllabMountainCarEnv(RllabBox2DEnv):
     """The authors' sparse MountainCar: rllab's Box2D car on a sine-shaped track.
 
-    A 0.4 × 0.2 m box (density 5: 0.4 kg, friction 0.0005) on a static chain of 201 points along
-    ``y = 1 − cos(πx/2)``, ``x ∈ [−2, 2]`` (the valley at x = 0, hill-tops at x = ±2, height 2),
-    friction mixed to √(0.0005 · 0.2) = 0.01. The action is a force in [−1, 1] N along the car's own
-    x axis at its centre (so it follows the car's tilt). 0.05 s per step, Box2D iterations 8/3.
-    Observation ``(x, ẋ)`` of the car's centre. The car starts at x = 0 (its box set 0.05 m into
-    the track, pushed out by the first step, as in the authors' model) with ẋ ~ U(−1, 1). The
-    episode ends, with reward 1, when ``x ≥ goal_position`` (0.6) or ``|x| ≥ track_end`` (2):
-    either hill-top (the authors' ``compute_reward`` yields ``is_current_done()``); 0 otherwise.
-    Not wrapped in rllab's ``NormalizedEnv`` by the authors; its bounds are [−1, 1] anyway.
-    Registered as ``torchrl_vase/SparseMountainCar-v1`` with a 500-step limit.
+    A box car on ``y = 1 − cos(πx/2)``, ``x ∈ [−2, 2]``, pushed by a force in [−1, 1] N along its
+    own axis; 0.05 s a step. Observation ``(x, ẋ)``; start x = 0, ẋ ~ U(−1, 1). The episode ends
+    with reward 1 at ``x ≥ goal_position`` or ``|x| ≥ track_end`` (either hill-top, as the authors'
+    ``compute_reward``); 0 otherwise. ``torchrl_vase/SparseMountainCar-v1``, 500 steps.
 
     Args:
         goal_position: x of the goal on the right slope (authors: 0.6).
@@ -273,20 +260,14 @@ class RllabMountainCarEnv(RllabBox2DEnv):
 class RllabCartpoleSwingupEnv(RllabBox2DEnv):
     """The authors' sparse cart-pole swing-up: rllab's Box2D cart-pole.
 
-    A 1 kg cart (1.155 × 0.866 m, density 1) on a rail (a prismatic joint, no limits) and a 0.1 kg
-    pole (1 × 0.1 m, density 1) on an unlimited hinge at the cart's top centre; no contacts. The
-    action is a horizontal force in [−10, 10] N on the cart's centre. 0.05 s per step, Box2D
-    iterations 8/3. Observation ``(x, ẋ, θ, θ̇)`` with θ the pole's absolute angle, 0 upright,
-    counter-clockwise positive, unwrapped. Start: x ~ U(−1, 1), ẋ ~ U(−2, 2),
-    θ ~ U(π − 1, π + 1), θ̇ ~ U(−3, 3), set on the cart and the pole as the authors' code does (the
-    pole's position is left where it was, so the first step's joint correction moves it). Reward 1
-    when ``cos θ > upright_cosine`` (0.9; VIME's code: 0.8) and the episode goes on; it ends, with
-    reward 0, when ``|x| > max_cart_position`` (3). Registered as
-    ``torchrl_vase/SparseCartpoleSwingup-v1`` with a 500-step limit.
+    A 1 kg cart on a rail and a 0.1 kg pole on a free hinge, pushed by a force in [−10, 10] N; 0.05
+    s a step. Observation ``(x, ẋ, θ, θ̇)``, θ the pole's unwrapped angle, 0 upright; it starts
+    hanging (θ ~ U(π ± 1)). Reward 1 while ``cos θ > upright_cosine``; the episode ends, with 0, at
+    ``|x| > max_cart_position``. ``torchrl_vase/SparseCartpoleSwingup-v1``, 500 steps.
 
     Args:
-        upright_cosine: the cos θ above which the pole counts as up.
-        max_cart_position: ``|x|`` beyond which the episode ends.
+        upright_cosine: the cos θ above which the pole counts as up (0.9; VIME's code: 0.8).
+        max_cart_position: ``|x|`` beyond which the episode ends (3).
         render_mode: ``None``, or ``"rgb_array"`` for ``render()``'s frames.
 
     Examples:
@@ -359,21 +340,14 @@ class RllabCartpoleSwingupEnv(RllabBox2DEnv):
 class RllabDoublePendulumEnv(RllabBox2DEnv):
     """The authors' sparse double pendulum: rllab's Box2D double pendulum, torque at the elbow.
 
-    Two links of 1 × 0.1 m (density 5: 0.5 kg each) hanging from a fixed pivot at the origin and
-    from each other by unlimited hinges; no contacts. The action is a torque in [−50, 50] N·m at
-    the elbow (+τ on the second link, −τ on the first); the shoulder is passive. 0.01 s per physics
-    step, 2 per env step (0.02 s; the authors' comment says 100 ms, the arithmetic 20 ms), Box2D
-    iterations 20/20. Observation ``(sin θ₁, cos θ₁, θ̇₁, sin θ₂, cos θ₂, θ̇₂)`` with θ the links'
-    absolute angles, 0 hanging down, counter-clockwise positive. Start: θ₁, θ₂ ~ N(0, 0.1²),
-    θ̇₁, θ̇₂ ~ N(0, 0.01²), set on the links' angles only (as the authors' code; the second link's
-    position is left where it was). Reward 1 when the "tip" of the authors' ``get_tip_pos`` is
-    within ``tip_radius`` (0.1; VIME: 1) of (0, 2): their tip is ``elbow − (sin θ₂, cos θ₂)``,
-    whose x has the opposite sign of the true tip's (``elbow + (sin θ₂, −cos θ₂)``); the two
-    agree upright, where the reward is. Never terminates. Registered as
-    ``torchrl_vase/SparseDoublePendulum-v1`` with a 500-step limit.
+    Two 0.5 kg links hanging from a pivot, a torque in [−50, 50] N·m at the elbow; 0.02 s a step.
+    Observation ``(sin θ₁, cos θ₁, θ̇₁, sin θ₂, cos θ₂, θ̇₂)``, 0 hanging down. Reward 1 when the
+    authors' ``get_tip_pos`` (``elbow − (sin θ₂, cos θ₂)``, the true tip mirrored in x; the two
+    agree upright) is within ``tip_radius`` of (0, 2); never terminates.
+    ``torchrl_vase/SparseDoublePendulum-v1``, 500 steps.
 
     Args:
-        tip_radius: distance from (0, 2) within which the tip is rewarded.
+        tip_radius: distance from (0, 2) within which the tip is rewarded (0.1; VIME: 1).
         render_mode: ``None``, or ``"rgb_array"`` for ``render()``'s frames.
 
     Examples:

@@ -66,16 +66,12 @@ class _RllabMujocoEnv(MujocoEnv):
 class RllabHalfCheetahEnv(_RllabMujocoEnv):
     """The authors' sparse HalfCheetah: rllab's model at 0.01 s per step, rewarded far from home.
 
-    rllab's (and gymnasium's) HalfCheetah model, one MuJoCo step of 0.01 s per env step (rllab's
-    ``frame_skip`` 1; gymnasium's v5 takes 5). Observation (20): ``qpos[1:]`` (8), ``qvel`` (9) and
-    the whole robot's centre of mass (3). Action: 6 motor controls in [−1, 1] (gears 120, 90, 60,
-    120, 60, 30). Reset: rllab's noise, N(0, 0.01²) on the positions, N(0, 0.1²) on the
-    velocities. Reward 1 on every step on which the centre of mass's x exceeds ``goal_x`` (5; it
-    starts at 0.04), 0 otherwise; never terminates. Registered as
-    ``torchrl_vase/SparseHalfCheetah-v1`` with a 500-step limit.
+    Observation (20): ``qpos[1:]``, ``qvel`` and the centre of mass; 6 motor controls in [−1, 1];
+    rllab's reset noise. Reward 1 on every step on which the centre of mass's x exceeds ``goal_x``;
+    never terminates. ``torchrl_vase/SparseHalfCheetah-v1``, 500 steps (docs/guides/envs.md).
 
     Args:
-        goal_x: the centre-of-mass x beyond which a step is rewarded.
+        goal_x: the centre-of-mass x beyond which a step is rewarded (5; it starts at 0.04).
         render_mode: gymnasium's MuJoCo render modes.
 
     Examples:
@@ -132,24 +128,18 @@ class RllabHalfCheetahEnv(_RllabMujocoEnv):
 class RllabAntEnv(_RllabMujocoEnv):
     """The authors' sparse Ant: rllab's model, rewarded for running fast (their code) or far.
 
-    rllab's Ant (0.91 kg, RK4): gymnasium's model file with rllab's settings put back at load time
-    (0.02 s per step, one MuJoCo step per env step; every geom's ``solimp`` (0.8, 0.8, 0.01); the
-    motors' range ±150 N·m at gear 1). Observation (125): ``qpos`` (15), ``qvel`` (14), the external
-    contact forces of its 14 bodies clipped to [−1, 1] (84), the torso's rotation matrix (9) and the
-    whole robot's centre of mass (3). Action: 8 torques in [−150, 150] N·m, in the model's actuator
-    order (hip_4, ankle_4, hip_1, …). Reset: rllab's ``init_qpos`` (torso at z = 0.55, ankles at
-    ±1 rad) plus rllab's noise. The episode ends when the torso's z leaves [0.2, 1.0] or the state
-    is not finite.
-
-    Reward 1 on every step on which, with ``goal="velocity"`` (the authors' code, the default), the
-    centre of mass's x-velocity exceeds ``goal_velocity`` (3 m/s), or with ``goal="position"`` (the
-    paper's text) its x exceeds ``goal_x`` (3 m); 0 otherwise. Registered as
-    ``torchrl_vase/SparseAnt-v1`` with a 500-step limit.
+    gymnasium's model file with rllab's settings put back at load time (0.02 s a step, ``solimp``,
+    ±150 N·m motors). Observation (125): ``qpos``, ``qvel``, clipped contact forces, the torso's
+    rotation and the centre of mass; 8 torques; rllab's ``init_qpos`` and noise; the episode ends
+    when the torso's z leaves [0.2, 1.0]. Reward 1 on every step on which the centre of mass's
+    x-velocity exceeds ``goal_velocity`` (``goal="velocity"``, the authors' code) or its x exceeds
+    ``goal_x`` (``"position"``, the paper's text). ``torchrl_vase/SparseAnt-v1``, 500 steps
+    (docs/guides/envs.md).
 
     Args:
         goal: ``"velocity"`` or ``"position"``.
-        goal_velocity: the x-velocity threshold of ``goal="velocity"``.
-        goal_x: the x threshold of ``goal="position"``.
+        goal_velocity: the x-velocity threshold (3 m/s).
+        goal_x: the x threshold (3 m).
         render_mode: gymnasium's MuJoCo render modes.
 
     Examples:

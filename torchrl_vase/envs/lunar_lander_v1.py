@@ -13,14 +13,9 @@ __all__ = ["AuthorsLunarLanderEnv"]
 class AuthorsLunarLanderEnv(LunarLander):
     """The authors' LunarLanderContinuous: gymnasium's, without the −100 for a crash.
 
-    The authors' ``envs/lunar_lander_x.py`` is gym 0.12–0.17's ``lunar_lander.py`` with one change
-    to the task: a crash (the body touching the ground) or flying off the screen ends the episode
-    with that step's ordinary reward instead of −100. Coming to rest still ends it with reward 100,
-    and the dense shaping reward (distance, speed, tilt, leg contacts, fuel) is kept: in the
-    authors' code this task is **not sparse**. Everything else is gymnasium's LunarLander with
-    ``continuous=True`` (the physics, 0.02 s per step; gymnasium rebuilds the world at each reset
-    and adds no decorative particles when not rendering: neither changes the lander). Registered as
-    ``torchrl_vase/LunarLanderContinuous-v1`` with the authors' 1,000-step limit.
+    A crash or flying off the screen ends the episode with that step's ordinary reward (the
+    authors' one change to gym's ``lunar_lander.py``); the dense shaping is kept, so this task is
+    **not sparse** in their code. ``torchrl_vase/LunarLanderContinuous-v1``, 1,000 steps.
 
     Examples:
         >>> env = AuthorsLunarLanderEnv()

@@ -14,23 +14,15 @@ from torchrl_vase.envs._frames import AGENT, GOAL, GROUND, Canvas
 class PointRobot2DEnv(Env):
     """A point on a square that wraps around (a torus, no walls), starting at the origin.
 
-    The action is the velocity, each component clipped to ``[−max_speed, max_speed]`` (paper:
-    0.01). The observation is the position, so a recipe records visited positions straight from
-    the observations (``info["position"]`` holds it too). The reward is 1 on reaching the goal,
-    within ``goal_radius`` of ``goal`` (paper: (1, 1)), which ends the episode; 0 otherwise.
-    Registered as ``torchrl_vase/PointRobot2D-v0`` with a 500-step limit (the paper's).
-
-    Choices the paper leaves open, and why:
-
-    * ``half_size=2.0``: the square is ``[−2, 2)²``, wide enough that the goal is far from its
-      wrapped copies (the nearest copy of (1, 1) from the origin is at (−3, 1)).
-    * ``goal_radius=0.05``: five maximal steps, so a policy that heads for the goal cannot jump
-      over it, while a random walk rarely stumbles on it.
+    The action is the velocity, each component clipped to ``[−max_speed, max_speed]``; the
+    observation the position. Reward 1 on reaching within ``goal_radius`` of ``goal``, which ends
+    the episode; 0 otherwise. ``torchrl_vase/PointRobot2D-v0``, 500 steps. Why these sizes:
+    docs/guides/envs.md.
 
     Args:
-        half_size: half the side of the square.
-        goal: the rewarding position.
-        goal_radius: distance to the goal that counts as reaching it.
+        half_size: half the side of the square ``[−2, 2)²`` (the goal far from its wrapped copies).
+        goal: the rewarding position (paper: (1, 1)).
+        goal_radius: distance to the goal that counts as reaching it (five maximal steps).
         max_speed: the bound on each velocity component (paper: 0.01).
         render_mode: ``None`` or ``"rgb_array"`` (a 64 × 64 picture of the square).
 

@@ -33,15 +33,11 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
 class FiniteLogProbNormal(IndependentNormal):
     """torchrl's ``IndependentNormal`` whose ``log_prob`` stays right while the scale is finite.
 
-    torch's ``Normal.log_prob`` computes ``−(a − μ)²/(2σ²) − log σ − log √(2π)``: once ``σ²``
-    or ``(a − μ)²`` leaves float32's normal range (``|log σ|`` above ~43) the density turns
-    ``−inf`` or ``nan``, or silently drops its quadratic term (``σ² = inf``), while rllab's
-    ``DiagonalGaussian.log_likelihood`` standardises first, ``−((a − μ)/σ)²/2 − log σ − …``,
-    right until ``σ`` itself overflows (``log σ ≈ 88.7``). A state-independent log-std learned
-    by TRPO can pass 43 (VIME on HalfCheetah does, after ~500 iterations), so the standardised
-    form is used for the entries where torch's is not finite or ``σ²`` is not a normal float.
-    Everywhere else the result is torch's, bit for bit, graph and all, so runs that never reach
-    such stds are unchanged.
+    torch's ``Normal.log_prob`` turns ``−inf``, ``nan`` or drops its quadratic term once ``σ²`` or
+    ``(a − μ)²`` leaves float32's normal range (``|log σ|`` above ~43, which TRPO's learned log-std
+    passes under VIME on HalfCheetah); rllab standardises first, ``−((a − μ)/σ)²/2 − log σ − …``.
+    That form is used where torch's is not finite or ``σ²`` is not a normal float; elsewhere the
+    result is torch's, bit for bit.
 
     Examples:
         >>> import torch
@@ -87,14 +83,9 @@ class FiniteLogProbNormal(IndependentNormal):
 
 @torch.no_grad()
 def initialize_(network: nn.Module, scheme: str, *, output_gain: float = 1.0) -> nn.Module:
-    """Re-initialise every ``nn.Linear`` of a network in place, as a TRPO implementation does.
-
-    * ``"torch"``: leave PyTorch's own initialisation (``U(±1/√fan_in)``, biases too).
-    * ``"glorot"``: rllab's (Lasagne's default): Glorot-uniform weights, zero biases.
-    * ``"orthogonal"``: stable-baselines3's: orthogonal weights with gain √2, the last layer with
-      ``output_gain`` (sb3: 0.01 for the policy's mean, 1 for the value), zero biases.
-
-    Returns the network.
+    """Re-initialise every ``nn.Linear`` of a network in place and return it: ``"torch"`` (PyTorch's
+    own), ``"glorot"`` (rllab's: Glorot-uniform weights, zero biases) or ``"orthogonal"``
+    (sb3's: gain √2, the last layer ``output_gain``, zero biases).
 
     Examples:
         >>> from torch import nn
@@ -122,12 +113,10 @@ def initialize_(network: nn.Module, scheme: str, *, output_gain: float = 1.0) ->
 def gaussian_policy(obs_dim: int, action_dim: int, num_cells: list[int], init: str = "torch", *,
                     init_log_std: float = 0.0,
                     device: torch.device | str | None = None) -> ProbabilisticActor:
-    """rllab's ``GaussianMLPPolicy`` as a TorchRL actor: a tanh MLP for the mean (its last layer
-    initialised small, gain 0.01 under ``"orthogonal"``), a state-independent log-std starting at
-    ``init_log_std`` (rllab: 0), a ``FiniteLogProbNormal`` over actions in [−1, 1] (envs scale
-    them to their bounds, so the std in the env's units is ``exp(init_log_std)`` times the
-    half-range of the bounds; sb3's policy acts in the env's units with std 1 at the start). The
-    recipe's policy, and what ``torchrl_vase.load_policy`` rebuilds; its parameters on ``device``.
+    """rllab's ``GaussianMLPPolicy`` as a TorchRL actor: a tanh MLP for the mean, a
+    state-independent log-std starting at ``init_log_std`` and a ``FiniteLogProbNormal`` over
+    actions in [−1, 1] (the envs scale them to their bounds). The recipe's policy, and what
+    ``load_policy`` rebuilds.
 
     Examples:
         >>> import torch
@@ -157,12 +146,9 @@ def tanh_policy(obs_dim: int, action_dim: int, num_cells: list[int], *,
                 activation: type[nn.Module] = nn.ReLU, default_scale: float = 1.0,
                 scale_lb: float = 0.1,
                 device: torch.device | str | None = None) -> ProbabilisticActor:
-    """SAC's actor as torchrl's SAC example builds it: an MLP giving a state-dependent
-    ``(loc, scale)`` (``NormalParamExtractor`` with a biased softplus: ``scale = default_scale``
-    at a zero input, never below ``scale_lb``) and a ``TanhNormal`` over actions in [−1, 1]
-    (``tanh(loc + scale·ε)``; envs scale them to their bounds, as for ``gaussian_policy``). Its
-    deterministic action is ``tanh(loc)``. ``VectorEnvCollector`` acts with it as with the
-    Gaussian policy.
+    """SAC's actor as torchrl's SAC example builds it: an MLP giving ``(loc, scale)`` (a biased
+    softplus: ``default_scale`` at zero input, at least ``scale_lb``) and a ``TanhNormal`` over
+    [−1, 1]; its deterministic action is ``tanh(loc)``.
 
     Examples:
         >>> import torch
@@ -215,15 +201,10 @@ _STD_EPS = 1e-8
 class StandardizedRegressor(nn.Module):
     """``y = μ_y + σ_y · network((x − μ_x) / σ_x)``, the statistics refitted to each training set.
 
-    rllab's ``GaussianMLPBaseline`` (the VASE authors' critic on the classic tasks) normalises
-    its inputs and outputs by the mean and std of the data of each fit. With a critic fitted to
-    the extrinsic return of a sparse task, that matters: before the first reward every target is
-    0, so σ_y = 0 and the critic predicts exactly 0, leaving the bonus alone in the advantage. An
-    unstandardised network fitted to zeros keeps a residual error of its own, which can be larger
-    than the bonus's effect.
-
-    ``fit_statistics(x, y)`` sets the four statistics (buffers, saved in ``state_dict``); before
-    the first call they are the identity. ``fit_critic`` calls it for every critic it fits.
+    rllab's ``GaussianMLPBaseline`` (the authors' critic on the classic tasks) standardises by each
+    fit's data; before a sparse task's first reward every target is 0, so σ_y = 0 and the critic
+    predicts exactly 0, leaving the bonus alone in the advantage. ``fit_statistics(x, y)`` sets the
+    statistics (buffers; the identity before the first call); ``fit_critic`` calls it.
 
     Args:
         network: the regression network, ``[*B, in_features] → [*B, out_features]``.

@@ -43,14 +43,11 @@ def fit_critic(loss: TRPOLoss, tensordict: TensorDictBase, optimizer: torch.opti
                epochs: int = 5, minibatch_size: int = 256) -> TensorDict:
     """Regress the critic on the batch's value targets: ``epochs`` passes of shuffled minibatches.
 
-    The value targets must be in the batch (``loss.value_estimator(batch)`` computes them with the
-    advantages). With an ``ExplorationGAE`` of the ``"dual"`` structure as the loss's value
-    estimator, its intrinsic critic is fitted too, on ``intrinsic_value_target``, in the same
-    minibatches (the optimiser must hold both critics' parameters). A critic whose module is a
-    ``StandardizedRegressor`` first gets its statistics from this batch (as rllab's baselines).
-
-    Returns the mean critic loss of the last epoch and the explained variance after fitting
-    (with ``intrinsic_`` versions for an intrinsic critic).
+    The targets must be in the batch (``loss.value_estimator(batch)``). A ``"dual"``
+    ``ExplorationGAE``'s intrinsic critic is fitted too, in the same minibatches; a
+    ``StandardizedRegressor`` critic first takes this batch's statistics. Returns the last epoch's
+    mean loss and the explained variance after fitting (``intrinsic_`` ones for the intrinsic
+    critic).
 
     Examples:
         >>> import torch
@@ -191,13 +188,9 @@ def explained_variance(prediction: Tensor, target: Tensor, relative_floor: float
                        absolute_floor: float = 1e-12) -> Tensor:
     """``1 − Var(target − prediction) / max(Var(target), relative_floor · mean(target²))``.
 
-    The floor keeps the statistic readable when the targets barely vary around a non-zero
-    value (a batch whose returns are all nearly alike): without it the ratio divides by float
-    noise and one iteration's −1e12 squashes a whole chart. Targets that vary by less than 1 %
-    of their root mean square (the default floor) count as varying by that much; scale-free, so
-    a small bonus's returns are not affected. NaN when the targets do not vary beyond
-    ``absolute_floor`` (all zero, or zero but for float noise: plain TRPO before any reward,
-    where the ratio would read −1e12).
+    The floor (targets varying by less than 1 % of their root mean square count as varying that
+    much) keeps nearly alike targets from dividing by float noise; NaN when the targets do not vary
+    beyond ``absolute_floor`` (plain TRPO before any reward).
 
     Examples:
         >>> import torch

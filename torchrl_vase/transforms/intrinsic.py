@@ -63,31 +63,23 @@ class RecentMedianNormalizer(nn.Module):
 class IntrinsicRewardTransform(Transform):
     """Base class of the bonus transforms: ``r = r_e + η·U`` for every transition it is given.
 
-    Two places to use a bonus transform, with the same numbers for the same model:
-
-    * per step, inside an env: ``TransformedEnv(env, transform)`` (``_step``);
-    * on a batch of collected transitions: a collector's ``postproc``,
-      ``ReplayBuffer(transform=...)``, or ``transform(batch)`` (``forward``): one model evaluation
-      for the whole batch. Mixing always starts from the extrinsic reward, so calling it again on
-      the same data recomputes the bonus instead of adding a second one.
-
-    Subclasses implement ``intrinsic_reward`` (the raw bonus of a batch of transitions),
-    ``make_loss`` (the loss that trains the model behind the bonus) and ``check_loss`` (that a
-    given loss trains this very model).
+    Per step inside an env (``TransformedEnv(env, transform)``) or on a batch (a collector's
+    ``postproc``, ``ReplayBuffer(transform=...)``, ``transform(batch)``: one model evaluation),
+    with the same numbers. Mixing starts from the extrinsic reward, so a second call recomputes the
+    bonus instead of adding another. Subclasses implement ``intrinsic_reward``, ``make_loss`` and
+    ``check_loss``.
 
     Keyword Args:
-        eta: η ≥ 0, the weight of the bonus in the reward (authors' script: 1e-4).
-        mix_reward: write ``r_e + η·U`` to the reward key (default) or leave it alone and only
-            write the intrinsic reward (for a separate intrinsic critic).
-        reward_normalization: ``None`` (paper), ``"median"`` (VIME: divide by the mean of the last
-            10 per-batch medians) or ``"std"`` (divide by a running std). Statistics are buffers,
-            updated only in training mode; the scaled bonus is what is written.
-        observation_key: where s lives (nested keys allowed); s_{t+1} is read from
-            ``("next", observation_key)``.
+        eta: η ≥ 0, the bonus's weight in the reward (authors' script: 1e-4).
+        mix_reward: write ``r_e + η·U`` to the reward key (default), or only the intrinsic reward.
+        reward_normalization: ``None`` (paper), ``"median"`` (VIME: the mean of the last 10 batch
+            medians) or ``"std"`` (a running std); statistics updated in training mode only.
+        observation_key: where s lives (s' under ``"next"``).
         action_key: where a lives.
         reward_key: the env reward, under ``"next"``.
         intrinsic_reward_key: where U is written, under ``"next"``.
-        extrinsic_reward_key: where r_e is copied, under ``"next"``."""
+        extrinsic_reward_key: where r_e is copied, under ``"next"``.
+    """
 
     #: the namespace of the model's training metrics when logged (a subclass names its own:
     #: ``bnn/elbo``, ``rnd/loss``)

@@ -19,13 +19,10 @@ from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 class RNDRewardTransform(IntrinsicRewardTransform):
     """The RND bonus with the same interface as the surprise transforms.
 
-    ``U`` is computed by torchrl's ``RNDTransform`` (the squared error between a trainable
-    predictor and a frozen random target network on the next observation, with running
-    observation normalisation and the bonus divided by its running std) and trained by torchrl's
-    ``RNDLoss`` (``make_loss``). What this class adds: a ``forward`` for batches (collector
-    ``postproc``, replay buffers, ``Exploration``), the mixing ``r_e + η·U`` and the extrinsic
-    reward key of every bonus here, and observation statistics created up front, so the loss can
-    share them from its construction.
+    U is torchrl's ``RNDTransform``'s (a trainable predictor's squared error against a frozen
+    random network on the next observation, running observation and bonus normalisation), trained
+    by torchrl's ``RNDLoss`` (``make_loss``, sharing the observation statistics). What this class
+    adds: a ``forward`` for batches, the mixing ``r_e + η·U`` and the extrinsic reward key.
 
     Args:
         observation_dim: the observation's feature count.
@@ -37,8 +34,8 @@ class RNDRewardTransform(IntrinsicRewardTransform):
         predictor_network: the trained network (likewise).
         normalize_obs: standardise observations by running statistics (clipped to ±5).
         normalize_reward: divide the bonus by its running std (clipped to 5).
-        **kwargs: ``eta``, ``mix_reward``, ``reward_normalization`` and the keys, as in
-            ``IntrinsicRewardTransform``.
+        **kwargs: ``eta``, ``mix_reward``, ``reward_normalization`` and the keys
+            (``IntrinsicRewardTransform``).
 
     Examples:
         >>> import torch
