@@ -1,19 +1,13 @@
-"""The isotropic Gaussian likelihood ``N(s'; f, σ_c² I)`` of the paper's Eq. 11, in one place.
-
-Its negative log-density splits into the data term and a constant::
+"""The isotropic Gaussian likelihood ``N(s'; f, σ_c² I)`` of the paper's Eq. 11, in one place::
 
     −log N(s'; f, σ_c² I) = ‖s' − f‖² / (2σ_c²)  +  D·log(√(2π) σ_c)
                             ─ squared_error_nll ─    ─ log_normaliser ─
 
-The ELBO's loss (``gaussian_nll``) keeps the constant: it changes no gradient and makes the loss
-the true NLL. The surprise bonuses (``torchrl_vase.surprise``) leave it out, as the authors' code
-does (their ``surprise()`` adds it back to the mean NLL): added uncentred to the reward, a
-constant is a reward of ``η·D·log(√(2π) σ_c)`` a step, paid for staying alive, not for surprise.
-
-The factorised posterior ``q = Π N(μ_i, σ_i²)`` against the prior ``N(0, σ_m²)``: its entropy
-(VASE's confidence term, Eq. 10) and its KL (the ELBO's regulariser, Eq. 12), in closed form.
-The compiled ELBO kernel (``torchrl_vase/kernels.py``) runs the same formulas in numba, its
-constants (``log_normaliser``, ``HALF_LOG_2PI_E``) read from here."""
+The ELBO's loss (``gaussian_nll``) keeps the constant; the bonuses leave it out, as the authors'
+code does (uncentred, it would pay ``η·D·log(√(2π) σ_c)`` a step for staying alive). Also the
+factorised posterior's entropy (VASE's confidence term, Eq. 10) and KL to the prior (Eq. 12), in
+closed form; the compiled kernel reads its constants from here.
+"""
 
 from __future__ import annotations
 

@@ -110,17 +110,17 @@ def _format(value: float | str) -> str:
 
 
 class Progress:
-    """tqdm's bar where ``stream`` is a terminal; elsewhere (a cluster job's log, ``| tee``) a
-    one-line record every ``every`` iterations and at the last, flushed at once, instead of a
-    bar's carriage returns.
+    """tqdm's bar on a terminal; in a log, a line every ``every`` iterations (about 20 a run by
+    default) and at the last, flushed at once.
 
     Args:
         total: the iterations of the whole run.
-        name: what the lines and the bar are called (e.g. ``"mountain_car/vase seed 0"``).
+        name: the label (e.g. ``"mountain_car/vase seed 0"``).
         initial: iterations already done (a resumed run).
-        every: iterations between records in a log; ``None``: about 20 records per run.
+        every: iterations between records in a log.
         enabled: ``False`` shows nothing.
-        stream: where to write (default ``sys.stderr``)."""
+        stream: where to write (default ``sys.stderr``).
+    """
 
     def __init__(self, total: int, name: str, *, initial: int = 0, every: int | None = None,
                  enabled: bool = True, stream: TextIO | None = None) -> None:

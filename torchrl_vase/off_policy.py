@@ -55,22 +55,18 @@ _LOSS_METRICS = ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")
 
 
 class SACUpdate:
-    """``utd_ratio × frames`` gradient steps of torchrl's ``SACLoss``, as torchrl's SAC example
-    takes them: a batch sampled from ``replay`` (its transforms, the bonus among them, applied),
-    the sum of the actor's, the twin critics' and the temperature's losses backpropagated, one
-    ``optimizer`` step (torchrl's ``group_optimizers`` of the three Adams), then the target
-    critics' soft update. ``__call__(frames)`` returns the means of the loss's outputs over the
-    steps. Between two steps it asks ``stop_due``: once a signal's grace has run out, the
-    iteration's updates are abandoned (``StopNow``; the loop drops the iteration). Its
-    ``state_dict`` holds the optimiser and the loss (networks, target networks and the
-    temperature).
+    """``utd_ratio × frames`` gradient steps of torchrl's ``SACLoss`` as torchrl's SAC example takes
+    them (a sample of ``replay``, its transforms applied; the three losses summed; one step of the
+    grouped Adams; the targets' soft update). Returns the means of the loss's outputs; between steps
+    it asks ``stop_due``. Its ``state_dict`` holds the optimiser and the loss.
 
     Args:
         loss: a ``SACLoss`` with its value estimator made.
         replay: the buffer the batches come from (its ``batch_size`` set).
         optimizer: over the loss's parameters (actor, critics, ``log_alpha``).
         target_updater: torchrl's ``SoftUpdate`` (or ``HardUpdate``) of the loss.
-        utd_ratio: updates per collected frame (torchrl's example: 1)."""
+        utd_ratio: updates per collected frame (torchrl's example: 1).
+    """
 
     def __init__(self, loss: SACLoss, replay: ReplayBuffer, optimizer: torch.optim.Optimizer,
                  target_updater: SoftUpdate, *, utd_ratio: float = 1.0) -> None:

@@ -43,18 +43,14 @@ _CHUNK = re.compile(r"^chunk-(\d+)-(\d+)\.pt$")
 
 
 class ReplayJournal:
-    """Checkpoints ``buffer`` (a torchrl ``ReplayBuffer`` with a ring storage and the default
-    writer) by appending: ``state_dict()`` writes the transitions added since its previous call
-    to ``directory`` and returns the write count; ``load_state_dict`` rebuilds the buffer from
-    the files (see the module). The buffer stays the run's one owner of its transitions; pass
-    the journal as the loop's ``state`` entry for it.
+    """Checkpoints ``buffer`` (a ring storage, the default writer) by appending: ``state_dict()``
+    writes the transitions added since its previous call and returns the write count;
+    ``load_state_dict`` rebuilds the buffer from the files. Pass it as the loop's ``state`` entry.
 
     Args:
-        buffer: the replay buffer (its transform, the bonus, is not involved: the storage's
-            contents are written as stored).
-        directory: where the chunks go, one directory per run (the recipe's: ``replay/`` in the
-            run's checkpoint directory); ``None``: set it with ``attach`` before the first
-            ``state_dict`` or ``load_state_dict``."""
+        buffer: the replay buffer (written as stored).
+        directory: the run's chunk directory (``None``: ``attach`` one before the first use).
+    """
 
     def __init__(self, buffer: ReplayBuffer, directory: str | os.PathLike | None = None) -> None:
         if not isinstance(buffer, ReplayBuffer):

@@ -65,20 +65,18 @@ class TRPOUpdate:
 
 
 class PPOUpdate(nn.Module):
-    """``epochs`` passes of shuffled minibatches of torchrl's ``ClipPPOLoss`` (objective plus
-    entropy term) with one optimiser, gradients clipped to ``max_grad_norm``.
-
-    The critic is not in the loss (build it with ``critic_coeff=0``): ``CriticFit`` fits it
-    after the policy epochs, on the targets of the run's advantage structure, as for TRPO.
-    Returns ``ppo/loss_objective``, ``ppo/entropy``, ``ppo/kl_approx`` and ``ppo/clip_fraction``,
-    means over the last epoch. Its ``state_dict`` is the optimiser's.
+    """``epochs`` passes of shuffled minibatches of torchrl's ``ClipPPOLoss`` (built with
+    ``critic_coeff=0``: ``CriticFit`` fits the critic after, as for TRPO), gradients clipped to
+    ``max_grad_norm``. Returns ``ppo/loss_objective``, ``ppo/entropy``, ``ppo/kl_approx`` and
+    ``ppo/clip_fraction`` over the last epoch; its ``state_dict`` is the optimiser's.
 
     Args:
         loss: a ``ClipPPOLoss`` (or any ``PPOLoss``) without a critic term.
         optimizer: over the actor's parameters.
         epochs: passes over the batch.
         minibatch_size: transitions per gradient step.
-        max_grad_norm: gradient-norm clip (``None``: none)."""
+        max_grad_norm: gradient-norm clip (``None``: none).
+    """
 
     LOGGED = ("loss_objective", "entropy", "kl_approx", "clip_fraction")
 

@@ -441,20 +441,16 @@ class RunLock:
 
 # -- The run
 class MLflowTracker:
-    """One MLflow run, through ``MlflowClient`` (no global active run), every call retried.
-
-    ``log`` sends whole steps per request (one transaction of the store each), NaN and inf as they
-    are. While the store is unreachable each call is retried with waits doubling up to 10 s, for
-    ``retry_minutes`` in all; then ``TrackingUnavailable`` (the caller's checkpoint holds what was
-    not logged).
-
-    torchrl's ``MLFlowLogger`` is not used: it logs through MLflow's global active run, one metric
-    per request, with no retries and no way to continue an existing run by id.
+    """One MLflow run through ``MlflowClient`` (no global active run; torchrl's ``MLFlowLogger``
+    logs through it, a metric a request, with no retries and no way to continue a run by id).
+    ``log`` sends whole steps per request, NaN and inf as they are; every call is retried while the
+    store is unreachable, for ``retry_minutes``, then ``TrackingUnavailable``.
 
     Args:
         client: the store's client.
         run_id: the run.
-        retry_minutes: how long a call may wait for the store."""
+        retry_minutes: how long a call may wait for the store.
+    """
 
     def __init__(self, client: MlflowClient, run_id: str, retry_minutes: float = 10.0) -> None:
         self.client = client
