@@ -20,8 +20,7 @@ def supports_adam_steps(optimizer: torch.optim.Optimizer) -> bool:
         and not group["maximize"]
         and not group["capturable"]
         and not group["differentiable"]
-        and not isinstance(group["lr"], torch.Tensor)
-    )
+        and not isinstance(group["lr"], torch.Tensor))
 
 
 def adam_state(optimizer: torch.optim.Adam, param: torch.Tensor) -> dict:
@@ -32,8 +31,7 @@ def adam_state(optimizer: torch.optim.Adam, param: torch.Tensor) -> dict:
         state["step"] = (
             torch.zeros((), dtype=torch.float32, device=param.device)
             if optimizer.param_groups[0]["fused"]
-            else torch.tensor(0.0, dtype=torch.float32)
-        )
+            else torch.tensor(0.0, dtype=torch.float32))
         state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
         state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
     return state

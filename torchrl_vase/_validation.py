@@ -65,8 +65,7 @@ def check_sigma_c(value: float) -> float:
         raise ValueError(
             f"sigma_c must be in [{low:g}, {high:g}], got {value:g}: below, the surprise "
             "||s' - f(s, a)||^2 / (2 sigma_c^2) overflows float32; above, the likelihood no "
-            "longer trains the model. The paper uses 5, the authors' script 0.5."
-        )
+            "longer trains the model. The paper uses 5, the authors' script 0.5.")
     return value
 
 

@@ -64,8 +64,7 @@ def config_identity(config: Mapping, ignore: Iterable[str] = (), length: int = 1
             return {
                 str(key): strip(value, f"{prefix}{key}.")
                 for key, value in node.items()
-                if f"{prefix}{key}" not in ignored
-            }
+                if f"{prefix}{key}" not in ignored}
         if isinstance(node, (list, tuple)):
             return [strip(value, prefix) for value in node]
         return node
@@ -85,8 +84,7 @@ def check_writable(directory: str | os.PathLike, what: str) -> Path:
     except OSError as error:
         raise PermissionError(
             f"{what}: cannot write to {str(path)!r} ({error.strerror or error}). Choose a "
-            "writable directory."
-        ) from None
+            "writable directory.") from None
     return path
 
 
@@ -137,8 +135,7 @@ class Checkpointer:
 
     def save(self, state: dict) -> Path:
         descriptor, temporary = tempfile.mkstemp(
-            dir=self.directory, prefix=f".{self.path.name}.", suffix=".tmp"
-        )
+            dir=self.directory, prefix=f".{self.path.name}.", suffix=".tmp")
         try:
             # private whatever the umask (mkstemp's 0600): a run's checkpoint holds its policy
             # and config, which other users of the machine have no business reading
@@ -334,6 +331,5 @@ def load_checkpoint(path: str | os.PathLike, *, what: str | None = None,
             cause = f"{type(error).__name__}: {first}" if first else type(error).__name__
             cause += "; it is damaged (cut off or overwritten) or not a checkpoint"
         raise RuntimeError(
-            f"cannot load {what or f'the checkpoint {str(path)!r}'}: {cause}. {advice}"
-        ) from None
+            f"cannot load {what or f'the checkpoint {str(path)!r}'}: {cause}. {advice}") from None
     return _verified(state, Path(path), what or f"the checkpoint {str(path)!r}")

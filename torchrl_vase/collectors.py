@@ -107,15 +107,13 @@ def _gaussian_network(policy, *, squashed: bool = False) -> tuple[nn.Module, str
         (distribution not in (IndependentNormal, FiniteLogProbNormal) and not tanh)
         or len(in_keys) != 1
         or out_keys != ["loc", "scale"]
-        or not isinstance(network, nn.Module)
-    ):
+        or not isinstance(network, nn.Module)):
         raise TypeError(
             "VectorEnvCollector takes ProbabilisticActor(TensorDictModule(net, [observation], "
             "['loc', 'scale']), in_keys=['loc', 'scale'], distribution_class=IndependentNormal "
             "or FiniteLogProbNormal)"
             + (" or a TanhNormal with low=-1, high=1, tanh_loc=False (tanh_policy)"
-               if squashed else "") + "; use torchrl's Collector for other policies."
-        )
+               if squashed else "") + "; use torchrl's Collector for other policies.")
     return network, in_keys[0], log_prob_key, tanh
 
 
@@ -182,8 +180,7 @@ class VectorEnvCollector(BaseCollector):
         if frames_per_batch % num_envs and not paths:
             raise ValueError(
                 f"frames_per_batch ({frames_per_batch}) must be a multiple of num_envs "
-                f"({num_envs}): every env takes the same number of steps."
-            )
+                f"({num_envs}): every env takes the same number of steps.")
         self.paths, self.whole_paths = bool(paths), bool(whole_paths)
         self._learner = policy
         if module_device(policy).type != "cpu":

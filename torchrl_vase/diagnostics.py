@@ -93,8 +93,7 @@ def advantage_alignment(advantage: Tensor, bonus_advantage: Tensor) -> dict[str,
 
 
 def knn_distance(
-    queries: Tensor, reference: Tensor, k: int = 10, *, chunk_size: int = 1024
-) -> Tensor:
+    queries: Tensor, reference: Tensor, k: int = 10, *, chunk_size: int = 1024) -> Tensor:
     """Distance from each query ``[Q, D]`` to its k-th nearest neighbour in ``reference [R, D]``.
 
     Computed in chunks of queries, so memory stays ``chunk_size × R``.
@@ -108,14 +107,12 @@ def knn_distance(
     if queries.dim() != 2 or reference.dim() != 2 or queries.shape[1] != reference.shape[1]:
         raise ValueError(
             f"queries {tuple(queries.shape)} and reference {tuple(reference.shape)} must be "
-            "[Q, D] and [R, D]."
-        )
+            "[Q, D] and [R, D].")
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= reference.shape[0]:
         raise ValueError(f"k must be an int in [1, {reference.shape[0]}], got {k!r}.")
     distances = [
         torch.cdist(chunk, reference).topk(k, dim=1, largest=False).values[:, -1]
-        for chunk in queries.split(chunk_size)
-    ]
+        for chunk in queries.split(chunk_size)]
     return torch.cat(distances)
 
 
@@ -138,8 +135,7 @@ def novelty_correlation(bonus: Tensor, next_states: Tensor, reference: Tensor, *
     bonus = bonus.reshape(-1)
     if bonus.numel() != states.shape[0]:
         raise ValueError(
-            f"bonus has {bonus.numel()} values but next_states {states.shape[0]} states."
-        )
+            f"bonus has {bonus.numel()} values but next_states {states.shape[0]} states.")
     reference = reference.reshape(-1, reference.shape[-1])
     if reference.shape[0] <= k:
         return float("nan")
@@ -190,8 +186,7 @@ class CoverageGrid(nn.Module):
         flat = positions.reshape(-1, positions.shape[-1]).to(self.counts.device, torch.float64)
         if flat.shape[1] != self.counts.dim():
             raise ValueError(
-                f"positions have {flat.shape[1]} coordinates, the grid {self.counts.dim()}."
-            )
+                f"positions have {flat.shape[1]} coordinates, the grid {self.counts.dim()}.")
         device = self.counts.device
         shape = torch.tensor(self.counts.shape, device=device)
         index = ((flat - self.low) / self.cell_size).floor().long()

@@ -55,8 +55,7 @@ class ObservationStandardization(nn.Module):
 
 
 def with_observation_standardization(
-    actor: TensorDictModuleBase, loc: Tensor | None, scale: Tensor | None
-) -> TensorDictModuleBase:
+    actor: TensorDictModuleBase, loc: Tensor | None, scale: Tensor | None) -> TensorDictModuleBase:
     """The actor acting on the env's own observations: ``(observation − loc) / scale`` in front,
     or the actor itself when there is no standardisation (``loc`` is ``None``).
 
@@ -74,8 +73,7 @@ def with_observation_standardization(
         return actor
     standardization = ObservationStandardization(loc, scale).to(module_device(actor))
     return TensorDictSequential(
-        TensorDictModule(standardization, ["observation"], ["observation"]), actor
-    )
+        TensorDictModule(standardization, ["observation"], ["observation"]), actor)
 
 
 def acting_policy(actor: TensorDictModuleBase,
@@ -119,8 +117,7 @@ def evaluate(policy: TensorDictModuleBase, env_id: str, *, episodes: int = 5, se
                     observation, dtype=torch.float32, device=device)}, [episodes])
                 action = policy(batch)["action"].cpu().numpy()
                 observation, reward, terminated, truncated, _ = env.step(
-                    unit_to_bounds(action, space.low, space.high)
-                )
+                    unit_to_bounds(action, space.low, space.high))
                 returns += np.where(running, reward, 0.0)
                 lengths += running
                 done = terminated | truncated
@@ -147,8 +144,7 @@ def check_video(env_id: str, make_kwargs: dict | None = None) -> None:
         import imageio_ffmpeg  # noqa: F401
     except ImportError:
         raise ImportError(
-            "videos need imageio and imageio-ffmpeg: pip install -e '.[video]'."
-        ) from None
+            "videos need imageio and imageio-ffmpeg: pip install -e '.[video]'.") from None
     try:
         with gymnasium.make(env_id, render_mode="rgb_array", **(make_kwargs or {})) as env:
             env.reset(seed=0)
@@ -190,8 +186,7 @@ def record_episode(policy: TensorDictModuleBase, env_id: str, path: str | Path, 
                 observation, dtype=torch.float32, device=device)}, [])
             action = policy(batch)["action"].cpu().numpy()
             observation, _, terminated, truncated, _ = env.step(
-                unit_to_bounds(action, space.low, space.high)
-            )
+                unit_to_bounds(action, space.low, space.high))
             frames.append(env.render())
             done = terminated or truncated
         fps = fps or env.metadata.get("render_fps") or 30
@@ -219,8 +214,7 @@ def run_weights(parts: dict) -> dict:
                                                    "collector")}
     exploration = parts.get("exploration")
     weights["exploration"] = None if exploration is None else {
-        key: value for key, value in exploration.items() if not key.endswith("_extra_state")
-    }
+        key: value for key, value in exploration.items() if not key.endswith("_extra_state")}
     return weights
 
 
@@ -255,8 +249,7 @@ def load_policy(run_id: str, tracking_uri: str | None = None, *,
     if missing:
         raise FileNotFoundError(
             f"run {run_id} has no {', '.join(sorted(missing))} artifact: it is not a run of "
-            "recipes/trpo_vase.py, or it never wrote a checkpoint (checkpoint.every=0)."
-        )
+            "recipes/trpo_vase.py, or it never wrote a checkpoint (checkpoint.every=0).")
     with tempfile.TemporaryDirectory() as tmp:
         config = yaml.safe_load(Path(client.download_artifacts(run_id, "config.yaml", tmp))
                                 .read_text())

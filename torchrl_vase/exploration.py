@@ -409,15 +409,13 @@ class Exploration(nn.Module):
             if len(transitions) > self.pool_size:
                 raise ValueError(
                     f"the saved pool holds {len(transitions)} transitions, more than pool_size "
-                    f"({self.pool_size})."
-                )
+                    f"({self.pool_size}).")
             # slot i of the saved storage goes back to slot i; the cursor says where the next
             # write lands (after a wrap-around, not at the end)
             self.pool.extend(transitions)
             cursor = pool["cursor"] if len(transitions) == self.pool_size else len(transitions)
             self.pool.writer.load_state_dict(
-                {"_cursor": cursor, "_write_count": pool["write_count"]}
-            )
+                {"_cursor": cursor, "_write_count": pool["write_count"]})
         if self._pool_journal.directory is not None:  # the journal starts again from here
             self._pool_journal.reset()
 

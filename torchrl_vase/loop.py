@@ -78,8 +78,7 @@ def check_finite(value: torch.Tensor, what: str, iteration: int) -> None:
     if bad.any():
         raise FloatingPointError(
             f"{what} is not finite in {int(bad.sum())} of {value.numel()} transitions of "
-            f"iteration {iteration} (e.g. {value[bad].flatten()[0].item()})."
-        )
+            f"iteration {iteration} (e.g. {value[bad].flatten()[0].item()}).")
 
 
 @dataclass
@@ -222,8 +221,7 @@ class TrainingLoop:
                     ends = self.iteration >= self.iterations or self.stop_when()
                     last = ends or result.stopped_by is not None
                     if self.evaluate is not None and self.eval_every and (
-                        self.iteration % self.eval_every == 0 or ends
-                    ):
+                        self.iteration % self.eval_every == 0 or ends):
                         with phase("evaluation"):
                             metrics.update(self.evaluate(self.iteration - 1))
                     self.wall_time = before + time.perf_counter() - started

@@ -259,8 +259,7 @@ class TrainingRun:
                 raise RuntimeError(
                     f"{error}. Stopped: {where}; the store still shows the run RUNNING (it "
                     "could not be told otherwise). Once the store is back, continue with "
-                    "resume=true (mlflow.retry_minutes sets how long to wait)."
-                ) from None
+                    "resume=true (mlflow.retry_minutes sets how long to wait).") from None
             message = None
             if self._unrestored and self.tracker.status_before is not None:
                 # nothing ran: the run keeps the status it had, and no error of this attempt
@@ -356,8 +355,7 @@ class TrainingRun:
                             and not ignored(k, self.identity_ignores))
             raise ValueError(
                 f"resume: {path} is a checkpoint of another config; keys that differ: "
-                + ", ".join(f"{k} ({saved.get(k)} there, {now.get(k)} here)" for k in differ[:8])
-            )
+                + ", ".join(f"{k} ({saved.get(k)} there, {now.get(k)} here)" for k in differ[:8]))
         self.run_id = state["run_id"]
         if not client.search_runs([self.experiment_id],
                                   filter_string=f"attributes.run_id = '{self.run_id}'"):
@@ -365,8 +363,7 @@ class TrainingRun:
                 f"resume={path}: its run {self.run_id} is not in experiment {self.experiment_id} "
                 f"of the tracking store {redact(client.tracking_uri)}; the checkpoint was logged "
                 "to another store or experiment: resume with that mlflow.tracking_uri (and "
-                "mlflow.experiment)."
-            )
+                "mlflow.experiment).")
         written = path.stat().st_mtime_ns
         lock = self._lock()
         if path.stat().st_mtime_ns != written:  # its writer ended between the read and the lock
@@ -436,8 +433,7 @@ def check_resume(resume: bool | str, checkpoint_dir) -> None:
 
 
 def refuse_without_checkpoint(client: MlflowClient, run_ids: Iterable[str | None], path: Path,
-                              what: str, logged_steps: Callable[[str], int] | None = None
-                              ) -> None:
+                              what: str, logged_steps: Callable[[str], int] | None = None) -> None:
     """``resume=true`` found runs but no checkpoint at ``path``: continuing them from iteration 0
     would log every step again, so if any of them logged a metric, refuse (``FileNotFoundError``)
     naming where the checkpoint was looked for and the two ways on; a run that logged nothing

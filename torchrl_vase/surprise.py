@@ -26,8 +26,7 @@ __all__ = ["nll_surprise", "prediction_nll", "vase_surprise", "vime_information_
 
 
 def _model_inputs(
-    model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tensor
-) -> tuple[Tensor, Tensor]:
+    model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tensor) -> tuple[Tensor, Tensor]:
     """Check a batch of transitions against the model; return ``(x, y)`` = (input, target)."""
     if not isinstance(model, BayesianMLP):
         raise TypeError(f"model must be a BayesianMLP, got {type(model).__name__}.")
@@ -37,14 +36,12 @@ def _model_inputs(
     if obs.shape[:-1] != action.shape[:-1] or obs.shape[:-1] != next_obs.shape[:-1]:
         raise ValueError(
             "obs, action and next_obs must share their batch dims; got "
-            f"{tuple(obs.shape)}, {tuple(action.shape)} and {tuple(next_obs.shape)}."
-        )
+            f"{tuple(obs.shape)}, {tuple(action.shape)} and {tuple(next_obs.shape)}.")
     x = model.check_inputs((obs, action))
     if next_obs.shape[-1] != model.out_features:
         raise ValueError(
             f"next_obs has {next_obs.shape[-1]} features; the model has "
-            f"out_features={model.out_features}."
-        )
+            f"out_features={model.out_features}.")
     if next_obs.dtype != x.dtype:
         raise TypeError(f"next_obs has dtype {next_obs.dtype}, the model {x.dtype}.")
     if not torch.isfinite(next_obs).all():
@@ -117,8 +114,7 @@ def vase_surprise(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Ten
     if not math.isfinite(delta):
         raise ValueError(f"delta must be finite, got {delta}.")
     nll = prediction_nll(
-        model, obs, action, next_obs, num_samples=num_samples, sigma_c=sigma_c, generator=generator
-    )
+        model, obs, action, next_obs, num_samples=num_samples, sigma_c=sigma_c, generator=generator)
     return nll.mean(0) - delta * model.entropy()
 
 
@@ -138,8 +134,7 @@ def nll_surprise(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tens
         torch.Size([100])
     """
     nll = prediction_nll(
-        model, obs, action, next_obs, num_samples=num_samples, sigma_c=sigma_c, generator=generator
-    )
+        model, obs, action, next_obs, num_samples=num_samples, sigma_c=sigma_c, generator=generator)
     return math.log(num_samples) - torch.logsumexp(-nll, dim=0)
 
 
@@ -196,8 +191,7 @@ def _layer_curvatures(
 
 
 def _weight_terms_from_outer_products(
-    delta: Tensor, h_in: Tensor, layer: _LayerCurvature
-) -> Tensor:
+    delta: Tensor, h_in: Tensor, layer: _LayerCurvature) -> Tensor:
     """``Σ σ² g_μ² + g_ρ² / H_ρ`` over a layer's weights, ``[T]``, from every
     per-(sample, transition) gradient ``δ_n ⊗ h_n`` as an ``[N, T, out, in]`` tensor."""
     outer = delta.unsqueeze(-1) * h_in.unsqueeze(-2)
@@ -245,8 +239,7 @@ def _information_gain_terms(model: BayesianMLP, x: Tensor, y: Tensor, noise: Ten
     num_samples = noise.shape[0]
     weights = [
         (w.contiguous(), b.contiguous())
-        for w, b in model.unflatten(model.parameters_from_noise(noise))
-    ]
+        for w, b in model.unflatten(model.parameters_from_noise(noise))]
 
     # Forward over all (sample, transition) pairs, keeping each layer's input and pre-activation.
     inputs, pre_activations = [], []
@@ -319,8 +312,6 @@ def vime_information_gain(model: BayesianMLP, obs: Tensor, action: Tensor, next_
             [
                 _information_gain_terms(model, x_chunk, y_chunk, noise, sigma_c, layers, pairs)
                 .detach()
-                for x_chunk, y_chunk in zip(x.split(chunk_size), y.split(chunk_size), strict=True)
-            ]
-        )
+                for x_chunk, y_chunk in zip(x.split(chunk_size), y.split(chunk_size), strict=True)])
     gain = step_size**2 * gain
     return gain.clamp(0.0, clip).reshape(batch_shape)

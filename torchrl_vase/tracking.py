@@ -138,8 +138,7 @@ def retrying(call: Callable[[], T], *, what: str, minutes: float, first_wait: fl
             if remaining <= 0:
                 raise TrackingUnavailable(
                     f"{what}: the tracking store stayed unreachable for {minutes:g} min "
-                    f"({_describe(error)})"
-                ) from error
+                    f"({_describe(error)})") from error
             if (stopping := stop_requested()) is not None:  # a scheduler's SIGKILL follows
                 raise TrackingUnavailable(
                     f"{what}: the tracking store is unreachable ({_describe(error)}) and "
@@ -243,8 +242,7 @@ def check_tracking_store(uri: str) -> None:
             raise RuntimeError(
                 f"the tracking store {redact(uri)!r} needs the Python module {error.name!r}, "
                 "which is not installed here (PostgreSQL: `postgresql+psycopg2://…` with "
-                "psycopg2-binary, the `server` extra; MySQL: mysqlclient)."
-            ) from None
+                "psycopg2-binary, the `server` extra; MySQL: mysqlclient).") from None
         except DatabaseRefused:
             raise
         except Exception as error:  # mlflow raises many types; all mean "unreachable" here
@@ -252,14 +250,12 @@ def check_tracking_store(uri: str) -> None:
                 schemes = str(error).split("Supported URI schemes are:")[-1].strip().rstrip(".")
                 raise ValueError(
                     f"the tracking store {redact(uri)!r} has a scheme MLflow does not know; "
-                    f"it knows {schemes}."
-                ) from None
+                    f"it knows {schemes}.") from None
             raise RuntimeError(
                 f"cannot reach the MLflow tracking store {redact(uri)!r} "
                 f"({_describe(error)}). Start the "
                 "server, fix mlflow.tracking_uri or MLFLOW_TRACKING_URI, or leave both unset for "
-                "a local sqlite:///mlflow.db."
-            ) from None
+                "a local sqlite:///mlflow.db.") from None
         return
     try:
         lock = FileLock(str(database) + ".lock")
@@ -272,8 +268,7 @@ def check_tracking_store(uri: str) -> None:
             f"cannot create or open the SQLite tracking store {str(database)!r} "
             f"({_describe(error)}). Check that its folder is writable and its disk has space; "
             "a store half-created by an interrupted first run can be deleted. Or set "
-            "mlflow.tracking_uri (or MLFLOW_TRACKING_URI) to another store."
-        ) from None
+            "mlflow.tracking_uri (or MLFLOW_TRACKING_URI) to another store.") from None
 
 
 class DatabaseRefused(RuntimeError):
@@ -300,8 +295,7 @@ def _connect_once(uri: str) -> None:
         reason = str(error.orig if error.orig is not None else error).strip().splitlines()[0]
         raise DatabaseRefused(
             f"the database of the tracking store {redact(uri)!r} refused the connection "
-            f"({redact(reason)}): check the user, password, host and port in the URI."
-        ) from None
+            f"({redact(reason)}): check the user, password, host and port in the URI.") from None
     finally:
         engine.dispose()
 
@@ -352,8 +346,7 @@ def get_or_create_experiment(client: MlflowClient, name: str,
     if experiment.lifecycle_stage != "active":
         raise RuntimeError(
             f"MLflow experiment {name!r} is deleted; restore it (mlflow experiments restore "
-            f"--experiment-id {experiment.experiment_id}) or choose mlflow.experiment=<name>."
-        )
+            f"--experiment-id {experiment.experiment_id}) or choose mlflow.experiment=<name>.")
     for key, value in (tags or {}).items():
         if key in experiment.tags:
             continue
@@ -489,8 +482,7 @@ class MLflowTracker:
             raise LookupError(
                 f"run {run_id} is not in the tracking store {redact(uri)}: its checkpoint was "
                 "logged to "
-                "another store; resume against that one (mlflow.tracking_uri=...)."
-            ) from None
+                "another store; resume against that one (mlflow.tracking_uri=...).") from None
         tracker = cls(client, run_id, retry_minutes)
         tracker.status_before = before.info.status
         tracker._call(lambda: client.update_run(run_id, status="RUNNING"), "marking it running")

@@ -40,17 +40,14 @@ def check_continuous_control(env_id: str, observation_space: spaces.Space,
             f"{env_id} has the action space {action_space}: the Gaussian policy needs a bounded "
             "vector Box action space (continuous control). The bonus itself accepts discrete "
             "actions one-hot (DynamicsModel(action_classes=...)); train those with a categorical "
-            "policy of your own."
-        )
+            "policy of your own.")
     if not np.isfinite(action_space.low).all() or not np.isfinite(action_space.high).all():
         raise ValueError(
             f"{env_id}'s action bounds must be finite to scale [-1, 1] to them, got "
-            f"{action_space}; wrap the env with gymnasium.wrappers.ClipAction or rescale it."
-        )
+            f"{action_space}; wrap the env with gymnasium.wrappers.ClipAction or rescale it.")
     if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
         raise TypeError(
             f"{env_id} has the observation space {observation_space}: the policy, critics and "
             "bonus models need a flat vector observation (a one-dimensional Box). Register the "
             "env wrapped in gymnasium.wrappers.FlattenObservation (Dict, Tuple) or give it a "
-            "state observation instead of pixels."
-        )
+            "state observation instead of pixels.")

@@ -164,8 +164,7 @@ def _mountain_car_track() -> tuple[Box2D.b2ChainShape, Box2D.b2FixtureDef]:
     points = 100
     vertices = [
         (0.5 / points * i * 4.0, np.sin((i / points - 0.5) * np.pi))
-        for i in range(-points, points + 1)
-    ]
+        for i in range(-points, points + 1)]
     shape = Box2D.b2ChainShape(vertices_chain=vertices)
     return shape, Box2D.b2FixtureDef(shape=shape)
 
@@ -208,12 +207,10 @@ class RllabMountainCarEnv(RllabBox2DEnv):
         if not 0 < track_end <= self.track_half_width:
             raise ValueError(
                 f"track_end must be in (0, {self.track_half_width}] (the track's x range), "
-                f"got {track_end}."
-            )
+                f"got {track_end}.")
         if not -track_end < goal_position < track_end:
             raise ValueError(
-                f"goal_position {goal_position} is off the track (−{track_end}, {track_end})."
-            )
+                f"goal_position {goal_position} is off the track (−{track_end}, {track_end}).")
         self.goal_position = float(goal_position)
         self.track_end = float(track_end)
         super().__init__(render_mode)
@@ -287,8 +284,7 @@ class RllabCartpoleSwingupEnv(RllabBox2DEnv):
         if max_cart_position <= 1:
             raise ValueError(
                 "max_cart_position must exceed 1, the largest start position, got "
-                f"{max_cart_position}."
-            )
+                f"{max_cart_position}.")
         self.upright_cosine = float(upright_cosine)
         self.max_cart_position = float(max_cart_position)
         super().__init__(render_mode)
@@ -299,8 +295,7 @@ class RllabCartpoleSwingupEnv(RllabBox2DEnv):
         cart_width, cart_height = 4 / np.sqrt(12), 3 / np.sqrt(12)
         self.cart = world.CreateDynamicBody(position=(0.0, cart_height / 2), userData="cart")
         self.cart.CreatePolygonFixture(
-            box=(cart_width / 2, cart_height / 2), density=1.0, friction=0.0005
-        )
+            box=(cart_width / 2, cart_height / 2), density=1.0, friction=0.0005)
         self.pole = world.CreateDynamicBody(position=(0.0, cart_height), userData="pole")
         self.pole.CreatePolygonFixture(
             vertices=[(0.05, 0.0), (0.05, 1.0), (-0.05, 1.0), (-0.05, 0.0)],
@@ -313,8 +308,7 @@ class RllabCartpoleSwingupEnv(RllabBox2DEnv):
 
     def _randomize(self) -> None:
         x, x_dot, theta, theta_dot = self.np_random.uniform(
-            [-1.0, -2.0, np.pi - 1.0, -3.0], [1.0, 2.0, np.pi + 1.0, 3.0]
-        )
+            [-1.0, -2.0, np.pi - 1.0, -3.0], [1.0, 2.0, np.pi + 1.0, 3.0])
         self.cart.position = (float(x), self.cart.position[1])
         self.cart.linearVelocity = (float(x_dot), self.cart.linearVelocity[1])
         self.pole.angle = float(theta)
@@ -383,13 +377,11 @@ class RllabDoublePendulumEnv(RllabBox2DEnv):
         track.CreatePolygonFixture(box=(100.0, 0.1), groupIndex=-1)
         world.CreateRevoluteJoint(bodyA=track, bodyB=self.link1, anchor=(0.0, 0.0))
         self.elbow = world.CreateRevoluteJoint(
-            bodyA=self.link1, bodyB=self.link2, anchor=(0.0, -1.0)
-        )
+            bodyA=self.link1, bodyB=self.link2, anchor=(0.0, -1.0))
 
     def _randomize(self) -> None:
         angle1, angle2, velocity1, velocity2 = (
-            self.np_random.standard_normal(4) * np.array([0.1, 0.1, 0.01, 0.01])
-        )
+            self.np_random.standard_normal(4) * np.array([0.1, 0.1, 0.01, 0.01]))
         self.link1.angle, self.link2.angle = float(angle1), float(angle2)
         self.link1.angularVelocity = float(velocity1)
         self.link2.angularVelocity = float(velocity2)
@@ -410,8 +402,7 @@ class RllabDoublePendulumEnv(RllabBox2DEnv):
         origin, angle = self.link2.position, self.link2.angle
         return np.array(
             [origin[0] - self.link_length * np.sin(angle),
-             origin[1] - self.link_length * np.cos(angle)]
-        )
+             origin[1] - self.link_length * np.cos(angle)])
 
     def _draw_goal(self, canvas: Canvas) -> None:
         """The disc around (0, 2) that the tip must reach."""

@@ -176,8 +176,7 @@ class RllabAntEnv(_RllabMujocoEnv):
         torso = self.data.body("torso")
         return np.concatenate(
             [self.data.qpos, self.data.qvel, np.clip(self.data.cfrc_ext, -1.0, 1.0).ravel(),
-             torso.xmat, self.center_of_mass()]
-        )
+             torso.xmat, self.center_of_mass()])
 
     def reset_model(self) -> np.ndarray:
         self._rllab_reset(np.asarray(self.model.numeric("init_qpos").data, dtype=np.float64))

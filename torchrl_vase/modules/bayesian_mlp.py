@@ -97,11 +97,9 @@ class BayesianMLP(nn.Module):
         check_positive_int("in_features", in_features)
         check_positive_int("out_features", out_features)
         if isinstance(num_cells, int) or not all(
-            isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in num_cells
-        ):
+            isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in num_cells):
             raise ValueError(
-                f"num_cells must be a sequence of positive ints (e.g. [32]), got {num_cells!r}."
-            )
+                f"num_cells must be a sequence of positive ints (e.g. [32]), got {num_cells!r}.")
         self.prior_std = check_positive("prior_std", prior_std)
         init_std = self.prior_std if init_posterior_std is None else init_posterior_std
         init_std = check_positive("init_posterior_std", init_std)
@@ -129,8 +127,7 @@ class BayesianMLP(nn.Module):
         self.rho = nn.Parameter(torch.empty(size, **factory))
         activation_kwargs = activation_kwargs or {}
         self.activations = nn.ModuleList(
-            activation_class(**activation_kwargs) for _ in self.num_cells
-        )
+            activation_class(**activation_kwargs) for _ in self.num_cells)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -141,8 +138,7 @@ class BayesianMLP(nn.Module):
                 self.mu.normal_(0.0, 1.0)
             else:
                 for (n_in, _), (weight, bias) in zip(
-                    self.layer_sizes, self.unflatten(self.mu), strict=True
-                ):
+                    self.layer_sizes, self.unflatten(self.mu), strict=True):
                     bound = 1 / math.sqrt(n_in)
                     weight.uniform_(-bound, bound)
                     bias.uniform_(-bound, bound)
@@ -423,32 +419,27 @@ class BayesianMLP(nn.Module):
         if theta.dim() not in (1, 2) or theta.shape[-1] != self.num_parameters:
             raise ValueError(
                 f"flat parameters must have shape [{self.num_parameters}] or "
-                f"[N, {self.num_parameters}], got {tuple(theta.shape)}."
-            )
+                f"[N, {self.num_parameters}], got {tuple(theta.shape)}.")
 
     def _check_weights(self, weights: LayerWeights) -> None:
         if len(weights) != len(self.layer_sizes):
             raise ValueError(
                 f"weights must hold one (weight, bias) pair per layer: expected "
-                f"{len(self.layer_sizes)}, got {len(weights)}."
-            )
+                f"{len(self.layer_sizes)}, got {len(weights)}.")
         lead = None
         for i, ((weight, bias), (n_in, n_out)) in enumerate(
-            zip(weights, self.layer_sizes, strict=True)
-        ):
+            zip(weights, self.layer_sizes, strict=True)):
             w_lead, b_lead = weight.shape[:-2], bias.shape[:-1]
             if (
                 weight.shape[-2:] != (n_out, n_in)
                 or bias.shape[-1:] != (n_out,)
                 or w_lead != b_lead
                 or len(w_lead) > 1
-                or (lead is not None and w_lead != lead)
-            ):
+                or (lead is not None and w_lead != lead)):
                 raise ValueError(
                     f"weights[{i}] has shapes {tuple(weight.shape)} and {tuple(bias.shape)}; "
                     f"expected ([N,] {(n_out, n_in)}) and ([N,] {(n_out,)}) "
-                    "with the same N for every layer."
-                )
+                    "with the same N for every layer.")
             lead = w_lead
 
     # -- Forward
@@ -513,13 +504,11 @@ class BayesianMLP(nn.Module):
             if not tensor.dtype.is_floating_point:
                 raise TypeError(
                     f"input {k} has dtype {tensor.dtype}; BayesianMLP takes floating point "
-                    "inputs (one-hot encode discrete actions first)."
-                )
+                    "inputs (one-hot encode discrete actions first).")
             if tensor.dtype != param.dtype:
                 raise TypeError(
                     f"input {k} has dtype {tensor.dtype} but the model's parameters are "
-                    f"{param.dtype}; cast one of them."
-                )
+                    f"{param.dtype}; cast one of them.")
             if tensor.dim() == 0:
                 raise ValueError(f"input {k} is a scalar; expected shape [*batch, features].")
         x = inputs[0] if len(inputs) == 1 else torch.cat(inputs, dim=-1)
@@ -527,8 +516,7 @@ class BayesianMLP(nn.Module):
             shapes = ", ".join(str(tuple(t.shape)) for t in inputs)
             raise ValueError(
                 f"inputs of shape {shapes} give {x.shape[-1]} features along the last dim; "
-                f"the model has in_features={self.in_features}."
-            )
+                f"the model has in_features={self.in_features}.")
         if not torch.isfinite(x).all():
             raise ValueError("inputs contain non-finite values (nan or inf).")
         return x
@@ -537,5 +525,4 @@ class BayesianMLP(nn.Module):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"num_cells={self.num_cells}, prior_std={self.prior_std}"
-            + (f", sampling={self.sampling!r}" if self.local_reparameterization else "")
-        )
+            + (f", sampling={self.sampling!r}" if self.local_reparameterization else ""))

@@ -125,17 +125,14 @@ class DynamicsModel(nn.Module):
         if action_dim < 1:
             raise ValueError(
                 "the network must take cat(observation, action): in_features "
-                f"({network.in_features}) must exceed out_features ({obs_dim})."
-            )
+                f"({network.in_features}) must exceed out_features ({obs_dim}).")
         if action_classes is not None and (
             isinstance(action_classes, bool)
             or not isinstance(action_classes, int)
-            or action_classes != action_dim
-        ):
+            or action_classes != action_dim):
             raise ValueError(
                 f"action_classes ({action_classes!r}) must equal the network's action features "
-                f"in_features - out_features = {action_dim}."
-            )
+                f"in_features - out_features = {action_dim}.")
         self.network = network
         self.sigma_c = check_sigma_c(sigma_c)
         self.target = target
@@ -205,15 +202,13 @@ class DynamicsModel(nn.Module):
             if self.action_classes is None:
                 raise TypeError(
                     f"action has integer dtype {action.dtype} but the model has no "
-                    "action_classes; pass action_classes=... for a discrete action space."
-                )
+                    "action_classes; pass action_classes=... for a discrete action space.")
             if action.shape == (*batch_shape, 1):
                 action = action.squeeze(-1)
             if action.shape != batch_shape:
                 raise ValueError(
                     f"an integer (index) action must have shape {tuple(batch_shape)} or "
-                    f"{(*batch_shape, 1)}, got {tuple(action.shape)}."
-                )
+                    f"{(*batch_shape, 1)}, got {tuple(action.shape)}.")
             if action.numel() and (action.min() < 0 or action.max() >= self.action_classes):
                 raise ValueError(f"action indices must lie in [0, {self.action_classes}).")
             action = F.one_hot(action.long(), self.action_classes)
@@ -233,20 +228,17 @@ class DynamicsModel(nn.Module):
             if tensor.dim() == 0 or tensor.shape[-1] != self.observation_dim:
                 raise ValueError(
                     f"{name} has shape {tuple(tensor.shape)}; the model needs "
-                    f"[*batch, {self.observation_dim}]."
-                )
+                    f"[*batch, {self.observation_dim}].")
         if next_obs.shape != obs.shape:
             raise ValueError(
                 f"observation {tuple(obs.shape)} and next observation {tuple(next_obs.shape)} "
-                "must have the same shape."
-            )
+                "must have the same shape.")
         batch_shape = obs.shape[:-1]
         action = self.encode_action(action, batch_shape)
         if action.shape != (*batch_shape, self.action_dim):
             raise ValueError(
                 f"action has shape {tuple(action.shape)} (as encoded); the model needs "
-                f"{(*batch_shape, self.action_dim)} for observations of shape {tuple(obs.shape)}."
-            )
+                f"{(*batch_shape, self.action_dim)} for observations of shape {tuple(obs.shape)}.")
         # the model's device and dtype: data from CPU envs reaches a model on the GPU
         mu = self.network.mu
         obs, next_obs = obs.to(mu.device, mu.dtype), next_obs.to(mu.device, mu.dtype)
@@ -331,8 +323,7 @@ class DynamicsModel(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def prepare(
-        self, obs: Tensor, action: Tensor, next_obs: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor]:
+        self, obs: Tensor, action: Tensor, next_obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """``(s, a, y)``: checked, cast, encoded and (if ``standardize``) standardised; ``y`` is s'
         or s' − s."""
         obs, action, next_obs = self._check(obs, action, next_obs)
@@ -351,5 +342,4 @@ class DynamicsModel(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"sigma_c={self.sigma_c}, target={self.target!r}, standardize={self.standardize}, "
-            f"action_classes={self.action_classes}, clips_actions={self.clips_actions}"
-        )
+            f"action_classes={self.action_classes}, clips_actions={self.clips_actions}")

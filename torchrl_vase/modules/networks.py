@@ -58,8 +58,7 @@ class FiniteLogProbNormal(IndependentNormal):
         outside = (
             ~torch.isfinite(torch_form)
             | ~torch.isfinite(variance)
-            | (variance < torch.finfo(variance.dtype).tiny)
-        )
+            | (variance < torch.finfo(variance.dtype).tiny))
         if not outside.any():
             return _sum_rightmost(torch_form, self.reinterpreted_batch_ndims)
         # Both forms recomputed on inputs made harmless where each is not used, so that neither
@@ -75,8 +74,7 @@ class FiniteLogProbNormal(IndependentNormal):
         standardized_form = (
             -0.5 * (deviation / wide_scale) ** 2
             - wide_scale.log()
-            - math.log(math.sqrt(2 * math.pi))
-        )
+            - math.log(math.sqrt(2 * math.pi)))
         log_prob = torch.where(outside, standardized_form, torch_form)
         return _sum_rightmost(log_prob, self.reinterpreted_batch_ndims)
 
@@ -128,8 +126,7 @@ def gaussian_policy(obs_dim: int, action_dim: int, num_cells: list[int], init: s
     if not math.isfinite(init_log_std) or abs(init_log_std) > 20:
         raise ValueError(
             f"init_log_std must be in [-20, 20], got {init_log_std}: its std exp(init_log_std) "
-            "(in [-1, 1] action units) would leave float32 or make every action the bound."
-        )
+            "(in [-1, 1] action units) would leave float32 or make every action the bound.")
     num_cells = check_layer_widths("num_cells", num_cells)
     mean = MLP(obs_dim, action_dim, num_cells=num_cells, activation_class=nn.Tanh)
     head = nn.Sequential(
@@ -238,8 +235,7 @@ class StandardizedRegressor(nn.Module):
         if inputs.shape[-1:] != (self.in_features,) or targets.shape[-1:] != (self.out_features,):
             raise ValueError(
                 f"inputs {tuple(inputs.shape)} and targets {tuple(targets.shape)} must end in "
-                f"{self.in_features} and {self.out_features} features."
-            )
+                f"{self.in_features} and {self.out_features} features.")
         x = inputs.reshape(-1, self.in_features)
         y = targets.reshape(-1, self.out_features)
         if x.shape[0] != y.shape[0] or x.shape[0] < 2:

@@ -48,8 +48,7 @@ def discounted_sum(values: Tensor, done: Tensor, factor: float, *, time_dim: int
     """
     zeros = torch.zeros_like(values)
     advantage, _ = vec_generalized_advantage_estimate(
-        factor, 1.0, zeros, zeros, values, done=done, terminated=done, time_dim=time_dim
-    )
+        factor, 1.0, zeros, zeros, values, done=done, terminated=done, time_dim=time_dim)
     return advantage
 
 
@@ -146,12 +145,10 @@ class ExplorationGAE(ValueEstimatorBase):
             raise ValueError("value_network (the critic) is required.")
         if structure == "dual" and intrinsic_value_network is None:
             raise ValueError(
-                "the 'dual' structure needs an intrinsic critic: pass intrinsic_value_network=..."
-            )
+                "the 'dual' structure needs an intrinsic critic: pass intrinsic_value_network=...")
         if structure != "dual" and intrinsic_value_network is not None:
             raise ValueError(
-                f"intrinsic_value_network is only used by the 'dual' structure, not {structure!r}."
-            )
+                f"intrinsic_value_network is only used by the 'dual' structure, not {structure!r}.")
         for name, value in (("gamma", gamma), ("lmbda", lmbda)):
             value = check_non_negative(name, value)
             if value > 1:
@@ -210,20 +207,17 @@ class ExplorationGAE(ValueEstimatorBase):
         if next_td is None:
             raise KeyError(
                 "ExplorationGAE needs transitions with a 'next' entry (as collectors write them); "
-                f"got keys {list(tensordict.keys())}."
-            )
+                f"got keys {list(tensordict.keys())}.")
         value = next_td.get(key, None)
         if value is None:
             keys = self.tensor_keys
             hint = (
                 " A bonus transform (SurpriseRewardTransform, RNDRewardTransform) writes it."
                 if key in (keys.extrinsic_reward, keys.intrinsic_reward)
-                else ""
-            )
+                else "")
             raise KeyError(
                 f"the {self.structure!r} advantage needs {what} at ('next', {key!r}).{hint} Keys "
-                f"present under 'next': {list(next_td.keys(True, True))}."
-            )
+                f"present under 'next': {list(next_td.keys(True, True))}.")
         return value
 
     def forward(self, tensordict: TensorDictBase, *, params: TensorDictBase | None = None,
@@ -301,8 +295,7 @@ class ExplorationGAE(ValueEstimatorBase):
         keys = self.tensor_keys
         if intrinsic:
             value_key, target_key, gamma = (
-                keys.intrinsic_value, keys.intrinsic_value_target, self.intrinsic_gamma
-            )
+                keys.intrinsic_value, keys.intrinsic_value_target, self.intrinsic_gamma)
             if not self.episodic_intrinsic:
                 done = self._endless(done, time_dim)
         else:
@@ -349,8 +342,7 @@ class ExplorationGAE(ValueEstimatorBase):
         if self.training:
             stream_done = done if self.episodic_intrinsic else self._endless(done, time_dim)
             returns = discounted_sum(
-                intrinsic, stream_done, self.intrinsic_gamma, time_dim=time_dim
-            )
+                intrinsic, stream_done, self.intrinsic_gamma, time_dim=time_dim)
             self.intrinsic_return_stats.update(returns)
         scaled = intrinsic / self._intrinsic_scale().to(intrinsic.dtype)
         next_td = tensordict.get("next")

@@ -27,8 +27,7 @@ def _critics(loss: TRPOLoss) -> list[tuple[TensorDictModule, NestedKey]]:
     estimator = loss._value_estimator
     if isinstance(estimator, ExplorationGAE) and estimator.structure == "dual":
         critics.append(
-            (estimator.intrinsic_value_network, estimator.tensor_keys.intrinsic_value_target)
-        )
+            (estimator.intrinsic_value_network, estimator.tensor_keys.intrinsic_value_target))
     return critics
 
 
@@ -73,8 +72,7 @@ def fit_critic(loss: TRPOLoss, tensordict: TensorDictBase, optimizer: torch.opti
         if any(id(p) not in optimized for p in critic.parameters() if p.requires_grad):
             raise ValueError(
                 f"the optimizer does not hold every parameter of the critic writing "
-                f"{critic.out_keys}; build it over all critics' parameters."
-            )
+                f"{critic.out_keys}; build it over all critics' parameters.")
     data = tensordict.reshape(-1)
     for critic, target_key in critics:
         _refit_standardization(critic, data, target_key)
@@ -104,8 +102,7 @@ def _plain_squared_error(loss: TRPOLoss) -> bool:
         loss.loss_critic_type == "l2"
         and not loss.clip_value
         and not loss.functional
-        and (loss.critic_coeff is None or float(loss.critic_coeff) == 1.0)
-    )
+        and (loss.critic_coeff is None or float(loss.critic_coeff) == 1.0))
 
 
 def _module_of(critic) -> torch.nn.Module | None:
@@ -133,14 +130,12 @@ def _tensor_objective(critics, data):
     and targets gathered once, each critic's module called directly (a fraction of the cost)."""
     fitted = [
         (_module_of(critic), [data.get(key) for key in critic.in_keys], data.get(target_key))
-        for critic, target_key in critics
-    ]
+        for critic, target_key in critics]
 
     def objective(index: Tensor) -> Tensor:
         return sum(
             (module(*(x[index] for x in inputs)) - target[index]).square().mean()
-            for module, inputs, target in fitted
-        )
+            for module, inputs, target in fitted)
 
     return objective
 

@@ -89,8 +89,7 @@ class VariationalELBOLoss(LossModule):
                 " Wrap it once, DynamicsModel(bnn, sigma_c=...), and give that one object to the "
                 "loss and to the surprise transform, so both see the same standardised data."
                 if isinstance(model, BayesianMLP)
-                else ""
-            )
+                else "")
             raise TypeError(f"model must be a DynamicsModel, got {type(model).__name__}.{hint}")
         self.num_samples = check_num_samples(num_samples)
         kl_weight = check_non_negative("kl_weight", kl_weight)
@@ -127,8 +126,7 @@ class VariationalELBOLoss(LossModule):
         except (TypeError, ValueError) as error:
             raise type(error)(
                 f"{error} (keys: observation {keys.observation!r}, action {keys.action!r}, "
-                f"next_observation {keys.next_observation!r})"
-            ) from None
+                f"next_observation {keys.next_observation!r})") from None
         return torch.cat([obs, action], dim=-1), target
 
     def _get(self, tensordict: TensorDictBase, key: NestedKey, name: str) -> Tensor:
@@ -136,8 +134,7 @@ class VariationalELBOLoss(LossModule):
         if tensor is None:
             raise KeyError(
                 f"{name} key {key!r} not found in the tensordict; set it with "
-                f"loss.set_keys({name}=...). Keys present: {list(tensordict.keys(True, True))}."
-            )
+                f"loss.set_keys({name}=...). Keys present: {list(tensordict.keys(True, True))}.")
         return tensor
 
     def step_noise_shape(self, rows: int) -> tuple[int, ...]:

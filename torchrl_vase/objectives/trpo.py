@@ -120,8 +120,7 @@ class TRPOLoss(PPOLoss):
             raise TypeError(
                 f"actor_network ({type(actor_network).__name__}) has no get_dist: TRPO needs a "
                 "probabilistic actor (torchrl.modules.ProbabilisticActor) to compute log-probs "
-                "and KL divergences."
-            )
+                "and KL divergences.")
         super().__init__(
             actor_network,
             critic_network,
@@ -152,8 +151,7 @@ class TRPOLoss(PPOLoss):
             advantage = tensordict.get(self.tensor_keys.advantage)
         if not torch.isfinite(advantage).all():
             raise ValueError(
-                f"advantages (key {self.tensor_keys.advantage!r}) contain non-finite values."
-            )
+                f"advantages (key {self.tensor_keys.advantage!r}) contain non-finite values.")
         if advantage.shape[-1:] == (1,):
             advantage = advantage.squeeze(-1)
         if self.standardize_advantage and advantage.numel() > 1:
@@ -165,15 +163,13 @@ class TRPOLoss(PPOLoss):
         if log_prob is None:
             raise KeyError(
                 f"the log-prob key {self.tensor_keys.sample_log_prob!r} is missing: collect with "
-                "ProbabilisticActor(..., return_log_prob=True)."
-            )
+                "ProbabilisticActor(..., return_log_prob=True).")
         if not torch.isfinite(log_prob).all():
             raise ValueError(
                 f"log-probs (key {self.tensor_keys.sample_log_prob!r}) contain non-finite values. "
                 "A Gaussian policy whose log-std passed ~43 overflows torch's Normal.log_prob in "
                 "float32: torchrl_vase.FiniteLogProbNormal (gaussian_policy's distribution) "
-                "computes it in rllab's standardised form."
-            )
+                "computes it in rllab's standardised form.")
         return log_prob.reshape(shape)
 
     def _old_distribution(self, tensordict: TensorDictBase) -> Distribution:
@@ -189,8 +185,7 @@ class TRPOLoss(PPOLoss):
         return ((log_prob - old_log_prob).exp() * advantage).mean()
 
     def _kl_function(
-        self, tensordict: TensorDictBase, old_dist: Distribution
-    ) -> Callable[[], Tensor]:
+        self, tensordict: TensorDictBase, old_dist: Distribution) -> Callable[[], Tensor]:
         """``θ ↦ mean_s KL(π_old ‖ π_θ)``: analytic when torch has it, else Monte-Carlo."""
         new_dist = self.actor_network.get_dist(tensordict)
         if has_analytic_kl(old_dist, new_dist):
@@ -242,8 +237,7 @@ class TRPOLoss(PPOLoss):
 
         surrogate = self._surrogate(tensordict, advantage, old_log_prob)
         gradient = torch.cat(
-            [g.reshape(-1) for g in torch.autograd.grad(surrogate, params, allow_unused=False)]
-        )
+            [g.reshape(-1) for g in torch.autograd.grad(surrogate, params, allow_unused=False)])
         surrogate_before = surrogate.detach()
         mean_kl = self._kl_function(tensordict, old_dist)
         fvp = self.fisher_vector_product(mean_kl)

@@ -357,8 +357,7 @@ def _check_relations(cfg: DictConfig) -> None:
     if cfg.env.frames_per_batch < cfg.num_envs:
         raise ValueError(
             f"env.frames_per_batch ({cfg.env.frames_per_batch}) is smaller than num_envs "
-            f"({cfg.num_envs}): every env must step at least once per batch."
-        )
+            f"({cfg.num_envs}): every env must step at least once per batch.")
     if not cfg.whole_paths and cfg.collection != "paths":
         raise ValueError(f"whole_paths=false cuts the last of rllab's paths: it needs "
                          f"collection=paths, not {cfg.collection}.")
@@ -396,8 +395,7 @@ def _check_relations(cfg: DictConfig) -> None:
     if cfg.advantage.structure == "dual" and cfg.surprise.name == "none":
         raise ValueError(
             "advantage=dual needs an intrinsic reward for its intrinsic critic; choose a "
-            "surprise measure (vase, nll, vime, rnd) or another advantage structure."
-        )
+            "surprise measure (vase, nll, vime, rnd) or another advantage structure.")
     if cfg.shuffle_bonus and cfg.surprise.name == "none":
         raise ValueError("shuffle_bonus=true with surprise=none: the placebo shuffles a bonus "
                          "across each batch; choose a measure (vase, nll, vime, rnd).")
@@ -631,8 +629,7 @@ def experiment_tags(name: str, env_id: str) -> dict[str, str]:
             "Metrics: Return/ (extrinsic), train/ (frames, timing), eval/ (deterministic policy), "
             "trpo/, ppo/ or sac/, bonus/ (the bonus and whether it steers the policy), bnn/ or "
             "rnd/. "
-            f"Figures and a table: python recipes/study/compare.py --experiment {name}"
-        ),
+            f"Figures and a table: python recipes/study/compare.py --experiment {name}"),
     }
 
 

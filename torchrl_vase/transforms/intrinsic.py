@@ -94,8 +94,7 @@ class IntrinsicRewardTransform(Transform):
         if reward_normalization not in REWARD_NORMALIZATIONS:
             raise ValueError(
                 f"reward_normalization must be one of {REWARD_NORMALIZATIONS}, "
-                f"got {reward_normalization!r}."
-            )
+                f"got {reward_normalization!r}.")
         eta = check_non_negative("eta", eta)
         out_keys = [intrinsic_reward_key]
         if mix_reward:
@@ -118,8 +117,7 @@ class IntrinsicRewardTransform(Transform):
 
     # -- What a subclass provides
     def intrinsic_reward(
-        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
-    ) -> Tensor:
+        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> Tensor:
         """The raw bonus ``U`` of each transition, shape ``[*batch]``."""
         raise NotImplementedError
 
@@ -148,8 +146,7 @@ class IntrinsicRewardTransform(Transform):
         except KeyError:
             raise KeyError(
                 f"{what} key {key!r} is not in the env's specs (keys: "
-                f"{list(spec.keys(True, True))}); pass {what}_key=..."
-            ) from None
+                f"{list(spec.keys(True, True))}); pass {what}_key=...") from None
 
     def _observation_features(self, env) -> int:
         """The observation's feature count from the env's specs; vector observations only."""
@@ -162,20 +159,17 @@ class IntrinsicRewardTransform(Transform):
                 f"observation key {self.observation_key!r} has feature shape "
                 f"{tuple(feature_shape)} (spec shape {tuple(obs_spec.shape)}); the bonus needs a "
                 "vector observation [*batch, obs_dim]. Flatten it or add a feature extractor "
-                "before this transform."
-            )
+                "before this transform.")
         if not obs_spec.dtype.is_floating_point:
             raise TypeError(
                 f"observation key {self.observation_key!r} has dtype {obs_spec.dtype}; the "
-                "bonus needs real-valued observations."
-            )
+                "bonus needs real-valued observations.")
         return int(feature_shape[0])
 
     def transform_reward_spec(self, reward_spec: Composite) -> Composite:
         reference = reward_spec[self.reward_key]
         bonus_spec = Unbounded(
-            shape=reference.shape, device=reference.device, dtype=reference.dtype
-        )
+            shape=reference.shape, device=reference.device, dtype=reference.dtype)
         reward_spec[self.intrinsic_reward_key] = bonus_spec.clone()
         if self.mix_reward:
             reward_spec[self.extrinsic_reward_key] = reference.clone()
@@ -201,8 +195,7 @@ class IntrinsicRewardTransform(Transform):
         if next_tensordict is None:
             raise KeyError(
                 "a batch of transitions needs a 'next' entry (as collectors and replay "
-                f"buffers store them); got keys {list(tensordict.keys())}."
-            )
+                f"buffers store them); got keys {list(tensordict.keys())}.")
         return next_tensordict
 
     def _add_bonus(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase):
@@ -244,8 +237,7 @@ class IntrinsicRewardTransform(Transform):
             raise FloatingPointError(
                 f"{what} is not finite for {int(bad.sum())} of {value.numel()} transitions "
                 f"(e.g. {value[bad].flatten()[0].item()}), with {self.settings()}: a setting "
-                "that makes it overflow (a tiny sigma_c, a huge eta) or non-finite inputs."
-            )
+                "that makes it overflow (a tiny sigma_c, a huge eta) or non-finite inputs.")
 
     def write_no_bonus(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Write a zero bonus to a batch (``r = r_e``): the keys are there, the reward unchanged.
@@ -266,8 +258,7 @@ class IntrinsicRewardTransform(Transform):
         if reward.shape[: bonus.dim()] != bonus.shape or reward.numel() != bonus.numel():
             raise ValueError(
                 f"reward key {self.reward_key!r} has shape {tuple(reward.shape)}, which does not "
-                f"match the transitions' batch {tuple(bonus.shape)}."
-            )
+                f"match the transitions' batch {tuple(bonus.shape)}.")
         return bonus.reshape(reward.shape).to(reward.device, reward.dtype)
 
     def _read(
@@ -277,10 +268,8 @@ class IntrinsicRewardTransform(Transform):
         if value is None:
             raise KeyError(
                 f"{what} key {key!r} not found; keys present: "
-                f"{list(tensordict.keys(True, True))}."
-            )
+                f"{list(tensordict.keys(True, True))}.")
         if check_finite and value.dtype.is_floating_point and not torch.isfinite(value).all():
             raise ValueError(
-                f"{what} key {key!r} (shape {tuple(value.shape)}) contains non-finite values."
-            )
+                f"{what} key {key!r} (shape {tuple(value.shape)}) contains non-finite values.")
         return value

@@ -97,14 +97,12 @@ class RNDRewardTransform(IntrinsicRewardTransform):
             if obs_dim != self.observation_dim:
                 raise ValueError(
                     f"observation {self.observation_key!r} has {obs_dim} features, the transform "
-                    f"was built for observation_dim={self.observation_dim}."
-                )
+                    f"was built for observation_dim={self.observation_dim}.")
 
     def make_loss(self, **kwargs: Any) -> RNDLoss:
         """torchrl's ``RNDLoss`` on this transform's networks, statistics and key."""
         loss = RNDLoss(
-            self.predictor_network, self.target_network, obs_rms=self.obs_rms, **kwargs
-        )
+            self.predictor_network, self.target_network, obs_rms=self.obs_rms, **kwargs)
         loss.set_keys(observation=("next", self.observation_key))
         return loss
 
@@ -114,16 +112,13 @@ class RNDRewardTransform(IntrinsicRewardTransform):
         if (
             loss.predictor_network is not self.predictor_network
             or loss.target_network is not self.target_network
-            or loss.obs_rms is not self.obs_rms
-        ):
+            or loss.obs_rms is not self.obs_rms):
             raise ValueError(
                 "the RNDLoss does not hold this transform's predictor, target and observation "
-                "statistics; build it with transform.make_loss()."
-            )
+                "statistics; build it with transform.make_loss().")
 
     def intrinsic_reward(
-        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
-    ) -> Tensor:
+        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> Tensor:
         next_obs = self._read(next_tensordict, self.observation_key, "next observation")
         device = module_device(self.predictor_network)  # the data may come from CPU envs
         scratch = next_tensordict.empty().to(device)

@@ -123,22 +123,19 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         """Raise unless ``loss`` is a ``VariationalELBOLoss`` on this transform's model and keys."""
         if not isinstance(loss, VariationalELBOLoss):
             raise TypeError(
-                f"a surprise bonus is trained by a VariationalELBOLoss, got {type(loss).__name__}."
-            )
+                f"a surprise bonus is trained by a VariationalELBOLoss, got {type(loss).__name__}.")
         if loss.model is not self._require_model():
             raise ValueError(
                 "the loss and the transform hold different DynamicsModel objects, so the ELBO "
                 "would train one model (and its standardisation statistics) and the bonus "
-                "evaluate another; build the loss with transform.make_loss()."
-            )
+                "evaluate another; build the loss with transform.make_loss().")
         keys = loss.tensor_keys
         expected = (self.observation_key, self.action_key, ("next", self.observation_key))
         if (keys.observation, keys.action, keys.next_observation) != expected:
             raise ValueError(
                 f"the loss reads {keys.observation!r}, {keys.action!r}, "
                 f"{keys.next_observation!r} but the transform {expected}; use "
-                "transform.make_loss() or loss.set_keys(...)."
-            )
+                "transform.make_loss() or loss.set_keys(...).")
 
     def fit_statistics(self, transitions: TensorDictBase, *, new: int | None = None) -> None:
         """Set the model's standardisation statistics from a pool of transitions (with
@@ -147,8 +144,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         model = self._require_model()
         if model.standardize:
             obs, action, next_obs = (
-                transitions.get(key) for key in self.transition_keys
-            )
+                transitions.get(key) for key in self.transition_keys)
             model.update_statistics(obs, action, next_obs, new=new)
 
     # -- Specs: bind the model to the parent env
@@ -175,13 +171,11 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
                 f"the model (observation_dim={model.observation_dim}, "
                 f"action_dim={model.action_dim}) does not fit the env: observation "
                 f"{self.observation_key!r} has {obs_dim} features and action {self.action_key!r} "
-                f"{action_dim}."
-            )
+                f"{action_dim}.")
         if classes is not None and model.action_classes != classes:
             raise ValueError(
                 f"the env's action {self.action_key!r} is discrete with {classes} classes; build "
-                f"the model with action_classes={classes}."
-            )
+                f"the model with action_classes={classes}.")
 
     def _action_features(self, action_spec, batch_dims: int) -> tuple[int, int | None]:
         if isinstance(action_spec, Categorical):
@@ -195,8 +189,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
             raise ValueError(
                 f"action key {self.action_key!r} has spec {type(action_spec).__name__} with "
                 f"feature shape {tuple(feature_shape)} and dtype {action_spec.dtype}; supported: "
-                "continuous vector actions, Categorical and OneHot."
-            )
+                "continuous vector actions, Categorical and OneHot.")
         return int(feature_shape[0]), None
 
     # -- Computing the bonus
@@ -204,13 +197,11 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         if self.model is None:
             raise RuntimeError(
                 "this transform has no model yet: pass model=... or append the transform to an "
-                "env (TransformedEnv) so it can build one from the specs."
-            )
+                "env (TransformedEnv) so it can build one from the specs.")
         return self.model
 
     def intrinsic_reward(
-        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
-    ) -> Tensor:
+        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> Tensor:
         obs = self._read(tensordict, self.observation_key, "observation")
         action = self._read(tensordict, self.action_key, "action")
         next_obs = self._read(next_tensordict, self.observation_key, "next observation")
@@ -226,8 +217,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         except (TypeError, ValueError) as error:
             raise type(error)(
                 f"{error} (keys: observation {self.observation_key!r}, action "
-                f"{self.action_key!r})"
-            ) from None
+                f"{self.action_key!r})") from None
         if generator is None and self.seed is not None:
             # on the CPU whatever the model's device: a seeded bonus is the same number on a GPU
             generator = torch.Generator().manual_seed(self.seed)
@@ -260,8 +250,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         return (
             f"{type(self).__name__}(measure={self.measure!r}, eta={self.eta}, "
             f"delta={self.delta}, num_samples={self.num_samples}, mix_reward={self.mix_reward}, "
-            f"reward_normalization={self.reward_normalization!r})"
-        )
+            f"reward_normalization={self.reward_normalization!r})")
 
 
 class VASERewardTransform(SurpriseRewardTransform):
@@ -318,19 +307,16 @@ def _check_given_model(model: DynamicsModel, measure: str, build: dict[str, Any]
             " Wrap it once, DynamicsModel(bnn, sigma_c=...), and give that one object to "
             "the transform and to VariationalELBOLoss."
             if isinstance(model, BayesianMLP)
-            else ""
-        )
+            else "")
         raise TypeError(
-            f"model must be a DynamicsModel or None, got {type(model).__name__}.{hint}"
-        )
+            f"model must be a DynamicsModel or None, got {type(model).__name__}.{hint}")
     if measure == "vime" and model.network.local_reparameterization:
         raise ValueError(_VIME_NEEDS_WEIGHTS + " (build the model with sampling='weights').")
     given = sorted(name for name, value in build.items() if value is not None)
     if given:
         raise ValueError(
             f"{', '.join(given)} describe the model a transform builds for itself; with "
-            "a given model they are the model's own (set them on the DynamicsModel)."
-        )
+            "a given model they are the model's own (set them on the DynamicsModel).")
 
 
 def _build_settings(measure: str, build: dict[str, Any]) -> dict[str, Any]:
