@@ -8,9 +8,8 @@ import torch
 
 
 def supports_adam_steps(optimizer: torch.optim.Optimizer) -> bool:
-    """Whether ``adam_step`` reproduces ``optimizer.step()``: a plain Adam (one group, no weight
-    decay, AMSGrad, maximisation, capturable or differentiable state, float learning rate),
-    fused or not."""
+    """Whether ``adam_step`` reproduces ``optimizer.step()``: a plain Adam (one group; no weight
+    decay, AMSGrad, maximisation, capturable or differentiable state), fused or not."""
     if type(optimizer) is not torch.optim.Adam or len(optimizer.param_groups) != 1:
         return False
     group = optimizer.param_groups[0]
@@ -39,14 +38,9 @@ def adam_state(optimizer: torch.optim.Adam, param: torch.Tensor) -> dict:
 
 @torch.no_grad()
 def adam_step(optimizer: torch.optim.Adam) -> None:
-    """One step of ``torch.optim.Adam`` on the gradients in ``.grad``, with the optimizer's own
-    state, so ``state_dict`` is unchanged: its fused kernel (one call for all parameters) if the
-    optimizer was built with ``fused=True``, else its single-tensor update; the same arithmetic
-    either way, bit for bit.
-
-    ``Optimizer.step`` spends more on its bookkeeping than on the update for a model of a few
-    thousand parameters; the VASE model takes 500 such steps per iteration. Check
-    ``supports_adam_steps`` first."""
+    """One ``torch.optim.Adam`` step on ``.grad`` with the optimizer's own state, bit for bit (its
+    fused kernel if built ``fused=True``), without ``Optimizer.step``'s bookkeeping, which costs
+    more than a small model's update (500 of them an iteration). Check ``supports_adam_steps``."""
     group = optimizer.param_groups[0]
     beta1, beta2 = group["betas"]
     lr, eps = group["lr"], group["eps"]

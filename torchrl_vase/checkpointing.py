@@ -53,10 +53,8 @@ def _out_of_space(error: BaseException, directory: Path) -> bool:
 
 
 def config_identity(config: Mapping, ignore: Iterable[str] = (), length: int = 12) -> str:
-    """A short hash of a (resolved, nested) config without the dotted keys in ``ignore``.
-
-    Two configs get the same identity exactly when they agree on every other leaf, whatever the
-    order of their keys: the identity of a run that settings outside ``ignore`` define."""
+    """A short hash of a nested config without the dotted keys in ``ignore``: equal exactly when two
+    configs agree on every other leaf, whatever their keys' order."""
     ignored = set(ignore)
 
     def strip(node, prefix: str):
@@ -122,8 +120,7 @@ class Checkpointer:
 
     Args:
         directory: the run's own directory (created, and checked writable, at construction).
-        filename: the checkpoint's name in it.
-    """
+        filename: the checkpoint's name in it."""
 
     def __init__(self, directory: str | os.PathLike, filename: str = "last.pt") -> None:
         self.directory = check_writable(directory, "checkpoint directory")
@@ -259,9 +256,8 @@ def content_digest(state: Mapping) -> str:
 
 @contextlib.contextmanager
 def trusting_unsigned(trust: bool = True):
-    """Within it, ``load_checkpoint`` loads a file that carries no digest (written by hand, by
-    another program, or by this library before digests) instead of refusing it: the recipe's
-    ``checkpoint.trust_unsigned=true``."""
+    """Within it, ``load_checkpoint`` loads a file without a digest (written by hand, elsewhere or
+    before digests) instead of refusing it (``checkpoint.trust_unsigned=true``)."""
     token = _TRUST_UNSIGNED.set(trust)
     try:
         yield
@@ -270,9 +266,8 @@ def trusting_unsigned(trust: bool = True):
 
 
 def _verified(state, path: Path, what: str) -> dict:
-    """``state`` without its digest, once the digest matches its content; a file of the former
-    format is vouched for by its ``.sha256`` beside it; one with neither is refused unless
-    trusted (``trusting_unsigned``)."""
+    """``state`` without its digest, once it matches; the former format is vouched for by a
+    ``.sha256`` beside it; neither: refused unless trusted."""
     if not isinstance(state, dict):
         return state
     recorded = state.pop(DIGEST_KEY, None)
@@ -305,14 +300,9 @@ def _verified(state, path: Path, what: str) -> dict:
 def load_checkpoint(path: str | os.PathLike, *, what: str | None = None,
                     advice: str = "Start the run afresh (resume=false) or point resume at "
                                   "another checkpoint.") -> dict:
-    """``torch.load(path, weights_only=True)`` with a message that names the file (or ``what``
-    it is) and says what went wrong (an empty or cut-off file, objects that are not plain
-    values), then ``advice``.
-
-    The tensors are memory-mapped from the file (``mmap=True``, private: writes to them stay in
-    memory), so a replay pool of gigabytes is read into the pool it restores, not first into a
-    second copy in memory. A file whose content no longer matches the digest it carries is
-    refused, and one without a digest unless trusted (``trusting_unsigned``)."""
+    """``torch.load(path, weights_only=True, mmap=True)`` (a pool of GiB is not read into a second
+    copy), its digest checked, with a message naming the file (or ``what``), what went wrong and
+    ``advice``."""
     try:
         state = torch.load(path, weights_only=True, map_location="cpu", mmap=True)
     except Exception as error:

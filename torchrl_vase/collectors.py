@@ -32,9 +32,9 @@ _STEP_KEYS = ("observation", "action", "next_observation", "reward", "terminated
 
 
 class _PathLedger:
-    """Which copy ran which path, from which step, for how long: the paths numbered in the
-    order they start (copies that start together in copy order), as rllab's one worker runs
-    them one after another; the batch is the first of them until they hold ``budget`` steps."""
+    """Which copy ran which path, from which step, for how long, the paths numbered in the order
+    they start (rllab's one worker runs them one after another); the batch is the first ones up to
+    ``budget`` steps."""
 
     def __init__(self, lanes: int, budget: int, whole_paths: bool) -> None:
         self.budget, self.whole_paths = budget, whole_paths
@@ -88,9 +88,8 @@ class _PathLedger:
 
 
 def _gaussian_network(policy, *, squashed: bool = False) -> tuple[nn.Module, str, str, bool]:
-    """The ``observation → (loc, scale)`` network of a ``ProbabilisticActor`` with a normal
-    policy (or, with ``squashed``, also a ``TanhNormal`` on [−1, 1]: SAC's), its observation key,
-    its log-probability key and whether its actions are ``tanh``-squashed."""
+    """A normal (or, with ``squashed``, SAC's ``TanhNormal``) actor's ``observation → (loc, scale)``
+    network, its observation and log-probability keys and whether it squashes."""
     try:
         network_module, distribution_module = policy.module
         distribution = distribution_module.distribution_class
@@ -220,10 +219,8 @@ class VectorEnvCollector(BaseCollector):
 
     def update_policy_weights_(self, policy_or_weights: nn.Module | dict | None = None,
                                **kwargs) -> None:
-        """Copy the policy's weights into the collector's CPU copy, if the policy lives on
-        another device (call it after each update); nothing to do for a CPU policy, which the
-        collector holds itself. ``policy_or_weights`` (a module or a state dict, as torchrl's
-        collectors take it) sets the acting weights to those instead."""
+        """Refresh the CPU copy of a policy that lives on another device (a CPU policy is held
+        itself), or set the acting weights to ``policy_or_weights`` (a module or a state dict)."""
         if policy_or_weights is not None:
             weights = (policy_or_weights.state_dict() if isinstance(policy_or_weights, nn.Module)
                        else policy_or_weights)
@@ -237,9 +234,9 @@ class VectorEnvCollector(BaseCollector):
         return self.env.single_observation_space
 
     def fit_observation_normalization(self, num_steps: int) -> None:
-        """Fix ``observation_loc`` and ``observation_scale`` to the mean and std of the
-        observations of ``num_steps`` steps of uniformly random actions in every copy (as
-        ``ObservationNorm.init_stats`` with ``standard_normal=True``), then start fresh episodes."""
+        """Fix ``observation_loc`` and ``observation_scale`` to the statistics of ``num_steps``
+        random steps in every copy (as ``ObservationNorm.init_stats``), then start fresh
+        episodes."""
         check_positive_int("num_steps", num_steps)
         seen = []
         self.env.action_space.seed(self._seed)

@@ -136,9 +136,9 @@ def evaluate(policy: TensorDictModuleBase, env_id: str, *, episodes: int = 5, se
 
 
 def check_video(env_id: str, make_kwargs: dict | None = None) -> None:
-    """Raise now, with the reason, if ``record_episode`` could not film ``env_id``: the mp4
-    writer (``imageio`` with ``imageio-ffmpeg``, the ``video`` extra) or the env's
-    ``rgb_array`` rendering is missing (MuJoCo needs an OpenGL backend: ``MUJOCO_GL=egl``)."""
+    """Raise now, with the reason, if ``record_episode`` could not film ``env_id``: no
+    ``imageio-ffmpeg`` (the ``video`` extra) or no ``rgb_array`` rendering (MuJoCo:
+    ``MUJOCO_GL=egl``)."""
     try:
         import imageio  # noqa: F401
         import imageio_ffmpeg  # noqa: F401
@@ -167,9 +167,8 @@ def check_video(env_id: str, make_kwargs: dict | None = None) -> None:
 def record_episode(policy: TensorDictModuleBase, env_id: str, path: str | Path, *, seed: int = 0,
                    make_kwargs: dict | None = None, fps: int | None = None,
                    observation_key: str = "observation") -> Path:
-    """An mp4 of one episode of the policy's deterministic action (``env.render()`` frames,
-    written by ``imageio-ffmpeg`` at ``fps``, by default the env's real time: its
-    ``metadata["render_fps"]``, else 30); the episode starts from ``reset(seed=seed)``."""
+    """An mp4 of one episode from ``reset(seed=seed)`` under the policy's deterministic action, at
+    ``fps`` (default: the env's ``render_fps``, else 30)."""
     import imageio
 
     check_video(env_id, make_kwargs)
@@ -219,9 +218,8 @@ def run_weights(parts: dict) -> dict:
 
 
 def check_registered(env_id: str, whose: str) -> None:
-    """Refuse (``ValueError``) an env id that gymnasium has not registered in this process,
-    read from a file (``whose``: a run's config): ``gymnasium.make("module:Env")`` imports the
-    module, and a run's files must not run code here."""
+    """Refuse an env id read from a run's files (``whose``) that gymnasium has not registered here:
+    ``gymnasium.make("module:Env")`` would import and run that module."""
     if env_id not in gymnasium.registry:
         raise ValueError(
             f"{whose} names the env {env_id!r}, which is not registered with gymnasium in this "
@@ -232,15 +230,11 @@ def check_registered(env_id: str, whose: str) -> None:
 
 def load_policy(run_id: str, tracking_uri: str | None = None, *,
                 trust_unsigned: bool = False) -> TensorDictModuleBase:
-    """The policy of a ``recipes/trpo_vase.py`` run, as a TorchRL actor that acts on observations
-    as the env gives them (with the run's observation standardisation in front, if it had one).
-
-    It is rebuilt from the run's ``config.yaml`` (the env and the policy's layers) and its latest
-    ``weights.pt`` (written with each checkpoint; loaded with ``weights_only=True``). The
-    returned module also carries ``env_id`` and ``make_kwargs``, for ``evaluate``. Sample with
-    it as with any ``ProbabilisticActor``; under ``set_exploration_type(DETERMINISTIC)`` it acts
-    with the mean. The env must be registered with gymnasium (``import torchrl_vase`` registers
-    the paper's): an id that is not, ``module:Env`` among them, is refused rather than imported."""
+    """The policy of a ``recipes/trpo_vase.py`` run as a TorchRL actor on the env's own
+    observations, rebuilt from its ``config.yaml`` and latest ``weights.pt``
+    (``weights_only=True``), carrying ``env_id`` and ``make_kwargs`` for ``evaluate``. Its env must
+    be registered (``import
+    torchrl_vase`` registers the paper's); ``module:Env`` ids are refused."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)

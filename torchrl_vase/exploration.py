@@ -1,11 +1,7 @@
-"""The exploration side of the paper's Algorithm 1 as one object any training loop can use: a
-bonus that rewards a batch, fitted on its pool.
-
-``Exploration`` has two verbs and its state: ``reward(batch)`` writes ``r = r_e + η·U`` into the
-batch (its metrics, and the ``BonusDiagnostics`` observer's where due), ``fit(batch)`` puts the
-batch into the pool and takes the model's steps (``ModelTrainer``, whatever the loss). An
-on-policy step calls ``reward`` then ``fit`` on each collected batch; an off-policy learner
-calls the same two around its replay buffer's extension and puts ``ReplayBonus`` on the buffer."""
+"""The exploration side of the paper's Algorithm 1 as one object any training loop can use
+(``Exploration``): ``reward(batch)`` writes ``r = r_e + η·U``, ``fit(batch)`` puts the batch into
+the pool and takes the model's steps. An off-policy learner calls the same two around its replay
+buffer's extension and puts ``ReplayBonus`` on the buffer."""
 
 from __future__ import annotations
 
@@ -362,12 +358,8 @@ class Exploration(nn.Module):
                 "pool": self._pool_state()}
 
     def _pool_state(self) -> dict | None:
-        """The pool: with ``journal_pool``, the count of the transitions
-        appended to its files; otherwise its *filled* part (not its preallocated capacity).
-        Plain tensors and numbers (``torch.load(..., weights_only=True)`` reads them back). The
-        filled rows share the pool's memory (``checkpointing.saveable_prefix``: no second copy
-        of a pool of gigabytes at each checkpoint), so save the state before the pool
-        changes."""
+        """The pool: with ``journal_pool`` the journal's count, else its filled part as plain
+        tensors sharing the pool's memory (``saveable_prefix``): save it before the pool changes."""
         if not self.owns_pool:  # a learner's buffer: its owner saves it
             return None
         if self._pool_journal.directory is not None:

@@ -6,8 +6,7 @@
 The ELBO's loss (``gaussian_nll``) keeps the constant; the bonuses leave it out, as the authors'
 code does (uncentred, it would pay ``η·D·log(√(2π) σ_c)`` a step for staying alive). Also the
 factorised posterior's entropy (VASE's confidence term, Eq. 10) and KL to the prior (Eq. 12), in
-closed form; the compiled kernel reads its constants from here.
-"""
+closed form; the compiled kernel reads its constants from here."""
 
 from __future__ import annotations
 

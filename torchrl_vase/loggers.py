@@ -26,9 +26,8 @@ __all__ = ["CSVLogger", "Logger", "Progress", "csv_last_step"]
 
 
 def csv_history(directory: str | os.PathLike, key: str) -> list[tuple[int, float]]:
-    """``(step, value)`` of every value of ``key`` a ``CSVLogger`` wrote into ``directory``
-    (its ``<log_dir>/<name>``), in the order logged; none if it wrote none (nothing is created:
-    the resume guards read a run's CSV history with it before any logger exists)."""
+    """``(step, value)`` of every value of ``key`` a ``CSVLogger`` wrote into ``directory``, in
+    order; nothing created (the resume guards read it before any logger exists)."""
     file = Path(directory) / "scalars" / f"{key}.csv"
     if not file.exists():
         return []
@@ -119,8 +118,7 @@ class Progress:
         initial: iterations already done (a resumed run).
         every: iterations between records in a log.
         enabled: ``False`` shows nothing.
-        stream: where to write (default ``sys.stderr``).
-    """
+        stream: where to write (default ``sys.stderr``)."""
 
     def __init__(self, total: int, name: str, *, initial: int = 0, every: int | None = None,
                  enabled: bool = True, stream: TextIO | None = None) -> None:

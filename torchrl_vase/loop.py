@@ -55,9 +55,8 @@ FPS, WALL_TIME = "train/fps", "train/wall_time"
 
 
 def is_clock(metric: str) -> bool:
-    """Whether a metric is a clock (``train/fps``, ``train/wall_time``, the ``time/*``
-    phases): the values that differ between any two runs of the same seed, and between a run
-    and its replay after a kill; every other metric must not.
+    """Whether a metric is a clock (``train/fps``, ``train/wall_time``, ``time/*``): the values that
+    differ between two runs of one seed; every other metric must not.
 
     Examples:
         >>> is_clock("time/model"), is_clock("train/fps"), is_clock("bonus/mean")
@@ -127,8 +126,7 @@ class TrainingLoop:
         threads: ``torch.set_num_threads`` each iteration (an env's ``close`` may change it).
         progress: a bar on a terminal, a line every ~5 % in a log (labels: ``progress_keys``).
         name: the progress display's label.
-        stop_grace: seconds an iteration may run on after a signal before it is abandoned.
-    """
+        stop_grace: seconds an iteration may run on after a signal before it is abandoned."""
 
     def __init__(self, collector: Iterable[TensorDictBase], step: Callable[[TensorDictBase], Any],
                  *, iterations: int, seed: int, state: Mapping[str, Stateful | None] | None = None,
@@ -397,9 +395,8 @@ def stop_requested() -> str | None:
 
 
 def stop_due() -> str | None:
-    """The signal whose grace has run out (the running work is to be abandoned), else
-    ``None``: what a long loop of updates asks between two of them, raising ``StopNow`` with it
-    (a safe point, where an exception leaves no library's context half-exited).
+    """The signal whose grace has run out, else ``None``: what a long loop of updates asks between
+    two of them (a safe point), raising ``StopNow`` with it.
 
     Examples:
         >>> stop_due() is None  # no signal received

@@ -65,8 +65,7 @@ class SACUpdate:
         replay: the buffer the batches come from (its ``batch_size`` set).
         optimizer: over the loss's parameters (actor, critics, ``log_alpha``).
         target_updater: torchrl's ``SoftUpdate`` (or ``HardUpdate``) of the loss.
-        utd_ratio: updates per collected frame (torchrl's example: 1).
-    """
+        utd_ratio: updates per collected frame (torchrl's example: 1)."""
 
     def __init__(self, loss: SACLoss, replay: ReplayBuffer, optimizer: torch.optim.Optimizer,
                  target_updater: SoftUpdate, *, utd_ratio: float = 1.0) -> None:
@@ -114,12 +113,10 @@ class OffPolicyStep:
     """One iteration of an off-policy learner with a bonus on its replay buffer (see the module).
 
     Args:
-        replay: the replay buffer, the run's one store of transitions (the bonus's model trains
-            on it too); ``ReplayBonus(exploration)`` is appended to its transforms here.
+        replay: the buffer, the run's one store of transitions (``ReplayBonus`` is appended here).
         update: ``SACUpdate`` (or any callable ``frames -> metrics`` that samples ``replay``).
         exploration: the bonus's side, built with ``pool=replay`` (``None``: no bonus).
-        learning_starts: no update until the buffer holds this many transitions (torchrl's
-            ``init_random_frames``: the collector's warm-up of random actions)."""
+        learning_starts: no update until the buffer holds this many transitions."""
 
     def __init__(self, replay: ReplayBuffer, update: Callable[[int], dict[str, float]],
                  exploration: Exploration | None = None, *, learning_starts: int = 0) -> None:

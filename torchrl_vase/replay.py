@@ -49,8 +49,7 @@ class ReplayJournal:
 
     Args:
         buffer: the replay buffer (written as stored).
-        directory: the run's chunk directory (``None``: ``attach`` one before the first use).
-    """
+        directory: the run's chunk directory (``None``: ``attach`` one before the first use)."""
 
     def __init__(self, buffer: ReplayBuffer, directory: str | os.PathLike | None = None) -> None:
         if not isinstance(buffer, ReplayBuffer):
@@ -65,9 +64,8 @@ class ReplayJournal:
             self.attach(directory)
 
     def attach(self, directory: str | os.PathLike) -> None:
-        """Write the chunks to ``directory`` (created, and checked writable, now). Another
-        directory than before holds none of the chunks written so far: the next ``state_dict``
-        writes every transition there."""
+        """Write the chunks to ``directory`` (created and checked now); a new directory gets every
+        transition at the next ``state_dict``."""
         directory = check_writable(directory, "replay buffer directory")
         if directory != self.directory:
             self._saved = 0
@@ -96,9 +94,8 @@ class ReplayJournal:
         return {"write_count": written, "capacity": self.capacity}
 
     def load_state_dict(self, state: dict) -> None:
-        """The buffer as it was at ``state_dict()``: the last ``capacity`` transitions in their
-        slots, the writer's cursor and count; chunks written after that call are deleted. The
-        buffer's size must be the saved one's, unless neither was ever filled."""
+        """The buffer as at ``state_dict()`` (transitions in their slots, cursor, count); later
+        chunks deleted. The buffer's size must be the saved one's unless neither was filled."""
         written, capacity = int(state["write_count"]), int(state["capacity"])
         # a buffer that never wrapped has the same layout at any size that holds it (a run
         # resumed with more iterations reserves more)
@@ -136,9 +133,8 @@ class ReplayJournal:
         self._saved = written
 
     def reset(self) -> None:
-        """Forget what was written: the buffer was restored by other means (a checkpoint that
-        held it whole), so no chunk here is any checkpoint's (they are deleted) and the next
-        ``state_dict`` writes its transitions anew."""
+        """Forget what was written (the buffer was restored whole by other means): the chunks are
+        deleted and the next ``state_dict`` writes anew."""
         for _, _, path in self._chunks():
             _remove(path)
         self._saved = 0

@@ -116,10 +116,8 @@ _RUN_CODE = ("torchrl_vase", "recipes", "conf")
 
 
 def git_commit(directory: str | os.PathLike) -> str:
-    """The commit checked out where ``directory`` (a repository's root) is, with ``-dirty``
-    after it when the code a run executes (``torchrl_vase/``, ``recipes/``, ``conf/``) differs
-    from that commit: a file changed and not committed, or a new one not ignored (as
-    ``git describe --dirty``); ``unknown`` outside a git work tree."""
+    """The commit checked out at ``directory``, with ``-dirty`` when ``torchrl_vase/``, ``recipes/``
+    or ``conf/`` differ from it (as ``git describe --dirty``); ``unknown`` outside a work tree."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -132,9 +130,8 @@ def git_commit(directory: str | os.PathLike) -> str:
 
 
 def _check_artifact_store(location: str) -> None:
-    """A local artifact store must be writable before the run starts (a server's, e.g.
-    ``mlflow-artifacts:/1``, is checked by the first artifact, the config, logged before
-    training)."""
+    """A local artifact store must be writable before the run starts (a server's is checked by the
+    first artifact logged)."""
     parsed = urlparse(location)
     if parsed.scheme == "file":
         check_writable(unquote(parsed.path), "the MLflow artifact store")
@@ -160,8 +157,7 @@ class TrainingRun:
         retry_minutes: how long every MLflow call retries a store that went away.
         trust_unsigned: load a checkpoint without a digest of its content.
         logged_steps: the last step a run's logger holds, by run id (default: MLflow's
-            ``train/frames``; ``CSVLogger``'s ``last_logged_step`` for CSV runs).
-    """
+            ``train/frames``; ``CSVLogger``'s ``last_logged_step`` for CSV runs)."""
 
     def __init__(self, tracking_uri: str, experiment: str, *, config: Mapping, run_name: str,
                  identity_ignores: Iterable[str] = (), retired: Mapping | None = None,
@@ -198,12 +194,8 @@ class TrainingRun:
         self._unrestored = False  # a checkpoint that could not be loaded into the loop
 
     def restore(self, loop) -> bool:
-        """Load the checkpoint found on entry into ``loop`` (its ``load_state_dict``), then let
-        it go: the checkpoint is memory-mapped, and a replay pool of GiB would stay mapped (and
-        a replaced file on disk) for the whole run. ``False`` when there was none.
-
-        Example: ``run.restore(loop)`` between building the loop and ``loop.run()``, as in this
-        module's example (and ``docs/guides/training_loop.md``, which runs it)."""
+        """Load the checkpoint found on entry into ``loop``, then let it go (a memory-mapped pool of
+        GiB would stay mapped for the whole run). ``False`` when there was none."""
         if self.state is None:
             return False
         try:
@@ -377,9 +369,8 @@ class TrainingRun:
 
 
 def mlflow_command() -> str:
-    """The ``mlflow`` command of this Python's environment as a user can type it: ``mlflow``
-    when that is the one on ``PATH``, else its path (``.venv/bin/mlflow`` from the project's
-    root), so that the printed command works without activating the environment."""
+    """The ``mlflow`` command of this environment as a user can type it: ``mlflow`` when that is the
+    one on ``PATH``, else its path."""
     beside = Path(sys.executable).with_name("mlflow")
     if not beside.exists():
         return "mlflow"
@@ -402,10 +393,8 @@ def mlflow_logged_steps(client: MlflowClient, run_id: str) -> int:
 def refuse_an_older_checkpoint(client: MlflowClient, run_id: str, state: Mapping,
                                path: Path, logged_steps: Callable[[str], int] | None = None
                                ) -> None:
-    """``resume=<path>`` of a checkpoint older than what its run logged since (a copy of an
-    earlier ``last.pt``): continuing from it would log the steps after it a second time, so it
-    is refused (``ValueError``) before anything is logged, naming both steps and the ways on.
-    ``logged_steps``: the run's logger's last step (default: its MLflow run's)."""
+    """Refuse ``resume=<path>`` of a checkpoint older than what its run logged since (continuing
+    would log those steps twice), naming both steps and the ways on."""
     checkpointed = int(state.get("frames", 0))
     logged = (logged_steps(run_id) if logged_steps is not None
               else mlflow_logged_steps(client, run_id))
@@ -419,9 +408,8 @@ def refuse_an_older_checkpoint(client: MlflowClient, run_id: str, state: Mapping
 
 def run_identity(config: Mapping, identity_ignores: Iterable[str] = (),
                  retired: Mapping | None = None) -> str:
-    """A run's identity: the hash of its config less ``identity_ignores``, with the ``retired``
-    keys at their values, a tracking URI's password left out (``config_identity`` of the
-    redacted config). The tag, the checkpoint and ``resume=true``'s lookup all read it."""
+    """A run's identity: the hash of its redacted config less ``identity_ignores``, the ``retired``
+    keys at their values. The tag, the checkpoint and ``resume=true``'s lookup read it."""
     return config_identity(redact_strings({**(retired or {}), **config}), tuple(identity_ignores))
 
 
@@ -434,11 +422,9 @@ def check_resume(resume: bool | str, checkpoint_dir) -> None:
 
 def refuse_without_checkpoint(client: MlflowClient, run_ids: Iterable[str | None], path: Path,
                               what: str, logged_steps: Callable[[str], int] | None = None) -> None:
-    """``resume=true`` found runs but no checkpoint at ``path``: continuing them from iteration 0
-    would log every step again, so if any of them logged a metric, refuse (``FileNotFoundError``)
-    naming where the checkpoint was looked for and the two ways on; a run that logged nothing
-    (killed before its first checkpoint) may start over in place. ``logged_steps``: the run's
-    logger's last step (default: its MLflow run's)."""
+    """``resume=true`` found runs but no checkpoint at ``path``: refuse if any of them logged a
+    metric (starting over would log every step again), naming where it looked and the two ways
+    on."""
     logged = {}
     for run_id in filter(None, run_ids):
         step = (logged_steps(run_id) if logged_steps is not None
@@ -496,17 +482,16 @@ def _version(package: str) -> str:
 
 
 def environment_tags() -> dict[str, str]:
-    """This process's machine (``machine``), the CPU instruction set torch's kernels use here
-    (``machine.cpu_capability``: ``AVX512``, ``AVX2`` or ``DEFAULT``; ``ATEN_CPU_CAPABILITY``
-    lowers it) and the versions of Python and of ``PACKAGES`` (``software.<name>``)."""
+    """This process's machine, torch's CPU instruction set (``machine.cpu_capability``) and the
+    versions
+    of Python and ``PACKAGES`` (``software.<name>``)."""
     values = (machine(), torch.backends.cpu.get_cpu_capability(), platform.python_version(),
               *(_version(name) for name in PACKAGES))
     return dict(zip(ENVIRONMENT_TAGS, values, strict=True))
 
 
 def recorded_environment(tags: Mapping[str, str]) -> dict[str, str]:
-    """Where a run computed, as it recorded it: its tags among ``ENVIRONMENT_TAGS`` (none for a
-    run from before 2026-12-06, when runs began to set them).
+    """Where a run computed, as it recorded it: its tags among ``ENVIRONMENT_TAGS``.
 
         >>> recorded_environment({"seed": "0", "machine": "vm (2 cores, X)"})
         {'machine': 'vm (2 cores, X)'}
@@ -515,8 +500,7 @@ def recorded_environment(tags: Mapping[str, str]) -> dict[str, str]:
 
 
 def changed(recorded: Mapping[str, str], now: Mapping[str, str]) -> str:
-    """The entries of ``now`` that ``recorded`` (a run's tags) holds otherwise, as
-    ``"key=value, …"``; ``""`` when none differ. A key the run never recorded (a run created
-    before these tags existed) counts as differing: nothing says it started here."""
+    """The entries of ``now`` that ``recorded`` holds otherwise (a key never recorded counts), as
+    ``"key=value, …"``; ``""`` when none differ."""
     return ", ".join(f"{key}={value}" for key, value in now.items()
                      if recorded.get(key) != value)

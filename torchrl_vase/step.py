@@ -47,10 +47,9 @@ from torchrl_vase.timing import phase
 __all__ = ["OnPolicyStep", "PPOUpdate", "TRPOUpdate"]
 
 class TRPOUpdate:
-    """One natural-gradient step of ``TRPOLoss`` on the batch (its advantages computed); returns
-    ``trpo/kl``, ``trpo/surrogate_before``/``_after``, ``trpo/step_accepted``,
-    ``trpo/backtracks``, ``trpo/entropy`` (the policy's, after the step). Stateless: the step
-    depends on the batch and the policy alone."""
+    """One natural-gradient step of ``TRPOLoss`` on the batch (its advantages computed):
+    ``trpo/kl``, ``trpo/surrogate_before``/``_after``, ``trpo/step_accepted``, ``trpo/backtracks``,
+    ``trpo/entropy``. Stateless."""
 
     def __init__(self, loss: TRPOLoss) -> None:
         if not isinstance(loss, TRPOLoss):
@@ -75,8 +74,7 @@ class PPOUpdate(nn.Module):
         optimizer: over the actor's parameters.
         epochs: passes over the batch.
         minibatch_size: transitions per gradient step.
-        max_grad_norm: gradient-norm clip (``None``: none).
-    """
+        max_grad_norm: gradient-norm clip (``None``: none)."""
 
     LOGGED = ("loss_objective", "entropy", "kl_approx", "clip_fraction")
 

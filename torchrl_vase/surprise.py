@@ -5,8 +5,7 @@ obs_dim]`` (what the model predicts) → one value per transition, ``[*B]``, in 
 computation, the N weight samples drawn once for the batch (``generator`` for a reproducible
 draw): ``vase_surprise`` (U_VASE, Eq. 10), ``nll_surprise`` (surprisal, Eq. 4) and
 ``vime_information_gain`` (VIME's Bayesian surprise, Eq. 6, tested against the exact KL after
-the update step).
-"""
+the update step)."""
 
 from __future__ import annotations
 

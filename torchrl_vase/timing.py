@@ -38,13 +38,9 @@ _RUNNING: ContextVar[PhaseClock | None] = ContextVar("torchrl_vase_phase_clock",
 
 
 class PhaseClock:
-    """Wall-clock seconds per phase, exclusive of nested phases, between two ``lap`` calls.
-
-    ``running()`` makes it the clock that ``phase`` reports to (in this thread or task);
-    ``lap()`` returns the seconds of each phase since the previous lap (or since the clock
-    started running) with ``other`` for the time outside every phase, and starts the next
-    lap: consecutive laps cover the time without gaps. A phase seen in an earlier lap and not
-    in this one reports 0 (a regular series: the checkpoint's time is 0 between checkpoints)."""
+    """Wall-clock seconds per phase, nested phases excluded, between two ``lap`` calls:
+    ``running()`` makes it ``phase``'s clock; ``lap()`` returns each phase's seconds since the
+    previous lap with ``other`` outside every phase (0 for a phase absent from this lap)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
@@ -99,10 +95,8 @@ class PhaseClock:
 
 
 class phase:  # lower case: a context manager, like torch.no_grad
-    """Time the block as phase ``name`` on the running ``PhaseClock``; nothing without one.
-
-    A class rather than a generator: it costs about a microsecond, entered a few times an
-    iteration (never per transition)."""
+    """Time the block as phase ``name`` on the running ``PhaseClock`` (about a microsecond); nothing
+    without one."""
 
     __slots__ = ("_clock", "name")
 

@@ -90,9 +90,8 @@ def disk_full(error: BaseException) -> bool:
 
 
 def is_transient(error: BaseException) -> bool:
-    """A failure that waiting may cure: the store unreachable, busy or answering 5xx/429.
-
-    A refused request (bad input, a missing run) is not: retrying it would only delay the error."""
+    """A failure that waiting may cure (the store unreachable, busy, 5xx or 429); a refused request
+    is not."""
     if isinstance(error, (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
                           ConnectionError, TimeoutError)):
         return True
@@ -107,13 +106,8 @@ def retrying(call: Callable[[], T], *, what: str, minutes: float, first_wait: fl
              store: str | None = None) -> T:
     """``call()``, retried after transient failures with waits doubling from ``first_wait`` up to
     ``max_wait`` seconds, for at most ``minutes``; then ``TrackingUnavailable`` naming ``what``.
-    Anything else ``call`` raises goes up at once.
-
-    The first failure of an outage and its end are logged as warnings (``torchrl_vase.tracking``),
-    one each, so a run that waits for its store says so instead of looking hung. Once a signal
-    has asked the run to stop (``signals.stop_requested``), it waits no more: a
-    scheduler's SIGKILL follows a SIGTERM within seconds. A SQLite ``store`` whose file is gone
-    is not an outage: it is said at once."""
+    The outage's start and end are logged as warnings; once a signal asked the run to stop, or a
+    SQLite ``store``'s file is gone, it waits no more."""
     started = time.monotonic()
     deadline = started + 60.0 * minutes
     wait, failures = first_wait, 0
@@ -181,11 +175,8 @@ _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
 
 
 def _hide_password(match: re.Match) -> str:
-    """The URI with the password of its userinfo replaced by ``***``. RFC 3986 ends the
-    userinfo at the authority's last ``@`` and splits it at its first ``:``; the authority is
-    taken to run to the URI's last ``@``, so that a password holding ``/``, ``?`` or ``#``
-    unescaped is hidden whole (a path holding ``@`` is then hidden too: more than needed,
-    never less)."""
+    """The URI with its userinfo's password replaced by ``***``; the authority taken to run to the
+    URI's last ``@``, so a password holding ``/``, ``?`` or ``#`` is hidden whole."""
     uri = match.group(0)
     scheme, rest = uri.split("://", 1)
     userinfo, at, host = rest.rpartition("@")
@@ -226,12 +217,9 @@ def sqlite_path(uri: str) -> Path | None:
 
 
 def check_tracking_store(uri: str) -> None:
-    """Fail now, naming the URI and the fix, if the store cannot be reached or created.
-
-    A SQLite store is created here, under a file lock (parallel jobs would race to create its
-    tables), under a temporary name renamed into place once complete: a creation that fails (a
-    full disk, a read-only folder) or is killed leaves no half-migrated database behind. A
-    server is asked once, with no retries and a 5 s timeout."""
+    """Fail now, naming the URI and the fix, if the store cannot be reached or created: a SQLite
+    store is created here under a file lock and a temporary name (``_create_sqlite_store``), a
+    server asked once with no retries and a 5 s timeout."""
     database = sqlite_path(uri)
     if database is None:
         try:
@@ -301,10 +289,8 @@ def _connect_once(uri: str) -> None:
 
 
 def _create_sqlite_store(database: Path) -> None:
-    """A new SQLite store, created (its tables migrated) under a temporary name beside it and
-    renamed into place: a process killed while MLflow builds the tables (a second or two) leaves
-    no half-made store, only a temporary file the next creation removes. Call it under the
-    store's lock."""
+    """A new SQLite store, its tables migrated under a temporary name and renamed into place, so a
+    killed creation leaves no half-made store. Call it under the store's lock."""
     # a killed creation's file and SQLite's rollback journal beside it (``…creating-journal``)
     for stale in database.parent.glob(f".{database.name}.*.creating*"):
         stale.unlink(missing_ok=True)
@@ -326,13 +312,9 @@ def _describe(error: BaseException) -> str:
 def get_or_create_experiment(client: MlflowClient, name: str,
                              artifact_location: str | None = None,
                              tags: Mapping[str, str] | None = None) -> Experiment:
-    """The experiment ``name``, created if it does not exist, with ``tags`` set where missing.
-
-    Safe under any number of concurrent callers: a creation or a tag that a sibling got in first
-    is taken as done (its values are the same), whatever error the store raised for it. A deleted
-    experiment of that name is refused with the way out. On a SQLite store a new experiment keeps
-    its artifacts in ``mlruns/`` beside the database file (MLflow's default is the working
-    directory of whichever process created it)."""
+    """The experiment ``name``, created if missing, with ``tags`` set where missing; safe under
+    concurrent callers (what a sibling got in first is taken as done); a deleted one is refused with
+    the way out. On SQLite its artifacts go to ``mlruns/`` beside the database."""
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         database = sqlite_path(client.tracking_uri)
@@ -442,8 +424,7 @@ class MLflowTracker:
     Args:
         client: the store's client.
         run_id: the run.
-        retry_minutes: how long a call may wait for the store.
-    """
+        retry_minutes: how long a call may wait for the store."""
 
     def __init__(self, client: MlflowClient, run_id: str, retry_minutes: float = 10.0) -> None:
         self.client = client
@@ -536,9 +517,8 @@ class MLflowTracker:
                 self.run_id, metrics=metrics, synchronous=True), "logging metrics")
 
     def end(self, status: str, error: str | None = None) -> None:
-        """Mark the run ``FINISHED``, ``FAILED`` or ``KILLED``; a failed run's ``error`` (what
-        stopped it, shown in the MLflow UI beside its status) as its ``error`` tag, which a run
-        that goes on to finish loses (it no longer says why the run stopped)."""
+        """Mark the run ``FINISHED``, ``FAILED`` or ``KILLED``; a failed run's ``error`` goes in its
+        ``error`` tag (removed if the run goes on to finish)."""
         if error is not None:
             message = error if len(error) <= ERROR_TAG_CHARS else error[:ERROR_TAG_CHARS - 1] + "…"
             self.set_tag("error", message)
@@ -573,9 +553,8 @@ def return_first_view(metrics: Sequence[str]) -> dict[str, str]:
 
 
 def runs_table_url(server: str, experiment_id: str, *, charts: bool = False) -> str:
-    """The experiment's runs table on ``server``, in model-training mode, in the return-first
-    view (the view's tag must be on the experiment, else the UI says the key does not exist);
-    with ``charts``, the table's chart view (every run's metrics, ``Return/`` first)."""
+    """The experiment's runs table on ``server`` in the return-first view (its tag must be on the
+    experiment); with ``charts``, the chart view."""
     return (f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?{_MODEL_TRAINING}"
             f"&viewStateShareKey={RETURN_VIEW_KEY}" + ("&compareRunsMode=CHART" if charts else ""))
 

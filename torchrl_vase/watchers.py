@@ -35,10 +35,8 @@ RETURN_METRICS = ("Return/mean", "Return/median", "Return/success_rate")
 
 def episode_metrics(batch: TensorDictBase, frames_before: int = 0, *,
                     success: bool = True) -> dict[str, float]:
-    """The extrinsic return, success (return > 0; with ``success``, for a sparse goal) and
-    length of the episodes that ended in the batch (NaN when none did). ``RewardSum`` runs in
-    the env, before any bonus is added, so ``("next", "episode_reward")`` is the extrinsic
-    return. ``functools.partial(episode_metrics, success=False)`` watches a dense task."""
+    """The extrinsic return (``RewardSum`` runs before any bonus), success (return > 0; with
+    ``success``) and length of the episodes that ended in the batch (NaN when none did)."""
     done = batch["next", "done"].squeeze(-1)
     returns = batch["next", "episode_reward"].squeeze(-1)[done]
     keys = RETURN_METRICS if success else RETURN_METRICS[:2]
@@ -54,12 +52,9 @@ def episode_metrics(batch: TensorDictBase, frames_before: int = 0, *,
 
 
 class FirstReward(nn.Module):
-    """The env step at which the first extrinsic reward (> 0) came, and, with a ``grid``, the
-    visits of the space until then (the paper's exploration figure) and the coverage so far.
-
-    Batches are ``[num_envs, T]``, the envs stepping together: time slice ``t`` ends at env step
-    ``frames_before + (t + 1) · num_envs``. Metrics: ``train/first_reward_step`` once found,
-    ``train/coverage`` with a grid. Its ``state_dict`` holds the step, the grid and the snapshot.
+    """The env step of the first extrinsic reward (> 0), and with a ``grid`` the visits until then
+    and the coverage so far (``train/first_reward_step``, ``train/coverage``); time slice ``t`` of a
+    ``[num_envs, T]`` batch ends at step ``frames_before + (t + 1) · num_envs``.
 
     Args:
         grid: a ``CoverageGrid`` over the observations' first coordinates, or ``None``."""

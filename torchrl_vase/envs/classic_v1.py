@@ -5,8 +5,7 @@ whose worlds come from rllab's model files; these classes build the same worlds 
 ``Box2DEnv``'s semantics: gravity (0, −10), the model's time step, iterations and frame skip;
 the action clipped and applied before every physics step; reward and termination from the
 state after it; ``reset`` restores every body in a new world, then sets the task's random
-initial values as the authors' code does (docs/guides/envs.md, task by task).
-"""
+initial values as the authors' code does (docs/guides/envs.md, task by task)."""
 
 from __future__ import annotations
 

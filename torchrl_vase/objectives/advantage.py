@@ -3,8 +3,7 @@
 With one critic on ``r_e + η·U`` (``"combined"``) the critic's error can dwarf the bonus's effect
 on the advantage; the VASE authors (rllab's TRPO) fit the baseline to the extrinsic return only
 (``"extrinsic"``); RND's PPO has two value heads (``"dual"``). ``ExplorationGAE`` computes all
-three as a torchrl value estimator: ``loss.make_value_estimator(ExplorationGAE(...))``.
-"""
+three as a torchrl value estimator: ``loss.make_value_estimator(ExplorationGAE(...))``."""
 
 from __future__ import annotations
 
@@ -117,8 +116,7 @@ class ExplorationGAE(ValueEstimatorBase):
     class _AcceptedKeys(ValueEstimatorBase._AcceptedKeys):
         """Configurable tensordict keys: torchrl GAE's, and ``extrinsic_reward``,
         ``intrinsic_reward`` (under ``"next"``), ``intrinsic_value`` (``"intrinsic_state_value"``),
-        ``intrinsic_value_target`` and ``bonus_advantage``.
-        """
+        ``intrinsic_value_target`` and ``bonus_advantage``."""
 
         extrinsic_reward: NestedKey = "extrinsic_reward"
         intrinsic_reward: NestedKey = "intrinsic_reward"

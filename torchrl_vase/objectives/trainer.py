@@ -3,8 +3,7 @@ autograd on the sum of its ``loss_*`` outputs; the ELBO (paper, Eq. 12) by ``"nu
 iteration's steps in one compiled call, ``torchrl_vase.kernels``: CPU, float32/64, ReLU or tanh,
 analytic KL, plain Adam) or ``"autograd"`` (any device, activation, KL or optimiser); ``"auto"``
 takes the kernel where it applies. Both draw the same noise in the same order, so a checkpoint
-resumes on either; they agree to float rounding, not bit for bit.
-"""
+resumes on either; they agree to float rounding, not bit for bit."""
 
 from __future__ import annotations
 

@@ -78,8 +78,7 @@ class IntrinsicRewardTransform(Transform):
         action_key: where a lives.
         reward_key: the env reward, under ``"next"``.
         intrinsic_reward_key: where U is written, under ``"next"``.
-        extrinsic_reward_key: where r_e is copied, under ``"next"``.
-    """
+        extrinsic_reward_key: where r_e is copied, under ``"next"``."""
 
     #: the namespace of the model's training metrics when logged (a subclass names its own:
     #: ``bnn/elbo``, ``rnd/loss``)
