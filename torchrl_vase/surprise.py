@@ -138,9 +138,8 @@ def nll_surprise(model: BayesianMLP, obs: Tensor, action: Tensor, next_obs: Tens
 
 
 def _inverse_rho_hessian(rho: Tensor) -> Tensor:
-    """``1 / H_ρ`` with ``H_ρ = 2 e^{2ρ} / ((1 + e^ρ)² softplus(ρ)²) = 2 sigmoid(ρ)² / σ²``.
-
-    H_ρ is the curvature of ``KL(q' ‖ q)`` in ρ at ``q' = q`` (as H_μ = 1/σ² is in μ)."""
+    """``1 / H_ρ``, ``H_ρ = 2 e^{2ρ} / ((1 + e^ρ)² softplus(ρ)²) = 2 sigmoid(ρ)² / σ²``: the
+    curvature of ``KL(q' ‖ q)`` in ρ at ``q' = q``."""
     return (F.softplus(rho) / torch.sigmoid(rho)).square() / 2
 
 
@@ -153,21 +152,15 @@ def _sample_pairs(num_samples: int, like: Tensor) -> tuple[Tensor, Tensor, Tenso
 
 
 def _sums_over_sample_pairs(out_features: int, in_features: int, num_samples: int) -> bool:
-    """Whether a layer's weight terms are cheaper as matrix products over sample pairs.
-
-    The pairs cost ~N(N+1)/2 · (out + in) element-wise products per transition (and a matrix
-    product), the outer products ~N · out · in, memory-bound: pairs pay once
-    ``out · in / (out + in) ≥ N + 1`` (on a CPU, Ant's 64 × 133 and 64 × 64 layers pay, layers
-    with 2–8 units on a side do not: docs/benchmarks.md)."""
+    """Whether a layer's weight terms are cheaper as matrix products over sample pairs: once ``out ·
+    in / (out + in) ≥ N + 1`` (Ant's 64-unit layers pay, 2–8-unit ones do not: docs/benchmarks.md).
+    """
     return out_features * in_features >= (num_samples + 1) * (out_features + in_features)
 
 
 class _LayerCurvature(NamedTuple):
-    """A layer's noise ε and ``σ²`` (weight, bias), and for a layer summed over sample pairs,
-    its ``K_nm`` ``[P, out, in]`` (see ``_information_gain_terms``).
-
-    ``σ²`` is μ's inverse curvature ``1 / H_μ``; ρ's, with the chain rule's
-    ``dσ/dρ = sigmoid(ρ)`` folded in, is ``sigmoid(ρ)² / H_ρ = softplus(ρ)² / 2 = σ² / 2``."""
+    """A layer's noise ε and ``σ²`` (μ's inverse curvature; ρ's, chain rule folded in, is ``σ² /
+    2``), and for a layer summed over sample pairs its ``K_nm`` ``[P, out, in]``."""
 
     noise: tuple[Tensor, Tensor]
     sigma_sq: tuple[Tensor, Tensor]

@@ -221,10 +221,8 @@ class ExplorationGAE(ValueEstimatorBase):
     def forward(self, tensordict: TensorDictBase, *, params: TensorDictBase | None = None,
                 target_params: TensorDictBase | None = None,
                 time_dim: int | None = None) -> TensorDictBase:
-        """Write ``advantage``, the value targets and ``bonus_advantage`` into ``tensordict``.
-
-        ``tensordict`` is ``[*B, T]`` with time along ``time_dim`` (default: the dim named
-        ``"time"``, else the last). ``params`` and ``target_params`` go to the critic's GAE."""
+        """Write ``advantage``, the value targets and ``bonus_advantage`` into ``tensordict`` ``[*B,
+        T]`` (time along ``time_dim``, default the dim named ``"time"``, else the last)."""
         if tensordict.batch_dims < 1:
             raise RuntimeError("ExplorationGAE needs a batch with a time dimension, [*B, T].")
         keys = self.tensor_keys
@@ -284,10 +282,8 @@ class ExplorationGAE(ValueEstimatorBase):
 
     def _return_target(self, tensordict: TensorDictBase, reward_key: NestedKey, done: Tensor,
                        time_dim: int, *, intrinsic: bool = False) -> None:
-        """With ``value_target="monte_carlo"``, replace GAE's target by the discounted return:
-        cut where a path ends for good (a termination, or every path end with
-        ``terminal_path_ends``), bootstrapped from the critic's value of the next state where a
-        path is only interrupted (a time limit, the batch's end), as GAE's advantage is."""
+        """``value_target="monte_carlo"``: the discounted return, cut where a path ends for good,
+        bootstrapped where it is only interrupted (a time limit, the batch's end)."""
         if self.value_target != "monte_carlo":
             return
         keys = self.tensor_keys
@@ -366,9 +362,7 @@ class ExplorationGAE(ValueEstimatorBase):
         return self.forward(tensordict.clone(False)).get(self.tensor_keys.value_target)
 
     def intrinsic_critic_loss(self, tensordict: TensorDictBase) -> Tensor:
-        """Mean squared error of the intrinsic critic on ``intrinsic_value_target`` (``"dual"``).
-
-        For a PPO loop: add it to the loss that trains the critics."""
+        """Mean squared error of ``"dual"``'s intrinsic critic on ``intrinsic_value_target``."""
         if self.structure != "dual":
             raise RuntimeError(f"the {self.structure!r} structure has no intrinsic critic.")
         keys = self.tensor_keys

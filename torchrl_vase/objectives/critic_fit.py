@@ -160,10 +160,8 @@ def _minibatch_epochs(objective, rows: int, optimizer, epochs: int, minibatch_si
 
 
 def loggable_fit(metrics: dict[str, float]) -> dict[str, float]:
-    """A critic fit's metrics less those of a critic with nothing to fit: where the
-    ``<prefix>explained_variance`` is NaN (every target 0, plain TRPO before its first reward),
-    neither it nor that critic's loss (float noise, ~1e-10, a chart whose axis reads 0 0 0) is
-    logged, rather than logged as NaN and noise.
+    """A critic fit's metrics less a critic's with nothing to fit (``explained_variance`` NaN: every
+    target 0), whose loss is float noise.
 
     Examples:
         >>> loggable_fit({"trpo/critic_loss": 1e-11, "trpo/explained_variance": float("nan"),
@@ -206,10 +204,8 @@ def explained_variance(prediction: Tensor, target: Tensor, relative_floor: float
 
 
 class CriticFit:
-    """``fit_critic``: the critic (and the dual structure's intrinsic critic) regressed on the
-    batch's value targets; returns ``<prefix>critic_loss`` and ``<prefix>explained_variance``
-    (``intrinsic_`` versions with an intrinsic critic; no explained variance while every target
-    is 0: ``loggable_fit``). Its ``state_dict`` is the optimiser's."""
+    """``fit_critic`` as a step's part: ``<prefix>critic_loss`` and ``<prefix>explained_variance``
+    (``loggable_fit``'s); its ``state_dict`` is the optimiser's."""
 
     def __init__(self, loss, optimizer: torch.optim.Optimizer, *, epochs: int = 5,
                  minibatch_size: int = 500, prefix: str = "trpo/") -> None:

@@ -65,12 +65,8 @@ class VariationalELBOLoss(LossModule):
 
     @dataclass
     class _AcceptedKeys:
-        """Configurable tensordict keys.
-
-        Attributes:
-            observation: the state s_t. Defaults to ``"observation"``.
-            action: the action a_t. Defaults to ``"action"``.
-            next_observation: the state s_{t+1}. Defaults to ``("next", "observation")``."""
+        """Configurable tensordict keys: ``observation``, ``action`` and ``next_observation``
+        (``("next", "observation")``)."""
 
         observation: NestedKey = "observation"
         action: NestedKey = "action"
@@ -147,10 +143,10 @@ class VariationalELBOLoss(LossModule):
 
     def step_noise(self, rows: int, *, steps: int | None = None,
                    generator: torch.Generator | None = None) -> Tensor:
-        """The standard normal noise of one ELBO step (``terms_from_noise``) on ``rows``
-        transitions: the N weight samples' ``[N, |Θ|]``, or with the model's local ``sampling`` the
-        pre-activations' ``[N, rows, Σ layer widths]`` (``[N, 1, Σ layer widths]`` shared);
-        with ``steps``, that many steps' in one draw, ``[steps, ...]``."""
+        """One ELBO step's standard normal noise on ``rows`` transitions: ``[N, |Θ|]``, or with a
+        local ``sampling`` ``[N, rows or 1, Σ layer widths]``; with ``steps``, that many steps' at
+        once.
+        """
         shape = self.step_noise_shape(rows)
         if steps is not None:
             shape = (check_positive_int("steps", steps), *shape)

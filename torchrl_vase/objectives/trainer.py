@@ -31,18 +31,15 @@ _NOISE_BLOCK_FLOATS = 2**22
 
 
 def steps_per_draw(loss: VariationalELBOLoss, rows: int, steps: int) -> int:
-    """How many steps' noise are drawn at once (``VariationalELBOLoss.step_noise`` with
-    ``steps``): all of an iteration's for local sampling, blocks of 16 MB (float32) for weight
-    sampling. Both backends draw alike, so a run consumes its random stream the same way
-    whichever runs its steps."""
+    """How many steps' noise are drawn at once: all of an iteration's (local sampling) or 16 MB
+    blocks (weight sampling); both backends draw alike."""
     per_step = math.prod(loss.step_noise_shape(rows))
     return max(1, min(steps, _NOISE_BLOCK_FLOATS // per_step))
 
 
 def kernel_unavailable(loss: VariationalELBOLoss, optimizer: torch.optim.Optimizer) -> str | None:
-    """Why the compiled kernel cannot train ``loss``'s model with ``optimizer`` (``None``: it
-    can): it runs the analytic KL with ReLU or tanh layers, a float32 or float64 model on the
-    CPU, and a plain ``torch.optim.Adam``."""
+    """Why the compiled kernel cannot train ``loss``'s model with ``optimizer`` (``None``: it can):
+    it needs the analytic KL, ReLU or tanh, a float32/64 CPU model and a plain Adam."""
     network = loss.model.network
     kinds = {type(a) for a in network.activations}
     if loss.kl_estimator != "analytic":
@@ -168,11 +165,9 @@ class ModelTrainer:
         return {key: (total / len(minibatches)).item() for key, total in totals.items()}
 
     def steps(self, x: Tensor, y: Tensor, noise: Callable[[int], Tensor]) -> Tensor:
-        """The steps on prepared minibatches ``x`` ``[steps, B, in]`` and ``y``
-        ``[steps, B, out]`` (``VariationalELBOLoss.model_inputs``'s), ``noise(n)`` the next
-        ``n`` steps' standard normal draws ``[n, *step_noise_shape(B)]`` (asked for
-        ``steps_per_draw`` steps at a time). Updates the model and the optimiser in place;
-        returns each step's ``(loss_nll, KL, entropy)``, ``[steps, 3]``."""
+        """The steps on prepared minibatches ``x`` ``[steps, B, in]``, ``y`` ``[steps, B, out]``,
+        ``noise(n)`` drawing the next ``n`` steps' noise; updates in place, returns ``[steps, 3]``
+        of ``(loss_nll, KL, entropy)``."""
         if self.backend == "numba":
             return self._kernel_steps(x, y, noise)
         return self._autograd_steps(x, y, noise)

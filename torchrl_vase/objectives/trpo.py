@@ -205,9 +205,7 @@ class TRPOLoss(PPOLoss):
         return mean_kl_monte_carlo
 
     def fisher_vector_product(self, mean_kl: Callable[[], Tensor]) -> Callable[[Tensor], Tensor]:
-        """``v ↦ (F + λ I) v`` with F the Hessian of the mean KL at the current parameters.
-
-        Computed by double back-propagation: ``∇_θ (∇_θ KL · v)``."""
+        """``v ↦ (F + λ I) v``, F the mean KL's Hessian, by double back-propagation."""
         params = self._policy_parameters()
         kl_grad = torch.autograd.grad(mean_kl(), params, create_graph=True)
         flat_kl_grad = torch.cat([g.reshape(-1) for g in kl_grad])
@@ -221,14 +219,10 @@ class TRPOLoss(PPOLoss):
 
     # -- The update
     def natural_gradient_step(self, tensordict: TensorDictBase) -> TensorDict:
-        """One TRPO policy update on a batch; returns its diagnostics.
-
-        Diagnostics: ``step_accepted``, ``kl`` (mean KL to the data's policy after the update),
-        ``surrogate_before``, ``surrogate_after``, ``expected_improvement`` (first order, full
-        step), ``backtracks`` (shrinks before acceptance, or all of them), ``step_fraction``
-        (0 when rejected), ``cg_residual``, ``step_norm`` and ``entropy`` (the policy's after
-        the update, mean over the batch; NaN without a closed form). A failed line search is not
-        an error: the parameters are restored bit for bit and ``step_accepted`` is False."""
+        """One TRPO policy update on a batch. Returns ``step_accepted``, ``kl`` (after the update),
+        ``surrogate_before``/``_after``, ``expected_improvement``, ``backtracks``,
+        ``step_fraction``, ``cg_residual``, ``step_norm`` and ``entropy``. A failed line search
+        restores the parameters bit for bit (``step_accepted`` False)."""
         tensordict = tensordict.clone(False)
         advantage = self._advantage(tensordict)
         old_log_prob = self._old_log_prob(tensordict, advantage.shape)
@@ -285,9 +279,8 @@ class TRPOLoss(PPOLoss):
 
     @torch.no_grad()
     def _analytic_entropy(self, tensordict: TensorDictBase) -> Tensor:
-        """The policy's mean entropy over the batch, where its distribution has a closed form
-        (NaN otherwise: a Monte-Carlo estimate would draw from the global generator and change
-        the run's later numbers). A learned log-std that runs away shows here first."""
+        """The policy's mean entropy where its distribution has a closed form, else NaN (a
+        Monte-Carlo estimate would move the global generator)."""
         try:
             return self.actor_network.get_dist(tensordict).entropy().float().mean()
         except NotImplementedError:

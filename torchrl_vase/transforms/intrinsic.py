@@ -239,10 +239,8 @@ class IntrinsicRewardTransform(Transform):
                 "that makes it overflow (a tiny sigma_c, a huge eta) or non-finite inputs.")
 
     def write_no_bonus(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Write a zero bonus to a batch (``r = r_e``): the keys are there, the reward unchanged.
-
-        For iterations before the bonus's model has learnt anything (the authors add no bonus in
-        the first iteration)."""
+        """Write a zero bonus (``r = r_e``), for iterations before the model has learnt anything
+        (the authors add none in the first)."""
         next_tensordict = self._next_of(tensordict)
         reward = self._read(next_tensordict, self.reward_key, "reward")
         self.write_bonus(next_tensordict, reward.new_zeros(reward.shape))

@@ -138,9 +138,8 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
                 "transform.make_loss() or loss.set_keys(...).")
 
     def fit_statistics(self, transitions: TensorDictBase, *, new: int | None = None) -> None:
-        """Set the model's standardisation statistics from a pool of transitions (with
-        ``new``, a pool that grew by its last ``new`` rows: ``DynamicsModel.update_statistics``
-        reads only those)."""
+        """Set the model's standardisation statistics from a pool (``new``: only its last rows are
+        new)."""
         model = self._require_model()
         if model.standardize:
             obs, action, next_obs = (
@@ -233,10 +232,8 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         )
 
     def confidence_term(self) -> float | None:
-        """VASE's ``δ·H(q)`` under the model as it is: the part of U that is the same for every
-        transition of a batch (uncentred, a reward a step); ``None`` where there is none (another
-        measure, ``delta=0``, the authors' code) or the bonus is rescaled (the term is then no
-        longer a part of the bonus as written)."""
+        """VASE's ``δ·H(q)``, the part of U shared by a batch's transitions; ``None`` without one
+        (another measure, ``delta=0``) or when the bonus is rescaled."""
         if self.measure != "vase" or self.delta == 0 or self.reward_normalization is not None:
             return None
         with torch.no_grad():
