@@ -44,10 +44,8 @@ def log_normaliser(dim: int, sigma_c: float) -> float:
 
 
 def gaussian_nll(prediction: Tensor, target: Tensor, sigma_c: float) -> Tensor:
-    """``−log N(target; prediction, σ_c² I)``, summed over the last (feature) dim.
-
-    The likelihood of the paper's Eq. 11 with the isotropic multivariate Gaussian's full
-    normaliser ``(2πσ_c²)^{−D/2}`` (the paper's text writes the 1-D one): the ELBO's data term.
+    """``−log N(target; prediction, σ_c² I)`` summed over the features, with the full normaliser
+    ``(2πσ_c²)^{−D/2}`` (Eq. 11; the text writes the 1-D one): the ELBO's data term.
 
     Examples:
         >>> import torch

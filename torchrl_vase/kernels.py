@@ -111,9 +111,8 @@ def log_parts(values, mantissa, exponent):
 
 @numba.njit(**_INLINE)
 def fast_tanh(x):
-    """float32 ``tanh(x)`` as a rational function of x (within 3 float32 epsilons relative;
-    no exp, no table, no branch a loop cannot vectorise: an earlier form through ``exp`` and
-    a table of powers of 2 ran a scalar loop, about 1 ns an element)."""
+    """float32 ``tanh(x)`` as a rational function of x (within 3 float32 epsilons; branch-free, so a
+    loop vectorises)."""
     c = min(max(x, -_TANH_CLAMP), _TANH_CLAMP)
     z = c * c
     p = _TANH_P[0]
@@ -147,9 +146,8 @@ _HELPER = {**_JIT, "inline": "always"}
 def make_consts(dtype: np.dtype, *, kl_weight: float, prior_std: float, sigma_c: float,
                 per_row: float, lr: float, beta1: float, beta2: float, eps: float,
                 nll_normaliser: float, half_log_2pi_e: float) -> np.ndarray:
-    """The kernel's scalar settings as one array of the model's dtype; the Gaussian's
-    constants (``nll_normaliser``, ``D·log(√(2π) σ_c)``, and ``half_log_2pi_e``) are
-    ``torchrl_vase.gaussian``'s, passed in so that this module needs no torch."""
+    """The kernel's scalar settings as one array of the model's dtype (the Gaussian's constants
+    passed in from ``torchrl_vase.gaussian``: this module needs no torch)."""
     consts = np.empty(NUM_CONSTS, dtype=dtype)
     consts[KL_WEIGHT] = kl_weight
     consts[PRIOR_VAR] = prior_std**2
@@ -176,10 +174,8 @@ def _as(value, like):
 
 @numba.njit(**_HELPER)
 def _posterior(mu, rho, sigma, variance, dsigma, consts, work):
-    """σ = softplus(ρ), σ², dσ/dρ = sigmoid(ρ) into the buffers; returns ``(KL, H)``.
-
-    float32 models take the vectorised ``_vector_math`` functions (``work``: two scratch
-    arrays of |Θ|), float64 ones libm's."""
+    """σ = softplus(ρ), σ², dσ/dρ = sigmoid(ρ) into the buffers (float32: the vectorised functions,
+    ``work`` two scratch arrays of |Θ|); returns ``(KL, H)``."""
     zero, one, two = consts[ZERO], consts[ONE], consts[TWO]
     log_sigma = zero
     squares = zero
@@ -294,12 +290,9 @@ def _nll_gradient(output, y, num_samples, batch, consts):
 
 @numba.njit(**_HELPER)
 def _local_data_term(mu, variance, x, y, xi, sizes, relu, grad_mean, grad_var, consts):
-    """Local reparameterisation's data term of one model on one minibatch, its gradients with
-    respect to the means and variances written into ``grad_mean`` and ``grad_var``.
-
-    Per layer ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ``, ``ξ`` ``[N, B or 1, Σ widths]``; the
-    first layer's input ``x`` ``[B, in]`` is every draw's, so its mean and std are computed once
-    per row, its gradients summed over draws."""
+    """Local reparameterisation's data term on one minibatch, its gradients in means and variances
+    into ``grad_mean`` and ``grad_var``: per layer ``z = h M + b_μ + sqrt(h² S + b_σ²) ⊙ ξ``, the
+    first layer's per-row mean and std computed once for all draws."""
     output, inputs, squares, stds = _local_forward(mu, variance, x, xi, sizes, relu, consts)
     loss, grad_z = _nll_gradient(output, y, xi.shape[0], x.shape[0], consts)
     _local_backward(mu, variance, xi, sizes, relu, grad_z, inputs, squares, stds, grad_mean,
@@ -418,12 +411,10 @@ def _local_backward(mu, variance, xi, sizes, relu, grad_z, inputs, squares, stds
 @numba.njit(**_JIT)
 def local_steps(mu, rho, m_mu, v_mu, m_rho, v_rho, step0, x, y, noise, terms, sizes, relu,
                 consts):
-    """``steps`` ELBO steps of one model with local reparameterisation, in place.
-
-    ``mu``, ``rho`` and Adam's moments ``m_*``, ``v_*`` ``[|Θ|]`` (updated in place);
-    ``step0`` the Adam steps the model took before; ``x`` ``[steps, B, in]``, ``y``
-    ``[steps, B, out]``; ``noise`` ξ ``[steps, N, B or 1, Σ widths]``; ``terms``
-    ``[steps, 3]`` receives each step's (loss_nll, KL, entropy) before its update."""
+    """``steps`` ELBO steps of one model with local reparameterisation, in place: ``mu``, ``rho``,
+    Adam's ``m_*``, ``v_*`` ``[|Θ|]``; ``step0`` the Adam steps before; ``x`` ``[steps, B, in]``,
+    ``y`` ``[steps, B, out]``, ``noise`` ``[steps, N, B or 1, Σ widths]``; ``terms`` ``[steps, 3]``
+    gets each step's (loss_nll, KL, entropy) before its update."""
     steps, size = x.shape[0], mu.shape[0]
     sigma, variance, dsigma = np.empty(size, mu.dtype), np.empty(size, mu.dtype), \
         np.empty(size, mu.dtype)
@@ -441,9 +432,8 @@ def local_steps(mu, rho, m_mu, v_mu, m_rho, v_rho, step0, x, y, noise, terms, si
 
 @numba.njit(**_HELPER)
 def _weight_data_term(mu, sigma, x, y, eps, sizes, relu, theta, grad_mean, grad_sigma, consts):
-    """Weight sampling's data term of one model on one minibatch: the N networks ``θ_n = μ +
-    σ ⊙ ε_n`` (``eps`` ``[N, |Θ|]``) forward, then back by hand; ``∂/∂μ = Σ_n ∂/∂θ_n`` and
-    ``∂/∂σ = Σ_n ε_n ⊙ ∂/∂θ_n`` into the gradient buffers."""
+    """Weight sampling's data term on one minibatch: the N networks ``μ + σ ⊙ ε_n`` forward and back
+    by hand, ``Σ_n ∂/∂θ_n`` and ``Σ_n ε_n ⊙ ∂/∂θ_n`` into the gradient buffers."""
     num_samples, batch = eps.shape[0], x.shape[0]
     layers = sizes.shape[0]
     grad_mean[:] = consts[ZERO]
@@ -555,12 +545,9 @@ def _activate_row(centre, spread, draw, relu, out, out_square, consts):
 @numba.njit(**_JIT)
 def local_hidden_layer(mean, var, bias_mean, bias_var, noise, offset, relu, h, h_square,
                        consts):
-    """A hidden layer's activations from its products, for N draws of ``rows`` rows.
-
-    ``mean`` = h M, ``var`` = h² S: ``[N·rows, W]``, or ``[rows, W]`` for the first layer
-    (whose input is every draw's); ``noise`` ξ ``[N, 1 or rows, Σ widths]``, this layer's
-    units from ``offset``. Writes ``act(z)`` and its square into ``h`` and ``h_square``
-    ``[N·rows, W]``."""
+    """A hidden layer's activations from its products ``mean`` = h M and ``var`` = h² S (``[N·rows,
+    W]``, or ``[rows, W]`` for the first layer) and ``noise`` ξ from ``offset``: ``act(z)`` and its
+    square into ``h`` and ``h_square``."""
     draws, width = noise.shape[0], h.shape[1]
     rows = h.shape[0] // draws
     shared_input = mean.shape[0] != h.shape[0]
@@ -597,9 +584,8 @@ def local_hidden_layer(mean, var, bias_mean, bias_var, noise, offset, relu, h, h
 
 @numba.njit(**_JIT)
 def local_output_errors(mean, var, bias_mean, bias_var, noise, offset, y, errors, start):
-    """The output layer's squared errors ``Σ_d (z − y)²`` for N draws of ``rows`` rows into
-    ``errors[:, start:start + rows]`` (``errors`` ``[N, all rows]``); the arguments as
-    ``local_hidden_layer``'s, ``y`` the block's targets ``[rows, D]``."""
+    """The output layer's squared errors ``Σ_d (z − y)²`` of a block into ``errors[:, start:start +
+    rows]``, the arguments as ``local_hidden_layer``'s."""
     draws, rows, width = noise.shape[0], y.shape[0], y.shape[1]
     shared_input = mean.shape[0] != draws * rows
     per_row_noise = noise.shape[1] != 1
@@ -625,11 +611,8 @@ def layer_consts(dtype: np.dtype) -> np.ndarray:
 
 
 def warm_up() -> None:
-    """Compile the kernel for every dtype and sampling with the argument types
-    ``ModelTrainer`` passes, or load it from numba's disk cache (beside this file).
-
-    A cold compilation takes about a minute in all (once per machine and version of this
-    file); ``make venv`` runs it so that no run or test pays it."""
+    """Compile the kernel for every dtype and sampling ``ModelTrainer`` uses, or load it from
+    numba's disk cache (a cold compilation takes about a minute; ``make venv`` runs it)."""
     sizes = np.array([[3, 4], [4, 2]], dtype=np.int64)
     size = int((sizes[:, 0] + 1) @ sizes[:, 1])
     for dtype in (np.float32, np.float64):

@@ -1,14 +1,7 @@
-"""The paper's sparse-reward benchmark tasks as gymnasium envs, registered on import.
-
-After ``import torchrl_vase``: ``gymnasium.make("torchrl_vase/SparseHalfCheetah-v1")`` or
-``torchrl.envs.GymEnv("torchrl_vase/SparseHalfCheetah-v1")``.
-
-The tasks are as the VASE authors ran them (their ``envs/*_x.py`` on rllab's Box2D and MuJoCo
-models, and their LunarLanderContinuous without the crash penalty), ``-v1``; the 2D point robot,
-which is in no published code, is ``-v0``. (Our first versions, written from the paper's text,
-were ``-v0`` too: removed on 2026-12-07, their measurements kept in docs/guides/envs.md.)
-
-Every task has the paper's 500-step limit (LunarLander 1,000, the authors')."""
+"""The paper's sparse-reward benchmark tasks as gymnasium envs, registered on import
+(``gymnasium.make("torchrl_vase/SparseHalfCheetah-v1")``, ``GymEnv(...)``): the tasks as the VASE
+authors ran them, ``-v1``, and the 2D point robot, ``-v0``, each with the paper's 500-step
+limit (LunarLander 1,000, the authors')."""
 
 from __future__ import annotations
 
@@ -40,9 +33,9 @@ EPISODE_STEPS = {"torchrl_vase/LunarLanderContinuous-v1": 1000}
 
 
 def declares_sparse_goal(env_id: str) -> bool:
-    """Whether ``env_id``'s reward is a sparse goal (positive only when reached), so that a
-    success rate (return > 0) and the first reward's step mean something: this package's tasks,
-    and any env class whose ``metadata`` says ``"sparse_goal": True``.
+    """Whether ``env_id``'s reward is a sparse goal (this package's tasks, or an env whose
+    ``metadata`` says ``"sparse_goal": True``), so a success rate and the first reward mean
+    something.
 
     Examples:
         >>> declares_sparse_goal("torchrl_vase/SparseHalfCheetah-v1")

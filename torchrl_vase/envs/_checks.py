@@ -7,10 +7,8 @@ from gymnasium import spaces
 
 
 def checked_action(action, space: spaces.Box) -> np.ndarray:
-    """The action as a float array of the space's shape, clipped to its bounds.
-
-    Wrong shapes and non-finite values raise ``ValueError`` (nothing is broadcast); values out of
-    bounds are clipped."""
+    """The action as a float array of the space's shape, clipped to its bounds; a wrong shape or a
+    non-finite value raises ``ValueError``."""
     array = np.asarray(action, dtype=np.float64)
     if array.shape != space.shape:
         raise ValueError(f"action has shape {array.shape}; the action space is {space.shape}.")

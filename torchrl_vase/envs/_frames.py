@@ -79,9 +79,8 @@ class Canvas:
 
 
 def draw_bodies(canvas: Canvas, world) -> None:
-    """Every fixture of every body of a Box2D ``world``: polygons filled, chains and edges as
-    lines, circles as discs; static bodies in ``GROUND`` underneath, moving ones over them in
-    creation order, coloured in turn from ``BODIES`` (a cart and its pole apart)."""
+    """Every fixture of every body of a Box2D ``world`` (polygons filled, chains and edges as lines,
+    circles as discs), static bodies underneath, moving ones coloured in turn from ``BODIES``."""
     import Box2D
 
     static = [body for body in world.bodies if body.type == Box2D.b2_staticBody]

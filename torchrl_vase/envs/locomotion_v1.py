@@ -1,12 +1,7 @@
-"""The authors' locomotion tasks as they ran them: rllab's HalfCheetah and Ant.
-
-rllab's ``MujocoEnv`` (the authors' ``HalfCheetahEnvX`` and ``AntEnv`` subclass it) steps MuJoCo
-``frame_skip`` times per env step, 1 unless the model says otherwise, then recomputes every derived
-quantity at the new state (``model.forward()``); its reset adds N(0, 0.01²) to the initial
-positions and N(0, 0.1²) to the velocities; its "centre of mass of the torso"
-(``get_body_com("torso")``) is the centre of mass of the subtree rooted at the torso: the whole
-robot's. gymnasium's model files are rllab's (HalfCheetah: identical but for a tracking camera;
-Ant: rllab's, with the differences set back here at load time)."""
+"""The authors' locomotion tasks as they ran them: rllab's HalfCheetah and Ant, on rllab's
+``MujocoEnv`` semantics (``frame_skip`` MuJoCo steps, derived quantities recomputed after; reset
+noise N(0, 0.01²) on positions, N(0, 0.1²) on velocities; the "torso" centre of mass is the
+whole robot's). gymnasium's model files are rllab's (Ant's differences set back at load time)."""
 
 from __future__ import annotations
 

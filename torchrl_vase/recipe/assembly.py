@@ -62,9 +62,8 @@ __all__ = ["build", "build_sac", "check_memory", "evaluation_metrics", "log_figu
 
 
 def collected_frames(cfg: DictConfig, run_iterations: int) -> int:
-    """The most transitions ``run_iterations`` iterations collect: ``env.frames_per_batch`` each,
-    and with rllab's whole paths (``collection=paths``, ``whole_paths``) up to a path more, less
-    a step (the last path runs past the batch's frames to its end)."""
+    """The most transitions ``run_iterations`` iterations collect (with whole paths, up to a path
+    more each, less a step)."""
     frames = batch_layout(cfg)[1]
     if cfg.collection == "paths" and cfg.whole_paths:
         limit = config.make_kwargs(cfg).get("max_episode_steps") or gymnasium.spec(
@@ -74,9 +73,8 @@ def collected_frames(cfg: DictConfig, run_iterations: int) -> int:
 
 
 def batch_layout(cfg: DictConfig) -> tuple[int, int]:
-    """``(envs stepped together, frames per batch)``: the on-policy learners' ``num_envs`` and
-    ``env.frames_per_batch`` (the paper's), SAC's ``sac.num_envs`` and ``sac.frames_per_batch``
-    (torchrl's)."""
+    """``(envs stepped together, frames per batch)``: ``num_envs`` and ``env.frames_per_batch``, or
+    SAC's ``sac.num_envs`` and ``sac.frames_per_batch``."""
     if cfg.algorithm == "sac":
         return cfg.sac.num_envs, cfg.sac.frames_per_batch
     return cfg.num_envs, cfg.env.frames_per_batch
@@ -126,9 +124,8 @@ ENV_BYTES = 2 * 2**20
 
 
 def sample_bytes(cfg: DictConfig, obs: int, action: int) -> int:
-    """What the Bayesian model's ``surprise.num_samples`` draws hold at once, at most: a weight
-    set each (weight sampling) or a minibatch's pre-activations each (the local samplings), for
-    the noise, the activations and their gradients; 0 without such a model."""
+    """The most the Bayesian model's ``num_samples`` draws hold at once (noise, activations,
+    gradients); 0 without such a model."""
     if cfg.surprise.name not in ("vase", "nll", "vime"):
         return 0
     widths = [obs + action, *cfg.env.bnn.num_cells, obs]
@@ -138,10 +135,8 @@ def sample_bytes(cfg: DictConfig, obs: int, action: int) -> int:
 
 
 def check_memory(cfg: DictConfig, obs: int, action: int) -> None:
-    """Refuse, before any run exists, a run whose envs, batch, replay pool (SAC's buffer) and
-    the model's samples would not fit in 80 % of the memory free here
-    (``env.frames_per_batch=2000000000`` would grow for minutes first, ``num_envs=100000`` end
-    in a crash, ``surprise.num_samples=1e8`` fail in torch's allocator)."""
+    """Refuse, before any run exists, a run whose envs, batch, pool and model samples would not fit
+    in 80 % of the memory free here (they would grow for minutes, then crash)."""
     frames = collected_frames(cfg, 1)
     per_obs, per_action, rest = BATCH_VALUES
     parts = {
@@ -206,9 +201,8 @@ def make_critic(cfg: DictConfig, obs_dim: int, out_key: str = "state_value") -> 
 def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
                      iterations: int | None = None, pool: ReplayBuffer | None = None
                      ) -> Exploration:
-    """The bonus of ``cfg.surprise``, its model and loss, in the library's ``Exploration``; the
-    pool holds at most what ``iterations`` collect (not the paper's 5M for a shorter run), or
-    is ``pool``, an off-policy learner's replay buffer."""
+    """The bonus of ``cfg.surprise`` with its model and loss in an ``Exploration``; its pool sized
+    to what the run collects, or ``pool`` (an off-policy learner's buffer)."""
     s, e, training = cfg.surprise, cfg.env, config.model_training(cfg)
     pool_size = pool_capacity(cfg, iterations)
     if s.name == "rnd":
@@ -282,9 +276,7 @@ def coverage_watcher(cfg: DictConfig, observation_space) -> FirstReward:
 def build_sac(cfg: DictConfig, observation_space, action_space,
               make_collector=make_collector) -> tuple:
     """SAC's ``(collector, step, state)``: torchrl's ``SACLoss`` on a ``tanh_policy`` and twin
-    ``q_value_network`` critics as torchrl's SAC example builds them, its replay buffer (the
-    bonus's pool too, checkpointed by a ``ReplayJournal``: ``journal_replay``),
-    ``OffPolicyStep``."""
+    critics as torchrl's SAC example builds them, its replay buffer, ``OffPolicyStep``."""
     obs_dim, action_dim = observation_space.shape[0], action_space.shape[0]
     s, activation = cfg.sac, ACTIVATIONS[cfg.sac.activation]
     actor = tanh_policy(obs_dim, action_dim, list(s.num_cells), activation=activation,
@@ -317,12 +309,9 @@ def build_sac(cfg: DictConfig, observation_space, action_space,
 
 
 def journal_replay(state: dict, directory: Path) -> None:
-    """Checkpoint a run's transitions by appending them beside its checkpoint in ``directory``
-    (``ReplayJournal``), not whole in it: SAC's replay buffer in ``replay/``, the bonus's own
-    pool (TRPO, PPO) in ``pool/``; a memory-mapped buffer (``sac.storage=memmap``) maps its
-    files in ``replay_memmap/`` there (the disk the run's checkpoints are on, not /tmp's),
-    removed when the process ends (the journal, not they, holds the transitions). Call it
-    before the loop saves or restores, and before the buffer's first transition."""
+    """Checkpoint a run's transitions by appending them beside its checkpoint (``ReplayJournal``):
+    SAC's buffer in ``replay/``, the bonus's pool in ``pool/``; a memmap buffer's files in
+    ``replay_memmap/``, removed at exit. Call it before the loop saves or restores."""
     if state.get("replay") is not None:
         state["replay"].attach(directory / "replay")
         storage = state["replay"].buffer.storage
@@ -334,9 +323,8 @@ def journal_replay(state: dict, directory: Path) -> None:
 
 
 def build(cfg: DictConfig, observation_space, action_space, make_collector=make_collector) -> tuple:
-    """``(collector, step, state)``: the loop's parts, in the order that fixes their initial
-    weights (the same seed gives the same agent whatever the algorithm); SAC's
-    from ``build_sac``."""
+    """``(collector, step, state)``: the loop's parts, built in the order that fixes their initial
+    weights; SAC's from ``build_sac``."""
     if cfg.algorithm == "sac":
         return build_sac(cfg, observation_space, action_space, make_collector)
     obs_dim, action_dim = observation_space.shape[0], action_space.shape[0]
@@ -381,9 +369,8 @@ def evaluation_metrics(cfg: DictConfig, policy, iteration: int) -> dict[str, flo
 
 
 def run_logger(cfg: DictConfig, run) -> Logger:
-    """Where a run's metrics and artifacts go: its MLflow run (``run.tracker``, a
-    ``TrainingRun``'s), or with ``logger=csv`` CSV files under ``<csv_dir>/<experiment>/<run id>/``
-    (the run's identity, params and status stay in its MLflow run)."""
+    """Where a run's metrics and artifacts go: its MLflow run, or with ``logger=csv`` CSV files
+    under ``<csv_dir>/<experiment>/<run id>/`` (identity, params and status stay in MLflow)."""
     if cfg.logger == "csv":
         return CSVLogger(run.run_id, log_dir=Path(cfg.csv_dir) / config.experiment_name(cfg))
     return run.tracker

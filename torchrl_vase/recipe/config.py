@@ -1,14 +1,9 @@
 """The typed config of ``recipes/trpo_vase.py`` and what it determines: every key's type, range
 and choices, the checks between keys and against the env, and the run's name, experiment,
-checkpoint root, params and identity.
-
-``typed_config(cfg)`` merges the composed config into Hydra structured configs (dataclasses) of
-the main file and of the chosen env, surprise and advantage, so ``iterations=abc``,
-``iterations=2.5`` or an unknown key fail as ``ValueError: iterations: ...``; then each range,
-choice and relation between keys is checked (``num_envs=0``: ``num_envs must be >= 1, got 0``).
-``check_env(cfg)`` then probes the env once. Each check lives here once: what the library's
-constructors check themselves (pool sizes, σ_c, the policy's log-std) is left to them, and they
-run before any MLflow run exists."""
+checkpoint root, params and identity. ``typed_config(cfg)`` merges the composed config into
+structured configs (dataclasses), so a wrong type or an unknown key fails as ``ValueError:
+<key>: ...``, then checks each range, choice and relation; ``check_env(cfg)`` probes the env
+once. All before any MLflow run exists."""
 
 from __future__ import annotations
 
@@ -309,9 +304,8 @@ ENV_CONFIGS = CONF_DIR / "env"
 
 
 def env_name(name: str, env_id: str) -> str:
-    """The env's name (its experiment's, its runs' label): ``name``, unless ``name`` is a
-    ``conf/env`` file's whose task ``env_id`` is not: an ``env.id`` given on its own
-    (``env.id=InvertedPendulum-v5``) trains under its own id."""
+    """The env's name: ``name``, unless an ``env.id`` given on its own
+    (``env.id=InvertedPendulum-v5``) is not the ``conf/env`` file's task: then that id."""
     config = ENV_CONFIGS / f"{name}.yaml"
     if not config.is_file():
         return name
@@ -501,10 +495,8 @@ UNREAD = {"trpo": ("ppo", "sac"), "ppo": ("sac",),
 
 
 def identity_ignores(cfg: DictConfig) -> tuple[str, ...]:
-    """What the tag ``run_identity`` leaves out: what does not change the computation (the
-    settings its algorithm does not read among them), the ``LATER_KEYS`` at their defaults,
-    so the identity of every config from before those keys existed is unchanged
-    (``resume=true`` still finds its runs)."""
+    """What the tag ``run_identity`` leaves out: what does not change the computation (the settings
+    its algorithm does not read among them) and the ``LATER_KEYS`` at their defaults."""
     later = [key for key, default in LATER_KEYS.items() if OmegaConf.select(cfg, key) == default]
     return (*PARAM_IGNORES, "threads", "diagnostics_every", *later, *UNREAD[cfg.algorithm])
 
@@ -525,9 +517,8 @@ def usable_cores() -> int:
 
 
 def jobs_together() -> int:
-    """How many jobs of this launch run at once on this machine: a joblib sweep's ``n_jobs``
-    (``-1``: one a core); 1 for one run, Hydra's basic launcher (one job after another) and a
-    cluster's launchers (each job on cores of its own)."""
+    """How many jobs of this launch run at once here: a joblib sweep's ``n_jobs`` (``-1``: one a
+    core); 1 otherwise."""
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return 1
     launcher = HydraConfig.get().launcher
@@ -547,13 +538,10 @@ def check_threads(cfg: DictConfig) -> None:
 
 
 def threads_for(cfg: DictConfig, jobs: int | None = None) -> int:
-    """``threads`` as a count. ``auto``: this process's cores shared among the jobs run at once
-    (``jobs_together``), and no more than the cores not already busy (the cores less the
-    one-minute load average, rounded), at least one. A count is refused unless it is a whole
-    number in ``[1, cores]``, and said once where its threads times the jobs exceed the cores.
-    torch's threads wait for each other by spinning: a thread without a core to itself slows
-    its whole job (MountainCar's TRPO at ``threads=2`` beside a busy core: 0.15x the speed of
-    ``threads=1``; recipes/benchmarks/benchmark_threads.py)."""
+    """``threads`` as a count. ``auto``: the cores shared among the jobs run at once, and no more
+    than the cores not already busy (less the one-minute load), at least one. A count whose threads
+    times the jobs exceed the cores is said once: torch's spinning threads without a core each slow
+    their job (recipes/benchmarks/benchmark_threads.py)."""
     check_threads(cfg)
     cores, jobs = usable_cores(), jobs_together() if jobs is None else jobs
     if cfg.threads == "auto":
@@ -577,9 +565,8 @@ def launch() -> tuple[list[str], str | None]:
 
 
 def run_name(cfg: DictConfig, overrides: list[str] = ()) -> str:
-    """``<surprise>-<advantage>-seed<seed>`` (``none-seed<seed>``; ``ppo-`` in front for PPO;
-    ``sac-<surprise>-seed<seed>`` for SAC, which has no advantage), then the overrides that
-    change a setting: ``vase-extrinsic-seed0 surprise.delta=0.01``."""
+    """``[ppo-|sac-]<surprise>[-<advantage>]-seed<seed>`` (``none-seed<seed>``), then the overrides
+    that change a setting: ``vase-extrinsic-seed0 surprise.delta=0.01``."""
     base = (f"none-seed{cfg.seed}" if cfg.surprise.name == "none"
             else f"{cfg.surprise.name}-seed{cfg.seed}" if cfg.algorithm == "sac"
             else f"{cfg.surprise.name}-{cfg.advantage.structure}-seed{cfg.seed}")
@@ -591,9 +578,8 @@ def run_name(cfg: DictConfig, overrides: list[str] = ()) -> str:
 
 
 def run_params(cfg: DictConfig) -> dict[str, str]:
-    """The run's settings as MLflow params, one per leaf, without where it logs or checkpoints
-    (nor what its algorithm does not read: ``ppo.*`` in a TRPO run); the iteration count once
-    (the effective one)."""
+    """The run's settings as MLflow params, one per leaf, less where it logs and what its algorithm
+    does not read; the effective iteration count."""
     ignores = (*PARAM_IGNORES, *UNREAD[cfg.algorithm])
     params = {key: value for key, value in flatten(OmegaConf.to_container(cfg, resolve=True))
               .items() if not ignored(key, ignores)}
@@ -608,9 +594,8 @@ def run_tags(cfg: DictConfig, commit: str, sweep: str | None) -> dict[str, str]:
 
 
 def runs_table_metrics(sparse: bool) -> list[str]:
-    """The runs table's columns, the first its order (best first); the success rate and the
-    first reward's step only for a sparse goal, the only runs that log them; the bonus's mean
-    beside the return (empty for a run without one)."""
+    """The runs table's columns (best first): the success rate and the first reward's step only for
+    a sparse goal; the bonus's mean beside the return."""
     columns = ("Return/mean", "Return/success_rate", "bonus/mean", "eval/return",
                "train/first_reward_step", "train/frames")
     sparse_only = {"Return/success_rate", "train/first_reward_step"}
@@ -679,9 +664,8 @@ def model_training(cfg: DictConfig) -> DictConfig | None:
 
 
 class NoPasswordInSweeps(Callback):
-    """Refuse a sweep (``-m``) whose tracking URI carries a password, before Hydra writes its
-    ``multirun.yaml`` and prints its launch lines, which would keep the password in clear: the
-    URI with its password goes in ``$MLFLOW_TRACKING_URI`` instead, which neither records."""
+    """Refuse a sweep whose tracking URI carries a password before Hydra writes it in clear (into
+    ``multirun.yaml`` and its launch lines): such a URI goes in ``$MLFLOW_TRACKING_URI``."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         shown = [*config.hydra.overrides.task, str(config.mlflow.tracking_uri or "")]
@@ -720,10 +704,9 @@ def known_settings() -> set[str]:
 
 
 def refuse_unknown_settings(arguments: list[str], program: str) -> None:
-    """End the program with ``did you mean …?`` for a command-line override that names no
-    setting (``iteraions=3``), before Hydra answers with its advice to append ``+iteraions=3``
-    (which then fails in the config's check). Hydra's own keys, appends (``+``), deletions
-    (``~``) and flags are left to Hydra."""
+    """End the program with ``did you mean …?`` for an override that names no setting
+    (``iteraions=3``), before Hydra's advice to append it; Hydra's own keys, ``+``, ``~`` and flags
+    are left to Hydra."""
     known = None
     for argument in arguments:
         key = argument.split("=", 1)[0]
