@@ -299,73 +299,17 @@ class VectorEnvCollector(BaseCollector):
 
     @torch.no_grad()
     def rollout(self) -> TensorDict:
-        """One batch, ``[num_envs, frames_per_batch // num_envs]`` (``[1, L]`` with ``paths``)."""
-        if self.paths:
-            return self._rollout_paths()
+        """One batch: ``[num_envs, frames_per_batch // num_envs]`` steps of every copy, or with
+        ``paths`` rllab's first paths in the order they start, ``[1, L]``."""
         if self.reset_at_each_iter:
             self._observation = self._reset_all(None)
-        envs, steps = self.num_envs, self.steps
-        shape = (envs, steps)
-        observations = torch.empty(*shape, self.observation_dim)
-        next_observations = torch.empty(*shape, self.observation_dim)
-        actions = torch.empty(*shape, self.action_dim)
-        rewards = torch.empty(*shape, 1)
-        terminated = torch.empty(*shape, 1, dtype=torch.bool)
-        truncated = torch.empty(*shape, 1, dtype=torch.bool)
-        step_count = torch.empty(*shape, 1, dtype=torch.int64)
-        episode_reward = torch.empty(*shape, 1)
-        random = self._acts_randomly()
-        noise = self._rollout_noise(steps, random)
-        observation = self._prepare(self._observation)
-        for t in range(steps):
-            action = noise[t] if random else self._act(observation, noise[t])
-            env_action = unit_to_bounds(action.numpy(), self._low, self._high)
-            next_raw, reward, term, trunc, _ = self.env.step(env_action)
-            next_observation = self._prepare(next_raw)
-            self._step_count += 1
-            self._episode_reward += reward.astype(np.float32)
-            observations[:, t] = observation
-            actions[:, t] = action
-            next_observations[:, t] = next_observation
-            rewards[:, t, 0] = torch.from_numpy(np.asarray(reward, dtype=np.float32))
-            terminated[:, t, 0] = torch.from_numpy(term)
-            truncated[:, t, 0] = torch.from_numpy(trunc)
-            step_count[:, t, 0] = torch.from_numpy(self._step_count)
-            episode_reward[:, t, 0] = torch.from_numpy(self._episode_reward)
-            done = term | trunc
-            if done.any():
-                reset_raw, _ = self.env.reset(options={"reset_mask": done})
-                next_raw = np.where(done[:, None], reset_raw, next_raw)
-                next_observation = self._prepare(next_raw)
-                self._step_count[done] = 0
-                self._episode_reward[done] = 0.0
-            self._observation, observation = next_raw, next_observation
-        batch = TensorDict(
-            {
-                self.observation_key: observations,
-                "action": actions,
-                "next": {self.observation_key: next_observations, "reward": rewards,
-                         "done": terminated | truncated, "terminated": terminated,
-                         "truncated": truncated, "step_count": step_count,
-                         "episode_reward": episode_reward},
-            },
-            batch_size=shape,
-        )
-        self._set_log_prob(batch)
-        self._frames += self.frames_per_batch
-        return batch
-
-    @torch.no_grad()
-    def _rollout_paths(self) -> TensorDict:
-        """rllab's batch: the first paths, in the order they start, until they hold the batch."""
-        self._observation = self._reset_all(None)
-        lanes, budget = self.num_envs, self.frames_per_batch
-        paths = _PathLedger(lanes, budget, self.whole_paths)
+        paths = (_PathLedger(self.num_envs, self.frames_per_batch, self.whole_paths)
+                 if self.paths else None)
         seen: dict[str, list] = {key: [] for key in _STEP_KEYS}
         observation = self._prepare(self._observation)
         random = self._acts_randomly()
         t = 0
-        while not paths.complete():
+        while not paths.complete() if paths else t < self.steps:
             if t % self.steps == 0:
                 noise = self._rollout_noise(self.steps, random)
             action = noise[t % self.steps] if random else self._act(observation,
@@ -381,18 +325,22 @@ class VectorEnvCollector(BaseCollector):
                 seen[key].append(value)
             done = term | trunc
             t += 1
-            paths.step(done, t)
+            if paths:
+                paths.step(done, t)
             if done.any():
                 reset_raw, _ = self.env.reset(options={"reset_mask": done})
                 next_raw = np.where(done[:, None], reset_raw, next_raw)
                 self._step_count[done] = 0
                 self._episode_reward[done] = 0.0
             self._observation, observation = next_raw, self._prepare(next_raw)
-        steps, lane = paths.batch_indices()
-        taken = {key: torch.as_tensor(np.stack([np.asarray(v) for v in values])[steps, lane])
-                 for key, values in seen.items()}
-        length = len(steps)
-        column = {key: taken[key].reshape(1, length, -1) for key in taken}
+        if paths:
+            steps, lane = paths.batch_indices()
+            shape = (1, len(steps))
+        else:  # every copy's steps in order: [num_envs, steps]
+            lane, steps = np.indices((self.num_envs, self.steps))
+            shape = (self.num_envs, self.steps)
+        column = {key: torch.as_tensor(np.stack([np.asarray(v) for v in values])[steps, lane])
+                  .reshape(*shape, -1) for key, values in seen.items()}
         terminated, truncated = column["terminated"].bool(), column["truncated"].bool()
         batch = TensorDict(
             {
@@ -404,10 +352,10 @@ class VectorEnvCollector(BaseCollector):
                          "step_count": column["step_count"].long(),
                          "episode_reward": column["episode_reward"].float()},
             },
-            batch_size=(1, length),
+            batch_size=shape,
         )
         self._set_log_prob(batch)
-        self._frames += length
+        self._frames += batch.numel()
         return batch
 
     def _acts_randomly(self) -> bool:
