@@ -13,8 +13,10 @@ mean), actions mapped from [−1, 1] to the env's bounds and clipped as in train
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import gymnasium
@@ -102,37 +104,45 @@ def evaluate(policy: TensorDictModuleBase, env_id: str, *, episodes: int = 5, se
         ['episode_length', 'return', 'success_rate']
     """
     check_positive_int("episodes", episodes)
-    env = sync_vector_env(env_id, episodes, **(make_kwargs or {}))
-    try:
-        space = env.single_action_space
-        check_continuous_control(env_id, env.single_observation_space, space)
-        observation, _ = env.reset(seed=seed)
-        returns = np.zeros(episodes)
-        lengths = np.zeros(episodes, dtype=np.int64)
-        running = np.ones(episodes, dtype=bool)
-        device = module_device(policy)
-        with set_exploration_type(ExplorationType.DETERMINISTIC):
-            while running.any():
-                batch = TensorDict({observation_key: torch.as_tensor(
-                    observation, dtype=torch.float32, device=device)}, [episodes])
-                action = policy(batch)["action"].cpu().numpy()
-                observation, reward, terminated, truncated, _ = env.step(
-                    unit_to_bounds(action, space.low, space.high))
-                returns += np.where(running, reward, 0.0)
-                lengths += running
-                done = terminated | truncated
-                running &= ~done
-                if done.any() and running.any():
-                    # auto-reset is off: a finished copy must be reset before the next step;
-                    # what it does from then on is not counted
-                    observation, _ = env.reset(options={"reset_mask": done})
-    finally:
-        env.close()
+    with contextlib.closing(sync_vector_env(env_id, episodes, **(make_kwargs or {}))) as env:
+        check_continuous_control(env_id, env.single_observation_space, env.single_action_space)
+        returns, lengths = _run_episodes(policy, env, seed, observation_key)
     if success is None:
         success = declares_sparse_goal(env_id)
     return {"return": float(returns.mean()),
             **({"success_rate": float((returns > 0).mean())} if success else {}),
             "episode_length": float(lengths.mean())}
+
+
+@torch.no_grad()
+def _run_episodes(policy: TensorDictModuleBase, env: gymnasium.vector.VectorEnv, seed: int,
+                  observation_key: str, on_step: Callable[[], None] = lambda: None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """One episode in each copy of ``env`` (auto-reset off) under the policy's deterministic
+    action, from ``reset(seed=seed)`` (copy ``i``: ``seed + i``); their returns and lengths.
+    ``on_step`` is called after the reset and after every step (a video's frames)."""
+    space = env.single_action_space
+    observation, _ = env.reset(seed=seed)
+    on_step()
+    returns, lengths = np.zeros(env.num_envs), np.zeros(env.num_envs, dtype=np.int64)
+    running = np.ones(env.num_envs, dtype=bool)
+    device = module_device(policy)
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        while running.any():
+            batch = TensorDict({observation_key: torch.as_tensor(
+                observation, dtype=torch.float32, device=device)}, [env.num_envs])
+            action = policy(batch)["action"].cpu().numpy()
+            observation, reward, terminated, truncated, _ = env.step(
+                unit_to_bounds(action, space.low, space.high))
+            on_step()
+            returns += np.where(running, reward, 0.0)
+            lengths += running
+            done = terminated | truncated
+            running &= ~done
+            if done.any() and running.any():
+                # a finished copy must be reset before the next step; what it does is not counted
+                observation, _ = env.reset(options={"reset_mask": done})
+    return returns, lengths
 
 
 def check_video(env_id: str, make_kwargs: dict | None = None) -> None:
@@ -173,21 +183,10 @@ def record_episode(policy: TensorDictModuleBase, env_id: str, path: str | Path, 
 
     check_video(env_id, make_kwargs)
     frames = []
-    with gymnasium.make(env_id, render_mode="rgb_array", **(make_kwargs or {})) as env, \
-            set_exploration_type(ExplorationType.DETERMINISTIC):
-        space = env.action_space
-        observation, _ = env.reset(seed=seed)
-        frames.append(env.render())
-        done = False
-        device = module_device(policy)
-        while not done:
-            batch = TensorDict({observation_key: torch.as_tensor(
-                observation, dtype=torch.float32, device=device)}, [])
-            action = policy(batch)["action"].cpu().numpy()
-            observation, _, terminated, truncated, _ = env.step(
-                unit_to_bounds(action, space.low, space.high))
-            frames.append(env.render())
-            done = terminated or truncated
+    with contextlib.closing(sync_vector_env(env_id, 1, render_mode="rgb_array",
+                                            **(make_kwargs or {}))) as env:
+        _run_episodes(policy, env, seed, observation_key,
+                      on_step=lambda: frames.append(env.render()[0]))
         fps = fps or env.metadata.get("render_fps") or 30
     path = Path(path)
     imageio.v2.mimwrite(path, frames, fps=fps, macro_block_size=1)
