@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 from torch import nn
 from torchrl.data import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer
 from torchrl.modules import MLP, ValueOperator
-from torchrl.objectives import ClipPPOLoss, SACLoss, SoftUpdate, group_optimizers
+from torchrl.objectives import ClipPPOLoss, SoftUpdate, group_optimizers
 
 from torchrl_vase._random_stream import EVALUATION_STREAM, iteration_seed
 from torchrl_vase.collectors import VectorEnvCollector
@@ -49,6 +49,7 @@ from torchrl_vase.modules import (
 )
 from torchrl_vase.objectives import ExplorationGAE, TRPOLoss
 from torchrl_vase.objectives.critic_fit import CriticFit
+from torchrl_vase.objectives.sac import FusedSACLoss
 from torchrl_vase.off_policy import OffPolicyStep, SACUpdate
 from torchrl_vase.recipe import config
 from torchrl_vase.replay import ReplayJournal
@@ -275,8 +276,9 @@ def coverage_watcher(cfg: DictConfig, observation_space) -> FirstReward:
 
 def build_sac(cfg: DictConfig, observation_space, action_space,
               make_collector=make_collector) -> tuple:
-    """SAC's ``(collector, step, state)``: torchrl's ``SACLoss`` on a ``tanh_policy`` and twin
-    critics as torchrl's SAC example builds them, its replay buffer, ``OffPolicyStep``."""
+    """SAC's ``(collector, step, state)``: torchrl's ``SACLoss`` (as ``FusedSACLoss``) on a
+    ``tanh_policy`` and twin critics as torchrl's SAC example builds them, its replay buffer,
+    ``OffPolicyStep``."""
     obs_dim, action_dim = observation_space.shape[0], action_space.shape[0]
     s, activation = cfg.sac, ACTIVATIONS[cfg.sac.activation]
     actor = tanh_policy(obs_dim, action_dim, list(s.num_cells), activation=activation,
@@ -285,7 +287,7 @@ def build_sac(cfg: DictConfig, observation_space, action_space,
     q_value = q_value_network(obs_dim, action_dim, list(s.num_cells), activation=activation,
                               device=cfg.device)
     collector = make_collector(cfg, actor)
-    loss = SACLoss(actor, q_value, num_qvalue_nets=2, loss_function="l2", delay_actor=False,
+    loss = FusedSACLoss(actor, q_value, num_qvalue_nets=2, loss_function="l2", delay_actor=False,
                    delay_qvalue=True, alpha_init=s.alpha_init, action_spec=actor.spec)
     loss.make_value_estimator(gamma=s.gamma)
     optimizer = group_optimizers(
