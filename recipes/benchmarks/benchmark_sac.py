@@ -3,12 +3,13 @@
     .venv/bin/python recipes/benchmarks/benchmark_sac.py                 # HalfCheetah's sizes
     .venv/bin/python recipes/benchmarks/benchmark_sac.py --obs 2 --action 1 --bnn 32  # MountainCar
 
-torchrl's SAC at its example's defaults ([256, 256] networks, batches of 256) on a buffer of
-20,000 random transitions; the bonus models at the recipe's sizes. Rounds interleave the three
-kinds (none, VASE, RND), so a change in the machine's load hits them alike; each round times
-``--updates`` updates (``SACUpdate``: sample, bonus, loss, Adam, soft update) and, apart,
-``--updates`` samples alone (the sample and its bonus). Prints the median of the rounds in ms per
-update and each bonus's cost as a ratio to no bonus, with the load average.
+The recipe's SAC (torchrl's ``SACLoss`` as ``FusedSACLoss``) at torchrl's example's defaults ([256,
+256] networks, batches of 256) on a buffer of 20,000 random transitions; the bonus models at the
+recipe's sizes. Rounds interleave the three kinds (none, VASE, RND), so a change in the machine's
+load hits them alike; each round times ``--updates`` updates (``SACUpdate``: sample, bonus, loss,
+Adam, soft update) and, apart, ``--updates`` samples alone (the sample and its bonus). Prints the
+median of the rounds in ms per update and each bonus's cost as a ratio to no bonus, with the load
+average.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import time
 import torch
 from tensordict import TensorDict
 from torchrl.data import LazyTensorStorage, ReplayBuffer
-from torchrl.objectives import SACLoss, SoftUpdate
+from torchrl.objectives import SoftUpdate
 
 import torchrl_vase as tv
+from torchrl_vase.objectives import FusedSACLoss
 
 KINDS = ("none", "vase", "rnd")
 
@@ -31,8 +33,8 @@ KINDS = ("none", "vase", "rnd")
 def parts(kind: str, obs: int, action: int, bnn: int) -> tuple[tv.SACUpdate, ReplayBuffer]:
     torch.manual_seed(0)
     actor = tv.tanh_policy(obs, action, [256, 256])
-    loss = SACLoss(actor, tv.q_value_network(obs, action, [256, 256]), action_spec=actor.spec,
-                   delay_qvalue=True)
+    loss = FusedSACLoss(actor, tv.q_value_network(obs, action, [256, 256]),
+                        action_spec=actor.spec, delay_qvalue=True, loss_function="l2")
     loss.make_value_estimator(gamma=0.99)
     replay = ReplayBuffer(storage=LazyTensorStorage(100_000), batch_size=256)
     n = 20_000
