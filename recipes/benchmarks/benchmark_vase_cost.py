@@ -21,7 +21,10 @@ scratch MLflow store; with ``--code DIR`` (repeatable) the same runs of another 
   task, the three BNN bonuses at VASE's iteration time);
 * the phase table of this checkout's runs: each ``time/<phase>`` metric, median over
   iterations 2 to the last and over rounds (``torchrl_vase.timing``: the same clocks every run
-  logs, not a profiler's).
+  logs, not a profiler's);
+* each iteration's time per frame against a bare ``env.step`` loop's (the unwrapped env,
+  uniformly random actions, resets where episodes end; measured in each round beside the runs):
+  issue 97's bar is plain TRPO at most 2.5x the loop on HalfCheetah and Ant, VASE within 3x.
 
     python recipes/benchmarks/benchmark_vase_cost.py [--tasks mountain_car half_cheetah ant]
         [--rounds 2] [--iterations 8] [--code ../before --label-code 731077c]
@@ -38,6 +41,33 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BARS = {"mountain_car": 1.3, "half_cheetah": 1.3, "ant": 1.5}
+#: per frame, against a bare env.step loop: plain TRPO's bar and VASE's
+FLOOR_BARS = {"half_cheetah": (2.5, 3.0), "ant": (2.5, 3.0)}
+
+
+def env_floor(task: str, steps: int = 5000) -> float:
+    """Seconds per step of a bare ``env.step`` loop of the task's env (the unwrapped env,
+    uniformly random actions, a reset where an episode ends), this process, one thread."""
+    import time
+
+    import gymnasium
+    import numpy as np
+    from omegaconf import OmegaConf
+
+    import torchrl_vase  # noqa: F401  (registers the tasks)
+
+    env = gymnasium.make(OmegaConf.load(ROOT / "conf" / "env" / f"{task}.yaml").id).unwrapped
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    actions = np.stack([env.action_space.sample() for _ in range(steps)])
+    start = time.perf_counter()
+    for action in actions:
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            env.reset()
+    seconds = (time.perf_counter() - start) / steps
+    env.close()
+    return seconds
 
 
 def paper_iterations(task: str) -> int:
@@ -79,7 +109,8 @@ def histories(store: Path, run_id: str) -> dict[str, dict[int, float]]:
 
     client = MlflowClient(tracking_uri=f"sqlite:///{store / 'mlflow.db'}")
     names = [key for key in client.get_run(run_id).data.metrics
-             if key in ("train/wall_time", "train/episodes") or key.startswith("time/")]
+             if key in ("train/wall_time", "train/episodes", "train/frames")
+             or key.startswith("time/")]
     return {name: {m.step: m.value for m in client.get_metric_history(run_id, name)}
             for name in names}
 
@@ -105,9 +136,12 @@ def main() -> None:
     skip = 2  # the first two iterations: imports warmed, the kernel loaded, the pool started
     seconds: dict[tuple[str, str, str], list[float]] = {}
     phases: dict[tuple[str, str], dict[str, list[float]]] = {}
+    per_frame: dict[tuple[str, str, str], list[float]] = {}
+    floors: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for round_ in range(args.rounds):
             for task in args.tasks:
+                floors.setdefault(task, []).append(env_floor(task))
                 for label, code in codes.items():
                     for surprise in SETTINGS:
                         store = Path(scratch) / f"{label}-{task}-{surprise}-{round_}"
@@ -119,10 +153,14 @@ def main() -> None:
                         times = iteration_times(wall)[skip:]
                         seconds.setdefault((task, label, surprise), []).append(
                             statistics.median(times))
+                        frames = iteration_times([clocks["train/frames"][s] for s in steps])
+                        per_frame.setdefault((task, label, surprise), []).append(
+                            statistics.median(t / f for t, f in zip(
+                                times, frames[skip:], strict=True)))
                         if label == "this":
                             cell = phases.setdefault((task, surprise), {})
                             for name, values in clocks.items():
-                                if name != "train/wall_time":  # 0 where a phase did not run
+                                if name not in ("train/wall_time", "train/frames"):  # 0: not run
                                     cell.setdefault(name, []).append(statistics.median(
                                         values.get(step, 0.0) for step in steps[skip:]))
                 print(f"round {round_ + 1}/{args.rounds}: {task} done", flush=True)
@@ -151,6 +189,19 @@ def main() -> None:
     print("\nFigure 3 at these speeds (20 seeds x plain TRPO, VASE, NLL and VIME at VASE's "
           "iteration time, the tasks above only): "
           + ", ".join(f"{label} {hours:,.0f} core-hours" for label, hours in grid.items()))
+
+    print("\nPer frame against a bare env.step loop (median over rounds; bars: plain, VASE)")
+    print(f"{'task':<14} {'code':<10} {'env us':>7} {'plain us':>9} {'x env':>6} {'VASE us':>8} "
+          f"{'x env':>6} {'bars':>10}")
+    for task in args.tasks:
+        floor = statistics.median(floors[task])
+        for label in codes:
+            plain, vase = (statistics.median(per_frame[task, label, kind])
+                           for kind in ("none", "vase"))
+            bars = FLOOR_BARS.get(task)
+            print(f"{task:<14} {label:<10} {floor * 1e6:>7.1f} {plain * 1e6:>9.1f} "
+                  f"{plain / floor:>5.2f}x {vase * 1e6:>8.1f} {vase / floor:>5.2f}x "
+                  f"{'' if bars is None else f'{bars[0]}x, {bars[1]}x':>10}")
 
     names = sorted({name for cell in phases.values() for name in cell})
     print(f"\nWhere an iteration's time goes (this checkout; time/<phase>, median of iterations "
