@@ -40,9 +40,11 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
     the same ``DynamicsModel`` (``make_loss`` does).
 
     With ``model=None`` a model is built from the parent env's specs when the transform is attached
-    (the building settings below; the authors' defaults, ``torchrl_vase.defaults``; the paper's
-    text: ``**PAPER_TEXT``), read back as ``transform.model``; a given model is checked against the
-    specs there, and the building settings must be left out. Discrete actions are one-hot encoded.
+    (``num_cells``, ``activation_class``, ``prior_std``, ``init_mean``, ``sigma_c``, ``sampling``,
+    ``target``, ``standardize``: ``DynamicsModel.build``'s, ``measure="vime"`` needing
+    ``sampling="weights"``; the authors' defaults, ``torchrl_vase.defaults``; the paper's text:
+    ``**PAPER_TEXT``), read back as ``transform.model``; a given model is checked against the
+    specs there, and those settings must be left out. Discrete actions are one-hot encoded.
 
     Args:
         model: the ``DynamicsModel``, or ``None`` to build one from the parent env's specs.
@@ -51,9 +53,6 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         measure: ``"vase"``, ``"nll"`` or ``"vime"``.
         delta: δ ≥ 0 of U_VASE's confidence term (the authors' 0; the paper's text: 1e-3).
         num_samples: N weight samples per evaluation (paper: 10).
-        num_cells, activation_class, prior_std, init_mean, sigma_c, sampling, target, standardize:
-            the built model's (``DynamicsModel.build``; ``measure="vime"`` needs
-            ``sampling="weights"``).
         vime_step_size: λ of VIME's information gain.
         vime_clip: the upper clip of VIME's information gain.
         seed: every evaluation draws the same N samples (a CPU generator re-seeded per call): the
