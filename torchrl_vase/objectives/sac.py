@@ -58,7 +58,9 @@ class FusedSACLoss(SACLoss):
         >>> from tensordict import TensorDict
         >>> from torchrl_vase import q_value_network, tanh_policy
         >>> actor, q = tanh_policy(3, 1, [16]), q_value_network(3, 1, [16])
+        >>> from torchrl.objectives import SoftUpdate
         >>> loss = FusedSACLoss(actor, q, action_spec=actor.spec, loss_function="l2")
+        >>> target_updater = SoftUpdate(loss, tau=0.005)
         >>> loss.make_value_estimator(gamma=0.99)
         >>> batch = TensorDict({"observation": torch.randn(8, 3), "action": torch.rand(8, 1),
         ...     "next": {"observation": torch.randn(8, 3), "reward": torch.randn(8, 1),
