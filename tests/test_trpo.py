@@ -1,3 +1,4 @@
+import copy
 import math
 
 import pytest
@@ -168,6 +169,53 @@ def test_rejected_step_restores_every_parameter_bit_for_bit():
     assert not bool(info["step_accepted"]) and int(info["backtracks"]) == 3
     for key, value in actor.state_dict().items():
         assert torch.equal(value, before[key]), key
+
+
+def _narrowing_batch(actor, n=256, seed=0):
+    """Advantages that favour actions near the mean: the surrogate asks for a smaller std, where
+    the KL grows faster than its quadratic model (log σ enters it as e^{-2 log σ})."""
+    torch.manual_seed(seed)
+    td = TensorDict({"observation": torch.randn(n, OBS)}, [n])
+    with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
+        actor(td)
+    td["advantage"] = -(td["action"] - td["loc"]).square().sum(-1, keepdim=True)
+    td["value_target"] = torch.randn(n, 1)
+    return td
+
+
+def test_a_full_step_outside_the_trust_region_is_shrunk_back_inside_it():
+    actor = _gaussian_actor()
+    before = copy.deepcopy(actor)
+    loss = TRPOLoss(actor, _critic(), max_kl=0.5, line_search_backtracks=15)
+    td = _narrowing_batch(actor)
+    info = loss.natural_gradient_step(td.clone())
+    # the quadratic model underestimated the full step's KL: the search had to shrink it
+    assert bool(info["step_accepted"]) and int(info["backtracks"]) >= 1
+    with torch.no_grad():  # the KL of the policy now in the actor, computed apart from the loss
+        kl = torch.distributions.kl_divergence(before.get_dist(td.clone()),
+                                               actor.get_dist(td.clone())).mean()
+    assert kl <= 0.5
+    torch.testing.assert_close(info["kl"], kl)
+
+
+def test_a_search_whose_every_step_worsens_the_surrogate_leaves_the_policy_as_it_was():
+    actor = _gaussian_actor()
+    loss = TRPOLoss(actor, _critic(), max_kl=0.01, line_search_backtracks=10)
+    td = _batch(actor)
+    params = loss._policy_parameters()
+    start = parameters_to_vector(params).detach().clone()
+    real_surrogate = loss._surrogate
+
+    def surrogate_with_its_maximum_at_the_start(*args):
+        # the same gradient at the start; every step away from it, however short, is worse
+        return real_surrogate(*args) - 1e9 * (parameters_to_vector(params) - start).square().sum()
+
+    loss._surrogate = surrogate_with_its_maximum_at_the_start
+    state = {key: value.clone() for key, value in actor.state_dict().items()}
+    info = loss.natural_gradient_step(td)
+    assert not bool(info["step_accepted"]) and float(info["kl"]) == 0.0
+    for key, value in actor.state_dict().items():
+        assert torch.equal(value, state[key]), key
 
 
 def test_forward_returns_loggable_terms_and_a_differentiable_critic_loss():
