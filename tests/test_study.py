@@ -92,7 +92,8 @@ def test_each_record_is_judged_once(figure3, monkeypatch):
     study, data, _ = figure3
     judged = []
     original = claims.judge
-    monkeypatch.setattr(claims, "judge", lambda s, r, d: judged.append(r.id) or original(s, r, d))
+    monkeypatch.setattr(claims, "judge",
+                        lambda s, r, d, *seed: judged.append(r.id) or original(s, r, d, *seed))
     claims.judge_all(study, data)
     assert sorted(judged) == sorted([c.id for c in study.claims]
                                     + [q.id for q in study.questions])
@@ -105,11 +106,47 @@ def test_a_claim_is_not_reproduced_when_an_advantage_is_shown_smaller_than_the_m
     a, b = np.full(20, 1.0) + np.linspace(0, 0.01, 20), np.zeros(20)
     small = statistics.median_comparison(a, b, margin=5.0)
     assert small.median_difference == pytest.approx(np.median(a))
-    assert statistics.judge_better([small]) == "not reproduced"
+    assert statistics.judge_better([small]).verdict == "not reproduced"
     large = statistics.median_comparison(a + 10, b, margin=5.0)
-    assert statistics.judge_better([large]) == "reproduced"
+    assert statistics.judge_better([large]).verdict == "reproduced"
     alike = statistics.median_comparison(a, a[::-1], margin=5.0)
-    assert statistics.judge_equivalent([alike]) == "reproduced"
+    assert statistics.judge_equivalent([alike]).verdict == "reproduced"
+
+
+def _comparison(p_above_zero: float, resamples: int) -> statistics.MedianComparison:
+    """A comparison whose only deciding p is ``p_above_zero`` (nothing below the margin)."""
+    return statistics.MedianComparison(
+        n=20, m=20, margin=1.0, median_difference=0.5, interval=(0.1, 0.9), mean_difference=0.5,
+        improvement=0.6, p_above_zero=p_above_zero, p_below_margin=0.9, p_equivalent=0.5,
+        p_apart=0.5, resamples=resamples)
+
+
+def test_a_verdict_within_three_monte_carlo_errors_of_its_threshold_is_borderline():
+    # p = 0.049 against α = 0.05: its error over 10,000 resamples is 0.0022, 0.46 errors away
+    near = statistics.judge_better([_comparison(0.049, 10_000)])
+    assert near.verdict == "reproduced" and near.borderline
+    assert near.step.threshold == 0.05
+    assert near.step.error == pytest.approx(math.sqrt(0.049 * 0.951 / 10_000))
+    # the same p over 1,000,000 resamples is 4.6 errors away: decided
+    assert not statistics.judge_better([_comparison(0.049, 1_000_000)]).borderline
+    # Holm: the smaller of two p's against α/2 (0.024: 0.65 errors away), the other against α
+    two = statistics.judge_better([_comparison(0.03, 10_000), _comparison(0.024, 10_000)])
+    assert two.verdict == "reproduced" and two.step.threshold == 0.025 and two.borderline
+
+
+def test_a_clear_verdict_holds_under_every_bootstrap_seed_and_a_near_one_is_flagged():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(3.0, 1.0, 20), rng.normal(0.0, 1.0, 20)
+    judged = [statistics.judge_better([statistics.median_comparison(a, b, 0.5, seed=seed)])
+              for seed in range(20)]
+    assert {j.verdict for j in judged} == {"reproduced"}
+    assert not any(j.borderline for j in judged)
+    # a difference whose p sits at α: the seeds disagree, and every one of them says so
+    c = np.random.default_rng(1).normal(0.38, 1.0, 20)
+    near = [statistics.judge_better([statistics.median_comparison(c, b, 0.05, seed=seed)])
+            for seed in range(20)]
+    assert {j.verdict for j in near} == {"reproduced", "inconclusive"}
+    assert all(j.borderline for j in near)
 
 
 def test_holm_steps_down_and_stops_at_the_first_failure():
@@ -131,6 +168,9 @@ def test_sooner_reads_runs_that_never_found_the_reward_as_censored():
     never = np.full(6, math.inf)
     test = statistics.sooner(found, never, budget=1000)
     assert test.probability == 1.0 and test.reading == "sooner"
+    # decided by the bootstrap's share of draws at or below 0.5 (none) against α/2
+    assert test.step.threshold == statistics.ALPHA / 2 and test.step.p == 0.0
+    assert not test.borderline
     assert statistics.sooner(never, found, budget=1000).reading == "later"
 
 

@@ -22,12 +22,16 @@ import numpy as np
 from dataset import Run, cells, read
 from omegaconf import OmegaConf
 from study_statistics import (
+    BORDERLINE_ERRORS,
+    RESAMPLES,
     WINDOWS,
     MedianComparison,
     Sooner,
-    holm_rejects,
+    Step,
+    holm_steps,
     judge_better,
     judge_equivalent,
+    mc_error,
     mean_comparison,
     median_comparison,
     sooner,
@@ -215,6 +219,11 @@ class Verdict:
     comparisons: dict[str, tuple] = field(default_factory=dict)  # name -> (primary, sensitivity)
     margin: float = math.nan
     seeds: dict[str, int] = field(default_factory=dict)
+    #: the primary verdict's comparison nearest its threshold (its p, Monte-Carlo error and
+    #: threshold), the bootstrap's resamples, and whether it stayed within 3 errors of it
+    step: Step | None = None
+    resamples: int = RESAMPLES
+    borderline: bool = False
 
     @property
     def flagged(self) -> bool:
@@ -225,64 +234,90 @@ def _pair_name(pair: Pair) -> str:
     return f"{pair.a} − {pair.b}"
 
 
+#: the bootstrap's resamples, tried in turn while a verdict's deciding p lies within 3 Monte-Carlo
+#: errors of its threshold
+RESAMPLINGS = (RESAMPLES, 10 * RESAMPLES, 100 * RESAMPLES)
+
+
 def _judge_claim(study: Study, claim: Claim, runs: dict[str, list[Run]], margin: float,
-                 seeds: dict[str, int]) -> Verdict:
-    if claim.kind == "sooner":
-        (pair,) = claim.pairs
-        if min(seeds.values()) < study.min_seeds:
-            return Verdict(claim, "not measured yet", "not measured yet", seeds=seeds)
-        test = sooner(first_reward_steps(runs[pair.a]), first_reward_steps(runs[pair.b]),
-                      claim.budget)
-        verdict = {"sooner": "reproduced", "later": "not reproduced"}.get(test.reading,
-                                                                          "inconclusive")
-        return Verdict(claim, verdict, "–", {_pair_name(pair): (test, None)}, seeds=seeds)
-    if min(seeds.values()) < study.min_seeds or not margin > 0:
+                 seeds: dict[str, int], seed: int = 0) -> Verdict:
+    if min(seeds.values()) < study.min_seeds or (claim.kind != "sooner" and not margin > 0):
         return Verdict(claim, "not measured yet", "not measured yet", margin=margin, seeds=seeds)
-    judge = judge_better if claim.kind == "better" else judge_equivalent
-    compared = {_pair_name(p): tuple(
-        median_comparison(windows(runs[p.a], w), windows(runs[p.b], w), margin)
-        for w in (p.primary, p.sensitivity)) for p in claim.pairs}
-    verdicts = [judge([c[i] for c in compared.values()]) for i in (0, 1)]
-    return Verdict(claim, *verdicts, compared, margin, seeds)
+    for resamples in RESAMPLINGS:
+        if claim.kind == "sooner":
+            (pair,) = claim.pairs
+            test = sooner(first_reward_steps(runs[pair.a]), first_reward_steps(runs[pair.b]),
+                          claim.budget, resamples=resamples, seed=seed)
+            verdict = Verdict(claim, {"sooner": "reproduced", "later": "not reproduced"}.get(
+                test.reading, "inconclusive"), "–", {_pair_name(pair): (test, None)},
+                seeds=seeds, step=test.step, resamples=resamples, borderline=test.borderline)
+        else:
+            judge = judge_better if claim.kind == "better" else judge_equivalent
+            compared = {_pair_name(p): tuple(
+                median_comparison(windows(runs[p.a], w), windows(runs[p.b], w), margin,
+                                  resamples=resamples, seed=seed)
+                for w in (p.primary, p.sensitivity)) for p in claim.pairs}
+            primary, sensitivity = (judge([c[i] for c in compared.values()]) for i in (0, 1))
+            verdict = Verdict(claim, primary.verdict, sensitivity.verdict, compared, margin,
+                              seeds, primary.step, resamples, primary.borderline)
+        if not verdict.borderline:
+            break
+    return verdict
 
 
 def _test(study: Study, question: Question, spec: tuple, runs: dict[str, list[Run]],
-          margin: float, window: str) -> tuple[bool, object]:
-    """One test of a question in ``window``: whether it holds, and what it read."""
+          margin: float, window: str, resamples: int, seed: int
+          ) -> tuple[bool, object, Step | None]:
+    """One test of a question in ``window``: whether it holds, what it read, and the
+    comparison that decided it where a bootstrap's Monte-Carlo error can move it."""
     kind, a, b = spec
     if kind == "sooner":
-        test = sooner(first_reward_steps(runs[a]), first_reward_steps(runs[b]), question.budget)
-        return test.reading == "sooner", test
+        test = sooner(first_reward_steps(runs[a]), first_reward_steps(runs[b]), question.budget,
+                      resamples=resamples, seed=seed)
+        return test.reading == "sooner", test, test.step
     if kind == "at_scale":
         firsts = [first_bonus(run, eta(run)) for run in runs[a]]
         median = float(np.nanmedian(firsts))
-        return median <= float(b), median
+        return median <= float(b), median, None
     if kind == "above_both":
         read = [mean_comparison(windows(runs[a], w), windows(runs[b], w))
                 for w in (SENSITIVITY, PRIMARY)]
-        return all(c is not None and c.sign > 0 for c in read), read
-    comparison = median_comparison(windows(runs[a], window), windows(runs[b], window), margin)
+        return all(c is not None and c.sign > 0 for c in read), read, None
+    comparison = median_comparison(windows(runs[a], window), windows(runs[b], window), margin,
+                                   resamples=resamples, seed=seed)
     p = comparison.p_above_zero if kind == "above" else comparison.p_below_margin
-    return holm_rejects([p])[0], comparison
+    rejected, (step,) = holm_steps([p], [mc_error(p, resamples)])
+    return rejected[0], comparison, step
 
 
 def _judge_question(study: Study, question: Question, runs: dict[str, list[Run]],
-                    margin: float, seeds: dict[str, int]) -> Verdict:
+                    margin: float, seeds: dict[str, int], seed: int = 0) -> Verdict:
     if min(seeds.values()) < question.min_seeds:
         return Verdict(question, "not measured yet", "not measured yet", margin=margin,
                        seeds=seeds)
-    answers, read = [], {name: [None, None] for name in question.tests}
-    for index, window in enumerate((PRIMARY, SENSITIVITY)):
-        held = {}
-        for name, spec in question.tests.items():
-            held[name], read[name][index] = _test(study, question, spec, runs, margin, window)
-        answers.append(next(answer for answer, conditions in question.answers
-                            if all(held[t] == want for t, want in conditions.items())))
-    return Verdict(question, *answers, {k: tuple(v) for k, v in read.items()}, margin, seeds)
+    for resamples in RESAMPLINGS:
+        answers, read = [], {name: [None, None] for name in question.tests}
+        steps = []
+        for index, window in enumerate((PRIMARY, SENSITIVITY)):
+            held = {}
+            for name, spec in question.tests.items():
+                held[name], read[name][index], step = _test(study, question, spec, runs, margin,
+                                                            window, resamples, seed)
+                if index == 0 and step is not None:
+                    steps.append(step)
+            answers.append(next(answer for answer, conditions in question.answers
+                                if all(held[t] == want for t, want in conditions.items())))
+        step = min(steps, key=lambda s: s.near, default=None)
+        borderline = step is not None and step.near < BORDERLINE_ERRORS
+        verdict = Verdict(question, *answers, {k: tuple(v) for k, v in read.items()}, margin,
+                          seeds, step, resamples, borderline)
+        if not borderline:
+            break
+    return verdict
 
 
 def judge(study: Study, record: Claim | Question,
-          data: dict[str, dict[str, list[Run]]]) -> Verdict:
+          data: dict[str, dict[str, list[Run]]], seed: int = 0) -> Verdict:
     """``record``'s verdict on ``data`` (``Study.runs()``): a claim by its kind's rule, a
     question by the first answer whose tests all hold; *not measured yet* while a measure it
     reads has fewer than its minimum of seeds."""
@@ -295,14 +330,14 @@ def judge(study: Study, record: Claim | Question,
     seeds = {m: len(runs.get(m, [])) for m in dict.fromkeys(measures)}
     margin = task_margin(study, runs) if record.task != "point_robot" else math.nan
     if isinstance(record, Claim):
-        return _judge_claim(study, record, runs, margin, seeds)
-    return _judge_question(study, record, runs, margin, seeds)
+        return _judge_claim(study, record, runs, margin, seeds, seed)
+    return _judge_question(study, record, runs, margin, seeds, seed)
 
 
-def judge_all(study: Study, data: dict | None = None) -> list[Verdict]:
-    """Every claim and question of ``study``, each judged once."""
+def judge_all(study: Study, data: dict | None = None, seed: int = 0) -> list[Verdict]:
+    """Every claim and question of ``study``, each judged once (``seed``: the bootstraps')."""
     data = study.runs() if data is None else data
-    return [judge(study, record, data) for record in (*study.claims, *study.questions)]
+    return [judge(study, record, data, seed) for record in (*study.claims, *study.questions)]
 
 
 def eta(run: Run) -> float:

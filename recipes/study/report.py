@@ -199,8 +199,12 @@ def _names(study: Study, pair_name: str) -> str:
 
 
 def _verdict_cell(verdict: Verdict, anchor: str) -> str:
-    return (f"**{verdict.verdict}**" if verdict.verdict == "not measured yet" else
-            f"**[{verdict.verdict}](#{anchor})**")
+    if verdict.verdict == "not measured yet":
+        return f"**{verdict.verdict}**"
+    cell = f"**[{verdict.verdict}](#{anchor})**" + (" *borderline*" if verdict.borderline else "")
+    step = verdict.step
+    return cell if step is None else (
+        f"{cell}<br>p {step.p:.3g} ± {step.error:.1g} (vs {step.threshold:.3g})")
 
 
 def _effects(study: Study, verdict: Verdict) -> str:
@@ -408,15 +412,22 @@ def write_page(study: Study, page: Path, figures: Path, others: tuple[Study, ...
     plot_first_reward(robot, styles, budget, figures / "point_robot_first_reward.png",
                       f"The point robot: runs still searching for the first reward (budget "
                       f"{budget:,.0f} steps; runs at {', '.join(commits)})")
-    counts = collections.Counter(v.verdict for v in claims)
+    counts = collections.Counter(v.verdict for v in claims if not v.borderline)
+    borderline = sum(v.borderline for v in claims)
     lines = [
         "# Results: the paper's Figure 3\n",
         f"Of the paper's {len(claims)} claims, **{counts['reproduced']} reproduced, "
-        f"{counts['not reproduced']} not reproduced, {counts['inconclusive']} inconclusive** on "
+        f"{counts['not reproduced']} not reproduced, {counts['inconclusive']} inconclusive"
+        + (f", {borderline} borderline" if borderline else "") + "** on "
         f"{len(everything)} runs at the authors' configuration ({seed_note(claims)}, each to "
         f"its task's full iterations; commits {', '.join(commits)}). How a claim is judged: "
         "[the rule](results_rule.md), written before the runs; ⚑: the last 10 % of the run "
-        "answers otherwise.\n",
+        "answers otherwise. Under each verdict, the p-value that decided it nearest its "
+        "threshold (Holm's, within the claim), ± its Monte-Carlo error √(p(1 − p)/B) over B "
+        "bootstrap resamples: B is 10,000, raised to 100,000 and 1,000,000 while that p lies "
+        "within 3 errors of its threshold; a verdict still that close is *borderline* and "
+        "counted apart (for a first reward, the p is the bootstrap's share of draws at or past "
+        "P = 0.5 against α/2, the bound of its 95 % interval).\n",
         f"[![Figure 3's curves]({link}/{study.name}_curves.png)]({link}/{study.name}_curves.png)"
         "\n", *claims_table(study, claims), "",
         "## Follow-ups and placebos\n", *questions_table(asked), "",

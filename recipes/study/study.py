@@ -246,6 +246,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--commit", action="store_true",
                         help="with run: commit the dataset as each multirun's runs come in")
     parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="judge: the bootstraps' seed (the page's verdicts are seed 0's)")
     parser.add_argument("--page", type=Path, default=ROOT / "docs" / "results.md")
     args = parser.parse_args(argv)
     study = load_study(args.study)
@@ -263,8 +265,13 @@ def main(argv: list[str] | None = None) -> None:
         run(study, scratch, args.workers, args.launcher, args.tasks, args.measures,
             args.overrides, args.dry_run, args.code.resolve(), args.any_commit, args.commit)
     elif args.action == "judge":
-        for verdict in judge_all(study):
-            print(f"{verdict.record.id}: {verdict.verdict} (last 10 %: {verdict.sensitivity})")
+        for verdict in judge_all(study, seed=args.seed):
+            step = verdict.step
+            decided = ("" if step is None else f"; p {step.p:.4g} ± {step.error:.2g} against "
+                       f"{step.threshold:.3g}, {verdict.resamples:,} resamples"
+                       + (", BORDERLINE" if verdict.borderline else ""))
+            print(f"{verdict.record.id}: {verdict.verdict} (last 10 %: {verdict.sensitivity})"
+                  + decided)
     else:
         others = tuple(load_study(p) for p in sorted((ROOT / "conf" / "study").glob("*.yaml"))
                        if p.stem != study.name)

@@ -58,8 +58,12 @@ def window_mean(returns: np.ndarray, window: str) -> float:
     return float(np.nanmean(part)) if np.isfinite(part).any() else math.nan
 
 
-def _improvement(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """P(X > Y) over the last axes of ``a`` and ``b`` (leading axes alike), ties half."""
+def _improvement(a: np.ndarray, b: np.ndarray, rows: int = 20_000) -> np.ndarray:
+    """P(X > Y) over the last axes of ``a`` and ``b`` (leading axes alike), ties half; a
+    million resamples ``rows`` at a time (their pairs would take gigabytes at once)."""
+    if a.ndim == 2 and a.shape[0] > rows:
+        return np.concatenate([_improvement(a[i:i + rows], b[i:i + rows])
+                               for i in range(0, a.shape[0], rows)])
     a, b = a[..., :, None], b[..., None, :]
     return ((a > b) + 0.5 * (a == b)).mean((-2, -1))
 
@@ -103,6 +107,7 @@ class MedianComparison:
     p_below_margin: float  # H0: Δ ≥ margin
     p_equivalent: float  # H0: |Δ| ≥ margin (two one-sided tests: the larger p)
     p_apart: float  # H0: |Δ| ≤ margin
+    resamples: int = RESAMPLES  # the bootstrap's, which each p's Monte-Carlo error follows
 
 
 def median_comparison(a: Sequence[float], b: Sequence[float], margin: float, *,
@@ -128,7 +133,8 @@ def median_comparison(a: Sequence[float], b: Sequence[float], margin: float, *,
         improvement=probability_of_improvement(a, b),
         p_above_zero=p(draws <= 0), p_below_margin=p(draws >= margin),
         p_equivalent=max(p(draws <= -margin), p(draws >= margin)),
-        p_apart=min(1.0, 2 * min(p(draws <= margin), p(draws >= -margin))))
+        p_apart=min(1.0, 2 * min(p(draws <= margin), p(draws >= -margin))),
+        resamples=resamples)
 
 
 @dataclass(frozen=True)
@@ -167,37 +173,99 @@ def mean_comparison(a: Sequence[float], b: Sequence[float], *, resamples: int = 
                                        float(max(boot[1], welch[1]))))
 
 
-def holm_rejects(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
+def mc_error(p: float, resamples: int) -> float:
+    """A bootstrap p-value's Monte-Carlo standard error, ``√(p (1 − p) / resamples)``: the spread
+    of the p that another bootstrap seed would give.
+
+    >>> round(mc_error(0.04, 10_000), 4)
+    0.002
+    """
+    return math.sqrt(p * (1 - p) / resamples)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One comparison Holm's procedure made: a p, its Monte-Carlo error, its threshold."""
+
+    p: float
+    error: float
+    threshold: float
+
+    @property
+    def near(self) -> float:
+        """How many Monte-Carlo errors the p lies from its threshold (∞ without error)."""
+        gap = abs(self.p - self.threshold)
+        return gap / self.error if self.error > 0 else math.inf
+
+
+def holm_steps(p_values: Sequence[float], errors: Sequence[float] | None = None,
+               alpha: float = ALPHA) -> tuple[list[bool], list[Step]]:
     """Holm's step-down procedure: the i-th smallest p-value of k (from 0) against
-    α / (k − i), stopping at the first that fails."""
-    rejected = [False] * len(p_values)
+    α / (k − i), stopping at the first that fails; which are rejected, and every comparison it
+    made (with the p's Monte-Carlo ``errors``, none by default)."""
+    errors = [0.0] * len(p_values) if errors is None else list(errors)
+    rejected, steps = [False] * len(p_values), []
     for rank, index in enumerate(np.argsort(p_values, kind="stable")):
-        if p_values[index] > alpha / (len(p_values) - rank):
+        threshold = alpha / (len(p_values) - rank)
+        steps.append(Step(float(p_values[index]), float(errors[index]), threshold))
+        if p_values[index] > threshold:
             break
         rejected[index] = True
-    return rejected
+    return rejected, steps
 
 
-def judge_better(comparisons: Sequence[MedianComparison], alpha: float = ALPHA) -> str:
+def holm_rejects(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
+    """Holm's step-down procedure's rejections (``holm_steps``)."""
+    return holm_steps(p_values, alpha=alpha)[0]
+
+
+#: a verdict whose deciding p lies within this many Monte-Carlo errors of its threshold is
+#: *borderline*: another bootstrap seed could give another verdict
+BORDERLINE_ERRORS = 3.0
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A rule's verdict and the comparison nearest its threshold among those that decided it."""
+
+    verdict: str
+    step: Step | None
+
+    @property
+    def borderline(self) -> bool:
+        return self.step is not None and self.step.near < BORDERLINE_ERRORS
+
+
+def _judged(verdict: str, steps: list[Step]) -> Judgement:
+    return Judgement(verdict, min(steps, key=lambda step: step.near) if steps else None)
+
+
+def _errors(comparisons: Sequence[MedianComparison], name: str) -> tuple[list, list]:
+    values = [getattr(c, name) for c in comparisons]
+    return values, [mc_error(p, c.resamples) for p, c in zip(values, comparisons, strict=True)]
+
+
+def judge_better(comparisons: Sequence[MedianComparison], alpha: float = ALPHA) -> Judgement:
     """"A better than each B_j", Holm within the claim: *not reproduced* when some A − B_j is
     below the margin with confidence; else *reproduced* when every A − B_j is above 0 with
     confidence; else *inconclusive*."""
-    if any(holm_rejects([c.p_below_margin for c in comparisons], alpha)):
-        return "not reproduced"
-    if all(holm_rejects([c.p_above_zero for c in comparisons], alpha)):
-        return "reproduced"
-    return "inconclusive"
+    below, below_steps = holm_steps(*_errors(comparisons, "p_below_margin"), alpha)
+    if any(below):
+        return _judged("not reproduced", below_steps)
+    above, above_steps = holm_steps(*_errors(comparisons, "p_above_zero"), alpha)
+    return _judged("reproduced" if all(above) else "inconclusive", below_steps + above_steps)
 
 
-def judge_equivalent(comparisons: Sequence[MedianComparison], alpha: float = ALPHA) -> str:
+def judge_equivalent(comparisons: Sequence[MedianComparison], alpha: float = ALPHA) -> Judgement:
     """"Each pair alike": *reproduced* when every difference lies inside ±margin by two
     one-sided tests, *not reproduced* when one lies outside with confidence, else
     *inconclusive* (Holm within the claim, each direction)."""
-    if all(holm_rejects([c.p_equivalent for c in comparisons], alpha)):
-        return "reproduced"
-    if any(holm_rejects([c.p_apart for c in comparisons], alpha)):
-        return "not reproduced"
-    return "inconclusive"
+    inside, inside_steps = holm_steps(*_errors(comparisons, "p_equivalent"), alpha)
+    if all(inside):
+        return _judged("reproduced", inside_steps)
+    apart, apart_steps = holm_steps(*_errors(comparisons, "p_apart"), alpha)
+    return _judged("not reproduced" if any(apart) else "inconclusive",
+                   inside_steps + apart_steps)
 
 
 @dataclass(frozen=True)
@@ -209,6 +277,13 @@ class Sooner:
     sooner_p: float  # one-sided log-rank p: A sooner
     later_p: float  # one-sided log-rank p: A later
     reading: str  # "sooner", "later" or "not shown"
+    #: the comparison nearest its threshold: the bootstrap's share of draws on the wrong side
+    #: of 0.5 against α/2 (the interval's bound, with its Monte-Carlo error), or a log-rank p
+    step: Step | None = None
+
+    @property
+    def borderline(self) -> bool:
+        return self.step is not None and self.step.near < BORDERLINE_ERRORS
 
 
 def sooner(steps_a: np.ndarray, steps_b: np.ndarray, budget: float, *,
@@ -232,9 +307,16 @@ def sooner(steps_a: np.ndarray, steps_b: np.ndarray, budget: float, *,
                          for side in ("greater", "less"))
     reading = ("sooner" if low > 0.5 and sooner_p < ALPHA else
                "later" if high < 0.5 and later_p < ALPHA else "not shown")
+    # the bootstrap's side of each reading: its share of draws at or beyond 0.5 against α/2 (its
+    # interval's bound), with a Monte-Carlo error; the log-rank test's p has none. A reading can
+    # change with the bootstrap's seed only through a share near α/2 whose log-rank test holds
+    shares = {side: Step(share, mc_error(share, resamples), ALPHA / 2) for side, share in (
+        ("sooner", float(np.mean(draws <= 0.5))), ("later", float(np.mean(draws >= 0.5))))}
+    deciding = [shares[side] for side, p in (("sooner", sooner_p), ("later", later_p))
+                if p < ALPHA and reading in (side, "not shown")]
     # runs that never found it tie at the budget (counted half)
     return Sooner(probability_of_improvement(-steps_a, -steps_b), (low, high), sooner_p, later_p,
-                  reading)
+                  reading, min(deciding, key=lambda step: step.near, default=None))
 
 
 @contextlib.contextmanager
