@@ -23,7 +23,7 @@ from torchrl.modules import MLP, IndependentNormal, TanhNormal
 from torchrl_vase._validation import check_positive_int, module_device
 from torchrl_vase.envs._checks import check_continuous_control
 from torchrl_vase.envs.batched import LeanVectorEnv, unit_to_bounds
-from torchrl_vase.modules.networks import FiniteLogProbNormal
+from torchrl_vase.modules.networks import FiniteLogProbNormal, activate, mlp_layers
 
 __all__ = ["VectorEnvCollector"]
 
@@ -116,25 +116,18 @@ def _gaussian_network(policy, *, squashed: bool = False) -> tuple[nn.Module, str
     return network, in_keys[0], log_prob_key, tanh
 
 
-#: activations run as the tensor function a module of theirs calls
-_ACTIVATIONS = {nn.Tanh: torch.tanh, nn.ReLU: torch.relu}
-
-
 def _unrolled(network: nn.Module) -> tuple[list | None, nn.Module | None]:
-    """``Sequential(MLP, tail)`` as its MLP's ``(weight, bias, activation)`` steps and the tail;
+    """``Sequential(MLP, tail)`` as its MLP's ``(weight, bias, activation)`` layers and the tail;
     ``(None, None)`` for another network (called as a module)."""
     if not (isinstance(network, nn.Sequential) and len(network) == 2
             and isinstance(network[0], MLP)):
         return None, None
-    steps = []
-    for module in network[0]:
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            steps.append([module.weight, module.bias, None])
-        elif type(module) in _ACTIVATIONS and steps and steps[-1][2] is None:
-            steps[-1][2] = _ACTIVATIONS[type(module)]
-        else:
-            return None, None
-    return [tuple(step) for step in steps], network[1]
+    try:
+        layers = mlp_layers(network[0])
+    except TypeError:
+        return None, None
+    return [(network[0][i].weight, network[0][i].bias, activation)
+            for i, activation in layers], network[1]
 
 
 class VectorEnvCollector(BaseCollector):
@@ -407,8 +400,7 @@ class VectorEnvCollector(BaseCollector):
             return self.network(observation)
         h = observation
         for weight, bias, activation in self._layers:
-            h = torch.addmm(bias, h, weight.T)
-            h = h if activation is None else activation(h)
+            h = activate(torch.addmm(bias, h, weight.T), activation)
         return self._tail(h)
 
     def _log_prob(self, batch: TensorDict) -> Tensor:

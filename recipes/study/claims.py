@@ -22,12 +22,12 @@ import numpy as np
 from dataset import Run, cells, read
 from omegaconf import OmegaConf
 from study_statistics import (
-    BORDERLINE_ERRORS,
     RESAMPLES,
     WINDOWS,
     MedianComparison,
     Sooner,
     Step,
+    borderline,
     holm_steps,
     judge_better,
     judge_equivalent,
@@ -308,10 +308,9 @@ def _judge_question(study: Study, question: Question, runs: dict[str, list[Run]]
             answers.append(next(answer for answer, conditions in question.answers
                                 if all(held[t] == want for t, want in conditions.items())))
         step = min(steps, key=lambda s: s.near, default=None)
-        borderline = step is not None and step.near < BORDERLINE_ERRORS
         verdict = Verdict(question, *answers, {k: tuple(v) for k, v in read.items()}, margin,
-                          seeds, step, resamples, borderline)
-        if not borderline:
+                          seeds, step, resamples, borderline(step))
+        if not verdict.borderline:
             break
     return verdict
 

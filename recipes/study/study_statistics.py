@@ -183,6 +183,16 @@ def mc_error(p: float, resamples: int) -> float:
     return math.sqrt(p * (1 - p) / resamples)
 
 
+#: a verdict whose deciding p lies within this many Monte-Carlo errors of its threshold is
+#: *borderline*: another bootstrap seed could give another verdict
+BORDERLINE_ERRORS = 3.0
+
+
+def borderline(step: Step | None) -> bool:
+    """Whether a deciding comparison lies within ``BORDERLINE_ERRORS`` of its threshold."""
+    return step is not None and step.near < BORDERLINE_ERRORS
+
+
 @dataclass(frozen=True)
 class Step:
     """One comparison Holm's procedure made: a p, its Monte-Carlo error, its threshold."""
@@ -219,11 +229,6 @@ def holm_rejects(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
     return holm_steps(p_values, alpha=alpha)[0]
 
 
-#: a verdict whose deciding p lies within this many Monte-Carlo errors of its threshold is
-#: *borderline*: another bootstrap seed could give another verdict
-BORDERLINE_ERRORS = 3.0
-
-
 @dataclass(frozen=True)
 class Judgement:
     """A rule's verdict and the comparison nearest its threshold among those that decided it."""
@@ -233,7 +238,7 @@ class Judgement:
 
     @property
     def borderline(self) -> bool:
-        return self.step is not None and self.step.near < BORDERLINE_ERRORS
+        return borderline(self.step)
 
 
 def _judged(verdict: str, steps: list[Step]) -> Judgement:
@@ -283,7 +288,7 @@ class Sooner:
 
     @property
     def borderline(self) -> bool:
-        return self.step is not None and self.step.near < BORDERLINE_ERRORS
+        return borderline(self.step)
 
 
 def sooner(steps_a: np.ndarray, steps_b: np.ndarray, budget: float, *,

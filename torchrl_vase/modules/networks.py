@@ -79,6 +79,33 @@ class FiniteLogProbNormal(IndependentNormal):
         return _sum_rightmost(log_prob, self.reinterpreted_batch_ndims)
 
 
+def mlp_layers(mlp: MLP) -> list[tuple[int, nn.Module | None]]:
+    """A torchrl ``MLP`` as the index of each ``nn.Linear`` (with a bias) and the activation after
+    it (``None`` after the last), for code that runs its layers as tensor operations; a
+    ``TypeError`` unless it alternates the two.
+
+    Examples:
+        >>> [(i, type(a).__name__) for i, a in mlp_layers(MLP(3, 1, num_cells=[8]))]
+        [(0, 'Tanh'), (2, 'NoneType')]
+    """
+    linears = [i for i, module in enumerate(mlp) if isinstance(module, nn.Linear)
+               and module.bias is not None]
+    layers = [(i, mlp[i + 1] if k < len(linears) - 1 else None) for k, i in enumerate(linears)]
+    if [i for i, _ in layers] != list(range(0, len(mlp), 2)) or len(mlp) != 2 * len(layers) - 1:
+        raise TypeError("the MLP must alternate nn.Linear layers (with biases) and activations.")
+    return layers
+
+
+def activate(h: Tensor, activation: nn.Module | None) -> Tensor:
+    """``activation(h)`` for ``h`` a matrix product's own output, which is not needed again: a
+    ReLU in place and a Tanh as ``torch.tanh`` (their modules' values, without a module call or
+    a second buffer); any other activation called as it is."""
+    if activation is None:
+        return h
+    kind = type(activation)
+    return h.relu_() if kind is nn.ReLU else torch.tanh(h) if kind is nn.Tanh else activation(h)
+
+
 @torch.no_grad()
 def initialize_(network: nn.Module, scheme: str, *, output_gain: float = 1.0) -> nn.Module:
     """Re-initialise every ``nn.Linear`` of a network in place and return it: ``"torch"`` (PyTorch's

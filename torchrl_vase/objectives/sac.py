@@ -2,44 +2,31 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import NormalParamExtractor
 from torch import Tensor, nn
 from torchrl.modules import MLP, TanhNormal
-from torchrl.modules.distributions.utils import safetanh_noeps
 from torchrl.objectives import SACLoss
 from torchrl.objectives.utils import distance_loss
 from torchrl.objectives.value import TD0Estimator
+from torchrl.objectives.value.functional import td0_return_estimate
+
+from torchrl_vase.modules.networks import activate, mlp_layers
 
 __all__ = ["FusedSACLoss"]
 
-_LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
-
-
 def _layers(module: nn.Module, prefix: str) -> list[tuple[tuple[str, ...], nn.Module | None]]:
-    """The ``MLP`` of ``module`` as ``(its Linear's parameter path, the activation after it)``."""
+    """The one ``MLP`` of ``module``: each Linear's parameter path, the activation after it."""
     mlps = [(name, m) for name, m in module.named_modules() if isinstance(m, MLP)]
     if len(mlps) != 1:
         raise TypeError(f"FusedSACLoss: the {prefix} must hold exactly one torchrl MLP.")
     name, mlp = mlps[0]
-    linears = [(f"{name}.{i}", m) for i, m in enumerate(mlp) if isinstance(m, nn.Linear)]
-    after = [mlp[int(path.rsplit(".", 1)[1]) + 1] if i < len(linears) - 1 else None
-             for i, (path, _) in enumerate(linears)]
-    if len(linears) + sum(a is not None for a in after) != len(mlp):
-        raise TypeError(f"FusedSACLoss: the {prefix}'s MLP must alternate Linear and activation.")
-    return [(tuple(path.split(".")), activation) for (path, _), activation in zip(
-        linears, after, strict=True)]
-
-
-def _activated(h: Tensor, activation: nn.Module | None) -> Tensor:
-    """``activation(h)``, a ReLU in place (``h``, a matrix product's output, is not needed
-    again: the same values, one allocation less)."""
-    if activation is None:
-        return h
-    return h.relu_() if type(activation) is nn.ReLU else activation(h)
+    try:
+        return [((*name.split("."), str(index)), activation)
+                for index, activation in mlp_layers(mlp)]
+    except TypeError as error:
+        raise TypeError(f"FusedSACLoss: the {prefix}'s {error}") from None
 
 
 class FusedSACLoss(SACLoss):
@@ -93,6 +80,7 @@ class FusedSACLoss(SACLoss):
             raise ValueError("FusedSACLoss computes SAC version 2 (no value network), the mean "
                              "over a batch, every transition: use torchrl's SACLoss otherwise.")
         self._extractor = extractors[0]
+        self._distribution_kwargs = bounds
         self._actor_layers = [(("module", "0", "module", *path), act)
                               for path, act in _layers(head, "actor")]
         self._q_layers = _layers(qvalue_network, "critic")
@@ -119,30 +107,22 @@ class FusedSACLoss(SACLoss):
         super()._load_from_state_dict(*args, **kwargs)
 
     def _act(self, observation: Tensor) -> tuple[Tensor, Tensor]:
-        """An action of the tanh-squashed policy and its log-probability, as ``TanhNormal``'s
-        ``rsample_and_log_prob`` computes them (its random numbers drawn alike)."""
+        """An action of the tanh-squashed policy and its log-probability: the policy's network run
+        as its own operations, then ``TanhNormal.rsample_and_log_prob``, as ``SACLoss`` draws
+        them."""
         h = observation
         for weight, bias, activation in self._weights("actor_network_params"):
-            h = _activated(torch.addmm(bias, h, weight.T), activation)
+            h = activate(torch.addmm(bias, h, weight.T), activation)
         loc, scale = self._extractor(h)
-        noise = torch.distributions.utils._standard_normal(loc.shape, dtype=loc.dtype,
-                                                           device=loc.device)
-        # in torch's and TanhNormal.rsample_and_log_prob's order of operations: gradients that
-        # meet at a node add up in the order autograd meets them, so the order keeps their bits
-        preimage = loc + noise * scale
-        action = safetanh_noeps(preimage)
-        var, log_scale = scale**2, scale.log()
-        log_prob = (-((preimage - loc) ** 2) / (2 * var) - log_scale - _LOG_SQRT_2PI).sum(-1)
-        jacobian = 2.0 * (math.log(2.0) - preimage - nn.functional.softplus(-2.0 * preimage))
-        return action, log_prob - jacobian.sum(-1)
+        return TanhNormal(loc, scale, **self._distribution_kwargs).rsample_and_log_prob()
 
     def _q(self, weights: list, action: Tensor, observation: Tensor) -> Tensor:
         """Every critic copy's ``Q(s, a)``, ``[copies, batch]``."""
         h = torch.cat([action, observation], -1).expand(self.num_qvalue_nets, *action.shape[:-1],
                                                         action.shape[-1] + observation.shape[-1])
         for weight, bias, activation in weights:
-            h = _activated(torch.baddbmm(bias.unsqueeze(-2), h, weight.transpose(-1, -2)),
-                           activation)
+            h = activate(torch.baddbmm(bias.unsqueeze(-2), h, weight.transpose(-1, -2)),
+                         activation)
         return h.squeeze(-1)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -161,7 +141,7 @@ class FusedSACLoss(SACLoss):
             next_value = (next_q - alpha * next_log_prob).min(0)[0]
             reward = tensordict.get(("next", value_keys.reward)).squeeze(-1)
             terminated = tensordict.get(("next", value_keys.terminated)).squeeze(-1)
-            target = reward + estimator.gamma * (~terminated).to(reward.dtype) * next_value
+            target = td0_return_estimate(estimator.gamma, next_value, reward, terminated)
         predicted = self._q(self._weights("qvalue_network_params"),
                             tensordict.get(keys.action), observation)
         loss_qvalue = distance_loss(predicted, target.expand_as(predicted),
