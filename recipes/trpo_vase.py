@@ -11,7 +11,7 @@ parts from the config. The policy is scored on the extrinsic return only.
     python recipes/trpo_vase.py                                     # MountainCar, VASE, seed 0
     python recipes/trpo_vase.py env=half_cheetah surprise=nll seed=3 surprise.delta=1e-3
     python recipes/trpo_vase.py algorithm=ppo                       # torchrl's ClipPPOLoss
-    python recipes/trpo_vase.py advantage=dual surprise=rnd        # RND's two critics
+    python recipes/trpo_vase.py advantage=combined surprise=rnd    # one critic on r_e + η·U
     python recipes/trpo_vase.py preset=authors                      # the authors' settings
     python recipes/trpo_vase.py -m seed=0,1,2 surprise=none,vase,nll hydra/launcher=joblib
     python recipes/trpo_vase.py resume=true                         # continue a killed run
@@ -53,8 +53,6 @@ from torchrl_vase.recipe.assembly import (
     evaluation_metrics,
     journal_replay,
     log_figures,
-    logged_steps,
-    run_logger,
     seeded_build,
 )
 from torchrl_vase.runs import git_commit, reported_errors
@@ -83,16 +81,15 @@ def train(cfg: DictConfig) -> dict:
         checkpoint_dir=schema.checkpoint_root(cfg),
         resume=cfg.resume, retry_minutes=cfg.mlflow.retry_minutes,
         experiment_tags=schema.experiment_tags(experiment, cfg.env.id),
-        trust_unsigned=cfg.checkpoint.trust_unsigned, logged_steps=logged_steps(cfg))
+        trust_unsigned=cfg.checkpoint.trust_unsigned)
     collector, step, state = seeded_build(cfg, *spaces)
     first_reward, actor = state["first_reward"], state["actor"]
     with run:
         if run.checkpointer is not None:  # each checkpoint appends the new transitions there
             journal_replay(state, run.checkpointer.directory)
-        logger = run_logger(cfg, run)
         loop = TrainingLoop(
             collector, step, iterations=schema.iterations(cfg), seed=cfg.seed, state=state,
-            logger=logger, checkpoint=run.save if cfg.checkpoint.every else None,
+            logger=run.tracker, checkpoint=run.save if cfg.checkpoint.every else None,
             checkpoint_every=cfg.checkpoint.every or 1, eval_every=cfg.eval.every,
             watchers=schema.episode_watchers(cfg, first_reward), device=cfg.device,
             evaluate=lambda iteration: evaluation_metrics(cfg, policy, iteration),
@@ -107,13 +104,12 @@ def train(cfg: DictConfig) -> dict:
         # the observation standardisation is fixed (fitted before training, or restored)
         policy = acting_policy(actor, collector)
         print(f"MLflow run {run.run_id} ({run.run_name}) in experiment '{experiment}' at "
-              f"{redact(run.uri)}" + (f"; its metrics in {logger.directory}"
-                                       if cfg.logger == "csv" else ""))
+              f"{redact(run.uri)}")
         started = loop.iteration
         result = loop.run()
         run.stopped_by = result.stopped_by
         if result.iterations_done > started and result.dropped is None:
-            log_figures(cfg, logger, policy, first_reward, loop.frames)
+            log_figures(cfg, run.tracker, policy, first_reward, loop.frames)
     if result.dropped is not None:
         saved = run.checkpointer is not None and run.checkpointer.exists()
         print(f"{result.stopped_by}: the iteration still running {loop.stop_grace:g} s later "
@@ -126,11 +122,9 @@ def train(cfg: DictConfig) -> dict:
         print(f"{result.stopped_by}: stopped after iteration {result.iterations_done - 1}"
               + (f", checkpoint {run.checkpointer.path}" if run.checkpointer else "")
               + "; continue with resume=true.")
-    # logger=csv: the metrics are in the CSV files, which MLflow's pages would not show
-    metrics_dir = str(logger.directory) if cfg.logger == "csv" else None
     return {"run_id": run.run_id, "iterations_done": result.iterations_done,
             "stopped_by": result.stopped_by, "runs_table": run.runs_table(),
-            "run_charts": run.run_charts(), "metrics_dir": metrics_dir, **result.metrics}
+            "run_charts": run.run_charts(), **result.metrics}
 
 
 @hydra.main(version_base=None, config_path=str(schema.CONF_DIR), config_name="trpo_vase")
@@ -139,8 +133,7 @@ def main(cfg: DictConfig) -> float:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     with reported_errors("recipes/trpo_vase.py"):  # a refused input: its message, no traceback
         result = train(cfg)
-    where = (f"The run's metrics: {result['metrics_dir']}" if result.get("metrics_dir") else
-             f"The run's charts: {result['run_charts']}\nThe runs table: {result['runs_table']}")
+    where = f"The run's charts: {result['run_charts']}\nThe runs table: {result['runs_table']}"
     print(f"done: {result['iterations_done']} iterations; extrinsic return "
           f"{result.get('Return/mean', math.nan):.3f}" + (f", success rate {s:.2f}" if (
               s := result.get("Return/success_rate")) is not None else "")  # a sparse goal's

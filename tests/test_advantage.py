@@ -160,73 +160,22 @@ def test_combined_structure(value_target):
     torch.testing.assert_close(out["value_target"], target)
 
 
-@pytest.mark.parametrize("episodic", [False, True])
-def test_dual_structure(episodic):
-    batch = _batch()
-    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
-    intrinsic_critic = _linear_critic([-0.4, 0.1, 0.2], 1.5, out_key="intrinsic_state_value")
-    gae = ExplorationGAE(
-        "dual", gamma=GAMMA, lmbda=LMBDA, value_network=critic,
-        intrinsic_value_network=intrinsic_critic, intrinsic_gamma=0.95, extrinsic_coef=2.0,
-        intrinsic_coef=0.5, episodic_intrinsic=episodic, value_target="td_lambda",
-    )
-    out = gae(batch.clone())
-    nxt = batch["next"]
-    u = nxt["intrinsic_reward"]
-    stream_done = nxt["done"] if episodic else torch.zeros_like(nxt["done"])
-    stream_terminated = nxt["terminated"] if episodic else torch.zeros_like(nxt["done"])
-    # the running std of the intrinsic return after one update of torchrl's RunningMeanStd
-    # (initial mean 0, var 1, count 1e-4), by the parallel-variance formula
-    returns = _reference_returns(u, stream_done, 0.95).flatten()
-    n, count = returns.numel(), 1e-4
-    mean, var = returns.mean(), returns.var(unbiased=False)
-    total = count + n
-    scale = ((1 * count + var * n + mean**2 * count * n / total) / total).sqrt()
-    scaled = u / scale.float().double()
-
-    value, next_value = _values(critic, batch)
-    ivalue, inext_value = _values(intrinsic_critic, batch)
-    extrinsic_adv = _reference_gae(nxt["extrinsic_reward"], value, next_value, nxt["done"],
-                                   nxt["terminated"], GAMMA, LMBDA)
-    intrinsic_adv = _reference_gae(scaled, ivalue, inext_value, stream_done, stream_terminated,
-                                   0.95, LMBDA)
-    torch.testing.assert_close(out["advantage"], 2.0 * extrinsic_adv + 0.5 * intrinsic_adv,
-                               rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(out["value_target"], extrinsic_adv + value)
-    torch.testing.assert_close(out["intrinsic_value_target"], intrinsic_adv + ivalue,
-                               rtol=1e-6, atol=1e-6)
-    assert "_scaled_intrinsic_reward" not in out["next"]
-    # evaluation mode freezes the statistics
-    gae.eval()
-    before = gae.intrinsic_return_stats.var.clone()
-    gae(batch.clone())
-    torch.testing.assert_close(gae.intrinsic_return_stats.var, before)
-
-
 def test_bad_structures_raise_at_construction():
     critic = _linear_critic([0.0, 0.0, 0.0], 0.0)
     with pytest.raises(ValueError, match="structure must be one of"):
         ExplorationGAE("intrinsic", gamma=0.9, lmbda=0.9, value_network=critic)
-    with pytest.raises(ValueError, match="needs an intrinsic critic"):
-        ExplorationGAE("dual", gamma=0.9, lmbda=0.9, value_network=critic)
-    with pytest.raises(ValueError, match="only used by the 'dual'"):
-        ExplorationGAE("extrinsic", gamma=0.9, lmbda=0.9, value_network=critic,
-                       intrinsic_value_network=critic)
+    with pytest.raises(ValueError, match="structure must be one of"):
+        ExplorationGAE("dual", gamma=0.9, lmbda=0.9, value_network=critic)  # retired
     with pytest.raises(ValueError, match="value_target"):
         ExplorationGAE("extrinsic", gamma=0.9, lmbda=0.9, value_network=critic,
                        value_target="bootstrap")
     with pytest.raises(ValueError, match="gamma"):
         ExplorationGAE("extrinsic", gamma=1.5, lmbda=0.9, value_network=critic)
-    dual_critic = _linear_critic([0.0, 0.0, 0.0], 0.0, out_key="intrinsic_state_value")
-    for gae in (
-        ExplorationGAE("extrinsic", gamma=0.9, lmbda=0.9, value_network=critic),
-        ExplorationGAE("dual", gamma=0.9, lmbda=0.9, value_network=critic,
-                       intrinsic_value_network=dual_critic),
-    ):
-        batch = _batch()
-        del batch["next", "extrinsic_reward"]
-        with pytest.raises(KeyError, match=r"extrinsic reward.*bonus transform"):
-            gae(batch)
+    gae = ExplorationGAE("extrinsic", gamma=0.9, lmbda=0.9, value_network=critic)
+    batch = _batch()
+    del batch["next", "extrinsic_reward"]
+    with pytest.raises(KeyError, match=r"extrinsic reward.*bonus transform"):
+        gae(batch)
 
 
 def _actor(tanh: bool = False):
@@ -262,39 +211,32 @@ def test_torchrl_ppo_uses_it_as_its_value_estimator():
     torch.testing.assert_close(ppo(with_advantage)["loss_objective"], out["loss_objective"])
 
 
-def test_fit_critic_fits_both_critics_of_the_dual_structure():
+def test_fit_critic_fits_the_critic_and_reports_its_explained_variance():
     torch.manual_seed(0)
     actor = _actor()
     critic = ValueOperator(MLP(OBS, 1, num_cells=[16]), in_keys=["observation"])
-    intrinsic = ValueOperator(MLP(OBS, 1, num_cells=[16]), in_keys=["observation"],
-                              out_keys=["intrinsic_state_value"])
     loss = TRPOLoss(actor, critic)
-    loss.make_value_estimator(ExplorationGAE(
-        "dual", gamma=GAMMA, lmbda=LMBDA, value_network=critic, intrinsic_value_network=intrinsic,
-    ))
+    loss.make_value_estimator(ExplorationGAE("combined", gamma=GAMMA, lmbda=LMBDA,
+                                             value_network=critic))
     batch = _float_batch_with_actions(actor)
     with torch.no_grad():
         loss.value_estimator(batch)
     with pytest.raises(ValueError, match="does not hold every parameter"):
-        fit_critic(loss, batch, torch.optim.Adam(critic.parameters()), epochs=1)
+        fit_critic(loss, batch, torch.optim.Adam(list(critic.parameters())[:1]), epochs=1)
 
-    def errors():
+    def error():
         with torch.no_grad():
-            return (loss.loss_critic(batch)[0].mean().item(),
-                    loss.value_estimator.intrinsic_critic_loss(batch).item())
+            return loss.loss_critic(batch)[0].mean().item()
 
-    before = errors()
-    optimizer = torch.optim.Adam([*critic.parameters(), *intrinsic.parameters()], lr=1e-2)
-    out = fit_critic(loss, batch, optimizer, epochs=300, minibatch_size=14)
-    after = errors()
-    assert after[0] < 0.3 * before[0] and after[1] < 0.1 * before[1], (before, after)
+    before = error()
+    out = fit_critic(loss, batch, torch.optim.Adam(critic.parameters(), lr=1e-2), epochs=300,
+                     minibatch_size=14)
+    assert error() < 0.3 * before, (before, error())
     with torch.no_grad():
-        for prefix, net, key in (("", critic, "value_target"),
-                                 ("intrinsic_", intrinsic, "intrinsic_value_target")):
-            prediction = net(batch.clone())[net.out_keys[0]]
-            residual = (batch[key] - prediction).var(unbiased=False)
-            expected = 1 - residual / batch[key].var(unbiased=False)
-            torch.testing.assert_close(out[f"{prefix}explained_variance"], expected)
+        prediction = critic(batch.clone())["state_value"]
+        residual = (batch["value_target"] - prediction).var(unbiased=False)
+        expected = 1 - residual / batch["value_target"].var(unbiased=False)
+    torch.testing.assert_close(out["explained_variance"], expected)
 
 
 def test_fit_critic_standardises_a_standardized_regressor_on_the_batch():
@@ -345,39 +287,3 @@ def test_monte_carlo_targets_with_terminal_path_ends_are_rllab_s_cut_returns():
     torch.testing.assert_close(out["value_target"], expected)
 
 
-def test_dual_monte_carlo_targets_bootstrap_the_endless_intrinsic_stream():
-    batch = _batch()
-    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
-    intrinsic_critic = _linear_critic([-0.4, 0.1, 0.2], 1.5, out_key="intrinsic_state_value")
-    gae = ExplorationGAE("dual", gamma=GAMMA, lmbda=LMBDA, value_network=critic,
-                         intrinsic_value_network=intrinsic_critic, intrinsic_gamma=0.95,
-                         value_target="monte_carlo")
-    out = gae(batch.clone())
-    scale = gae.intrinsic_return_stats.var.sqrt()
-    scaled = batch["next", "intrinsic_reward"] / scale.double()
-    ivalue, inext = _values(intrinsic_critic, batch)
-    never = torch.zeros_like(batch["next", "done"])
-    # never cut at episode ends, bootstrapped from V_i at the batch's end
-    expected = ivalue + _reference_gae(scaled, ivalue, inext, never, never, 0.95, 1.0)
-    torch.testing.assert_close(out["intrinsic_value_target"], expected, rtol=1e-6, atol=1e-6)
-
-
-def test_dual_with_terminal_path_ends_stops_the_intrinsic_stream_at_the_batch_end():
-    batch = _batch()
-    batch["observation"][:, 1:] = batch["next", "observation"][:, :-1]
-    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
-    intrinsic_critic = _linear_critic([-0.4, 0.1, 0.2], 1.5, out_key="intrinsic_state_value")
-    gae = ExplorationGAE("dual", gamma=GAMMA, lmbda=LMBDA, value_network=critic,
-                         intrinsic_value_network=intrinsic_critic, intrinsic_gamma=0.95,
-                         value_target="monte_carlo", terminal_path_ends=True)
-    out = gae(batch.clone())
-    # the next batch starts fresh paths: the return runs over episode ends, not past the batch
-    batch_end = torch.zeros_like(batch["next", "done"])
-    batch_end[:, -1] = True
-    expected_returns = _reference_returns(batch["next", "intrinsic_reward"], batch_end, 0.95)
-    torch.testing.assert_close(gae.intrinsic_return_stats.var.double(),
-                               expected_returns.var(unbiased=False).reshape(()), rtol=1e-4, atol=0)
-    scale = gae.intrinsic_return_stats.var.sqrt().double()
-    last = out["intrinsic_value_target"][:, -1]
-    torch.testing.assert_close(last, batch["next", "intrinsic_reward"][:, -1] / scale,
-                               rtol=1e-6, atol=1e-6)

@@ -30,8 +30,7 @@ def _run(uri, tmp_path, config, experiment="runs", **kwargs):
 
 def _state(iterations_done: int) -> dict:
     actor = gaussian_policy(2, 1, [4])
-    parts = {"actor": actor.state_dict(), "critic": {}, "intrinsic_critic": None,
-             "collector": {}, "exploration": None}
+    parts = {"actor": actor.state_dict(), "critic": {}, "collector": {}, "exploration": None}
     return {"iterations_done": iterations_done, "parts": parts}
 
 

@@ -350,7 +350,7 @@ def test_a_sac_vase_run_killed_and_resumed_logs_the_uninterrupted_history(store,
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    (("advantage=dual",), "SAC has no advantage"),
+    (("advantage=combined",), "SAC has no advantage"),
     (("advantage.center_bonus=true",), "SAC has no advantage"),
     (("collection=rllab",), "collection=rllab"),
     (("surprise=vime",), "VIME's bonus"),

@@ -29,7 +29,7 @@ from torchrl.envs import GymEnv
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import torchrl_vase
-from torchrl_vase import CSVLogger, Exploration
+from torchrl_vase import Exploration
 from torchrl_vase.envs import PointRobot2DEnv
 from torchrl_vase.loop import is_clock
 from torchrl_vase.objectives import critic_fit as algorithm
@@ -142,11 +142,6 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
                 "train/frames", "train/coverage"):
         history = client.get_metric_history(run.info.run_id, key)
         assert [m.step for m in history] == [64, 128], key  # stepped by frames
-    # the bonus starts once the model has been trained: its diagnostics from then on, every
-    # 10th iteration (diagnostics_every) from the first; the alignment needs a bonus's spread
-    for key in ("bonus/novelty_spearman", "bonus/self_agreement"):
-        history = client.get_metric_history(run.info.run_id, key)
-        assert [m.step for m in history] == [128] and np.isfinite(history[0].value), key
     # where the time went, by phase: they add up to the iteration, which is the loop's own
     # clock's (train/wall_time) from one iteration to the next, and "other" (no phase) is small
     times = {key: {m.step: m.value for m in client.get_metric_history(run.info.run_id, key)}
@@ -155,8 +150,8 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
               "policy", "critic", "checkpoint", "logging", "other"}
     assert {key.removeprefix("time/") for key in times} == phases | {"iteration",
                                                                      "exploration_share"}
-    # the checkpoint and logging after iteration 1 are in iteration 2's lap; the diagnostics
-    # start with the bonus
+    # the checkpoint and logging after iteration 1 are in iteration 2's lap; the diagnostic
+    # (the advantage's alignment) starts with the bonus, once the model has been trained
     assert set(times["time/checkpoint"]) == set(times["time/diagnostics"]) == {128}
     for step in (64, 128):
         laps = sum(times[f"time/{name}"].get(step, 0.0) for name in phases)
@@ -180,7 +175,7 @@ def test_mlflow_holds_flattened_params_metrics_and_artifacts(store):
     assert {"config.yaml", "weights.pt", "visited_positions.png"} <= artifacts
     weights = torch.load(client.download_artifacts(run.info.run_id, "weights.pt"),
                          weights_only=True)
-    assert set(weights) == {"actor", "critic", "intrinsic_critic", "collector", "exploration",
+    assert set(weights) == {"actor", "critic", "collector", "exploration",
                             "_content_sha256"}  # the digest it is checked against on loading
     assert not any("extra_state" in key for key in weights["exploration"])  # no pool
 
@@ -313,30 +308,6 @@ def test_resume_from_an_older_copy_of_last_pt_is_refused_and_logs_no_step_twice(
     recipe.train(_config(store, *overrides, "iterations=6", f"resume={last}"))  # the latest
     steps = [m.step for m in client.get_metric_history(result["run_id"], "train/iteration")]
     assert len(steps) == len(set(steps)) == 6
-
-
-def test_the_resume_guards_read_a_csv_logged_runs_own_files(store, tmp_path):
-    csv_dir = tmp_path / "csv"
-    overrides = ("surprise=none", "seed=9", "checkpoint.every=1", "mlflow.experiment=csv_older",
-                 "logger=csv", f"csv_dir={csv_dir}")
-    result = recipe.train(_config(store, *overrides, "iterations=3"))
-    last = Path(store[1]) / "checkpoints" / "csv_older" / result["run_id"] / "last.pt"
-    older = tmp_path / "older.pt"
-    shutil.copy(last, older)  # the checkpoint after iteration 3
-    recipe.train(_config(store, *overrides, "iterations=5", "resume=true"))
-    frames = csv_dir / "csv_older" / result["run_id"] / "scalars" / "train" / "frames.csv"
-    before = frames.read_text()
-    assert before.count("\n") == 5
-    client = MlflowClient(tracking_uri=store[0])  # MLflow holds none of them: the CSV files do
-    assert client.get_metric_history(result["run_id"], "train/frames") == []
-    with pytest.raises(ValueError, match=r"logged steps up to 320 frames, past this "
-                                         r"checkpoint's 192"):
-        recipe.train(_config(store, *overrides, "iterations=6", f"resume={older}"))
-    assert frames.read_text() == before
-    with pytest.raises(FileNotFoundError, match=r"\(up to step 320\).* not at .*elsewhere"):
-        recipe.train(_config(store, *overrides, "iterations=6", "resume=true",
-                             f"checkpoint.dir={tmp_path / 'elsewhere'}"))
-    assert frames.read_text() == before
 
 
 def test_a_run_too_big_for_the_memory_is_refused_before_any_mlflow_run(store, monkeypatch):
@@ -564,8 +535,6 @@ def test_bad_inputs_fail_before_training(store):
         recipe.train(_config(store, "resume=true"))
     with pytest.raises(ConfigCompositionException, match="advantage"):
         _config(store, "advantage=intrinsic")
-    with pytest.raises(ValueError, match="advantage=dual needs an intrinsic reward"):
-        recipe.train(_config(store, "advantage=dual", "surprise=none"))
     with pytest.raises(ValueError, match="shuffle_bonus=true with surprise=none"):
         recipe.train(_config(store, "shuffle_bonus=true", "surprise=none"))
     with pytest.raises(ValueError, match=r"critic_activation must be one of \['relu', 'tanh'\]"):
@@ -730,20 +699,11 @@ def test_flatten_is_one_param_per_leaf():
     }
 
 
-@pytest.mark.parametrize("advantage", ["combined", "dual"])
-def test_every_advantage_structure_runs(store, advantage):
-    result = recipe.train(_config(store, "env=point_robot", f"advantage={advantage}", "seed=3"))
+def test_the_combined_advantage_structure_runs(store):
+    result = recipe.train(_config(store, "env=point_robot", "advantage=combined", "seed=3"))
     run = MlflowClient(tracking_uri=store[0]).get_run(result["run_id"])
-    assert run.info.run_name == f"vase-{advantage}-seed3"
-    assert run.data.params["advantage.structure"] == advantage
-    if advantage == "dual":
-        client = MlflowClient(tracking_uri=store[0])
-        history = client.get_metric_history(result["run_id"], "trpo/intrinsic_explained_variance")
-        bonus = client.get_metric_history(result["run_id"], "bonus/std")
-        assert [m.value > 0 for m in bonus] == [False, True]  # no bonus before the first update
-        # the intrinsic critic is fitted each batch; its fit is logged once its targets (the
-        # bonus) are not all 0: the second batch
-        assert [m.step for m in history] == [128]
+    assert run.info.run_name == "vase-combined-seed3"
+    assert run.data.params["advantage.structure"] == "combined"
 
 
 def test_authors_preset_sets_their_settings():
@@ -1198,26 +1158,6 @@ def test_the_recipe_explains_itself_and_a_refused_input_ends_with_its_message(tm
     assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
     assert refused.stderr.strip().splitlines()[-1].startswith(
         "recipes/trpo_vase.py: env.id=CartPole-v1: CartPole-v1 has the action space Discrete(2)")
-
-
-def test_logger_csv_writes_the_history_mlflow_gets_and_the_artifacts(store, tmp_path):
-    overrides = ("env=point_robot", "surprise=vase", "seed=41", "checkpoint.every=1")
-    logged = recipe.train(_config(store, *overrides, "mlflow.experiment=logger-mlflow"))
-    in_files = recipe.train(_config(store, *overrides, "mlflow.experiment=logger-csv",
-                                    "logger=csv", f"csv_dir={tmp_path}"))
-    files = CSVLogger(in_files["run_id"], log_dir=tmp_path / "logger-csv")
-    assert files.directory.is_dir()
-    # what the recipe prints at the end: the CSVs' folder, not MLflow's empty chart pages
-    assert in_files["metrics_dir"] == str(files.directory) and logged["metrics_dir"] is None
-    got = {key: [(step, "nan" if np.isnan(v) else v) for step, v in files.history(key)]
-           for key in files.logged_keys() if not is_clock(key)}
-    assert got == _history(store[0], logged["run_id"]) and "Return/mean" in got
-    # the heatmap went to the CSV run's folder; its MLflow run holds the identity, no metric
-    assert (files.directory / "artifacts" / "visited_positions.png").is_file()
-    client = MlflowClient(tracking_uri=store[0])
-    assert not client.get_run(in_files["run_id"]).data.metrics
-    assert client.get_run(in_files["run_id"]).data.tags["run_identity"] == \
-        client.get_run(logged["run_id"]).data.tags["run_identity"]
 
 
 def test_the_printed_mlflow_ui_command_is_this_environment_s(monkeypatch, tmp_path):

@@ -7,8 +7,8 @@ from torchrl_vase import checkpointing, defaults, diagnostics, envs, gaussian, w
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.defaults import PAPER_TEXT
 from torchrl_vase.evaluation import evaluate, load_policy
-from torchrl_vase.exploration import BonusDiagnostics, Exploration, ReplayBonus
-from torchrl_vase.loggers import CSVLogger, Logger
+from torchrl_vase.exploration import Exploration, ReplayBonus
+from torchrl_vase.loggers import Logger
 from torchrl_vase.loop import LoopResult, TrainingLoop
 from torchrl_vase.modules import (
     SAMPLINGS,
@@ -72,7 +72,7 @@ def __getattr__(name: str):
 
 __version__ = "0.1.0"
 
-__all__ = ["BACKENDS", "PAPER_TEXT", "SAMPLINGS", "BayesianMLP", "BonusDiagnostics", "CSVLogger",
+__all__ = ["BACKENDS", "PAPER_TEXT", "SAMPLINGS", "BayesianMLP",
            "CriticFit", "DynamicsModel", "Exploration", "ExplorationGAE", "FiniteLogProbNormal",
            "IntrinsicRewardTransform", "LayerWeights", "Logger", "LoopResult", "ModelTrainer",
            "NLLRewardTransform", "OffPolicyStep", "OnPolicyStep", "PPOUpdate", "PhaseClock",

@@ -2,9 +2,6 @@
 
 * ``advantage_alignment``: how much of the advantage the policy update uses is the bonus's own
   advantage (its correlation with it, and the bonus's share of its variance).
-* ``novelty_correlation``: whether the bonus ranks transitions as novel where they are: the
-  Spearman correlation between U and the distance of s' to its k-th nearest neighbour among
-  states seen before (standardised), a novelty estimate that works on any env.
 * ``CoverageGrid``: the fraction of grid cells of a bounded space visited so far (the point
   robot's coverage)."""
 
@@ -15,8 +12,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-__all__ = ["CoverageGrid", "advantage_alignment", "knn_distance", "novelty_correlation", "pearson",
-           "rank", "spearman"]
+__all__ = ["CoverageGrid", "advantage_alignment", "pearson"]
 
 
 def pearson(x: Tensor, y: Tensor) -> float:
@@ -33,36 +29,6 @@ def pearson(x: Tensor, y: Tensor) -> float:
     if denominator == 0:
         return float("nan")
     return float((x * y).sum() / denominator)
-
-
-def rank(x: Tensor) -> Tensor:
-    """Ranks 0 … n − 1 of a flat tensor, ties given their mean rank (as Spearman's ρ needs).
-
-    Examples:
-        >>> import torch
-        >>> rank(torch.tensor([10.0, 30.0, 20.0, 20.0])).tolist()
-        [0.0, 3.0, 1.5, 1.5]
-    """
-    x = x.reshape(-1).double()
-    order = torch.argsort(x, stable=True)
-    ranks = torch.empty_like(x)
-    ranks[order] = torch.arange(x.numel(), dtype=x.dtype, device=x.device)
-    # ties: every member of a group of equal values gets the group's mean rank
-    _, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
-    sums = torch.zeros(counts.numel(), dtype=x.dtype, device=x.device).index_add_(0, inverse, ranks)
-    return (sums / counts)[inverse]
-
-
-def spearman(x: Tensor, y: Tensor) -> float:
-    """Spearman's rank correlation: Pearson's correlation of the ranks.
-
-    Examples:
-        >>> import torch
-        >>> spearman(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([1.0, 8.0, 27.0, 64.0]))
-        1.0
-    """
-    x, y = _paired(x, y)
-    return pearson(rank(x), rank(y))
 
 
 def _paired(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
@@ -90,65 +56,6 @@ def advantage_alignment(advantage: Tensor, bonus_advantage: Tensor) -> dict[str,
     variance = advantage.var(unbiased=False)
     share = float(bonus_advantage.var(unbiased=False) / variance) if variance > 0 else float("nan")
     return {"correlation": pearson(advantage, bonus_advantage), "bonus_share": share}
-
-
-def knn_distance(
-    queries: Tensor, reference: Tensor, k: int = 10, *, chunk_size: int = 1024) -> Tensor:
-    """Distance from each query ``[Q, D]`` to its k-th nearest neighbour in ``reference [R, D]``.
-
-    Computed in chunks of queries, so memory stays ``chunk_size × R``.
-
-    Examples:
-        >>> import torch
-        >>> reference = torch.tensor([[0.0], [1.0], [3.0]])
-        >>> knn_distance(torch.tensor([[0.0], [2.0]]), reference, k=2).tolist()
-        [1.0, 1.0]
-    """
-    if queries.dim() != 2 or reference.dim() != 2 or queries.shape[1] != reference.shape[1]:
-        raise ValueError(
-            f"queries {tuple(queries.shape)} and reference {tuple(reference.shape)} must be "
-            "[Q, D] and [R, D].")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= reference.shape[0]:
-        raise ValueError(f"k must be an int in [1, {reference.shape[0]}], got {k!r}.")
-    distances = [
-        torch.cdist(chunk, reference).topk(k, dim=1, largest=False).values[:, -1]
-        for chunk in queries.split(chunk_size)]
-    return torch.cat(distances)
-
-
-def novelty_correlation(bonus: Tensor, next_states: Tensor, reference: Tensor, *, k: int = 10,
-                        num_queries: int = 1000, num_reference: int = 10_000,
-                        generator: torch.Generator | None = None) -> float:
-    """Spearman's ρ between the bonus ``[*B]`` and the novelty of the next states ``[*B, D]``: the
-    distance to the k-th nearest of the ``reference`` states ``[R, D]`` (seen before), all
-    standardised by the reference's statistics, both subsampled; NaN with at most ``k`` references.
-
-    Examples:
-        >>> import torch
-        >>> seen = torch.randn(2000, 2)
-        >>> new = torch.randn(500, 2) * 3
-        >>> novelty = knn_distance(new, seen, k=10)
-        >>> novelty_correlation(novelty, new, seen, k=10) > 0.99
-        True
-    """
-    states = next_states.reshape(-1, next_states.shape[-1])
-    bonus = bonus.reshape(-1)
-    if bonus.numel() != states.shape[0]:
-        raise ValueError(
-            f"bonus has {bonus.numel()} values but next_states {states.shape[0]} states.")
-    reference = reference.reshape(-1, reference.shape[-1])
-    if reference.shape[0] <= k:
-        return float("nan")
-    if states.shape[0] > num_queries:
-        pick = torch.randperm(states.shape[0], generator=generator)[:num_queries]
-        states, bonus = states[pick], bonus[pick]
-    if reference.shape[0] > num_reference:
-        pick = torch.randperm(reference.shape[0], generator=generator)[:num_reference]
-        reference = reference[pick]
-    reference = reference.float()
-    loc, scale = reference.mean(0), reference.std(0, unbiased=False) + 1e-8
-    novelty = knn_distance((states.float() - loc) / scale, (reference - loc) / scale, k)
-    return spearman(bonus, novelty)
 
 
 class CoverageGrid(nn.Module):

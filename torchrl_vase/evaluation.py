@@ -195,7 +195,7 @@ def record_episode(policy: TensorDictModuleBase, env_id: str, path: str | Path, 
 
 def run_weights(parts: dict) -> dict:
     """What ``weights.pt`` holds, taken from a checkpoint's state dicts ``parts`` (keys ``actor``,
-    ``critic``, ``intrinsic_critic``, ``collector``, ``exploration``; ``None`` or absent for a
+    ``critic``, ``collector``, ``exploration``; ``None`` or absent for a
     part a run does not have): the networks without the replay pool or optimisers, and the
     observation standardisation (the collector's state). The pool is not copied: the values are
     the checkpoint's own tensors. ``load_policy`` reads it back.
@@ -203,13 +203,11 @@ def run_weights(parts: dict) -> dict:
     Examples:
         >>> from torchrl_vase.modules import gaussian_policy
         >>> parts = {"actor": gaussian_policy(2, 1, [8]).state_dict(), "critic": {},
-        ...          "intrinsic_critic": None, "collector": {}, "exploration": None,
-        ...          "critic_optimizer": {"state": {}}}
+        ...          "collector": {}, "exploration": None, "critic_optimizer": {"state": {}}}
         >>> sorted(run_weights(parts))
-        ['actor', 'collector', 'critic', 'exploration', 'intrinsic_critic']
+        ['actor', 'collector', 'critic', 'exploration']
     """
-    weights = {name: parts.get(name) for name in ("actor", "critic", "intrinsic_critic",
-                                                   "collector")}
+    weights = {name: parts.get(name) for name in ("actor", "critic", "collector")}
     exploration = parts.get("exploration")
     weights["exploration"] = None if exploration is None else {
         key: value for key, value in exploration.items() if not key.endswith("_extra_state")}

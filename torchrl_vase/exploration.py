@@ -18,89 +18,12 @@ from torchrl.objectives.common import LossModule
 from torchrl_vase._random_stream import EXPLORATION_STREAM, RandomStream, iteration_seed
 from torchrl_vase._validation import check_positive_int, module_device
 from torchrl_vase.checkpointing import saveable_prefix
-from torchrl_vase.diagnostics import novelty_correlation, spearman
 from torchrl_vase.objectives.trainer import ModelTrainer
 from torchrl_vase.replay import ReplayJournal
 from torchrl_vase.timing import phase
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 
-__all__ = ["BonusDiagnostics", "Exploration", "ReplayBonus"]
-
-
-class BonusDiagnostics:
-    """An observer of the bonus (ours, not the paper's), every ``every``-th iteration with a bonus:
-    ``bonus/novelty_spearman``, Spearman's ρ between U and the k-NN novelty of s' among the pool's
-    states, and ``bonus/self_agreement``, ρ between two evaluations of a Monte-Carlo bonus with
-    fresh draws (NaN for RND). Their draws come from a generator of their own, so they change none
-    of the training's random numbers (cost: docs/benchmarks.md).
-
-    Args:
-        every: the cadence, in iterations with a bonus (1: each).
-
-    Keyword Args:
-        novelty_k: k of the novelty diagnostic.
-        novelty_queries: transitions of a batch the novelty diagnostic looks at.
-        novelty_reference: pool states it compares them with.
-        agreement_queries: transitions of a batch the self-agreement evaluates twice.
-
-    Examples:
-        >>> from torchrl.envs import GymEnv
-        >>> from torchrl_vase import DynamicsModel, VASERewardTransform
-        >>> bonus = VASERewardTransform(DynamicsModel.build(2, 1, sigma_c=0.5), eta=1e-4)
-        >>> exploration = Exploration(bonus, pool_min=100, updates_per_iteration=20,
-        ...                           diagnostics=BonusDiagnostics(every=1))
-        >>> env = GymEnv("torchrl_vase/SparseMountainCar-v1")
-        >>> _ = exploration.fit(env.rollout(200))
-        >>> metrics = exploration.reward(env.rollout(200))
-        >>> -1.0 <= metrics["bonus/self_agreement"] <= 1.0
-        True
-    """
-
-    def __init__(self, every: int = 10, *, novelty_k: int = 10, novelty_queries: int = 1000,
-                 novelty_reference: int = 10_000, agreement_queries: int = 500) -> None:
-        self.every = check_positive_int("every", every)
-        self.novelty_k = check_positive_int("novelty_k", novelty_k)
-        self.novelty_queries = check_positive_int("novelty_queries", novelty_queries)
-        self.novelty_reference = check_positive_int("novelty_reference", novelty_reference)
-        self.agreement_queries = check_positive_int("agreement_queries", agreement_queries)
-
-    def due(self, trainings: int) -> bool:
-        """Whether the iteration after the model's ``trainings``-th training measures."""
-        return (trainings - 1) % self.every == 0
-
-    def __call__(self, bonus: IntrinsicRewardTransform, batch: TensorDictBase,
-                 pool: ReplayBuffer, seed: int) -> dict[str, float]:
-        """The two measures of ``batch``'s bonus (written into it), against ``pool`` (before
-        the batch joins it)."""
-        return {"bonus/novelty_spearman": self.novelty(bonus, batch, pool, seed),
-                "bonus/self_agreement": self.self_agreement(bonus, batch, seed)}
-
-    def novelty(self, bonus: IntrinsicRewardTransform, batch: TensorDictBase,
-                pool: ReplayBuffer, seed: int) -> float:
-        """Spearman's ρ between the batch's bonus and its next states' k-NN novelty."""
-        key = ("next", bonus.observation_key)
-        if len(pool) <= self.novelty_k:
-            return math.nan
-        return novelty_correlation(
-            batch.get(("next", bonus.intrinsic_reward_key)), batch.get(key),
-            pool.storage[: len(pool)].get(key), k=self.novelty_k,
-            num_queries=self.novelty_queries, num_reference=self.novelty_reference,
-            generator=torch.Generator().manual_seed(seed))
-
-    def self_agreement(self, bonus: IntrinsicRewardTransform, batch: TensorDictBase,
-                       seed: int) -> float:
-        """Spearman's ρ between two evaluations of the bonus on the same ``agreement_queries``
-        transitions, each with fresh draws (NaN for a bonus without sampling noise)."""
-        flat = batch.reshape(-1)
-        if not hasattr(bonus, "surprise") or flat.numel() < 2:
-            return math.nan
-        generator = torch.Generator().manual_seed(seed)
-        queries = flat[torch.randperm(flat.numel(), generator=generator)[:self.agreement_queries]]
-        obs, action, next_obs = (queries.get(key) for key in bonus.transition_keys)
-        with torch.no_grad():
-            first, second = (bonus.surprise(obs, action, next_obs, generator=generator)
-                             for _ in range(2))
-        return spearman(first, second)
+__all__ = ["Exploration", "ReplayBonus"]
 
 
 class Exploration(nn.Module):
@@ -110,7 +33,7 @@ class Exploration(nn.Module):
 
     1. ``reward(batch)``: ``r = r_e + η·U`` under the model as trained up to the previous iteration
        (0 before its first update, as the authors', unless ``bonus_before_training``). Returns
-       ``bonus/mean``, ``bonus/std``, VASE's ``bonus/confidence`` (δ·H(q)) and the diagnostics.
+       ``bonus/mean``, ``bonus/std`` and VASE's ``bonus/confidence`` (δ·H(q)).
     2. ``fit(batch)``: the batch joins the pool; once it holds ``pool_min``, the data statistics are
        refreshed over the pool and the ``ModelTrainer`` takes ``updates_per_iteration`` steps on
        minibatches of ``batch_size`` (the authors: 500 of 10). Returns the loss's outputs under the
@@ -133,7 +56,6 @@ class Exploration(nn.Module):
         lr: Adam's learning rate (paper: 1e-3), when no ``optimizer`` is given.
         optimizer: an optimiser over the loss's parameters, instead of Adam.
         bonus_before_training: compute the bonus with the untrained model too.
-        diagnostics: a ``BonusDiagnostics`` observer (``None``: none).
         pool: an off-policy learner's replay buffer to train on instead of a pool of its own
             (its owner extends it before ``fit`` and checkpoints it; ``ReplayBonus`` rewards
             its samples).
@@ -167,8 +89,8 @@ class Exploration(nn.Module):
                  pool_size: int = 100_000, pool_min: int = 500, updates_per_iteration: int = 500,
                  batch_size: int = 10, lr: float = 1e-3,
                  optimizer: torch.optim.Optimizer | None = None,
-                 bonus_before_training: bool = False, diagnostics: BonusDiagnostics | None = None,
-                 pool: ReplayBuffer | None = None, backend: str = "auto", seed: int | None = None,
+                 bonus_before_training: bool = False, pool: ReplayBuffer | None = None,
+                 backend: str = "auto", seed: int | None = None,
                  shuffle_bonus: bool = False) -> None:
         super().__init__()
         if not isinstance(bonus, IntrinsicRewardTransform):
@@ -181,11 +103,8 @@ class Exploration(nn.Module):
             if not isinstance(pool, ReplayBuffer):
                 raise TypeError(f"pool must be a torchrl ReplayBuffer, got {type(pool).__name__}.")
             pool_size = pool.storage.max_size
-        if diagnostics is not None and not isinstance(diagnostics, BonusDiagnostics):
-            raise TypeError(f"diagnostics must be a BonusDiagnostics or None, got "
-                            f"{type(diagnostics).__name__}.")
         self._check_sizes(pool_size, pool_min, updates_per_iteration, batch_size)
-        self.bonus, self.loss, self.diagnostics = bonus, loss, diagnostics
+        self.bonus, self.loss = bonus, loss
         #: The model's steps, whatever its loss
         self.trainer = ModelTrainer(loss, optimizer, lr=lr, batch_size=self.batch_size,
                                     backend=backend)
@@ -235,19 +154,12 @@ class Exploration(nn.Module):
 
     # -- Algorithm 1
     def reward(self, batch: TensorDictBase) -> dict[str, float]:
-        """``r = r_e + η·U`` written into ``batch`` in place; ``bonus/mean``, ``bonus/std``,
-        the confidence term's metrics and the diagnostics where due (against the pool as it
-        is: call it before ``fit`` adds the batch)."""
-        with self._own_random():
-            active = self._write_bonus(batch)
-            bonus = batch.get(("next", self.bonus.intrinsic_reward_key))
-            metrics = {"bonus/mean": bonus.mean().item(),
-                       "bonus/std": bonus.std().item() if bonus.numel() > 1 else math.nan}
-            trainings = int(self.model_updates) // self.updates_per_iteration
-            if active and self.diagnostics is not None and self.diagnostics.due(trainings):
-                with phase("diagnostics"):
-                    metrics |= self.diagnostics(self.bonus, batch, self.pool,
-                                                seed=int(self.model_updates))
+        """``r = r_e + η·U`` written into ``batch`` in place; ``bonus/mean``, ``bonus/std`` and
+        the confidence term's metrics (call it before ``fit`` adds the batch to the pool)."""
+        active = self._write_bonus(batch)
+        bonus = batch.get(("next", self.bonus.intrinsic_reward_key))
+        metrics = {"bonus/mean": bonus.mean().item(),
+                   "bonus/std": bonus.std().item() if bonus.numel() > 1 else math.nan}
         return metrics | self._confidence_metrics(metrics["bonus/mean"] if active else None)
 
     def fit(self, batch: TensorDictBase) -> dict[str, float]:

@@ -1,43 +1,25 @@
-"""Where a loop's metrics go: the ``Logger`` protocol, ``CSVLogger`` beside MLflow's tracker, and
-``Progress`` on the terminal (a bar, or a line every few iterations in a piped log).
+"""Where a loop's metrics go: the ``Logger`` protocol MLflow's tracker meets, and ``Progress`` on
+the terminal (a bar, or a line every few iterations in a piped log).
 
 ``TrainingLoop`` hands its logger whole steps, ``log([(frames, metrics), ...])``, only once the
 checkpoint that holds the state they describe is written, and asks ``last_logged_step(key)``
 (where the logger has it) when it resumes, so that no step is logged twice. Any object with
-these methods is a logger: ``torchrl_vase.tracking.MLflowTracker`` (one MLflow run) and
-``CSVLogger`` (torchrl's CSV files) are two; a wandb or TensorBoard one is a few lines."""
+these methods is a logger: ``torchrl_vase.tracking.MLflowTracker`` (one MLflow run) is the
+library's; a wrapper of torchrl's ``CSVLogger`` or a wandb one is a few lines
+(docs/guides/training_loop.md)."""
 
 from __future__ import annotations
 
-import csv
 import math
 import os
-import shutil
 import sys
 import time
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Protocol, TextIO, runtime_checkable
 
-from torchrl.record.loggers import CSVLogger as TorchRLCSVLogger
 from tqdm import tqdm
 
-__all__ = ["CSVLogger", "Logger", "Progress", "csv_last_step"]
-
-
-def csv_history(directory: str | os.PathLike, key: str) -> list[tuple[int, float]]:
-    """``(step, value)`` of every value of ``key`` a ``CSVLogger`` wrote into ``directory``, in
-    order; nothing created (the resume guards read it before any logger exists)."""
-    file = Path(directory) / "scalars" / f"{key}.csv"
-    if not file.exists():
-        return []
-    with file.open(newline="") as rows:
-        return [(int(step), float(value)) for step, value in csv.reader(rows)]
-
-
-def csv_last_step(directory: str | os.PathLike, key: str) -> int:
-    """The last step of ``key`` a ``CSVLogger`` wrote into ``directory`` (-1 if none)."""
-    return max((step for step, _ in csv_history(directory, key)), default=-1)
+__all__ = ["Logger", "Progress"]
 
 
 @runtime_checkable
@@ -50,54 +32,6 @@ class Logger(Protocol):
 
     def log_artifact(self, path: str | os.PathLike, artifact_path: str | None = None) -> None:
         """Keep the file at ``path`` with the run (under ``artifact_path``)."""
-
-
-class CSVLogger:
-    """A run's metrics as torchrl's ``CSVLogger`` writes them, one ``scalars/<key>.csv`` of
-    ``step,value`` lines per metric (``Return/mean`` in ``scalars/Return/mean.csv``), and its
-    artifacts copied under ``artifacts/``; all in ``<log_dir>/<name>/``.
-
-    ``last_logged_step`` reads the files, so a resumed run (another process) continues them
-    without logging a step twice. NaN is written as ``nan``, as MLflow keeps it.
-
-    Examples:
-        >>> import tempfile
-        >>> logger = CSVLogger("run-0", log_dir=tempfile.mkdtemp())
-        >>> logger.log([(64, {"Return/mean": 0.5}), (128, {"Return/mean": 1.0})])
-        >>> logger.last_logged_step("Return/mean"), logger.history("Return/mean")
-        (128, [(64, 0.5), (128, 1.0)])
-    """
-
-    def __init__(self, name: str, log_dir: str | os.PathLike = "csv_logs") -> None:
-        self.directory = Path(log_dir) / name
-        self._writer = TorchRLCSVLogger(exp_name=name, log_dir=str(log_dir))
-
-    def log(self, steps: Iterable[tuple[int, Mapping[str, float]]]) -> None:
-        for step, metrics in steps:
-            for key, value in metrics.items():
-                self._writer.log_scalar(key, float(value), step=int(step))
-
-    def log_artifact(self, path: str | os.PathLike, artifact_path: str | None = None) -> None:
-        target = self.directory / "artifacts" / (artifact_path or "")
-        target.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, target / Path(path).name)
-
-    def history(self, key: str) -> list[tuple[int, float]]:
-        """``(step, value)`` of every logged value of ``key``, in the order logged."""
-        return csv_history(self.directory, key)
-
-    def last_logged_step(self, key: str) -> int:
-        """The last step logged for ``key`` (-1 if none)."""
-        return csv_last_step(self.directory, key)
-
-    def logged_keys(self) -> list[str]:
-        """Every metric logged so far."""
-        scalars = self.directory / "scalars"
-        return sorted(str(file.relative_to(scalars).with_suffix(""))
-                      for file in scalars.rglob("*.csv"))
-
-    def __repr__(self) -> str:
-        return f"CSVLogger({str(self.directory)!r})"
 
 
 def _format(value: float | str) -> str:

@@ -114,7 +114,7 @@ class TrainingLoop:
         seed: the run's seed (``iteration_seed``).
         state: every stateful part by name (``state_dict``/``load_state_dict``; ``None`` for one
             the run lacks): what a checkpoint holds besides the loop's own.
-        logger: a ``torchrl_vase.Logger`` (``MLflowTracker``, ``CSVLogger``).
+        logger: a ``torchrl_vase.Logger`` (``MLflowTracker``, or any with its methods).
         checkpoint: called with ``state_dict()`` to write it atomically; ``None``: none kept.
         checkpoint_every: iterations between checkpoints.
         watchers: callables ``(batch, frames_before) -> metrics`` on the env's own reward.

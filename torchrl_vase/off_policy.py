@@ -133,7 +133,7 @@ class OffPolicyStep:
         # stored as collected (the extrinsic reward): the bonus is the sample's, not the buffer's
         transitions = flat.select(*TRANSITION_KEYS).clone()
         metrics: dict[str, float] = {}
-        # the bonus and its diagnostics against the buffer as it was, then the model fitted on
+        # the bonus against the buffer as it was, then the model fitted on
         # the buffer the batch has joined
         if self.exploration is not None:
             metrics |= self.exploration.reward(flat)

@@ -155,9 +155,7 @@ class TrainingRun:
         checkpoint_dir: where the run's directory ``<run id>/`` goes (``None``: no checkpoints).
         resume: ``False``, ``True`` (the latest run of this identity) or a checkpoint's path.
         retry_minutes: how long every MLflow call retries a store that went away.
-        trust_unsigned: load a checkpoint without a digest of its content.
-        logged_steps: the last step a run's logger holds, by run id (default: MLflow's
-            ``train/frames``; ``CSVLogger``'s ``last_logged_step`` for CSV runs)."""
+        trust_unsigned: load a checkpoint without a digest of its content."""
 
     def __init__(self, tracking_uri: str, experiment: str, *, config: Mapping, run_name: str,
                  identity_ignores: Iterable[str] = (), retired: Mapping | None = None,
@@ -166,8 +164,7 @@ class TrainingRun:
                  checkpoint_dir: str | os.PathLike | None = None, resume: bool | str = False,
                  retry_minutes: float = 10.0,
                  experiment_tags: Mapping[str, str] | None = None,
-                 trust_unsigned: bool = False,
-                 logged_steps: Callable[[str], int] | None = None) -> None:
+                 trust_unsigned: bool = False) -> None:
         check_resume(resume, checkpoint_dir)
         check_tracking_store(tracking_uri)
         self.uri, self.experiment_name = tracking_uri, experiment
@@ -182,7 +179,6 @@ class TrainingRun:
                                                                        "checkpoint.dir")
         self.resume, self.retry_minutes = resume, retry_minutes
         self.trust_unsigned = trust_unsigned
-        self.logged_steps = logged_steps
         self.experiment_tags = dict(experiment_tags or {})
         #: set by the caller when a signal stopped the loop: the run then ends KILLED
         self.stopped_by: str | None = None
@@ -324,8 +320,7 @@ class TrainingRun:
             if checkpointer.exists():
                 return self.run_id, checkpointer.load(), lock
             try:  # no checkpoint: continue only a run that logged nothing (killed before)
-                refuse_without_checkpoint(client, [self.run_id], checkpointer.path, "run",
-                                          self.logged_steps)
+                refuse_without_checkpoint(client, [self.run_id], checkpointer.path, "run")
             except BaseException:
                 lock.release()
                 raise
@@ -361,7 +356,7 @@ class TrainingRun:
         if path.stat().st_mtime_ns != written:  # its writer ended between the read and the lock
             state = load_checkpoint(path)
         try:
-            refuse_an_older_checkpoint(client, self.run_id, state, path, self.logged_steps)
+            refuse_an_older_checkpoint(client, self.run_id, state, path)
         except BaseException:
             lock.release()
             raise
@@ -391,13 +386,11 @@ def mlflow_logged_steps(client: MlflowClient, run_id: str) -> int:
 
 
 def refuse_an_older_checkpoint(client: MlflowClient, run_id: str, state: Mapping,
-                               path: Path, logged_steps: Callable[[str], int] | None = None
-                               ) -> None:
+                               path: Path) -> None:
     """Refuse ``resume=<path>`` of a checkpoint older than what its run logged since (continuing
     would log those steps twice), naming both steps and the ways on."""
     checkpointed = int(state.get("frames", 0))
-    logged = (logged_steps(run_id) if logged_steps is not None
-              else mlflow_logged_steps(client, run_id))
+    logged = mlflow_logged_steps(client, run_id)
     if logged > checkpointed:
         raise ValueError(
             f"resume={path}: its run {run_id} logged steps up to {logged} frames, past this "
@@ -421,14 +414,13 @@ def check_resume(resume: bool | str, checkpoint_dir) -> None:
 
 
 def refuse_without_checkpoint(client: MlflowClient, run_ids: Iterable[str | None], path: Path,
-                              what: str, logged_steps: Callable[[str], int] | None = None) -> None:
+                              what: str) -> None:
     """``resume=true`` found runs but no checkpoint at ``path``: refuse if any of them logged a
     metric (starting over would log every step again), naming where it looked and the two ways
     on."""
     logged = {}
     for run_id in filter(None, run_ids):
-        step = (logged_steps(run_id) if logged_steps is not None
-                else mlflow_logged_steps(client, run_id))
+        step = mlflow_logged_steps(client, run_id)
         if step >= 0:
             logged[run_id] = step
     if not logged:

@@ -12,6 +12,9 @@ and the first iteration and metric where they part.
     # ... change the code ...
     python recipes/benchmarks/same_numbers.py record --out /tmp/after.json
     python recipes/benchmarks/same_numbers.py compare /tmp/before.json /tmp/after.json
+    # a change that retires metrics on purpose names them: the rest must still agree
+    python recipes/benchmarks/same_numbers.py compare /tmp/before.json /tmp/after.json \
+        --retired bonus/novelty_spearman bonus/self_agreement
 
     >>> compare_runs({"a": [[1, 1.0], [2, 2.0]]}, {"a": [[1, 1.0], [2, 2.0]]})["identical"]
     True
@@ -91,6 +94,8 @@ def main() -> None:
     compare = verbs.add_parser("compare", help="compare two records")
     compare.add_argument("before", type=Path)
     compare.add_argument("after", type=Path)
+    compare.add_argument("--retired", nargs="*", default=[],
+                         help="metrics the change removed on purpose: left out of both records")
     args = parser.parse_args()
     if args.verb == "record":
         runs = {}
@@ -103,7 +108,9 @@ def main() -> None:
                 print(f"recorded {task} {measure}", flush=True)
         args.out.write_text(json.dumps(runs))
         return
-    before, after = (json.loads(path.read_text()) for path in (args.before, args.after))
+    before, after = ({name: {key: values for key, values in run.items()
+                             if key not in args.retired} for name, run in
+                      json.loads(path.read_text()).items()} for path in (args.before, args.after))
     differing = 0
     for name in sorted(set(before) | set(after)):
         if name not in before or name not in after:

@@ -16,9 +16,8 @@ For one experiment (one env), reads every finished or running run written by
 * ``table.md``: per measure, the final median return and its IQR across seeds, the success rate,
   the median step of the first extrinsic reward, frames/s, seconds per iteration (the median
   iteration) and the seeds; then the exploration diagnostics (coverage, and "is the bonus
-  steering the policy?": the advantage/bonus correlation, how many iterations it was ≥ 0.8, its
-  share, the bonus/novelty Spearman ρ, the bonus's self-agreement ρ between two fresh
-  evaluations, over the iterations before each seed's first reward).
+  steering the policy?": the advantage/bonus correlation, how many iterations it was ≥ 0.8 and
+  its share, over the iterations before each seed's first reward).
 
 Only finished runs count: running, killed and failed ones are left out with a note (their shorter
 curves would cut their group's). Runs are grouped by measure and, within a measure, by every setting
@@ -62,16 +61,14 @@ from study_statistics import seeded_rliable
 STEERING_CORR = 0.8  # issue 12's bar for the advantage/bonus correlation
 MEASURE_ORDER = ["none", "vase", "nll", "vime", "rnd"]
 METRICS = ("return_mean", "success_rate", "fps", "wall_time", "first_reward_step", "coverage",
-           "advantage_bonus_corr", "advantage_bonus_share", "novelty_spearman", "self_agreement")
-DIAGNOSTICS = ("advantage_bonus_corr", "advantage_bonus_share", "novelty_spearman",
-               "self_agreement")
+           "advantage_bonus_corr", "advantage_bonus_share")
+DIAGNOSTICS = ("advantage_bonus_corr", "advantage_bonus_share")
 # the names the recipe logs them under (stores written before the namespaces have the bare ones)
 NAMESPACED = {
     "return_mean": "Return/mean", "success_rate": "Return/success_rate", "fps": "train/fps",
     "wall_time": "train/wall_time", "first_reward_step": "train/first_reward_step",
     "coverage": "train/coverage", "advantage_bonus_corr": "bonus/advantage_corr",
     "advantage_bonus_share": "bonus/advantage_share",
-    "novelty_spearman": "bonus/novelty_spearman", "self_agreement": "bonus/self_agreement",
 }
 
 
@@ -427,9 +424,8 @@ def diagnostics_table(groups: dict[str, list[Run]]) -> str:
         "",
         "| measure | final coverage (median) | advantage/bonus corr. (median; lowest) "
         f"| iterations with corr. ≥ {STEERING_CORR} "
-        "| bonus share of advantage variance | bonus/novelty Spearman ρ (median; lowest) "
-        "| bonus self-agreement ρ (median; lowest) | seeds |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| bonus share of advantage variance | seeds |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
 
     def median_over_seeds(members: list[Run], name: str) -> tuple[float, float]:
@@ -447,20 +443,15 @@ def diagnostics_table(groups: dict[str, list[Run]]) -> str:
         coverage = [r.final("coverage") for r in members]
         corr, lowest = median_over_seeds(members, "advantage_bonus_corr")
         share, _ = median_over_seeds(members, "advantage_bonus_share")
-        novelty, novelty_lowest = median_over_seeds(members, "novelty_spearman")
         pooled = np.concatenate([r.before_first_reward("advantage_bonus_corr") for r in members])
         steering = f"{int((pooled >= STEERING_CORR).sum())}/{pooled.size}" if pooled.size else "–"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             final_coverage = float(np.nanmedian(coverage))
         corr_cell = "–" if math.isnan(corr) else f"{corr:.2f}; {lowest:.2f}"
-        novelty_cell = "–" if math.isnan(novelty) else f"{novelty:.2f}; {novelty_lowest:.2f}"
-        agreement, agreement_lowest = median_over_seeds(members, "self_agreement")
-        agreement_cell = ("–" if math.isnan(agreement)
-                          else f"{agreement:.2f}; {agreement_lowest:.2f}")
         lines.append(
             f"| {measure} | {cell(final_coverage, '.3f')} | {corr_cell} | {steering} | "
-            f"{cell(share)} | {novelty_cell} | {agreement_cell} | {len(members)} |"
+            f"{cell(share)} | {len(members)} |"
         )
     return "\n".join(lines) + "\n"
 

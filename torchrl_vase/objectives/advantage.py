@@ -2,8 +2,9 @@
 
 With one critic on ``r_e + η·U`` (``"combined"``) the critic's error can dwarf the bonus's effect
 on the advantage; the VASE authors (rllab's TRPO) fit the baseline to the extrinsic return only
-(``"extrinsic"``); RND's PPO has two value heads (``"dual"``). ``ExplorationGAE`` computes all
-three as a torchrl value estimator: ``loss.make_value_estimator(ExplorationGAE(...))``."""
+(``"extrinsic"``). ``ExplorationGAE`` computes both as a torchrl value estimator:
+``loss.make_value_estimator(ExplorationGAE(...))``. (RND's two value heads, ``"dual"``, were
+retired after the advantage-structure study: docs/results_history.md.)"""
 
 from __future__ import annotations
 
@@ -15,20 +16,16 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 from tensordict.utils import NestedKey
 from torch import Tensor
-from torchrl.envs.transforms.rnd import RunningMeanStd
 from torchrl.objectives.value import GAE, ValueEstimatorBase
 from torchrl.objectives.value.functional import vec_generalized_advantage_estimate
 
 from torchrl_vase._validation import check_non_negative
 
-STRUCTURES = ("extrinsic", "combined", "dual")
+STRUCTURES = ("extrinsic", "combined")
 VALUE_TARGETS = ("monte_carlo", "td_lambda")
 # scratch entries written and removed inside one forward call
 _EXTRINSIC_ADVANTAGE = "_extrinsic_advantage"
-_INTRINSIC_ADVANTAGE = "_intrinsic_advantage"
-_SCALED_INTRINSIC = "_scaled_intrinsic_reward"
 _COMBINED_REWARD = "_combined_reward"
-_NEVER = "_never_done"
 _PATH_END = "_path_end"
 
 
@@ -52,7 +49,7 @@ def discounted_sum(values: Tensor, done: Tensor, factor: float, *, time_dim: int
 
 
 class ExplorationGAE(ValueEstimatorBase):
-    """GAE for a reward with an exploration bonus, under one of three advantage structures.
+    """GAE for a reward with an exploration bonus, under one of two advantage structures.
 
     With ``r = r_e + η·U`` in ``("next", "reward")``, r_e in ``("next", "extrinsic_reward")`` and U
     in ``("next", "intrinsic_reward")`` (as the bonus transforms write them):
@@ -60,34 +57,25 @@ class ExplorationGAE(ValueEstimatorBase):
     * ``"extrinsic"`` (the VASE authors'): the critic V_e learns the extrinsic return only; the
       advantage is GAE of ``r_e + η·U`` against it, ``GAE(r_e; V_e) + Σ_k (γλ)^k η·U_{t+k}``.
     * ``"combined"``: one critic on ``r_e + η·U`` (plain GAE on the reward).
-    * ``"dual"`` (RND's, Burda et al. 2018): critics V_e and V_i on their own returns; U divided by
-      a running std of its discounted return (γ_i); the advantage is ``extrinsic_coef · GAE(r_e;
-      V_e) + intrinsic_coef · GAE(U / σ; V_i)`` (η unused); the intrinsic stream non-episodic by
-      default.
 
-    Every structure also writes ``bonus_advantage``, the discounted sum (γλ) of the bonus term as it
+    Both structures also writes ``bonus_advantage``, the discounted sum (γλ) of the bonus term as it
     enters the advantage (``advantage_alignment``'s reference). Centring and scaling the advantage
     are the loss's.
 
     Args:
-        structure: ``"extrinsic"``, ``"combined"`` or ``"dual"``.
+        structure: ``"extrinsic"`` or ``"combined"``.
 
     Keyword Args:
-        gamma: γ of the extrinsic (and combined) return.
+        gamma: γ of the return.
         lmbda: GAE's λ.
         value_network: the critic (the loss's, writing ``state_value``).
-        intrinsic_value_network: ``"dual"``'s intrinsic critic, writing ``intrinsic_state_value``.
-        intrinsic_gamma: γ_i of the intrinsic return (``"dual"``; default ``gamma``).
-        extrinsic_coef: the extrinsic advantage's weight (``"dual"``; RND: 2).
-        intrinsic_coef: the intrinsic advantage's weight (``"dual"``; RND: 1).
-        episodic_intrinsic: let the intrinsic stream stop at episode ends (``"dual"``).
-        value_target: the critics' targets: ``"monte_carlo"`` (rllab's discounted return,
+        value_target: the critic's target: ``"monte_carlo"`` (rllab's discounted return,
             bootstrapped where a time limit or the batch cuts a path unless
             ``terminal_path_ends``) or ``"td_lambda"`` (``advantage + V``). Default: the former for
-            ``"extrinsic"`` (the authors'), the latter for the others (torchrl's, RND's).
-        center_bonus: subtract the batch mean of ``r − r_e`` first (``"extrinsic"``,
-            ``"combined"``): a constant in U (VASE's ``−δ·H(q)``) otherwise reaches the policy only
-            through path ends. The authors' code does not centre.
+            ``"extrinsic"`` (the authors'), the latter for ``"combined"`` (torchrl's).
+        center_bonus: subtract the batch mean of ``r − r_e`` first: a constant in U (VASE's
+            ``−δ·H(q)``) otherwise reaches the policy only through path ends. The authors' code
+            does not centre.
         terminal_path_ends: every path's end is terminal, as rllab's; ``False``: only
             ``terminated`` ends the return.
         **kwargs: passed to torchrl's ``GAE`` (e.g. ``vectorized``, ``device``).
@@ -115,24 +103,18 @@ class ExplorationGAE(ValueEstimatorBase):
     @dataclass
     class _AcceptedKeys(ValueEstimatorBase._AcceptedKeys):
         """Configurable tensordict keys: torchrl GAE's, and ``extrinsic_reward``,
-        ``intrinsic_reward`` (under ``"next"``), ``intrinsic_value`` (``"intrinsic_state_value"``),
-        ``intrinsic_value_target`` and ``bonus_advantage``."""
+        ``intrinsic_reward`` (under ``"next"``) and ``bonus_advantage``."""
 
         extrinsic_reward: NestedKey = "extrinsic_reward"
         intrinsic_reward: NestedKey = "intrinsic_reward"
-        intrinsic_value: NestedKey = "intrinsic_state_value"
-        intrinsic_value_target: NestedKey = "intrinsic_value_target"
         bonus_advantage: NestedKey = "bonus_advantage"
 
     default_keys = _AcceptedKeys
 
     def __init__(self, structure: str, *, gamma: float, lmbda: float,
-                 value_network: TensorDictModule,
-                 intrinsic_value_network: TensorDictModule | None = None,
-                 intrinsic_gamma: float | None = None, extrinsic_coef: float = 2.0,
-                 intrinsic_coef: float = 1.0, episodic_intrinsic: bool = False,
-                 value_target: str | None = None, center_bonus: bool = True,
-                 terminal_path_ends: bool = False, **kwargs: Any) -> None:
+                 value_network: TensorDictModule, value_target: str | None = None,
+                 center_bonus: bool = True, terminal_path_ends: bool = False,
+                 **kwargs: Any) -> None:
         if structure not in STRUCTURES:
             raise ValueError(f"structure must be one of {STRUCTURES}, got {structure!r}.")
         if value_target is None:
@@ -141,12 +123,6 @@ class ExplorationGAE(ValueEstimatorBase):
             raise ValueError(f"value_target must be one of {VALUE_TARGETS}, got {value_target!r}.")
         if value_network is None:
             raise ValueError("value_network (the critic) is required.")
-        if structure == "dual" and intrinsic_value_network is None:
-            raise ValueError(
-                "the 'dual' structure needs an intrinsic critic: pass intrinsic_value_network=...")
-        if structure != "dual" and intrinsic_value_network is not None:
-            raise ValueError(
-                f"intrinsic_value_network is only used by the 'dual' structure, not {structure!r}.")
         for name, value in (("gamma", gamma), ("lmbda", lmbda)):
             value = check_non_negative(name, value)
             if value > 1:
@@ -155,20 +131,10 @@ class ExplorationGAE(ValueEstimatorBase):
         self.structure = structure
         self.gamma = float(gamma)
         self.lmbda = float(lmbda)
-        self.intrinsic_gamma = float(gamma if intrinsic_gamma is None else intrinsic_gamma)
-        self.extrinsic_coef = check_non_negative("extrinsic_coef", extrinsic_coef)
-        self.intrinsic_coef = check_non_negative("intrinsic_coef", intrinsic_coef)
-        self.episodic_intrinsic = bool(episodic_intrinsic)
         self.value_target = value_target
         self.center_bonus = bool(center_bonus)
         self.terminal_path_ends = bool(terminal_path_ends)
-        self.__dict__["intrinsic_value_network"] = intrinsic_value_network
         self.critic_gae = GAE(gamma=gamma, lmbda=lmbda, value_network=value_network, **kwargs)
-        self.intrinsic_gae = None
-        if structure == "dual":
-            self.intrinsic_gae = GAE(gamma=self.intrinsic_gamma, lmbda=lmbda,
-                                     value_network=intrinsic_value_network, **kwargs)
-            self.intrinsic_return_stats = RunningMeanStd(shape=())
         self.set_keys()
 
     def set_keys(self, **kwargs) -> None:
@@ -176,29 +142,17 @@ class ExplorationGAE(ValueEstimatorBase):
         keys = self._tensor_keys
         done = _PATH_END if self.terminal_path_ends else keys.done
         terminated = _PATH_END if self.terminal_path_ends else keys.terminated
-        common = {"done": done, "sample_log_prob": keys.sample_log_prob}
-        critic_reward = _COMBINED_REWARD if self.structure == "combined" else keys.extrinsic_reward
+        combined = self.structure == "combined"
         self.critic_gae.set_keys(
-            reward=critic_reward,
-            value=keys.value,
+            reward=_COMBINED_REWARD if combined else keys.extrinsic_reward, value=keys.value,
             value_target=keys.value_target,
-            advantage=keys.advantage if self.structure == "combined" else _EXTRINSIC_ADVANTAGE,
-            terminated=terminated,
-            **common,
-        )
-        if self.intrinsic_gae is not None:
-            stream = {} if self.episodic_intrinsic else {"done": _NEVER, "terminated": _NEVER}
-            self.intrinsic_gae.set_keys(reward=_SCALED_INTRINSIC, value=keys.intrinsic_value,
-                                        value_target=keys.intrinsic_value_target,
-                                        advantage=_INTRINSIC_ADVANTAGE,
-                                        **{**common, "terminated": terminated, **stream})
+            advantage=keys.advantage if combined else _EXTRINSIC_ADVANTAGE,
+            terminated=terminated, done=done, sample_log_prob=keys.sample_log_prob)
 
     @property
     def out_keys(self) -> list[NestedKey]:
-        keys = [self.tensor_keys.advantage, self.tensor_keys.value_target]
-        if self.structure == "dual":
-            keys.append(self.tensor_keys.intrinsic_value_target)
-        return [*keys, self.tensor_keys.bonus_advantage]
+        keys = self.tensor_keys
+        return [keys.advantage, keys.value_target, keys.bonus_advantage]
 
     def _next(self, tensordict: TensorDictBase, key: NestedKey, what: str) -> Tensor:
         next_td = tensordict.get("next", None)
@@ -244,77 +198,44 @@ class ExplorationGAE(ValueEstimatorBase):
         keys = self.tensor_keys
         reward = self._next(tensordict, keys.reward, "the reward")
         critic_kwargs = {"params": params, "target_params": target_params, "time_dim": time_dim}
-        if self.structure == "dual":
-            bonus_term = self._dual(tensordict, done, critic_kwargs)
-        else:
-            extrinsic = tensordict.get(("next", keys.extrinsic_reward), None)
-            if extrinsic is None:
-                if self.structure == "extrinsic":
-                    self._next(tensordict, keys.extrinsic_reward, "the extrinsic reward")
-                extrinsic = reward  # combined GAE on a reward without a bonus
-            bonus_term = reward - extrinsic  # η·U
-            if self.center_bonus:
-                bonus_term = bonus_term - bonus_term.mean()
-            if self.structure == "combined":
-                next_td = tensordict.get("next")
-                next_td.set(_COMBINED_REWARD, extrinsic + bonus_term)
-                try:
-                    self.critic_gae(tensordict, **critic_kwargs)
-                    self._return_target(tensordict, _COMBINED_REWARD, done, time_dim)
-                finally:
-                    next_td.del_(_COMBINED_REWARD)
-            else:
-                self.critic_gae(tensordict, **critic_kwargs)
-                self._return_target(tensordict, keys.extrinsic_reward, done, time_dim)
-                advantage = tensordict.pop(_EXTRINSIC_ADVANTAGE)
-                bonus = discounted_sum(bonus_term, done, self.gamma * self.lmbda, time_dim=time_dim)
-                tensordict.set(keys.advantage, advantage + bonus)
-        stream_done = done
-        if self.structure == "dual" and not self.episodic_intrinsic:
-            stream_done = self._endless(done, time_dim)  # the bonus's own advantage runs on too
-        if self.structure == "dual":  # its intrinsic critic takes U's mean
+        extrinsic = tensordict.get(("next", keys.extrinsic_reward), None)
+        if extrinsic is None:
+            if self.structure == "extrinsic":
+                self._next(tensordict, keys.extrinsic_reward, "the extrinsic reward")
+            extrinsic = reward  # combined GAE on a reward without a bonus
+        bonus_term = reward - extrinsic  # η·U
+        if self.center_bonus:
             bonus_term = bonus_term - bonus_term.mean()
-        tensordict.set(
-            keys.bonus_advantage,
-            discounted_sum(bonus_term, stream_done, self.gamma * self.lmbda, time_dim=time_dim),
-        )
+        bonus = discounted_sum(bonus_term, done, self.gamma * self.lmbda, time_dim=time_dim)
+        if self.structure == "combined":
+            next_td = tensordict.get("next")
+            next_td.set(_COMBINED_REWARD, extrinsic + bonus_term)
+            try:
+                self.critic_gae(tensordict, **critic_kwargs)
+                self._return_target(tensordict, _COMBINED_REWARD, done, time_dim)
+            finally:
+                next_td.del_(_COMBINED_REWARD)
+        else:
+            self.critic_gae(tensordict, **critic_kwargs)
+            self._return_target(tensordict, keys.extrinsic_reward, done, time_dim)
+            tensordict.set(keys.advantage, tensordict.pop(_EXTRINSIC_ADVANTAGE) + bonus)
+        tensordict.set(keys.bonus_advantage, bonus)
         return tensordict
 
     def _return_target(self, tensordict: TensorDictBase, reward_key: NestedKey, done: Tensor,
-                       time_dim: int, *, intrinsic: bool = False) -> None:
+                       time_dim: int) -> None:
         """``value_target="monte_carlo"``: the discounted return, cut where a path ends for good,
         bootstrapped where it is only interrupted (a time limit, the batch's end)."""
         if self.value_target != "monte_carlo":
             return
         keys = self.tensor_keys
-        if intrinsic:
-            value_key, target_key, gamma = (
-                keys.intrinsic_value, keys.intrinsic_value_target, self.intrinsic_gamma)
-            if not self.episodic_intrinsic:
-                done = self._endless(done, time_dim)
-        else:
-            value_key, target_key, gamma = keys.value, keys.value_target, self.gamma
-        if self.terminal_path_ends or (intrinsic and not self.episodic_intrinsic):
-            terminated = done
-        else:
-            terminated = tensordict.get(("next", keys.terminated), done)
-        _, target = vec_generalized_advantage_estimate(gamma, 1.0, tensordict.get(value_key),
-                                                       tensordict.get(("next", value_key)),
-                                                       tensordict.get(("next", reward_key)),
-                                                       done=done, terminated=terminated,
-                                                       time_dim=time_dim)
-        tensordict.set(target_key, target)
-
-    def _endless(self, done: Tensor, time_dim: int) -> Tensor:
-        """The ends of the non-episodic intrinsic stream: none, or the batch's end when every path
-        ends there (``terminal_path_ends``: the next batch starts fresh paths)."""
-        ends = torch.zeros_like(done)
-        if self.terminal_path_ends:
-            ends.select(time_dim, -1).fill_(True)
-        return ends
-
-    def _intrinsic_scale(self) -> Tensor:
-        return self.intrinsic_return_stats.var.clamp_min(1e-8).sqrt()
+        terminated = (done if self.terminal_path_ends
+                      else tensordict.get(("next", keys.terminated), done))
+        _, target = vec_generalized_advantage_estimate(
+            self.gamma, 1.0, tensordict.get(keys.value), tensordict.get(("next", keys.value)),
+            tensordict.get(("next", reward_key)), done=done, terminated=terminated,
+            time_dim=time_dim)
+        tensordict.set(keys.value_target, target)
 
     @staticmethod
     def _time_dim(tensordict: TensorDictBase, time_dim: int | None) -> int:
@@ -328,49 +249,6 @@ class ExplorationGAE(ValueEstimatorBase):
             raise ValueError(f"time_dim {time_dim} is out of range for batch {tensordict.shape}.")
         return time_dim % tensordict.ndim
 
-    def _dual(self, tensordict: TensorDictBase, done: Tensor, critic_kwargs: dict) -> Tensor:
-        keys = self.tensor_keys
-        time_dim = critic_kwargs["time_dim"]
-        self._next(tensordict, keys.extrinsic_reward, "the extrinsic reward")
-        intrinsic = self._next(tensordict, keys.intrinsic_reward, "the intrinsic reward")
-        if self.training:
-            stream_done = done if self.episodic_intrinsic else self._endless(done, time_dim)
-            returns = discounted_sum(
-                intrinsic, stream_done, self.intrinsic_gamma, time_dim=time_dim)
-            self.intrinsic_return_stats.update(returns)
-        scaled = intrinsic / self._intrinsic_scale().to(intrinsic.dtype)
-        next_td = tensordict.get("next")
-        next_td.set(_SCALED_INTRINSIC, scaled)
-        if not self.episodic_intrinsic:
-            next_td.set(_NEVER, self._endless(done, time_dim))
-        try:
-            self.critic_gae(tensordict, **critic_kwargs)
-            self._return_target(tensordict, keys.extrinsic_reward, done, time_dim)
-            self.intrinsic_gae(tensordict, time_dim=time_dim)
-            self._return_target(tensordict, _SCALED_INTRINSIC, done, time_dim, intrinsic=True)
-        finally:
-            next_td.del_(_SCALED_INTRINSIC)
-            if not self.episodic_intrinsic:
-                next_td.del_(_NEVER)
-        advantage = self.extrinsic_coef * tensordict.pop(_EXTRINSIC_ADVANTAGE)
-        advantage = advantage + self.intrinsic_coef * tensordict.pop(_INTRINSIC_ADVANTAGE)
-        tensordict.set(keys.advantage, advantage)
-        return self.intrinsic_coef * scaled
-
     def value_estimate(self, tensordict: TensorDictBase, **kwargs) -> Tensor:
         """The critic's regression target (``value_target``) for this batch."""
         return self.forward(tensordict.clone(False)).get(self.tensor_keys.value_target)
-
-    def intrinsic_critic_loss(self, tensordict: TensorDictBase) -> Tensor:
-        """Mean squared error of ``"dual"``'s intrinsic critic on ``intrinsic_value_target``."""
-        if self.structure != "dual":
-            raise RuntimeError(f"the {self.structure!r} structure has no intrinsic critic.")
-        keys = self.tensor_keys
-        target = tensordict.get(keys.intrinsic_value_target, None)
-        if target is None:
-            raise KeyError(
-                f"{keys.intrinsic_value_target!r} is missing: run the estimator on the batch first."
-            )
-        inputs = tensordict.select(*self.intrinsic_value_network.in_keys)
-        prediction = self.intrinsic_value_network(inputs).get(keys.intrinsic_value)
-        return (prediction - target).square().mean()

@@ -1,6 +1,6 @@
-"""The critic fit that TRPO and PPO share (rllab's baselines' regression): the critic (and the
-dual structure's intrinsic critic) regressed on the batch's value targets after each policy
-update, its explained variance, and what of it is worth logging."""
+"""The critic fit that TRPO and PPO share (rllab's baselines' regression): the critic regressed
+on the batch's value targets after each policy update, its explained variance, and what of it is
+worth logging."""
 
 from __future__ import annotations
 
@@ -10,25 +10,13 @@ from collections.abc import Mapping
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule
-from tensordict.utils import NestedKey
 from torch import Tensor
 
 from torchrl_vase._adam import adam_step, supports_adam_steps
 from torchrl_vase.modules.networks import StandardizedRegressor
-from torchrl_vase.objectives.advantage import ExplorationGAE
 from torchrl_vase.objectives.trpo import TRPOLoss
 
 __all__ = ["CriticFit", "explained_variance", "fit_critic", "loggable_fit"]
-
-
-def _critics(loss: TRPOLoss) -> list[tuple[TensorDictModule, NestedKey]]:
-    """Every critic the loss's value estimator uses, with the key of its regression target."""
-    critics = [(loss.critic_network, loss.tensor_keys.value_target)]
-    estimator = loss._value_estimator
-    if isinstance(estimator, ExplorationGAE) and estimator.structure == "dual":
-        critics.append(
-            (estimator.intrinsic_value_network, estimator.tensor_keys.intrinsic_value_target))
-    return critics
 
 
 def _refit_standardization(critic: TensorDictModule, data: TensorDictBase, target_key) -> None:
@@ -42,11 +30,9 @@ def fit_critic(loss: TRPOLoss, tensordict: TensorDictBase, optimizer: torch.opti
                epochs: int = 5, minibatch_size: int = 256) -> TensorDict:
     """Regress the critic on the batch's value targets: ``epochs`` passes of shuffled minibatches.
 
-    The targets must be in the batch (``loss.value_estimator(batch)``). A ``"dual"``
-    ``ExplorationGAE``'s intrinsic critic is fitted too, in the same minibatches; a
+    The targets must be in the batch (``loss.value_estimator(batch)``); a
     ``StandardizedRegressor`` critic first takes this batch's statistics. Returns the last epoch's
-    mean loss and the explained variance after fitting (``intrinsic_`` ones for the intrinsic
-    critic).
+    mean loss and the explained variance after fitting.
 
     Examples:
         >>> import torch
@@ -66,43 +52,34 @@ def fit_critic(loss: TRPOLoss, tensordict: TensorDictBase, optimizer: torch.opti
         >>> sorted(fit_critic(loss, batch, optimizer, epochs=2, minibatch_size=16).keys())
         ['explained_variance', 'loss_critic']
     """
-    critics = _critics(loss)
+    critic, target_key = loss.critic_network, loss.tensor_keys.value_target
     optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
-    for critic, _ in critics:
-        if any(id(p) not in optimized for p in critic.parameters() if p.requires_grad):
-            raise ValueError(
-                f"the optimizer does not hold every parameter of the critic writing "
-                f"{critic.out_keys}; build it over all critics' parameters.")
+    if any(id(p) not in optimized for p in critic.parameters() if p.requires_grad):
+        raise ValueError(f"the optimizer does not hold every parameter of the critic writing "
+                         f"{critic.out_keys}; build it over the critic's parameters.")
     data = tensordict.reshape(-1)
-    for critic, target_key in critics:
-        _refit_standardization(critic, data, target_key)
-    if _plain_squared_error(loss) and all(_module_of(critic) for critic, _ in critics):
-        objective, fast_adam = _tensor_objective(critics, data), supports_adam_steps(optimizer)
-    elif loss.critic_coeff is None:
-        raise ValueError("a loss without a critic term (critic_coeff 0) is fitted by the "
-                         "plain squared error of one-module critics (ValueOperator); give it "
-                         "loss_critic_type='l2' and such critics.")
-    else:
-        objective, fast_adam = _tensordict_objective(loss, critics, data), False
+    _refit_standardization(critic, data, target_key)
+    plain = _plain_squared_error(loss) and _module_of(critic)
+    if not plain and loss.critic_coeff is None:
+        raise ValueError("a loss without a critic term (critic_coeff 0) is fitted by the plain "
+                         "squared error of a one-module critic (ValueOperator); give it "
+                         "loss_critic_type='l2' and such a critic.")
+    objective = (_tensor_objective(critic, target_key, data) if plain
+                 else _tensordict_objective(loss, data))
     last = _minibatch_epochs(objective, data.shape[0], optimizer, epochs, minibatch_size,
-                             fast_adam)
-    out = {"loss_critic": torch.stack(last).mean()}
+                             plain and supports_adam_steps(optimizer))
     with torch.no_grad():
-        for prefix, (critic, target_key) in zip(("", "intrinsic_"), critics, strict=False):
-            prediction = critic(data.select(*critic.in_keys)).get(critic.out_keys[0])
-            target = data.get(target_key)
-            out[f"{prefix}explained_variance"] = explained_variance(prediction, target)
-    return TensorDict(out, batch_size=[])
+        prediction = critic(data.select(*critic.in_keys)).get(critic.out_keys[0])
+    return TensorDict({"loss_critic": torch.stack(last).mean(),
+                       "explained_variance": explained_variance(prediction, data.get(target_key))},
+                      batch_size=[])
 
 
 def _plain_squared_error(loss: TRPOLoss) -> bool:
     """Whether ``loss.loss_critic`` is the plain mean squared error of the critic's output (a
     loss without a critic term, built with ``critic_coeff=0``, leaves the critic to this fit)."""
-    return (
-        loss.loss_critic_type == "l2"
-        and not loss.clip_value
-        and not loss.functional
-        and (loss.critic_coeff is None or float(loss.critic_coeff) == 1.0))
+    return (loss.loss_critic_type == "l2" and not loss.clip_value and not loss.functional
+            and (loss.critic_coeff is None or float(loss.critic_coeff) == 1.0))
 
 
 def _module_of(critic) -> torch.nn.Module | None:
@@ -111,33 +88,17 @@ def _module_of(critic) -> torch.nn.Module | None:
     return module if isinstance(module, torch.nn.Module) and len(critic.out_keys) == 1 else None
 
 
-def _tensordict_objective(loss, critics, data):
+def _tensordict_objective(loss, data):
     """A minibatch's critic loss through ``loss.loss_critic`` (any critic loss)."""
-    dual = len(critics) > 1
-
-    def objective(index: Tensor) -> Tensor:
-        minibatch = data[index]
-        value = loss.loss_critic(minibatch)[0].mean()
-        if dual:
-            value = value + loss._value_estimator.intrinsic_critic_loss(minibatch)
-        return value
-
-    return objective
+    return lambda index: loss.loss_critic(data[index])[0].mean()
 
 
-def _tensor_objective(critics, data):
+def _tensor_objective(critic, target_key, data):
     """The same loss as ``loss.loss_critic`` (l2, coefficient 1) on plain tensors: the inputs
-    and targets gathered once, each critic's module called directly (a fraction of the cost)."""
-    fitted = [
-        (_module_of(critic), [data.get(key) for key in critic.in_keys], data.get(target_key))
-        for critic, target_key in critics]
-
-    def objective(index: Tensor) -> Tensor:
-        return sum(
-            (module(*(x[index] for x in inputs)) - target[index]).square().mean()
-            for module, inputs, target in fitted)
-
-    return objective
+    and target gathered once, the critic's module called directly (a fraction of the cost)."""
+    module, target = _module_of(critic), data.get(target_key)
+    inputs = [data.get(key) for key in critic.in_keys]
+    return lambda index: (module(*(x[index] for x in inputs)) - target[index]).square().mean()
 
 
 def _minibatch_epochs(objective, rows: int, optimizer, epochs: int, minibatch_size: int,
@@ -165,14 +126,13 @@ def loggable_fit(metrics: dict[str, float]) -> dict[str, float]:
 
     Examples:
         >>> loggable_fit({"trpo/critic_loss": 1e-11, "trpo/explained_variance": float("nan"),
-        ...               "trpo/intrinsic_loss_critic": 0.5,
-        ...               "trpo/intrinsic_explained_variance": 0.25})
-        {'trpo/intrinsic_loss_critic': 0.5, 'trpo/intrinsic_explained_variance': 0.25}
+        ...               "trpo/kl": 0.01})
+        {'trpo/kl': 0.01}
     """
     dropped = set()
     for key, value in metrics.items():
         if key.endswith("explained_variance") and math.isnan(value):
-            prefix = key.removesuffix("explained_variance")  # "trpo/" or "trpo/intrinsic_"
+            prefix = key.removesuffix("explained_variance")
             dropped |= {key, f"{prefix}critic_loss", f"{prefix}loss_critic"}
     return {key: value for key, value in metrics.items() if key not in dropped}
 

@@ -35,9 +35,8 @@ from torchrl_vase._random_stream import EVALUATION_STREAM, iteration_seed
 from torchrl_vase.collectors import VectorEnvCollector
 from torchrl_vase.diagnostics import CoverageGrid
 from torchrl_vase.evaluation import evaluate, record_episode
-from torchrl_vase.exploration import BonusDiagnostics, Exploration
-from torchrl_vase.loggers import CSVLogger, Logger, csv_last_step
-from torchrl_vase.loop import FRAMES
+from torchrl_vase.exploration import Exploration
+from torchrl_vase.loggers import Logger
 from torchrl_vase.modules import (
     ACTIVATIONS,
     DynamicsModel,
@@ -58,7 +57,7 @@ from torchrl_vase.transforms import RNDRewardTransform, SurpriseRewardTransform
 from torchrl_vase.watchers import FirstReward
 
 __all__ = ["build", "build_sac", "check_memory", "evaluation_metrics", "log_figures",
-           "run_logger", "seeded_build"]
+           "seeded_build"]
 
 
 
@@ -226,7 +225,6 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
         bonus, loss, pool_size=pool_size, pool_min=e.pool_min,
         updates_per_iteration=training.updates_per_iteration, batch_size=training.batch_size,
         lr=training.lr, backend=training.get("backend", "auto"), pool=pool,
-        diagnostics=BonusDiagnostics(cfg.diagnostics_every) if cfg.diagnostics_every else None,
         seed=cfg.seed,
         shuffle_bonus=cfg.shuffle_bonus)
 
@@ -248,23 +246,16 @@ def make_policy_update(cfg: DictConfig, actor, critic):
                            max_grad_norm=p.max_grad_norm)
 
 
-def make_advantage(cfg: DictConfig, loss, obs_dim: int) -> ValueOperator | None:
-    """Set the loss's value estimator; return the intrinsic critic of the dual structure. Plain
-    TRPO (``surprise=none``) has one critic on the reward (``combined`` without a bonus)."""
+def make_advantage(cfg: DictConfig, loss) -> None:
+    """Set the loss's value estimator. Plain TRPO (``surprise=none``) has one critic on the reward
+    (``combined`` without a bonus)."""
     a = cfg.advantage
     structure = "combined" if cfg.surprise.name == "none" else a.structure
-    intrinsic_critic, kwargs = None, {}
-    if structure == "dual":
-        intrinsic_critic = make_critic(cfg, obs_dim, out_key="intrinsic_state_value")
-        kwargs = {"intrinsic_value_network": intrinsic_critic,
-                  "intrinsic_gamma": a.intrinsic_gamma, "extrinsic_coef": a.extrinsic_coef,
-                  "intrinsic_coef": a.intrinsic_coef, "episodic_intrinsic": a.episodic_intrinsic}
     loss.make_value_estimator(ExplorationGAE(
         structure, gamma=cfg.trpo.gamma, lmbda=cfg.trpo.gae_lambda,
         value_network=loss.critic_network, value_target=a.value_target,
-        center_bonus=a.center_bonus, terminal_path_ends=cfg.collection != "continuous", **kwargs,
+        center_bonus=a.center_bonus, terminal_path_ends=cfg.collection != "continuous",
     ).to(cfg.device))
-    return intrinsic_critic
 
 
 def coverage_watcher(cfg: DictConfig, observation_space) -> FirstReward:
@@ -335,9 +326,8 @@ def build(cfg: DictConfig, observation_space, action_space, make_collector=make_
     critic = make_critic(cfg, obs_dim)
     collector = make_collector(cfg, actor)
     loss, update = make_policy_update(cfg, actor, critic)
-    intrinsic_critic = make_advantage(cfg, loss, obs_dim)
-    critics = [*critic.parameters(), *(intrinsic_critic.parameters() if intrinsic_critic else ())]
-    critic_fit = CriticFit(loss, torch.optim.Adam(critics, lr=cfg.trpo.critic_lr),
+    make_advantage(cfg, loss)
+    critic_fit = CriticFit(loss, torch.optim.Adam(critic.parameters(), lr=cfg.trpo.critic_lr),
                            epochs=cfg.trpo.critic_epochs, minibatch_size=cfg.trpo.critic_minibatch,
                            prefix=f"{cfg.algorithm}/")
     exploration = (None if cfg.surprise.name == "none"
@@ -345,9 +335,8 @@ def build(cfg: DictConfig, observation_space, action_space, make_collector=make_
     # what a checkpoint holds besides the loop's counters (restored in place)
     state = {"actor": actor, "critic": critic, "critic_optimizer": critic_fit,
              "policy_optimizer": update if isinstance(update, PPOUpdate) else None,
-             "advantage": loss.value_estimator, "intrinsic_critic": intrinsic_critic,
-             "collector": collector, "exploration": exploration,
-             "first_reward": coverage_watcher(cfg, observation_space)}
+             "advantage": loss.value_estimator, "collector": collector,
+             "exploration": exploration, "first_reward": coverage_watcher(cfg, observation_space)}
     return collector, OnPolicyStep(loss.value_estimator, update, critic_fit, exploration), state
 
 
@@ -368,23 +357,6 @@ def evaluation_metrics(cfg: DictConfig, policy, iteration: int) -> dict[str, flo
                       seed=iteration_seed(cfg.seed, iteration, stream=EVALUATION_STREAM),
                       make_kwargs=config.make_kwargs(cfg))
     return {f"eval/{key}": value for key, value in result.items()}
-
-
-def run_logger(cfg: DictConfig, run) -> Logger:
-    """Where a run's metrics and artifacts go: its MLflow run, or with ``logger=csv`` CSV files
-    under ``<csv_dir>/<experiment>/<run id>/`` (identity, params and status stay in MLflow)."""
-    if cfg.logger == "csv":
-        return CSVLogger(run.run_id, log_dir=Path(cfg.csv_dir) / config.experiment_name(cfg))
-    return run.tracker
-
-
-def logged_steps(cfg: DictConfig):
-    """What the resume guards read of a run's logged history: ``None`` (its MLflow run's, the
-    default) or, with ``logger=csv``, the last step of its CSV files, by run id."""
-    if cfg.logger != "csv":
-        return None
-    root = Path(cfg.csv_dir) / config.experiment_name(cfg)
-    return lambda run_id: csv_last_step(root / run_id, FRAMES)
 
 
 def log_figures(cfg: DictConfig, logger: Logger, policy, first_reward: FirstReward,

@@ -145,14 +145,6 @@ class Advantage:
 
 
 @dataclass
-class DualAdvantage(Advantage):
-    extrinsic_coef: float
-    intrinsic_coef: float
-    intrinsic_gamma: float = above(0, high=1)
-    episodic_intrinsic: bool
-
-
-@dataclass
 class TRPO:
     gamma: float = above(0, high=1)
     gae_lambda: float = at_least(0, high=1)
@@ -240,15 +232,12 @@ class Main:
     ppo: PPO
     sac: SAC
     whole_paths: bool
-    logger: str = one_of("mlflow", "csv")  # where the metrics go (csv: under csv_dir)
-    csv_dir: str
-    diagnostics_every: int = at_least(0)  # the bonus's novelty and self-agreement cadence
     shuffle_bonus: bool  # a placebo: each batch's bonus permuted across its transitions
 
 
 SURPRISES = {"none": NoSurprise, "vase": BNNSurprise, "nll": BNNSurprise, "vime": BNNSurprise,
              "rnd": RNDSurprise}
-ADVANTAGES = {"combined": Advantage, "extrinsic": Advantage, "dual": DualAdvantage}
+ADVANTAGES = {"combined": Advantage, "extrinsic": Advantage}
 GROUPS = ("env", "surprise", "advantage")
 
 
@@ -386,10 +375,6 @@ def _check_relations(cfg: DictConfig) -> None:
             check_sigma_c(sigma_c)
         except ValueError as error:
             raise ValueError(f"surprise.{error}") from None
-    if cfg.advantage.structure == "dual" and cfg.surprise.name == "none":
-        raise ValueError(
-            "advantage=dual needs an intrinsic reward for its intrinsic critic; choose a "
-            "surprise measure (vase, nll, vime, rnd) or another advantage structure.")
     if cfg.shuffle_bonus and cfg.surprise.name == "none":
         raise ValueError("shuffle_bonus=true with surprise=none: the placebo shuffles a bonus "
                          "across each batch; choose a measure (vase, nll, vime, rnd).")
@@ -467,15 +452,12 @@ def check_env(cfg: DictConfig) -> tuple[gymnasium.spaces.Space, gymnasium.spaces
 # -- What a config makes of its run: name, params, identity
 # command-line overrides a run's name leaves out: already in it (the seed, the groups), or not a
 # setting (where the run logs and checkpoints, how it shows progress)
-NAME_IGNORES = {"seed", "env", "surprise", "advantage", "resume", "progress_bar",
-                "threads", "diagnostics_every"}
+NAME_IGNORES = {"seed", "env", "surprise", "advantage", "resume", "progress_bar", "threads"}
 NAME_IGNORED_PREFIXES = ("mlflow.", "checkpoint.", "hydra.", "hydra/")
 # keys (and key groups) that do not change what a run computes: left out of MLflow's params
 # (`iterations` is logged once, as the effective count); a run resumed with other values of
-# these, or of `threads` or `diagnostics_every` (what is measured about it, with random numbers
-# of its own), is the same run
-PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations", "env.iterations",
-                 "logger", "csv_dir")
+# these, or of `threads`, is the same run
+PARAM_IGNORES = ("mlflow", "checkpoint", "progress_bar", "resume", "iterations", "env.iterations")
 
 
 # keys added after runs existed: at these values a config keeps the identity it had before, so
@@ -498,7 +480,7 @@ def identity_ignores(cfg: DictConfig) -> tuple[str, ...]:
     """What the tag ``run_identity`` leaves out: what does not change the computation (the settings
     its algorithm does not read among them) and the ``LATER_KEYS`` at their defaults."""
     later = [key for key, default in LATER_KEYS.items() if OmegaConf.select(cfg, key) == default]
-    return (*PARAM_IGNORES, "threads", "diagnostics_every", *later, *UNREAD[cfg.algorithm])
+    return (*PARAM_IGNORES, "threads", *later, *UNREAD[cfg.algorithm])
 
 
 def iterations(cfg: DictConfig) -> int:
