@@ -174,6 +174,26 @@ def test_sooner_reads_runs_that_never_found_the_reward_as_censored():
     assert statistics.sooner(never, found, budget=1000).reading == "later"
 
 
+def test_as_soon_is_two_one_sided_tests_on_the_probability_of_sooner():
+    rng = np.random.default_rng(7)  # two draws of one distribution, 10 % censored
+    a = np.where(rng.random(100) < 0.1, math.inf, rng.exponential(2e5, 100))
+    b = np.where(rng.random(100) < 0.1, math.inf, rng.exponential(2e5, 100))
+    alike = statistics.sooner(a, b, budget=2.5e6, margin=0.12, resamples=20_000, seed=1)
+    # the 90 % interval of the same draws the 95 % one comes from, inside 0.5 ± 0.1
+    low, high = alike.as_soon_interval
+    assert alike.interval[0] <= low < alike.probability < high <= alike.interval[1]
+    assert alike.as_soon == (low > 0.38 and high < 0.62)
+    assert alike.as_soon and alike.reading == "not shown"
+    # the deciding share is the larger of the bootstrap's shares at or past each bound
+    assert alike.as_soon_step.threshold == statistics.ALPHA and alike.as_soon_step.p < 0.05
+    halved = np.minimum(a, 2.5e6) / 2.5  # the same runs, each finding it 2.5 times sooner
+    apart = statistics.sooner(halved, b, budget=2.5e6, margin=0.12, seed=1)
+    assert apart.probability > 0.6 and not apart.as_soon and apart.reading == "sooner"
+    # ten seeds cannot show equivalence, whatever they say
+    assert not statistics.sooner(a[:10], b[:10], budget=2.5e6, margin=0.12).as_soon
+    assert statistics.sooner(a, b, budget=2.5e6).as_soon is None  # no margin, no test
+
+
 def test_rliable_aggregates_equal_their_closed_forms():
     rng = np.random.default_rng(0)
     scores = {"a": rng.random((8, 3)), "b": rng.random((8, 3)) * 0.5}
@@ -213,8 +233,18 @@ def test_a_config_naming_an_unknown_thing_is_refused_with_the_choices(tmp_path, 
     with pytest.raises(ValueError, match=message) as refused:
         claims.load_study(path)
     assert "the choices:" in str(refused.value)
-    with pytest.raises(ValueError, match="unknown study 'figure4'; the choices: figure3, sac"):
+    with pytest.raises(ValueError, match="unknown study 'figure4'; the choices: figure3, "
+                                         "point_robot_placebo, sac"):
         claims.load_study("figure4")
+
+
+@pytest.mark.parametrize("test", [["as_soon", "vase", "none"], ["as_soon", "vase", "none", 0.5]])
+def test_an_equivalence_test_without_a_margin_inside_half_is_refused(tmp_path, test):
+    config = OmegaConf.load(ROOT / "conf" / "study" / "figure3.yaml")
+    config.questions[0].tests["as_soon"] = test
+    OmegaConf.save(config, tmp_path / "broken.yaml")
+    with pytest.raises(ValueError, match=r"as_soon takes \[as_soon, A, B, margin\]"):
+        claims.load_study(tmp_path / "broken.yaml")
 
 
 def _row(seed: int, measure: str = "vase", value: float = 1.0) -> dict:

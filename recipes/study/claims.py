@@ -41,7 +41,7 @@ from study_statistics import (
 ROOT = Path(__file__).resolve().parents[2]
 PRIMARY, SENSITIVITY = "whole", "last10pct"
 KINDS = ("better", "alike", "sooner")
-TESTS = ("above", "within", "sooner", "at_scale", "above_both")
+TESTS = ("above", "within", "sooner", "as_soon", "at_scale", "above_both")
 TITLES = {"mountain_car": "MountainCar", "cartpole_swingup": "CartpoleSwingup",
           "double_pendulum": "DoublePendulum", "half_cheetah": "HalfCheetah", "ant": "Ant",
           "lunar_lander": "LunarLanderContinuous", "point_robot": "point robot"}
@@ -163,6 +163,9 @@ def load_study(name: str | Path) -> Study:
         where = f"question {spec['id']}"
         for test, *args in spec["tests"].values():
             _check("test", test, TESTS, where)
+            if test == "as_soon" and not (len(args) == 3 and 0 < float(args[2]) < 0.5):
+                raise ValueError(f"{where}: as_soon takes [as_soon, A, B, margin], the margin "
+                                 f"on P(A sooner) in (0, 0.5); got {[test, *args]}.")
             for measure in args[:2 if test != "at_scale" else 1]:
                 _check("measure", measure, measures, where)
         for _, conditions in spec["answers"]:
@@ -270,10 +273,13 @@ def _test(study: Study, question: Question, spec: tuple, runs: dict[str, list[Ru
           ) -> tuple[bool, object, Step | None]:
     """One test of a question in ``window``: whether it holds, what it read, and the
     comparison that decided it where a bootstrap's Monte-Carlo error can move it."""
-    kind, a, b = spec
-    if kind == "sooner":
+    kind, a, b, *equivalence = spec  # as_soon: its margin on P(A sooner)
+    if kind in ("sooner", "as_soon"):
         test = sooner(first_reward_steps(runs[a]), first_reward_steps(runs[b]), question.budget,
-                      resamples=resamples, seed=seed)
+                      resamples=resamples, seed=seed,
+                      margin=float(equivalence[0]) if equivalence else None)
+        if kind == "as_soon":  # P(A sooner) within 0.5 ± margin
+            return test.as_soon, test, test.as_soon_step
         return test.reading == "sooner", test, test.step
     if kind == "at_scale":
         firsts = [first_bonus(run, eta(run)) for run in runs[a]]

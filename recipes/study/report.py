@@ -289,16 +289,21 @@ def _numbers(study: Study, v: Verdict) -> list[str]:
             if (pair.primary, pair.sensitivity) != ("whole", "last10pct"):
                 label += f" ({WINDOWS[pair.primary]}; {WINDOWS[pair.sensitivity]})"
         elif not isinstance(record, Claim):
-            test, a, b = record.tests[name]
+            test, a, b, *margin = record.tests[name]
             label = f"{name}: {test} {study.label(a)}" + (
-                f", {study.label(b)}" if test != "at_scale" else f", ≤ {b}")
+                f", {study.label(b)}" if test != "at_scale" else f", ≤ {b}") + (
+                f" (within 0.5 ± {margin[0]:g})" if margin else "")
         if isinstance(primary, MedianComparison):
             lines.append(f"| {label} | {_median(primary)} | {primary.mean_difference:+.3g} | "
                          f"{primary.improvement:.2f} | {_median(sensitivity)} |")
         elif hasattr(primary, "probability"):
             low, high = primary.interval
+            equivalent = "" if primary.as_soon is None else (
+                "; 90 % [{:.2f}, {:.2f}]".format(*primary.as_soon_interval)
+                + (" inside" if primary.as_soon else " not inside")
+                + f" 0.5 ± {primary.margin:g}")
             lines.append(f"| {label} | P(sooner) {primary.probability:.2f} [{low:.2f}, "
-                         f"{high:.2f}]; log-rank p {primary.sooner_p:.2g} (sooner), "
+                         f"{high:.2f}]{equivalent}; log-rank p {primary.sooner_p:.2g} (sooner), "
                          f"{primary.later_p:.2g} (later) | | | |")
         elif isinstance(primary, list):  # means in the last 10 % and the whole run
             text = [f"{c.difference:+.3g} [{c.interval[0]:+.3g}, {c.interval[1]:+.3g}]"

@@ -285,6 +285,13 @@ class Sooner:
     #: the comparison nearest its threshold: the bootstrap's share of draws on the wrong side
     #: of 0.5 against α/2 (the interval's bound, with its Monte-Carlo error), or a log-rank p
     step: Step | None = None
+    #: with an equivalence ``margin``: whether P(A sooner) lies within 0.5 ± margin by two
+    #: one-sided tests at α (the bootstrap's share of draws at or past each bound below α: its
+    #: 90 % interval inside), that interval, and the larger share (the deciding one)
+    margin: float = math.nan
+    as_soon: bool | None = None
+    as_soon_interval: tuple[float, float] | None = None
+    as_soon_step: Step | None = None
 
     @property
     def borderline(self) -> bool:
@@ -292,10 +299,19 @@ class Sooner:
 
 
 def sooner(steps_a: np.ndarray, steps_b: np.ndarray, budget: float, *,
-           resamples: int = RESAMPLES, seed: int = 0) -> Sooner:
+           resamples: int = RESAMPLES, seed: int = 0, margin: float | None = None) -> Sooner:
     """"A sooner" when P(A sooner) has its 95 % interval above 0.5 and a one-sided log-rank
     test agrees at α; "later" when both say the opposite; else "not shown". ``inf``: a run
-    censored at ``budget``."""
+    censored at ``budget``. With ``margin``, also whether A is *as soon* as B: P(A sooner)
+    within ``0.5 ± margin`` by two one-sided bootstrap tests at α.
+
+    >>> found = np.arange(1.0, 101.0)
+    >>> s = sooner(found, found + 0.5, budget=1e3, margin=0.1)
+    >>> s.reading, s.as_soon, round(s.probability, 3)
+    ('not shown', True, 0.505)
+    >>> sooner(found, found + 60, budget=1e3, margin=0.1).as_soon
+    False
+    """
     a, b = -np.minimum(steps_a, budget), -np.minimum(steps_b, budget)
     rng = np.random.default_rng(seed)
     draws = _improvement(_resample(rng, a, resamples), _resample(rng, b, resamples))
@@ -319,9 +335,18 @@ def sooner(steps_a: np.ndarray, steps_b: np.ndarray, budget: float, *,
         ("sooner", float(np.mean(draws <= 0.5))), ("later", float(np.mean(draws >= 0.5))))}
     deciding = [shares[side] for side, p in (("sooner", sooner_p), ("later", later_p))
                 if p < ALPHA and reading in (side, "not shown")]
+    equivalence = {}
+    if margin is not None:
+        outside = [Step(share, mc_error(share, resamples), ALPHA) for share in (
+            float(np.mean(draws >= 0.5 + margin)), float(np.mean(draws <= 0.5 - margin)))]
+        equivalence = {"margin": float(margin), "as_soon": all(s.p < ALPHA for s in outside),
+                       "as_soon_interval": tuple(float(v) for v in np.percentile(
+                           draws, _tails(1 - 2 * ALPHA))),
+                       "as_soon_step": max(outside, key=lambda s: s.p)}
     # runs that never found it tie at the budget (counted half)
     return Sooner(probability_of_improvement(-steps_a, -steps_b), (low, high), sooner_p, later_p,
-                  reading, min(deciding, key=lambda step: step.near, default=None))
+                  reading, min(deciding, key=lambda step: step.near, default=None),
+                  **equivalence)
 
 
 @contextlib.contextmanager
