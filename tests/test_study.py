@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import threading
 from pathlib import Path
 
@@ -361,3 +362,21 @@ def test_the_study_modules_examples_run(module):
 
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted and not result.failed
+
+
+def test_a_study_job_trains_with_the_library_of_its_code_checkout(tmp_path):
+    """``run --code DIR``: the job imports DIR's ``torchrl_vase``, not the environment's
+    editable install (a script's own folder, not DIR, would come first on its path)."""
+    code = tmp_path / "code"
+    for package in ("recipes", "torchrl_vase"):
+        (code / package).mkdir(parents=True)
+        (code / package / "__init__.py").write_text("")
+    (code / "recipes" / "trpo_vase.py").write_text(
+        "import pathlib, torchrl_vase\n"
+        "pathlib.Path('imported.txt').write_text(torchrl_vase.__file__)\n")
+    line = study_tool.command(claims.load_study("point_robot_placebo"), "point_robot", "vase",
+                              [0], "sqlite:///unused.db", tmp_path / "scratch", 1, "joblib", [],
+                              code)
+    subprocess.run(line, cwd=code, check=True)
+    assert Path((code / "imported.txt").read_text()).resolve() == (
+        code / "torchrl_vase" / "__init__.py").resolve()

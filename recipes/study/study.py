@@ -101,9 +101,10 @@ def pending(study: Study, tasks=None, measures=None) -> dict[tuple[str, str], li
 def command(study: Study, task: str, measure: str, seeds: list[int], store: str, scratch: Path,
             workers: int, launcher: str, overrides: list[str], code: Path = ROOT,
             suffix: str = "") -> list[str]:
-    """The Hydra multirun that trains ``seeds`` of one task and measure with ``code``'s
-    recipe."""
-    return [sys.executable, str(code / "recipes" / "trpo_vase.py"), "-m", f"env={task}",
+    """The Hydra multirun that trains ``seeds`` of one task and measure with ``code``'s recipe
+    and library: run from ``code`` as a module, so that ``code`` comes first on the path (a
+    script's own folder would, and the library would be the environment's install)."""
+    return [sys.executable, "-m", "recipes.trpo_vase", "-m", f"env={task}",
             *study.measures[measure]["overrides"], *study.task_overrides.get(task, []),
             f"seed={','.join(map(str, seeds))}", "resume=true", "threads=1",
             f"checkpoint.dir={scratch / 'checkpoints'}", f"mlflow.tracking_uri={store}",
