@@ -12,6 +12,8 @@ and the first iteration and metric where they part.
     # ... change the code ...
     python recipes/benchmarks/same_numbers.py record --out /tmp/after.json
     python recipes/benchmarks/same_numbers.py compare /tmp/before.json /tmp/after.json
+    # another commit's recipe and library, from its checkout (git worktree add DIR COMMIT)
+    python recipes/benchmarks/same_numbers.py record --code DIR --out /tmp/then.json
     # a change that retires metrics on purpose names them: the rest must still agree
     python recipes/benchmarks/same_numbers.py compare /tmp/before.json /tmp/after.json \
         --retired bonus/novelty_spearman bonus/self_agreement
@@ -41,8 +43,10 @@ MEASURES = ("vase", "nll", "vime", "rnd", "none")
 
 
 def record_run(task: str, measure: str, iterations: int, seed: int, scratch: Path,
-               overrides: tuple[str, ...] = ()) -> dict[str, list[list[float]]]:
-    """Train one run in a fresh process; its metrics by name, ``[[step, value], ...]``."""
+               overrides: tuple[str, ...] = (), code: Path = ROOT
+               ) -> dict[str, list[list[float]]]:
+    """Train one run in a fresh process with ``code``'s recipe and library; its metrics by name,
+    ``[[step, value], ...]``."""
     store = f"sqlite:///{scratch}/mlflow.db"
     # run as a module from this checkout: Python puts it first on the path, so the run trains
     # this checkout's library (a worktree of another commit records that commit's numbers)
@@ -51,7 +55,7 @@ def record_run(task: str, measure: str, iterations: int, seed: int, scratch: Pat
                "progress_bar=false", "eval.every=0", f"mlflow.tracking_uri={store}",
                f"mlflow.experiment=same-{task}-{measure}",
                f"checkpoint.dir={scratch}/checkpoints", *overrides]
-    subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    subprocess.run(command, check=True, cwd=code, stdout=subprocess.DEVNULL)
     client = MlflowClient(tracking_uri=store)
     experiment = client.get_experiment_by_name(f"same-{task}-{measure}")
     [run] = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"],
@@ -91,6 +95,8 @@ def main() -> None:
     record.add_argument("--iterations", type=int, default=10)
     record.add_argument("--seed", type=int, default=0)
     record.add_argument("--overrides", nargs="*", default=[])
+    record.add_argument("--code", type=Path, default=ROOT,
+                        help="the checkout whose recipe and library train (default: this one)")
     compare = verbs.add_parser("compare", help="compare two records")
     compare.add_argument("before", type=Path)
     compare.add_argument("after", type=Path)
@@ -104,7 +110,7 @@ def main() -> None:
                 with tempfile.TemporaryDirectory() as scratch:
                     runs[f"{task} {measure}"] = record_run(task, measure, args.iterations,
                                                            args.seed, Path(scratch),
-                                                           tuple(args.overrides))
+                                                           tuple(args.overrides), args.code)
                 print(f"recorded {task} {measure}", flush=True)
         args.out.write_text(json.dumps(runs))
         return
