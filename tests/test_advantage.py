@@ -7,6 +7,8 @@ from tensordict.nn import AddStateIndependentNormalScale, NormalParamExtractor, 
 from torch import nn
 from torchrl.modules import MLP, IndependentNormal, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives.value import GAE
+from torchrl.objectives.value.functional import generalized_advantage_estimate
 
 from torchrl_vase import (
     ExplorationGAE,
@@ -15,6 +17,7 @@ from torchrl_vase import (
     discounted_sum,
     fit_critic,
 )
+from torchrl_vase.objectives import generalized_advantage
 
 GAMMA, LMBDA, ETA = 0.9, 0.8, 0.05
 ENVS, STEPS, OBS = 2, 7, 3
@@ -286,4 +289,46 @@ def test_monte_carlo_targets_with_terminal_path_ends_are_rllab_s_cut_returns():
     expected = _reference_returns(batch["next", "extrinsic_reward"], path_end, GAMMA)
     torch.testing.assert_close(out["value_target"], expected)
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(("shape", "time_dim"), [((1, 900, 1), 1), ((6, 40, 1), 1),
+                                                 ((40, 6, 2), 0), ((2, 3, 30, 1), 2)])
+def test_generalized_advantage_is_torchrl_s_loop_bit_for_bit(dtype, shape, time_dim):
+    gen = torch.Generator().manual_seed(len(shape) + shape[0])
+    # values over six orders of magnitude: any reordering of a product or sum would show
+    value, next_value, reward = (torch.randn(shape, generator=gen, dtype=dtype)
+                                 * 10.0 ** torch.randint(-3, 4, shape, generator=gen)
+                                 for _ in range(3))
+    done = torch.rand(shape, generator=gen) < 0.05
+    terminated = done & (torch.rand(shape, generator=gen) < 0.5)
+    gamma, lmbda = torch.tensor(0.995, dtype=dtype), torch.tensor(0.95, dtype=dtype)
+    ours = generalized_advantage(gamma, lmbda, value, next_value, reward, done, terminated,
+                                 time_dim=time_dim)
+    torchs = generalized_advantage_estimate(gamma, lmbda, value, next_value, reward, done,
+                                            terminated, time_dim=time_dim)
+    assert all(torch.equal(a, b) for a, b in zip(ours, torchs, strict=True))
+
+
+@pytest.mark.parametrize("structure", ["extrinsic", "combined"])
+def test_exploration_gae_gives_torchrl_s_loop_numbers_and_its_vectorised_form_on_request(
+        structure):
+    batch = _batch().apply(lambda x: x.float() if x.dtype == torch.float64 else x)
+    critic = _linear_critic([0.3, -0.2, 0.5], 0.1).float()
+    loop = GAE(gamma=GAMMA, lmbda=LMBDA, value_network=critic, vectorized=False)
+    gae = ExplorationGAE(structure, gamma=GAMMA, lmbda=LMBDA, value_network=critic,
+                         value_target="td_lambda")
+    out = gae(batch.clone())
+    reward = "extrinsic_reward" if structure == "extrinsic" else "reward"
+    loop.set_keys(reward=reward)
+    if structure == "combined":  # its critic's reward: r_e + η·U with the bonus centred
+        bonus = batch["next", "reward"] - batch["next", "extrinsic_reward"]
+        batch["next", "reward"] = batch["next", "extrinsic_reward"] + (bonus - bonus.mean())
+    expected = loop(batch.clone())
+    target = expected["value_target"]
+    assert torch.equal(out["value_target"], target)
+    if structure == "combined":
+        assert torch.equal(out["advantage"], expected["advantage"])
+    vectorised = ExplorationGAE(structure, gamma=GAMMA, lmbda=LMBDA, value_network=critic,
+                                value_target="td_lambda", vectorized=True)(batch.clone())
+    torch.testing.assert_close(vectorised["value_target"], target)  # torchrl's other rounding
 

@@ -1,6 +1,7 @@
 """The library's compiled kernels (numba and numpy, no torch): an iteration's ELBO steps in one
-compiled call (``ModelTrainer``'s ``"numba"`` backend) and the elementwise passes of a batch's
-bonus between its matrix products (``BayesianMLP.sample_squared_errors``).
+compiled call (``ModelTrainer``'s ``"numba"`` backend), the elementwise passes of a batch's
+bonus between its matrix products (``BayesianMLP.sample_squared_errors``) and GAE's recursion
+over time (``ExplorationGAE``).
 
 The VASE model takes 500 Adam steps on minibatches of 10 per iteration (the authors'); as a few
 dozen torch calls a step is mostly dispatch. Here the whole sequence runs in one numba function:
@@ -602,6 +603,19 @@ def local_output_errors(mean, var, bias_mean, bias_var, noise, offset, y, errors
             errors[n, start + b] = total
 
 
+@numba.njit(cache=True, error_model="numpy")  # no fastmath: each product and sum rounds alone
+def gae_recursion(delta, discount, advantage):
+    """GAE's recursion over time as torchrl's ``generalized_advantage_estimate`` loops it, on
+    ``[B, T, F]`` arrays: ``A_t = δ_t + A_{t+1} · discount_t`` from the last step (``δ + 0``),
+    each product and sum rounded to the arrays' dtype, as torch's elementwise calls round."""
+    batch, steps, features = delta.shape
+    for b in range(batch):
+        for f in range(features):
+            advantage[b, steps - 1, f] = delta[b, steps - 1, f] + 0.0
+            for t in range(steps - 2, -1, -1):
+                advantage[b, t, f] = delta[b, t, f] + advantage[b, t + 1, f] * discount[b, t, f]
+
+
 def layer_consts(dtype: np.dtype) -> np.ndarray:
     """``consts`` for the layer passes: 0 and whether tanh is the float32 polynomial."""
     consts = np.zeros(NUM_CONSTS, dtype=dtype)
@@ -635,4 +649,6 @@ def warm_up() -> None:
                                    layer_consts(dtype))
             local_output_errors(products, products, bias, bias, noise, 3,
                                 np.zeros((2, 3), dtype), np.empty((2, 2), dtype), 0)
+        steps = np.zeros((1, 2, 1), dtype)
+        gae_recursion(steps, steps, np.empty_like(steps))
 

@@ -1,6 +1,11 @@
 """Loss modules and value estimators."""
 
-from torchrl_vase.objectives.advantage import STRUCTURES, ExplorationGAE, discounted_sum
+from torchrl_vase.objectives.advantage import (
+    STRUCTURES,
+    ExplorationGAE,
+    discounted_sum,
+    generalized_advantage,
+)
 from torchrl_vase.objectives.critic_fit import CriticFit, explained_variance, fit_critic
 from torchrl_vase.objectives.elbo import VariationalELBOLoss, gaussian_nll
 from torchrl_vase.objectives.sac import FusedSACLoss
@@ -9,4 +14,4 @@ from torchrl_vase.objectives.trpo import TRPOLoss, conjugate_gradient
 
 __all__ = ["BACKENDS", "STRUCTURES", "CriticFit", "ExplorationGAE", "FusedSACLoss", "ModelTrainer",
            "TRPOLoss", "VariationalELBOLoss", "conjugate_gradient", "discounted_sum",
-           "explained_variance", "fit_critic", "gaussian_nll"]
+           "explained_variance", "fit_critic", "gaussian_nll", "generalized_advantage"]

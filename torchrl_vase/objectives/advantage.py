@@ -17,7 +17,10 @@ from tensordict.nn import TensorDictModule
 from tensordict.utils import NestedKey
 from torch import Tensor
 from torchrl.objectives.value import GAE, ValueEstimatorBase
-from torchrl.objectives.value.functional import vec_generalized_advantage_estimate
+from torchrl.objectives.value.functional import (
+    generalized_advantage_estimate,
+    vec_generalized_advantage_estimate,
+)
 
 from torchrl_vase._validation import check_non_negative
 
@@ -46,6 +49,41 @@ def discounted_sum(values: Tensor, done: Tensor, factor: float, *, time_dim: int
     advantage, _ = vec_generalized_advantage_estimate(
         factor, 1.0, zeros, zeros, values, done=done, terminated=done, time_dim=time_dim)
     return advantage
+
+
+def generalized_advantage(gamma: Tensor, lmbda: Tensor, value: Tensor, next_value: Tensor,
+                          reward: Tensor, done: Tensor, terminated: Tensor, *, time_dim: int = -2
+                          ) -> tuple[Tensor, Tensor]:
+    """``(advantage, value_target)``: torchrl's ``generalized_advantage_estimate`` bit for bit
+    (its ops in its order, γ and λ as its ``GAE`` holds them), the recursion over time one
+    compiled call on a CPU instead of a Python step a time step; torchrl's own elsewhere.
+
+    Examples:
+        >>> import torch
+        >>> gamma, lmbda = torch.tensor(0.99), torch.tensor(0.95)
+        >>> value, next_value, reward = torch.randn(3, 2, 50, 1).unbind(0)
+        >>> done = torch.rand(2, 50, 1) < 0.1
+        >>> ours = generalized_advantage(gamma, lmbda, value, next_value, reward, done, done)
+        >>> torchs = generalized_advantage_estimate(gamma, lmbda, value, next_value, reward,
+        ...                                         done, done)
+        >>> all(torch.equal(a, b) for a, b in zip(ours, torchs))
+        True
+    """
+    if value.device.type != "cpu" or (torch.is_grad_enabled() and value.requires_grad):
+        return generalized_advantage_estimate(gamma, lmbda, value, next_value, reward, done,
+                                              terminated, time_dim=time_dim)
+    from torchrl_vase import kernels  # numba: on first use
+
+    value, next_value, reward, done, terminated = (
+        t.transpose(time_dim, -2) for t in (value, next_value, reward, done, terminated))
+    delta = reward + (gamma * (~terminated).int() * next_value) - value
+    discount = lmbda * gamma * (~done).int()
+    steps, features = delta.shape[-2:]
+    delta, discount = (t.reshape(-1, steps, features).contiguous() for t in (delta, discount))
+    advantage = torch.empty_like(delta)
+    kernels.gae_recursion(delta.numpy(), discount.numpy(), advantage.numpy())
+    advantage = advantage.reshape(value.shape)
+    return advantage.transpose(time_dim, -2), (advantage + value).transpose(time_dim, -2)
 
 
 class ExplorationGAE(ValueEstimatorBase):
@@ -135,6 +173,9 @@ class ExplorationGAE(ValueEstimatorBase):
         self.center_bonus = bool(center_bonus)
         self.terminal_path_ends = bool(terminal_path_ends)
         self.critic_gae = GAE(gamma=gamma, lmbda=lmbda, value_network=value_network, **kwargs)
+        # torchrl's loop over time gives the advantage (its vectorised form rounds otherwise),
+        # compiled on a CPU (``generalized_advantage``) unless torchrl's own form was asked for
+        self._compiled = not (kwargs.get("vectorized") or kwargs.get("differentiable"))
         self.set_keys()
 
     def set_keys(self, **kwargs) -> None:
@@ -211,16 +252,35 @@ class ExplorationGAE(ValueEstimatorBase):
             next_td = tensordict.get("next")
             next_td.set(_COMBINED_REWARD, extrinsic + bonus_term)
             try:
-                self.critic_gae(tensordict, **critic_kwargs)
+                self._critic_advantage(tensordict, critic_kwargs)
                 self._return_target(tensordict, _COMBINED_REWARD, done, time_dim)
             finally:
                 next_td.del_(_COMBINED_REWARD)
         else:
-            self.critic_gae(tensordict, **critic_kwargs)
+            self._critic_advantage(tensordict, critic_kwargs)
             self._return_target(tensordict, keys.extrinsic_reward, done, time_dim)
             tensordict.set(keys.advantage, tensordict.pop(_EXTRINSIC_ADVANTAGE) + bonus)
         tensordict.set(keys.bonus_advantage, bonus)
         return tensordict
+
+    def _critic_advantage(self, tensordict: TensorDictBase, critic_kwargs: dict) -> None:
+        """torchrl's ``GAE`` with the critic: its values, and the advantage and value target of
+        its loop over time, that loop compiled on a CPU (bit for bit, ``generalized_advantage``)."""
+        gae = self.critic_gae
+        next_td = tensordict.get("next")
+        compiled = self._compiled and next_td.get(gae.tensor_keys.reward).device.type == "cpu"
+        gae.vectorized = compiled  # its fast form when its advantage is replaced below
+        gae(tensordict, **critic_kwargs)
+        if not compiled:
+            return
+        keys = gae.tensor_keys
+        done = next_td.get(keys.done)
+        advantage, target = generalized_advantage(
+            gae.gamma, gae.lmbda, tensordict.get(keys.value), next_td.get(keys.value),
+            next_td.get(keys.reward), done, next_td.get(keys.terminated, done),
+            time_dim=critic_kwargs["time_dim"])
+        tensordict.set(keys.advantage, advantage)
+        tensordict.set(keys.value_target, target)
 
     def _return_target(self, tensordict: TensorDictBase, reward_key: NestedKey, done: Tensor,
                        time_dim: int) -> None:
