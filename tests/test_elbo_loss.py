@@ -8,6 +8,7 @@ from torch import nn
 from torch.distributions import Normal, kl_divergence
 
 from torchrl_vase import BayesianMLP, DynamicsModel, VariationalELBOLoss
+from torchrl_vase.modules.forward_models import EnsembleMLP
 
 OBS, ACT = 3, 2
 
@@ -254,8 +255,10 @@ def test_bad_construction_raises(kwargs, error, match):
 def test_a_model_that_is_not_a_dynamics_model_raises_and_says_how_to_wrap_it():
     with pytest.raises(TypeError, match="model must be a DynamicsModel"):
         VariationalELBOLoss(nn.Linear(5, 3))
-    with pytest.raises(TypeError, match=r"DynamicsModel\(bnn"):
+    with pytest.raises(TypeError, match=r"DynamicsModel\(network"):
         VariationalELBOLoss(BayesianMLP(5, 3, [8]))
+    with pytest.raises(TypeError, match="trains a BayesianMLP; this model holds a EnsembleMLP"):
+        VariationalELBOLoss(DynamicsModel(EnsembleMLP(5, 3, [8])))
 
 
 def _with(td: TensorDict, key, value) -> TensorDict:

@@ -418,7 +418,7 @@ def test_a_loss_on_another_model_is_refused_when_paired():
         ({"target": "state"}, ValueError, "target"),
         ({"init_mean": "zeros"}, ValueError, "init_mean"),
         ({"model": nn.Linear(3, 2)}, TypeError, "DynamicsModel"),
-        ({"model": BayesianMLP(3, 2)}, TypeError, r"DynamicsModel\(bnn"),
+        ({"model": BayesianMLP(3, 2)}, TypeError, r"DynamicsModel\(network"),
         ({"model": DynamicsModel(BayesianMLP(3, 2)), "sigma_c": 0.5}, ValueError, "model's own"),
     ],
 )

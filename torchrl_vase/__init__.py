@@ -14,7 +14,9 @@ from torchrl_vase.modules import (
     SAMPLINGS,
     BayesianMLP,
     DynamicsModel,
+    EnsembleMLP,
     FiniteLogProbNormal,
+    ICMNetwork,
     LayerWeights,
     StandardizedRegressor,
     gaussian_policy,
@@ -25,7 +27,9 @@ from torchrl_vase.modules import (
 from torchrl_vase.objectives import (
     BACKENDS,
     CriticFit,
+    EnsembleLoss,
     ExplorationGAE,
+    ICMLoss,
     ModelTrainer,
     TRPOLoss,
     VariationalELBOLoss,
@@ -41,6 +45,8 @@ from torchrl_vase.step import OnPolicyStep, PPOUpdate, TRPOUpdate
 from torchrl_vase.surprise import nll_surprise, prediction_nll, vase_surprise, vime_information_gain
 from torchrl_vase.timing import PhaseClock, phase
 from torchrl_vase.transforms import (
+    DisagreementRewardTransform,
+    ICMRewardTransform,
     IntrinsicRewardTransform,
     NLLRewardTransform,
     RecentMedianNormalizer,
@@ -72,13 +78,14 @@ def __getattr__(name: str):
 
 __version__ = "0.1.0"
 
-__all__ = ["BACKENDS", "PAPER_TEXT", "SAMPLINGS", "BayesianMLP",
-           "CriticFit", "DynamicsModel", "Exploration", "ExplorationGAE", "FiniteLogProbNormal",
-           "IntrinsicRewardTransform", "LayerWeights", "Logger", "LoopResult", "ModelTrainer",
-           "NLLRewardTransform", "OffPolicyStep", "OnPolicyStep", "PPOUpdate", "PhaseClock",
-           "RNDRewardTransform", "RecentMedianNormalizer", "ReplayBonus", "ReplayJournal",
-           "SACUpdate", "StandardizedRegressor", "SurpriseRewardTransform", "TRPOLoss",
-           "TRPOUpdate", "TrainingLoop", "TrainingRun", "VASERewardTransform",
+__all__ = ["BACKENDS", "PAPER_TEXT", "SAMPLINGS", "BayesianMLP", "CriticFit",
+           "DisagreementRewardTransform", "DynamicsModel", "EnsembleLoss", "EnsembleMLP",
+           "Exploration", "ExplorationGAE", "FiniteLogProbNormal", "ICMLoss", "ICMNetwork",
+           "ICMRewardTransform", "IntrinsicRewardTransform", "LayerWeights", "Logger", "LoopResult",
+           "ModelTrainer", "NLLRewardTransform", "OffPolicyStep", "OnPolicyStep", "PPOUpdate",
+           "PhaseClock", "RNDRewardTransform", "RecentMedianNormalizer", "ReplayBonus",
+           "ReplayJournal", "SACUpdate", "StandardizedRegressor", "SurpriseRewardTransform",
+           "TRPOLoss", "TRPOUpdate", "TrainingLoop", "TrainingRun", "VASERewardTransform",
            "VIMERewardTransform", "VariationalELBOLoss", "VectorEnvCollector", "checkpointing",
            "conjugate_gradient", "defaults", "diagnostics", "discounted_sum", "envs", "evaluate",
            "explained_variance", "fit_critic", "gaussian", "gaussian_nll", "gaussian_policy",

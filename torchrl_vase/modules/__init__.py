@@ -1,8 +1,9 @@
-"""Neural network modules: the Bayesian dynamics model, the policy head and its distribution,
-the critic."""
+"""Neural network modules: the Bayesian dynamics model, Disagreement's ensemble and ICM's
+networks, the policy head and its distribution, the critic."""
 
 from torchrl_vase.modules.bayesian_mlp import SAMPLINGS, BayesianMLP, LayerWeights
 from torchrl_vase.modules.dynamics import DynamicsModel
+from torchrl_vase.modules.forward_models import EnsembleMLP, ICMNetwork
 from torchrl_vase.modules.networks import (
                                            ACTIVATIONS,
                                            INITIALIZATIONS,
@@ -15,5 +16,6 @@ from torchrl_vase.modules.networks import (
 )
 
 __all__ = ["ACTIVATIONS", "INITIALIZATIONS", "SAMPLINGS", "BayesianMLP", "DynamicsModel",
-           "FiniteLogProbNormal", "LayerWeights", "StandardizedRegressor", "gaussian_policy",
-           "initialize_", "q_value_network", "tanh_policy"]
+           "EnsembleMLP", "FiniteLogProbNormal", "ICMNetwork", "LayerWeights",
+           "StandardizedRegressor", "gaussian_policy", "initialize_", "q_value_network",
+           "tanh_policy"]

@@ -4,7 +4,8 @@ standardisation, its target and its likelihood.
 The ELBO that trains the model (paper, Eq. 12) and every bonus that evaluates it (Eqs. 4, 6, 10)
 take this one object, so they cannot disagree: it owns the Bayesian network, σ_c of the
 likelihood ``N(s'; f(s, a; θ), σ_c² I)`` (Eq. 11), the target (s' or s' − s), the encoding of
-discrete actions and the standardisation statistics."""
+discrete actions and the standardisation statistics. Disagreement's ensemble and ICM's networks
+(``modules.forward_models``) take the same object, for the same data."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from torch import Tensor, nn
 from torchrl_vase import defaults
 from torchrl_vase._validation import check_sigma_c
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
+from torchrl_vase.modules.forward_models import EnsembleMLP, ICMNetwork
 
 TARGETS = ("next_observation", "delta")
 # the authors' code adds 1e-8 to the pool's std before dividing
@@ -85,8 +87,9 @@ class DynamicsModel(nn.Module):
     divide it by 1e-8).
 
     Args:
-        network: the Bayesian MLP; ``in_features`` = observation + action features (a discrete
-            action's class count), ``out_features`` = observation features.
+        network: the Bayesian MLP (or an ``EnsembleMLP``, an ``ICMNetwork``); ``in_features`` =
+            observation + action features (a discrete action's class count), ``out_features`` =
+            observation features.
 
     Keyword Args:
         sigma_c: σ_c of the likelihood, in the standardised target's units (the authors' 0.5; the
@@ -111,13 +114,15 @@ class DynamicsModel(nn.Module):
         torch.Size([10, 100, 2])
     """
 
-    def __init__(self, network: BayesianMLP, *, sigma_c: float = defaults.SIGMA_C,
+    def __init__(self, network: BayesianMLP | EnsembleMLP | ICMNetwork, *,
+                 sigma_c: float = defaults.SIGMA_C,
                  target: str = "next_observation", standardize: bool = True,
                  action_classes: int | None = None,
                  action_bounds: tuple[float | Tensor, float | Tensor] | None = None) -> None:
         super().__init__()
-        if not isinstance(network, BayesianMLP):
-            raise TypeError(f"network must be a BayesianMLP, got {type(network).__name__}.")
+        if not isinstance(network, (BayesianMLP, EnsembleMLP, ICMNetwork)):
+            raise TypeError(f"network must be a BayesianMLP, EnsembleMLP or ICMNetwork, got "
+                            f"{type(network).__name__}.")
         if target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {target!r}.")
         obs_dim = network.out_features
@@ -140,7 +145,8 @@ class DynamicsModel(nn.Module):
         self.action_classes = action_classes
         self.observation_dim = obs_dim
         self.action_dim = action_dim
-        factory = {"dtype": network.mu.dtype, "device": network.mu.device}
+        first = next(network.parameters())
+        factory = {"dtype": first.dtype, "device": first.device}
         if action_bounds is not None:
             low, high = _check_action_bounds(action_bounds, action_dim, action_classes)
             # buffers only when set: an unbounded model's state_dict is what it always was
@@ -212,7 +218,7 @@ class DynamicsModel(nn.Module):
             if action.numel() and (action.min() < 0 or action.max() >= self.action_classes):
                 raise ValueError(f"action indices must lie in [0, {self.action_classes}).")
             action = F.one_hot(action.long(), self.action_classes)
-        action = action.to(self.network.mu.device, self.network.mu.dtype)
+        action = action.to(self.observation_loc.device, self.observation_loc.dtype)
         if self.clips_actions and action.dtype.is_floating_point:
             # a non-finite action is refused by _check, not hidden by the clip
             return torch.where(action.isfinite(), action.clamp(self.action_low, self.action_high),
@@ -240,8 +246,8 @@ class DynamicsModel(nn.Module):
                 f"action has shape {tuple(action.shape)} (as encoded); the model needs "
                 f"{(*batch_shape, self.action_dim)} for observations of shape {tuple(obs.shape)}.")
         # the model's device and dtype: data from CPU envs reaches a model on the GPU
-        mu = self.network.mu
-        obs, next_obs = obs.to(mu.device, mu.dtype), next_obs.to(mu.device, mu.dtype)
+        where = {"device": self.observation_loc.device, "dtype": self.observation_loc.dtype}
+        obs, next_obs = obs.to(**where), next_obs.to(**where)
         named = (("observation", obs), ("action", action), ("next observation", next_obs))
         for name, tensor in named:
             if not torch.isfinite(tensor).all():

@@ -10,8 +10,10 @@ from torchrl_vase.objectives.critic_fit import CriticFit, explained_variance, fi
 from torchrl_vase.objectives.elbo import VariationalELBOLoss, gaussian_nll
 from torchrl_vase.objectives.sac import FusedSACLoss
 from torchrl_vase.objectives.trainer import BACKENDS, ModelTrainer
+from torchrl_vase.objectives.transition import EnsembleLoss, ICMLoss, TransitionLoss
 from torchrl_vase.objectives.trpo import TRPOLoss, conjugate_gradient
 
-__all__ = ["BACKENDS", "STRUCTURES", "CriticFit", "ExplorationGAE", "FusedSACLoss", "ModelTrainer",
-           "TRPOLoss", "VariationalELBOLoss", "conjugate_gradient", "discounted_sum",
-           "explained_variance", "fit_critic", "gaussian_nll", "generalized_advantage"]
+__all__ = ["BACKENDS", "STRUCTURES", "CriticFit", "EnsembleLoss", "ExplorationGAE", "FusedSACLoss",
+           "ICMLoss", "ModelTrainer", "TRPOLoss", "TransitionLoss", "VariationalELBOLoss",
+           "conjugate_gradient", "discounted_sum", "explained_variance", "fit_critic",
+           "gaussian_nll", "generalized_advantage"]

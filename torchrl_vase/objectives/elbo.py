@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.utils import NestedKey
 from torch import Tensor
-from torchrl.objectives.common import LossModule
 
 from torchrl_vase._validation import check_non_negative, check_num_samples, check_positive_int
 from torchrl_vase.gaussian import gaussian_nll
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
 from torchrl_vase.modules.dynamics import DynamicsModel
+from torchrl_vase.objectives.transition import TransitionLoss
 
 _KL_ESTIMATORS = ("analytic", "monte_carlo")
 
@@ -22,7 +20,7 @@ _KL_ESTIMATORS = ("analytic", "monte_carlo")
 _REDUCTIONS = ("sum", "mean")
 
 
-class VariationalELBOLoss(LossModule):
+class VariationalELBOLoss(TransitionLoss):
     """Negative ELBO of a ``BayesianMLP`` dynamics model on transitions.
 
     The paper (Eq. 12) maximises ``L(φ) = E_q[log P(D | θ)] − KL(q(θ; φ) ‖ P(θ))`` on the pool D;
@@ -63,37 +61,19 @@ class VariationalELBOLoss(LossModule):
         ['elbo', 'entropy', 'kl', 'loss_kl', 'loss_nll']
     """
 
-    @dataclass
-    class _AcceptedKeys:
-        """Configurable tensordict keys: ``observation``, ``action`` and ``next_observation``
-        (``("next", "observation")``)."""
-
-        observation: NestedKey = "observation"
-        action: NestedKey = "action"
-        next_observation: NestedKey = ("next", "observation")
-
-    default_keys = _AcceptedKeys
-    tensor_keys: _AcceptedKeys
     out_keys: ClassVar[list[str]] = ["loss_nll", "loss_kl", "elbo", "kl", "entropy"]
+    network_class = BayesianMLP
 
     def __init__(self, model: DynamicsModel, *, num_samples: int = 10, kl_weight: float = 1.0,
                  kl_estimator: Literal["analytic", "monte_carlo"] = "analytic",
                  reduction: Literal["sum", "mean"] = "sum") -> None:
-        super().__init__()
-        if not isinstance(model, DynamicsModel):
-            hint = (
-                " Wrap it once, DynamicsModel(bnn, sigma_c=...), and give that one object to the "
-                "loss and to the surprise transform, so both see the same standardised data."
-                if isinstance(model, BayesianMLP)
-                else "")
-            raise TypeError(f"model must be a DynamicsModel, got {type(model).__name__}.{hint}")
+        super().__init__(model)
         self.num_samples = check_num_samples(num_samples)
         kl_weight = check_non_negative("kl_weight", kl_weight)
         for name, value, allowed in (("kl_estimator", kl_estimator, _KL_ESTIMATORS),
                                      ("reduction", reduction, _REDUCTIONS)):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}.")
-        self.model = model
         self.kl_weight = float(kl_weight)
         self.kl_estimator = kl_estimator
         if kl_estimator == "monte_carlo" and model.network.local_reparameterization:
@@ -101,37 +81,6 @@ class VariationalELBOLoss(LossModule):
                              "a local sampling draws pre-activations instead; use "
                              "the analytic KL.")
         self.reduction = reduction
-
-    def _forward_value_estimator_keys(self, **kwargs) -> None:
-        pass
-
-    @property
-    def in_keys(self) -> list[NestedKey]:
-        """The keys ``forward`` reads (``set_keys`` changes them)."""
-        keys = self.tensor_keys
-        return [keys.observation, keys.action, keys.next_observation]
-
-    def model_inputs(self, tensordict: TensorDictBase) -> tuple[Tensor, Tensor]:
-        """``(x, y)``: the network's input ``cat(s, a)`` and target, prepared by the model."""
-        keys = self.tensor_keys
-        obs = self._get(tensordict, keys.observation, "observation")
-        action = self._get(tensordict, keys.action, "action")
-        next_obs = self._get(tensordict, keys.next_observation, "next_observation")
-        try:
-            obs, action, target = self.model.prepare(obs, action, next_obs)
-        except (TypeError, ValueError) as error:
-            raise type(error)(
-                f"{error} (keys: observation {keys.observation!r}, action {keys.action!r}, "
-                f"next_observation {keys.next_observation!r})") from None
-        return torch.cat([obs, action], dim=-1), target
-
-    def _get(self, tensordict: TensorDictBase, key: NestedKey, name: str) -> Tensor:
-        tensor = tensordict.get(key, None)
-        if tensor is None:
-            raise KeyError(
-                f"{name} key {key!r} not found in the tensordict; set it with "
-                f"loss.set_keys({name}=...). Keys present: {list(tensordict.keys(True, True))}.")
-        return tensor
 
     def step_noise_shape(self, rows: int) -> tuple[int, ...]:
         """The shape of one step's noise on ``rows`` transitions (``step_noise``)."""

@@ -40,6 +40,8 @@ from torchrl_vase.loggers import Logger
 from torchrl_vase.modules import (
     ACTIVATIONS,
     DynamicsModel,
+    EnsembleMLP,
+    ICMNetwork,
     StandardizedRegressor,
     gaussian_policy,
     initialize_,
@@ -53,7 +55,12 @@ from torchrl_vase.off_policy import OffPolicyStep, SACUpdate
 from torchrl_vase.recipe import config
 from torchrl_vase.replay import ReplayJournal
 from torchrl_vase.step import OnPolicyStep, PPOUpdate, TRPOUpdate
-from torchrl_vase.transforms import RNDRewardTransform, SurpriseRewardTransform
+from torchrl_vase.transforms import (
+    DisagreementRewardTransform,
+    ICMRewardTransform,
+    RNDRewardTransform,
+    SurpriseRewardTransform,
+)
 from torchrl_vase.watchers import FirstReward
 
 __all__ = ["build", "build_sac", "check_memory", "evaluation_metrics", "log_figures",
@@ -209,6 +216,17 @@ def make_exploration(cfg: DictConfig, obs_dim: int, action_dim: int,
         bonus = RNDRewardTransform(obs_dim, eta=s.eta, num_cells=list(s.num_cells),
                                    embedding_dim=s.embedding_dim).to(cfg.device)
         loss = bonus.make_loss(update_fraction=s.update_fraction)
+    elif s.name == "disagreement":
+        model = DynamicsModel(EnsembleMLP(obs_dim + action_dim, obs_dim, list(s.num_cells),
+                                          members=s.members), standardize=s.standardize)
+        bonus = DisagreementRewardTransform(model, eta=s.eta,
+                                            reward_normalization=s.reward_normalization)
+        loss = bonus.to(cfg.device).make_loss()
+    elif s.name == "icm":
+        model = DynamicsModel(ICMNetwork(obs_dim + action_dim, obs_dim, feature_dim=s.feature_dim,
+                                         num_cells=list(s.num_cells)), standardize=s.standardize)
+        bonus = ICMRewardTransform(model, eta=s.eta, reward_normalization=s.reward_normalization)
+        loss = bonus.to(cfg.device).make_loss(beta=s.beta)
     else:
         model = DynamicsModel.build(
             obs_dim, action_dim, list(e.bnn.num_cells), ACTIVATIONS[e.bnn.activation],

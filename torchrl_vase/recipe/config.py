@@ -138,6 +138,29 @@ class RNDSurprise:
 
 
 @dataclass
+class DisagreementSurprise:
+    name: str
+    eta: float = at_least(0)
+    members: int = at_least(2)
+    num_cells: list[int] = field(metadata=WIDTHS)
+    standardize: bool
+    predictor: ModelTraining
+    reward_normalization: str | None
+
+
+@dataclass
+class ICMSurprise:
+    name: str
+    eta: float = at_least(0)
+    feature_dim: int = at_least(1)
+    num_cells: list[int] = field(metadata=WIDTHS)
+    beta: float = at_least(0, high=1)
+    standardize: bool
+    predictor: ModelTraining
+    reward_normalization: str | None
+
+
+@dataclass
 class Advantage:
     structure: str
     value_target: str
@@ -236,7 +259,7 @@ class Main:
 
 
 SURPRISES = {"none": NoSurprise, "vase": BNNSurprise, "nll": BNNSurprise, "vime": BNNSurprise,
-             "rnd": RNDSurprise}
+             "rnd": RNDSurprise, "disagreement": DisagreementSurprise, "icm": ICMSurprise}
 ADVANTAGES = {"combined": Advantage, "extrinsic": Advantage}
 GROUPS = ("env", "surprise", "advantage")
 
@@ -377,7 +400,8 @@ def _check_relations(cfg: DictConfig) -> None:
             raise ValueError(f"surprise.{error}") from None
     if cfg.shuffle_bonus and cfg.surprise.name == "none":
         raise ValueError("shuffle_bonus=true with surprise=none: the placebo shuffles a bonus "
-                         "across each batch; choose a measure (vase, nll, vime, rnd).")
+                         "across each batch; choose a measure (vase, nll, vime, rnd, "
+                         "disagreement, icm).")
 
 
 def _check_sac(cfg: DictConfig) -> None:
@@ -634,8 +658,11 @@ def checkpoint_root(cfg: DictConfig) -> Path | None:
 
 def model_training_key(cfg: DictConfig) -> str | None:
     """Where the bonus's model training settings live: ``surprise.elbo`` (a Bayesian model's
-    ELBO steps), ``surprise.predictor`` (RND's predictor), ``None`` without a bonus."""
-    return {"none": None, "rnd": "surprise.predictor"}.get(cfg.surprise.name, "surprise.elbo")
+    ELBO steps), ``surprise.predictor`` (RND's predictor, Disagreement's ensemble, ICM's
+    networks), ``None`` without a bonus."""
+    if cfg.surprise.name == "none":
+        return None
+    return "surprise.elbo" if cfg.surprise.name in ("vase", "nll", "vime") else "surprise.predictor"
 
 
 def model_training(cfg: DictConfig) -> DictConfig | None:

@@ -1,9 +1,11 @@
-"""Surprise bonuses as TorchRL transforms: ``TransformedEnv(env, VASERewardTransform())``."""
+"""Surprise bonuses as TorchRL transforms: ``TransformedEnv(env, VASERewardTransform())``; and
+``ModelBonusTransform``, what every bonus on a ``DynamicsModel`` shares (the surprise measures
+here, Disagreement and ICM in ``transforms.forward_bonus``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from tensordict import TensorDictBase
@@ -12,9 +14,10 @@ from torchrl.data import Categorical, OneHot
 
 from torchrl_vase import defaults
 from torchrl_vase._validation import check_num_samples, check_positive, check_sigma_c
-from torchrl_vase.modules.bayesian_mlp import INIT_MEANS, SAMPLINGS, BayesianMLP
+from torchrl_vase.modules.bayesian_mlp import INIT_MEANS, SAMPLINGS
 from torchrl_vase.modules.dynamics import TARGETS, DynamicsModel
 from torchrl_vase.objectives.elbo import VariationalELBOLoss
+from torchrl_vase.objectives.transition import TransitionLoss
 from torchrl_vase.surprise import nll_surprise, vase_surprise, vime_information_gain
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 
@@ -28,7 +31,143 @@ _BUILD_DEFAULTS = {"num_cells": (32,), "activation_class": nn.ReLU, "prior_std":
                    "target": "next_observation", "standardize": True}
 
 
-class SurpriseRewardTransform(IntrinsicRewardTransform):
+class ModelBonusTransform(IntrinsicRewardTransform):
+    """A bonus computed by a model of transitions: one ``DynamicsModel`` (its data's
+    standardisation by the pool, its network) that the transform evaluates and ``loss_class``
+    trains (``make_loss``), so the two cannot see different data. With ``model=None`` the model is
+    built from the parent env's specs when the transform is attached (``_build_model``); a given
+    model is checked against them. A subclass gives ``bonus(obs, action, next_obs)``, the raw U.
+
+    Args:
+        model: the ``DynamicsModel``, or ``None`` to build one from the parent env's specs.
+        **kwargs: ``eta``, ``mix_reward``, ``reward_normalization`` and the keys
+            (``IntrinsicRewardTransform``)."""
+
+    #: the loss that trains the model (its ``network_class``: the network the model must hold)
+    loss_class: ClassVar[type[TransitionLoss]]
+
+    def __init__(self, model: DynamicsModel | None = None, **kwargs: Any) -> None:
+        if model is not None:
+            network_class = self.loss_class.network_class
+            if not isinstance(model, DynamicsModel):
+                raise TypeError(f"model must be a DynamicsModel or None, got "
+                                f"{type(model).__name__}: wrap the {network_class.__name__} "
+                                "once, DynamicsModel(network, ...), and give that one object to "
+                                "the transform and to its loss.")
+            if not isinstance(model.network, network_class):
+                raise TypeError(f"{type(self).__name__} evaluates a {network_class.__name__}; "
+                                f"this model holds a {type(model.network).__name__}.")
+        super().__init__(**kwargs)
+        self.model = model
+
+    def make_loss(self, **kwargs: Any) -> TransitionLoss:
+        """The ``loss_class`` on this transform's model and keys."""
+        loss = self.loss_class(self._require_model(), **kwargs)
+        loss.set_keys(observation=self.observation_key, action=self.action_key,
+                      next_observation=("next", self.observation_key))
+        return loss
+
+    def check_loss(self, loss) -> None:
+        """Raise unless ``loss`` is a ``loss_class`` on this transform's model and keys."""
+        if not isinstance(loss, self.loss_class):
+            raise TypeError(f"{type(self).__name__}'s model is trained by a "
+                            f"{self.loss_class.__name__}, got {type(loss).__name__}.")
+        if loss.model is not self._require_model():
+            raise ValueError(
+                "the loss and the transform hold different DynamicsModel objects, so the loss "
+                "would train one model (and its standardisation statistics) and the bonus "
+                "evaluate another; build the loss with transform.make_loss().")
+        keys = loss.tensor_keys
+        expected = (self.observation_key, self.action_key, ("next", self.observation_key))
+        if (keys.observation, keys.action, keys.next_observation) != expected:
+            raise ValueError(
+                f"the loss reads {keys.observation!r}, {keys.action!r}, "
+                f"{keys.next_observation!r} but the transform {expected}; use "
+                "transform.make_loss() or loss.set_keys(...).")
+
+    def fit_statistics(self, transitions: TensorDictBase, *, new: int | None = None) -> None:
+        """Set the model's standardisation statistics from a pool (``new``: only its last rows are
+        new)."""
+        model = self._require_model()
+        if model.standardize:
+            obs, action, next_obs = (
+                transitions.get(key) for key in self.transition_keys)
+            model.update_statistics(obs, action, next_obs, new=new)
+
+    # -- Specs: bind the model to the parent env
+    def set_container(self, container) -> None:
+        super().set_container(container)
+        parent = self.parent
+        if parent is not None:
+            self._bind_to_env(parent)
+
+    def _bind_to_env(self, env) -> None:
+        """Read observation and action sizes from the env's specs; build or check the model."""
+        obs_dim = self._observation_features(env)
+        action_spec = self._spec_entry(env.full_action_spec, self.action_key, "action")
+        action_dim, classes = self._action_features(action_spec, len(env.batch_size))
+        if self.model is None:
+            self.model = self._build_model(obs_dim, action_dim, classes)
+            return
+        model = self.model
+        if (model.observation_dim, model.action_dim) != (obs_dim, action_dim):
+            raise ValueError(
+                f"the model (observation_dim={model.observation_dim}, "
+                f"action_dim={model.action_dim}) does not fit the env: observation "
+                f"{self.observation_key!r} has {obs_dim} features and action {self.action_key!r} "
+                f"{action_dim}.")
+        if classes is not None and model.action_classes != classes:
+            raise ValueError(
+                f"the env's action {self.action_key!r} is discrete with {classes} classes; build "
+                f"the model with action_classes={classes}.")
+
+    def _action_features(self, action_spec, batch_dims: int) -> tuple[int, int | None]:
+        if isinstance(action_spec, Categorical):
+            classes = int(action_spec.space.n)
+            return classes, classes
+        if isinstance(action_spec, OneHot):
+            classes = int(action_spec.shape[-1])
+            return classes, classes
+        feature_shape = action_spec.shape[batch_dims:]
+        if len(feature_shape) != 1 or not action_spec.dtype.is_floating_point:
+            raise ValueError(
+                f"action key {self.action_key!r} has spec {type(action_spec).__name__} with "
+                f"feature shape {tuple(feature_shape)} and dtype {action_spec.dtype}; supported: "
+                "continuous vector actions, Categorical and OneHot.")
+        return int(feature_shape[0]), None
+
+    def _require_model(self) -> DynamicsModel:
+        if self.model is None:
+            raise RuntimeError(
+                "this transform has no model yet: pass model=... or append the transform to an "
+                "env (TransformedEnv) so it can build one from the specs.")
+        return self.model
+
+    def intrinsic_reward(
+        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> Tensor:
+        obs = self._read(tensordict, self.observation_key, "observation")
+        action = self._read(tensordict, self.action_key, "action")
+        next_obs = self._read(next_tensordict, self.observation_key, "next observation")
+        return self.bonus(obs, action, next_obs)
+
+    def bonus(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> Tensor:
+        """The raw U of each transition, shape ``[*batch]``."""
+        raise NotImplementedError
+
+    def prepare(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> tuple[Tensor, ...]:
+        """``(s, a, y)`` as the model prepares them, a refusal naming the transform's keys."""
+        try:
+            return self._require_model().prepare(obs, action, next_obs)
+        except (TypeError, ValueError) as error:
+            raise type(error)(
+                f"{error} (keys: observation {self.observation_key!r}, action "
+                f"{self.action_key!r})") from None
+
+    def _build_model(self, obs_dim: int, action_dim: int, classes: int | None) -> DynamicsModel:
+        """The model a transform given none builds for the env's sizes."""
+        raise NotImplementedError
+
+class SurpriseRewardTransform(ModelBonusTransform):
     """Adds a surprise bonus from a Bayesian dynamics model to an environment's reward.
 
     For each transition it computes the surprise U of ``measure`` under a ``DynamicsModel`` (one
@@ -73,6 +212,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
     """
 
     metric_prefix = "bnn/"
+    loss_class = VariationalELBOLoss
 
     def __init__(self, model: DynamicsModel | None = None, *, measure: str = "vase",
                  delta: float = defaults.DELTA, num_samples: int = 10,
@@ -87,6 +227,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         build = {"num_cells": num_cells, "activation_class": activation_class,
                  "prior_std": prior_std, "init_mean": init_mean, "sigma_c": sigma_c,
                  "target": target, "standardize": standardize, "sampling": sampling}
+        super().__init__(model, **kwargs)  # the model's kind checked
         if model is not None:
             _check_given_model(model, measure, build)
         else:
@@ -94,8 +235,6 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         delta = float(delta)
         if not delta >= 0 or delta == float("inf"):
             raise ValueError(f"delta must be a finite number >= 0, got {delta}.")
-        super().__init__(**kwargs)
-        self.model = model
         self.measure = measure
         self.delta = delta
         self.num_samples = check_num_samples(num_samples)
@@ -104,105 +243,12 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         self.vime_clip = check_positive("vime_clip", vime_clip)
         self.seed = seed
 
-    def make_loss(self, **kwargs: Any) -> VariationalELBOLoss:
-        """A ``VariationalELBOLoss`` on this transform's model and keys.
+    def _build_model(self, obs_dim: int, action_dim: int, classes: int | None) -> DynamicsModel:
+        build = dict(self._build)
+        return DynamicsModel.build(obs_dim, action_dim, build.pop("num_cells"),
+                                   build.pop("activation_class"), action_classes=classes, **build)
 
-        Examples:
-            >>> transform = VASERewardTransform(DynamicsModel.build(3, 1))
-            >>> loss = transform.make_loss(kl_weight=0.2)
-            >>> loss.model is transform.model
-            True
-        """
-        loss = VariationalELBOLoss(self._require_model(), **kwargs)
-        loss.set_keys(observation=self.observation_key, action=self.action_key,
-                      next_observation=("next", self.observation_key))
-        return loss
-
-    def check_loss(self, loss) -> None:
-        """Raise unless ``loss`` is a ``VariationalELBOLoss`` on this transform's model and keys."""
-        if not isinstance(loss, VariationalELBOLoss):
-            raise TypeError(
-                f"a surprise bonus is trained by a VariationalELBOLoss, got {type(loss).__name__}.")
-        if loss.model is not self._require_model():
-            raise ValueError(
-                "the loss and the transform hold different DynamicsModel objects, so the ELBO "
-                "would train one model (and its standardisation statistics) and the bonus "
-                "evaluate another; build the loss with transform.make_loss().")
-        keys = loss.tensor_keys
-        expected = (self.observation_key, self.action_key, ("next", self.observation_key))
-        if (keys.observation, keys.action, keys.next_observation) != expected:
-            raise ValueError(
-                f"the loss reads {keys.observation!r}, {keys.action!r}, "
-                f"{keys.next_observation!r} but the transform {expected}; use "
-                "transform.make_loss() or loss.set_keys(...).")
-
-    def fit_statistics(self, transitions: TensorDictBase, *, new: int | None = None) -> None:
-        """Set the model's standardisation statistics from a pool (``new``: only its last rows are
-        new)."""
-        model = self._require_model()
-        if model.standardize:
-            obs, action, next_obs = (
-                transitions.get(key) for key in self.transition_keys)
-            model.update_statistics(obs, action, next_obs, new=new)
-
-    # -- Specs: bind the model to the parent env
-    def set_container(self, container) -> None:
-        super().set_container(container)
-        parent = self.parent
-        if parent is not None:
-            self._bind_to_env(parent)
-
-    def _bind_to_env(self, env) -> None:
-        """Read observation and action sizes from the env's specs; build or check the model."""
-        obs_dim = self._observation_features(env)
-        action_spec = self._spec_entry(env.full_action_spec, self.action_key, "action")
-        action_dim, classes = self._action_features(action_spec, len(env.batch_size))
-        if self.model is None:
-            build = dict(self._build)
-            self.model = DynamicsModel.build(obs_dim, action_dim, build.pop("num_cells"),
-                                             build.pop("activation_class"), action_classes=classes,
-                                             **build)
-            return
-        model = self.model
-        if (model.observation_dim, model.action_dim) != (obs_dim, action_dim):
-            raise ValueError(
-                f"the model (observation_dim={model.observation_dim}, "
-                f"action_dim={model.action_dim}) does not fit the env: observation "
-                f"{self.observation_key!r} has {obs_dim} features and action {self.action_key!r} "
-                f"{action_dim}.")
-        if classes is not None and model.action_classes != classes:
-            raise ValueError(
-                f"the env's action {self.action_key!r} is discrete with {classes} classes; build "
-                f"the model with action_classes={classes}.")
-
-    def _action_features(self, action_spec, batch_dims: int) -> tuple[int, int | None]:
-        if isinstance(action_spec, Categorical):
-            classes = int(action_spec.space.n)
-            return classes, classes
-        if isinstance(action_spec, OneHot):
-            classes = int(action_spec.shape[-1])
-            return classes, classes
-        feature_shape = action_spec.shape[batch_dims:]
-        if len(feature_shape) != 1 or not action_spec.dtype.is_floating_point:
-            raise ValueError(
-                f"action key {self.action_key!r} has spec {type(action_spec).__name__} with "
-                f"feature shape {tuple(feature_shape)} and dtype {action_spec.dtype}; supported: "
-                "continuous vector actions, Categorical and OneHot.")
-        return int(feature_shape[0]), None
-
-    # -- Computing the bonus
-    def _require_model(self) -> DynamicsModel:
-        if self.model is None:
-            raise RuntimeError(
-                "this transform has no model yet: pass model=... or append the transform to an "
-                "env (TransformedEnv) so it can build one from the specs.")
-        return self.model
-
-    def intrinsic_reward(
-        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> Tensor:
-        obs = self._read(tensordict, self.observation_key, "observation")
-        action = self._read(tensordict, self.action_key, "action")
-        next_obs = self._read(next_tensordict, self.observation_key, "next observation")
+    def bonus(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> Tensor:
         return self.surprise(obs, action, next_obs)
 
     def surprise(self, obs: Tensor, action: Tensor, next_obs: Tensor, *,
@@ -210,12 +256,7 @@ class SurpriseRewardTransform(IntrinsicRewardTransform):
         """The raw (un-normalised) surprise of each transition, shape ``[*batch]``; the weight
         samples from ``generator`` if given (else from ``seed``'s, else the global RNG)."""
         model = self._require_model()
-        try:
-            obs, action, target = model.prepare(obs, action, next_obs)
-        except (TypeError, ValueError) as error:
-            raise type(error)(
-                f"{error} (keys: observation {self.observation_key!r}, action "
-                f"{self.action_key!r})") from None
+        obs, action, target = self.prepare(obs, action, next_obs)
         if generator is None and self.seed is not None:
             # on the CPU whatever the model's device: a seeded bonus is the same number on a GPU
             generator = torch.Generator().manual_seed(self.seed)
@@ -297,15 +338,7 @@ class VIMERewardTransform(SurpriseRewardTransform):
 
 
 def _check_given_model(model: DynamicsModel, measure: str, build: dict[str, Any]) -> None:
-    """A given model: a ``DynamicsModel`` the measure can use, no building setting beside it."""
-    if not isinstance(model, DynamicsModel):
-        hint = (
-            " Wrap it once, DynamicsModel(bnn, sigma_c=...), and give that one object to "
-            "the transform and to VariationalELBOLoss."
-            if isinstance(model, BayesianMLP)
-            else "")
-        raise TypeError(
-            f"model must be a DynamicsModel or None, got {type(model).__name__}.{hint}")
+    """A given model: one the measure can use, no building setting beside it."""
     if measure == "vime" and model.network.local_reparameterization:
         raise ValueError(_VIME_NEEDS_WEIGHTS + " (build the model with sampling='weights').")
     given = sorted(name for name, value in build.items() if value is not None)

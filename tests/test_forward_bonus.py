@@ -1,0 +1,198 @@
+"""Disagreement and ICM: their networks and bonuses against closed forms on fixed weights, their
+losses against independent computations, bad input refused at construction, and both through
+the recipe (TRPO and SAC) killed and resumed exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+from recipe_modules import train_killed_in_critic_fit
+from tensordict import TensorDict
+from test_sac import _config as sac_config
+from test_sac import _history as sac_history
+from test_trpo_vase_recipe import _config, _history, recipe
+from torch import nn
+from torchrl.envs import TransformedEnv
+from torchrl.testing.mocking_classes import ContinuousActionConvMockEnv
+
+from torchrl_vase import (
+    DisagreementRewardTransform,
+    DynamicsModel,
+    EnsembleLoss,
+    EnsembleMLP,
+    Exploration,
+    ICMLoss,
+    ICMNetwork,
+    ICMRewardTransform,
+    VASERewardTransform,
+)
+from torchrl_vase.off_policy import SACUpdate
+
+
+def _transitions(n: int = 40, obs_dim: int = 3, action_dim: int = 2, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(n, obs_dim, generator=gen), torch.randn(n, action_dim, generator=gen),
+            torch.randn(n, obs_dim, generator=gen))
+
+
+def _batch(n: int = 40, seed: int = 0) -> TensorDict:
+    """Transitions of a linear system, ``s' = 0.8 s + B a`` (something to learn)."""
+    obs, action, _ = _transitions(n, seed=seed)
+    next_obs = 0.8 * obs + action @ torch.tensor([[0.3, 0.0, 0.3], [0.0, 0.3, -0.3]])
+    return TensorDict({"observation": obs, "action": action,
+                       "next": {"observation": next_obs, "reward": torch.zeros(n, 1)}}, [n])
+
+
+def test_the_ensemble_is_its_members_each_an_mlp_of_its_own_weights():
+    net = EnsembleMLP(5, 3, [8, 8], members=4)
+    obs, action, _ = _transitions()
+    out = net(obs, action)
+    x = torch.cat([obs, action], -1)
+    for k in range(4):  # member k: its own linear layers, nothing shared
+        h = x
+        for i, (w, b) in enumerate(zip(net.weights, net.biases, strict=True)):
+            h = h @ w[k].T + b[k, 0]
+            h = torch.relu(h) if i < 2 else h
+        torch.testing.assert_close(out[k], h)
+    # members start apart (their own initialisation), each like torch.nn.Linear's bounds
+    assert not torch.equal(net.weights[0][0], net.weights[0][1])
+    assert net.weights[0].abs().max() <= 1 / 5**0.5
+
+
+def test_disagreement_is_the_variance_over_members_summed_over_features():
+    model = DynamicsModel(EnsembleMLP(5, 3, [], members=3), standardize=False)
+    with torch.no_grad():  # linear members predicting the constants c_k, a feature at a time
+        model.network.weights[0].zero_()
+        model.network.biases[0].copy_(torch.tensor([[[0.0, 1.0, 2.0]], [[2.0, 1.0, 2.0]],
+                                                    [[4.0, 1.0, 5.0]]]))
+    bonus = DisagreementRewardTransform(model)
+    u = bonus.bonus(*_transitions())
+    # per feature the population variance over the three members: 8/3, 0, 2
+    torch.testing.assert_close(u, torch.full((40,), 8 / 3 + 0 + 2))
+    # a permuted batch permutes its bonus; halves concatenated give the whole batch's
+    obs, action, next_obs = _transitions()
+    model.network.biases[0].data.normal_()
+    model.network.weights[0].data.normal_()
+    whole = bonus.bonus(obs, action, next_obs)
+    order = torch.randperm(40)
+    torch.testing.assert_close(bonus.bonus(obs[order], action[order], next_obs[order]),
+                               whole[order])
+    torch.testing.assert_close(torch.cat([bonus.bonus(obs[:20], action[:20], next_obs[:20]),
+                                          bonus.bonus(obs[20:], action[20:], next_obs[20:])]),
+                               whole)
+    assert (whole >= 0).all()
+
+
+def test_icm_s_bonus_is_half_the_squared_forward_error_in_feature_space():
+    net = ICMNetwork(5, 3, feature_dim=4, num_cells=[8])
+    model = DynamicsModel(net, standardize=False)
+    obs, action, next_obs = _transitions()
+    u = ICMRewardTransform(model).bonus(obs, action, next_obs)
+    phi, phi_next = net.encoder(obs), net.encoder(next_obs)
+    predicted = net.forward_model(torch.cat([phi, action], -1))
+    torch.testing.assert_close(u, 0.5 * ((predicted - phi_next) ** 2).sum(-1))
+
+
+def test_icm_s_loss_weighs_inverse_and_forward_by_beta():
+    net = ICMNetwork(5, 3, feature_dim=4, num_cells=[8])
+    model = DynamicsModel(net, standardize=False)
+    batch = _batch()
+    out = ICMLoss(model, beta=0.3)(batch)
+    phi, phi_next = net.encoder(batch["observation"]), net.encoder(batch["next", "observation"])
+    inverse = net.inverse(torch.cat([phi, phi_next], -1))
+    forward = net.forward_model(torch.cat([phi, batch["action"]], -1))
+    torch.testing.assert_close(out["loss_inverse"],
+                               0.7 * ((inverse - batch["action"]) ** 2).mean())
+    torch.testing.assert_close(out["loss_forward"],
+                               0.3 * 0.5 * ((forward - phi_next) ** 2).sum(-1).mean())
+    # the encoder learns from both losses (the authors' code stops no gradient)
+    sum(out.values()).backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in net.encoder.parameters())
+
+
+def test_the_ensemble_s_loss_is_each_member_s_squared_error():
+    model = DynamicsModel(EnsembleMLP(5, 3, [8], members=2), standardize=False)
+    batch = _batch()
+    predictions = model.network(batch["observation"], batch["action"])
+    expected = ((predictions - batch["next", "observation"]) ** 2).mean()
+    torch.testing.assert_close(EnsembleLoss(model)(batch)["loss_forward"], expected)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: DisagreementRewardTransform(DynamicsModel(EnsembleMLP(5, 3, [8]))),
+    lambda: ICMRewardTransform(DynamicsModel(ICMNetwork(5, 3, feature_dim=8))),
+])
+def test_each_bonus_trains_through_the_exploration_seam_and_its_loss_falls(make):
+    torch.manual_seed(0)
+    bonus = make()
+    exploration = Exploration(bonus, pool_min=40, updates_per_iteration=50, batch_size=8,
+                              lr=3e-3)
+    first = exploration.fit(_batch(200, seed=1))
+    later = [exploration.fit(_batch(200, seed=1)) for _ in range(5)][-1]
+    assert all(key.startswith(bonus.metric_prefix) for key in first)
+    assert sum(later.values()) < 0.5 * sum(first.values())  # every loss_* term, summed
+    metrics = exploration.reward(batch := _batch(200, seed=2))
+    assert metrics["bonus/mean"] > 0
+    torch.testing.assert_close(batch["next", "reward"], 1e-4 * batch["next", "intrinsic_reward"])
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: EnsembleMLP(5, 3, members=1), "at least 2 members"),
+    (lambda: DisagreementRewardTransform(members=1), "at least 2 members"),
+    (lambda: ICMNetwork(5, 3, feature_dim=0), "feature size"),
+    (lambda: ICMRewardTransform(feature_dim=0), "feature size"),
+    (lambda: ICMLoss(DynamicsModel(ICMNetwork(5, 3)), beta=1.5), "beta"),
+    (lambda: DisagreementRewardTransform(DynamicsModel(ICMNetwork(5, 3))), "EnsembleMLP"),
+    (lambda: ICMRewardTransform(nn.Linear(5, 3)), "DynamicsModel"),
+    (lambda: VASERewardTransform(DynamicsModel(EnsembleMLP(5, 3))), "BayesianMLP"),
+])
+def test_bad_construction_is_refused_with_a_sentence(build, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        build()
+
+
+@pytest.mark.parametrize("transform", [DisagreementRewardTransform, ICMRewardTransform])
+def test_a_bonus_asked_of_pixel_observations_is_refused_when_attached(transform):
+    env = ContinuousActionConvMockEnv()
+    with pytest.raises(ValueError, match=r"pixel|vector|feature"):
+        TransformedEnv(env, transform(observation_key="pixels"))
+
+
+@pytest.mark.parametrize("surprise", ["disagreement", "icm"])
+def test_two_trpo_iterations_killed_and_resumed_log_the_uninterrupted_history(
+        store, monkeypatch, surprise):
+    overrides = ("env=mountain_car", f"surprise={surprise}", "seed=41", "iterations=3",
+                 "checkpoint.every=1")
+    uninterrupted = recipe.train(_config(store, *overrides,
+                                         f"mlflow.experiment=whole-{surprise}"))
+    train_killed_in_critic_fit(3, _config(store, *overrides), monkeypatch)
+    result = recipe.train(_config(store, *overrides, "resume=true"))
+    resumed = _history(store[0], result["run_id"])
+    assert resumed == _history(store[0], uninterrupted["run_id"])
+    assert any(key.startswith(f"{surprise}/") for key in resumed) and "bonus/mean" in resumed
+
+
+@pytest.mark.parametrize("surprise", ["disagreement", "icm"])
+def test_sac_updates_killed_and_resumed_log_the_uninterrupted_history(store, monkeypatch,
+                                                                      surprise):
+    overrides = (f"surprise={surprise}", "seed=43", "iterations=3", "checkpoint.every=1")
+    uninterrupted = recipe.train(sac_config(store, *overrides,
+                                            f"mlflow.experiment=sac-whole-{surprise}"))
+    calls, original = [], SACUpdate.__call__
+
+    def killed_in_second_update(self, frames):
+        calls.append(frames)
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed")
+        return original(self, frames)
+
+    monkeypatch.setattr(SACUpdate, "__call__", killed_in_second_update)
+    with pytest.raises(KeyboardInterrupt):
+        recipe.train(sac_config(store, *overrides))
+    monkeypatch.setattr(SACUpdate, "__call__", original)
+    result = recipe.train(sac_config(store, *overrides, "resume=true"))
+    assert MlflowClient(tracking_uri=store[0]).get_run(result["run_id"]).info.status == "FINISHED"
+    resumed = sac_history(store[0], result["run_id"])
+    assert resumed == sac_history(store[0], uninterrupted["run_id"])
+    assert "bonus/sampled_mean" in resumed
