@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint docs venv clean-venv
+.PHONY: run test lint docs venv clean-venv mutation
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ docs: $(STAMP)
 	@# the site works offline: no script, stylesheet or font fetched from another host
 	@! grep -rEl '<(script|link)[^>]*(src|href)="(https?:)?//' site --include=*.html \
 		|| (echo "the built site loads files from another host (above)"; exit 1)
+
+# mutation testing of the core (minutes to hours a module; not part of `make test`): each module's
+# score into docs/mutation.md; MODULES="gaussian trpo" for some
+mutation: $(STAMP)
+	$(PY) -m pip install -qq -c constraints.txt -e ".[mutation]"
+	$(PY) recipes/benchmarks/mutation.py --report docs/mutation.md $(if $(MODULES),--modules $(MODULES))
 
 clean-venv:
 	rm -rf $(VENV)

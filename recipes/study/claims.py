@@ -96,6 +96,8 @@ class Study:
     min_seeds: int
     claims: tuple[Claim, ...]
     questions: tuple[Question, ...]
+    #: commits shown to train alike: ``{commits, measures, evidence}`` records
+    commits_alike: tuple[dict, ...] = ()
 
     def label(self, measure: str) -> str:
         return self.measures[measure]["label"]
@@ -182,7 +184,7 @@ def load_study(name: str | Path) -> Study:
                  tuple(raw["tasks"]), measures, seeds, raw.get("task_overrides") or {},
                  tuple(raw["figure"]), float(raw["margin"]["fraction"]),
                  tuple(raw["margin"]["measures"]), int(raw["min_seeds"]), tuple(claims),
-                 tuple(questions))
+                 tuple(questions), tuple(raw.get("commits_alike") or ()))
 
 
 # ------------------------------------------------------------------------------------------------

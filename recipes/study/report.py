@@ -314,23 +314,48 @@ def _numbers(study: Study, v: Verdict) -> list[str]:
     return [*lines, ""]
 
 
-def provenance(runs: list[Run]) -> list[str]:
-    """The runs per commit and processor, with the machine's load (1-minute average) as the
-    launcher noted it at each run's start."""
-    cells: dict[tuple[str, str], list[float]] = {}
+def _processor(run: Run) -> str:
+    """A run's processor in a word: Xeon, EPYC or "not recorded"."""
+    text = str(run.provenance.get("processor") or "")
+    return next((word for word in ("Xeon", "EPYC") if word in text), "not recorded")
+
+
+def _load(run: Run) -> float:
+    """The machine's 1-minute load average the launcher noted at the run's start (NaN: none)."""
+    found = re.search(r"load average ([\d.]+)", str(run.provenance.get("note", "")))
+    return float(found.group(1)) if found else math.nan
+
+
+def provenance(study: Study, runs: list[Run]) -> list[str]:
+    """Each cell's runs by commit and by processor (cells alike on one row, with the load at
+    their start), and the commits the study shows train alike (``commits_alike`` records)."""
+    cells: dict[tuple[str, str], list[Run]] = {}
     for run in runs:
-        key = (run.commit[:7], run.provenance.get("processor") or "not recorded")
-        found = re.search(r"load average ([\d.]+)", str(run.provenance.get("note", "")))
-        cells.setdefault(key, []).append(float(found.group(1)) if found else math.nan)
-    lines = ["| commit | processor | runs | load at their start: median [range] |",
-             "|---|---|---:|---|"]
-    for (commit, machine), loads in sorted(cells.items()):
-        noted = np.array([v for v in loads if np.isfinite(v)])
-        load = (f"{np.median(noted):.1f} [{noted.min():.1f}, {noted.max():.1f}]"
-                + ("" if noted.size == len(loads) else f" ({noted.size} noted)")
-                if noted.size else "not noted")
-        lines.append(f"| {commit} | {machine} | {len(loads)} | {load} |")
-    return lines
+        cells.setdefault((run.measure, run.task), []).append(run)
+
+    def counted(values: list[str]) -> str:
+        return ", ".join(f"{v} {n}" for v, n in sorted(collections.Counter(values).items()))
+
+    rows: dict[tuple[str, str, str], list[str]] = {}
+    loads: dict[tuple[str, str, str], list[float]] = {}
+    for (measure, task), members in sorted(cells.items()):
+        key = (study.label(measure), counted([r.commit[:7] for r in members]),
+               counted([_processor(r) for r in members]))
+        rows.setdefault(key, []).append(TITLES.get(task, task))
+        loads.setdefault(key, []).extend(_load(r) for r in members)
+
+    def load(values: list[float]) -> str:
+        noted = np.array([v for v in values if np.isfinite(v)])
+        return f"{np.median(noted):.1f} [{noted.min():.1f}, {noted.max():.1f}]" if noted.size \
+            else "not noted"
+
+    lines = ["| measure | tasks | commits (runs a task) | processors (runs a task) | load at "
+             "their start |", "|---|---|---|---|---|"]
+    lines += [f"| {label} | {', '.join(tasks)} | {commits} | {processors} | {load(loads[key])} |"
+              for key, tasks in rows.items() for label, commits, processors in [key]]
+    alike = [f"- {', '.join(record['commits'])} train {', '.join(record['measures'])} "
+             f"bit-identically: {record['evidence']}" for record in study.commits_alike]
+    return [*lines, "", *(["Commits shown to train alike:", "", *alike, ""] if alike else [])]
 
 
 def across_tasks(study: Study, data: dict, figures: Path, link: str,
@@ -464,7 +489,7 @@ def write_page(study: Study, page: Path, figures: Path, others: tuple[Study, ...
               "## The runs\n",
               f"From `{study.dataset.relative_to(study.dataset.parents[1])}`, written by "
               f"`python recipes/study/study.py report {study.name}`:\n",
-              *provenance(everything), ""]
+              *provenance(study, everything)]
     page.write_text("\n".join(lines))
     if readme is not None:
         write_readme(readme, readme_table(study, claims))

@@ -1,0 +1,115 @@
+"""Mutation testing of the library's core (issue 100): every mutant mutmut makes of a module,
+run against the tests that cover it, and the module's score.
+
+    python recipes/benchmarks/mutation.py                          # every module of MODULES
+    python recipes/benchmarks/mutation.py --modules gaussian trpo  # some
+    python recipes/benchmarks/mutation.py --report docs/mutation.md
+
+Each module runs in a scratch copy of this checkout (the files git tracks, as they are in the
+working tree) with mutmut 3 (``pip install 'mutmut>=3.8'``) told to mutate that one file and to
+run the tests named for it. Its score is killed / (killed + survived + timed out + suspicious +
+reached by no test): a mutant no test reaches counts against it. Not part of ``make test``: a
+module takes minutes to hours. A surviving mutant is either killed by a new test that asserts
+behaviour or recorded as equivalent, with the reason, in the report (``mutmut show <name>``
+prints one)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MUTMUT = Path(sys.executable).with_name("mutmut")
+
+#: module -> (its file, the tests that cover it)
+MODULES = {
+    "gaussian": ("torchrl_vase/gaussian.py", ["tests/test_elbo_loss.py", "tests/test_surprise.py"]),
+    "surprise": ("torchrl_vase/surprise.py", ["tests/test_surprise.py"]),
+    "elbo": ("torchrl_vase/objectives/elbo.py", ["tests/test_elbo_loss.py"]),
+    "trainer": ("torchrl_vase/objectives/trainer.py",
+                ["tests/test_elbo_kernel.py", "tests/test_exploration.py"]),
+    "trpo": ("torchrl_vase/objectives/trpo.py", ["tests/test_trpo.py"]),
+    "advantage": ("torchrl_vase/objectives/advantage.py", ["tests/test_advantage.py"]),
+    "transition": ("torchrl_vase/objectives/transition.py", ["tests/test_forward_bonus.py"]),
+    "bayesian_mlp": ("torchrl_vase/modules/bayesian_mlp.py",
+                     ["tests/test_bayesian_mlp.py", "tests/test_local_reparameterization.py"]),
+    "forward_models": ("torchrl_vase/modules/forward_models.py", ["tests/test_forward_bonus.py"]),
+    "intrinsic": ("torchrl_vase/transforms/intrinsic.py", ["tests/test_transforms.py"]),
+    "surprise_reward": ("torchrl_vase/transforms/surprise_reward.py", ["tests/test_transforms.py"]),
+    "checkpointing": ("torchrl_vase/checkpointing.py", ["tests/test_checkpointing.py"]),
+}
+COUNTS = ("killed", "survived", "timeout", "suspicious", "no_tests")
+
+
+def scratch_copy(into: Path) -> None:
+    """The files git tracks, as they are in the working tree, under ``into``."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source, target = ROOT / name, into / name
+        if source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def mutate(name: str, scratch: Path, workers: int) -> dict[str, int]:
+    """mutmut's counts for one module (``MODULES[name]``)."""
+    path, tests = MODULES[name]
+    folder = scratch / name
+    shutil.rmtree(folder, ignore_errors=True)
+    scratch_copy(folder)
+    (folder / "setup.cfg").write_text(
+        "[mutmut]\nsource_paths = torchrl_vase\n"
+        f"only_mutate = {path}\n"
+        "pytest_add_cli_args_test_selection =\n" + "".join(f"    {t}\n" for t in tests)
+        + "also_copy =\n    conftest.py\n    conf\n    recipes\n    data\n")
+    subprocess.run([str(MUTMUT), "run", "--max-children", str(workers)], cwd=folder,
+                   check=False, stdout=subprocess.DEVNULL)
+    subprocess.run([str(MUTMUT), "export-cicd-stats"], cwd=folder, check=True,
+                   stdout=subprocess.DEVNULL)
+    stats = json.loads((folder / "mutants" / "mutmut-cicd-stats.json").read_text())
+    return {key: int(stats.get(key, 0)) for key in COUNTS}
+
+
+def score(counts: dict[str, int]) -> float:
+    """killed / every mutant that is not known equivalent (a mutant no test reaches counts)."""
+    total = sum(counts.values())
+    return counts["killed"] / total if total else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", nargs="*", default=list(MODULES), choices=list(MODULES))
+    parser.add_argument("--scratch", type=Path, default=Path("/tmp/torchrl_vase_mutation"))
+    parser.add_argument("--workers", type=int, default=max(1, len(os.sched_getaffinity(0))))
+    parser.add_argument("--report", type=Path, help="write the table there (markdown)")
+    args = parser.parse_args()
+    if not MUTMUT.exists():
+        raise SystemExit(f"no mutmut beside {sys.executable}: pip install 'mutmut>=3.8'.")
+    commit = subprocess.run(["git", "rev-parse", "--short=8", "HEAD"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.strip()
+    rows = ["| module | mutants | killed | survived | timed out | suspicious | no test | score |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in args.modules:
+        counts = mutate(name, args.scratch, args.workers)
+        rows.append(f"| `{MODULES[name][0]}` | {sum(counts.values())} | "
+                    + " | ".join(str(counts[key]) for key in COUNTS)
+                    + f" | {score(counts):.0%} |")
+        print(rows[-1], flush=True)
+    load = os.getloadavg()[0]
+    text = (f"Mutation scores at `{commit}`, {datetime.date.today()} (mutmut 3, "
+            f"{args.workers} workers, load average {load:.1f} at the end):\n\n"
+            + "\n".join(rows) + "\n")
+    print(text)
+    if args.report:
+        args.report.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
