@@ -7,10 +7,10 @@ from torchrl_vase.objectives.advantage import (
     generalized_advantage,
 )
 from torchrl_vase.objectives.critic_fit import CriticFit, explained_variance, fit_critic
-from torchrl_vase.objectives.elbo import VariationalELBOLoss, gaussian_nll
+from torchrl_vase.objectives.elbo import TransitionLoss, VariationalELBOLoss, gaussian_nll
+from torchrl_vase.objectives.forward_losses import EnsembleLoss, ICMLoss
 from torchrl_vase.objectives.sac import FusedSACLoss
 from torchrl_vase.objectives.trainer import BACKENDS, ModelTrainer
-from torchrl_vase.objectives.transition import EnsembleLoss, ICMLoss, TransitionLoss
 from torchrl_vase.objectives.trpo import TRPOLoss, conjugate_gradient
 
 __all__ = ["BACKENDS", "STRUCTURES", "CriticFit", "EnsembleLoss", "ExplorationGAE", "FusedSACLoss",

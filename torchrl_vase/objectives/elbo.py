@@ -1,23 +1,94 @@
-"""The variational lower bound (ELBO) that trains the Bayesian dynamics model (paper, Eq. 12)."""
+"""The variational lower bound (ELBO) that trains the Bayesian dynamics model (paper, Eq. 12),
+on ``TransitionLoss``, what every model's loss shares (the ELBO, Disagreement's and ICM's
+losses: the transition's keys and the model's preparation of them)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from tensordict.utils import NestedKey
 from torch import Tensor
+from torchrl.objectives.common import LossModule
 
 from torchrl_vase._validation import check_non_negative, check_num_samples, check_positive_int
 from torchrl_vase.gaussian import gaussian_nll
 from torchrl_vase.modules.bayesian_mlp import BayesianMLP
 from torchrl_vase.modules.dynamics import DynamicsModel
-from torchrl_vase.objectives.transition import TransitionLoss
 
 _KL_ESTIMATORS = ("analytic", "monte_carlo")
 
 
 _REDUCTIONS = ("sum", "mean")
+
+
+class TransitionLoss(LossModule):
+    """A loss on ``(observation, action, ("next", "observation"))`` transitions of a
+    ``DynamicsModel``, read through ``set_keys`` and prepared by the model (standardised by its
+    pool statistics), as every bonus on that model sees them. Subclasses compute the loss."""
+
+    @dataclass
+    class _AcceptedKeys:
+        """Configurable tensordict keys: ``observation``, ``action`` and ``next_observation``
+        (``("next", "observation")``)."""
+
+        observation: NestedKey = "observation"
+        action: NestedKey = "action"
+        next_observation: NestedKey = ("next", "observation")
+
+    default_keys = _AcceptedKeys
+    tensor_keys: _AcceptedKeys
+    #: the model's network class a subclass trains (``None``: any)
+    network_class: ClassVar[type | None] = None
+
+    def __init__(self, model: DynamicsModel) -> None:
+        super().__init__()
+        if not isinstance(model, DynamicsModel):
+            raise TypeError(
+                f"model must be a DynamicsModel, got {type(model).__name__}: wrap the network "
+                "once, DynamicsModel(network, ...), and give that one object to the loss and to "
+                "the bonus transform, so both see the same standardised data.")
+        if self.network_class is not None and not isinstance(model.network, self.network_class):
+            raise TypeError(f"{type(self).__name__} trains a {self.network_class.__name__}; this "
+                            f"model holds a {type(model.network).__name__}.")
+        self.model = model
+
+    def _forward_value_estimator_keys(self, **kwargs) -> None:
+        pass
+
+    @property
+    def in_keys(self) -> list[NestedKey]:
+        """The keys ``forward`` reads (``set_keys`` changes them)."""
+        keys = self.tensor_keys
+        return [keys.observation, keys.action, keys.next_observation]
+
+    def prepared(self, tensordict: TensorDictBase) -> tuple[Tensor, Tensor, Tensor]:
+        """``(s, a, y)`` as the model prepares them."""
+        keys = self.tensor_keys
+        obs, action, next_obs = (self._get(tensordict, key, name) for key, name in (
+            (keys.observation, "observation"), (keys.action, "action"),
+            (keys.next_observation, "next_observation")))
+        try:
+            return self.model.prepare(obs, action, next_obs)
+        except (TypeError, ValueError) as error:
+            raise type(error)(
+                f"{error} (keys: observation {keys.observation!r}, action {keys.action!r}, "
+                f"next_observation {keys.next_observation!r})") from None
+
+    def model_inputs(self, tensordict: TensorDictBase) -> tuple[Tensor, Tensor]:
+        """``(x, y)``: the network's input ``cat(s, a)`` and target, prepared by the model."""
+        obs, action, target = self.prepared(tensordict)
+        return torch.cat([obs, action], dim=-1), target
+
+    def _get(self, tensordict: TensorDictBase, key: NestedKey, name: str) -> Tensor:
+        tensor = tensordict.get(key, None)
+        if tensor is None:
+            raise KeyError(
+                f"{name} key {key!r} not found in the tensordict; set it with "
+                f"loss.set_keys({name}=...). Keys present: {list(tensordict.keys(True, True))}.")
+        return tensor
 
 
 class VariationalELBOLoss(TransitionLoss):

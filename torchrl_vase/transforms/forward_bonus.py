@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from torchrl_vase.modules.dynamics import DynamicsModel
 from torchrl_vase.modules.forward_models import EnsembleMLP, ICMNetwork
-from torchrl_vase.objectives.transition import EnsembleLoss, ICMLoss
+from torchrl_vase.objectives.forward_losses import EnsembleLoss, ICMLoss
 from torchrl_vase.transforms.surprise_reward import ModelBonusTransform
 
 __all__ = ["DisagreementRewardTransform", "ICMRewardTransform"]

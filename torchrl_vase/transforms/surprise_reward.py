@@ -16,8 +16,7 @@ from torchrl_vase import defaults
 from torchrl_vase._validation import check_num_samples, check_positive, check_sigma_c
 from torchrl_vase.modules.bayesian_mlp import INIT_MEANS, SAMPLINGS
 from torchrl_vase.modules.dynamics import TARGETS, DynamicsModel
-from torchrl_vase.objectives.elbo import VariationalELBOLoss
-from torchrl_vase.objectives.transition import TransitionLoss
+from torchrl_vase.objectives.elbo import TransitionLoss, VariationalELBOLoss
 from torchrl_vase.surprise import nll_surprise, vase_surprise, vime_information_gain
 from torchrl_vase.transforms.intrinsic import IntrinsicRewardTransform
 
