@@ -196,3 +196,24 @@ def test_sac_updates_killed_and_resumed_log_the_uninterrupted_history(store, mon
     resumed = sac_history(store[0], result["run_id"])
     assert resumed == sac_history(store[0], uninterrupted["run_id"])
     assert "bonus/sampled_mean" in resumed
+
+
+def test_icm_s_loss_on_a_batch_of_episodes_sums_each_transition_s_features():
+    """``[episodes, steps]`` transitions: ½‖φ̂ − φ‖² over the feature dim, whatever the batch."""
+    net = ICMNetwork(5, 3, feature_dim=4, num_cells=[8])
+    model = DynamicsModel(net, standardize=False)
+    flat = _batch(40)
+    out = ICMLoss(model, beta=1.0)(flat.reshape(4, 10))
+    torch.testing.assert_close(out["loss_forward"], ICMLoss(model, beta=1.0)(flat)["loss_forward"])
+    assert out["loss_inverse"] == 0  # β = 1: the forward model alone (β = 0: the inverse alone)
+    assert ICMLoss(model, beta=0.0)(flat)["loss_forward"] == 0
+
+
+@pytest.mark.parametrize(("kwargs", "model_kwargs", "message"), [
+    ({"beta": -0.1}, {}, "beta weighs the forward loss"),
+    ({}, {"target": "delta"}, "target='next_observation'"),
+])
+def test_icm_s_loss_refuses_what_it_cannot_compute(kwargs, model_kwargs, message):
+    model = DynamicsModel(ICMNetwork(5, 3, feature_dim=4), standardize=False, **model_kwargs)
+    with pytest.raises(ValueError, match=message):
+        ICMLoss(model, **kwargs)

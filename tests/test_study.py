@@ -380,3 +380,8 @@ def test_a_study_job_trains_with_the_library_of_its_code_checkout(tmp_path):
     subprocess.run(line, cwd=code, check=True)
     assert Path((code / "imported.txt").read_text()).resolve() == (
         code / "torchrl_vase" / "__init__.py").resolve()
+    # the job runs in ``code``: its checkpoints and logs go where the study's scratch is
+    relative = study_tool.command(claims.load_study("point_robot_placebo"), "point_robot", "vase",
+                                  [0], "sqlite:///unused.db", Path("scratch"), 1, "joblib", [],
+                                  code)
+    assert f"checkpoint.dir={Path('scratch').resolve() / 'checkpoints'}" in relative

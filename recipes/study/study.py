@@ -103,7 +103,9 @@ def command(study: Study, task: str, measure: str, seeds: list[int], store: str,
             suffix: str = "") -> list[str]:
     """The Hydra multirun that trains ``seeds`` of one task and measure with ``code``'s recipe
     and library: run from ``code`` as a module, so that ``code`` comes first on the path (a
-    script's own folder would, and the library would be the environment's install)."""
+    script's own folder would, and the library would be the environment's install); the scratch
+    paths absolute, as the job's working directory is ``code``."""
+    scratch = scratch.resolve()
     return [sys.executable, "-m", "recipes.trpo_vase", "-m", f"env={task}",
             *study.measures[measure]["overrides"], *study.task_overrides.get(task, []),
             f"seed={','.join(map(str, seeds))}", "resume=true", "threads=1",
