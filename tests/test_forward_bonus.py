@@ -211,7 +211,8 @@ def test_icm_s_loss_on_a_batch_of_episodes_sums_each_transition_s_features():
 
 @pytest.mark.parametrize(("kwargs", "model_kwargs", "message"), [
     ({"beta": -0.1}, {}, "beta weighs the forward loss"),
-    ({}, {"target": "delta"}, "target='next_observation'"),
+    ({}, {"target": "delta"},
+     r"^ICM encodes s' itself: build its model with target='next_observation'\.$"),
 ])
 def test_icm_s_loss_refuses_what_it_cannot_compute(kwargs, model_kwargs, message):
     model = DynamicsModel(ICMNetwork(5, 3, feature_dim=4), standardize=False, **model_kwargs)

@@ -104,8 +104,9 @@ def main() -> None:
                     + f" | {score(counts):.0%} |")
         print(rows[-1], flush=True)
     load = os.getloadavg()[0]
-    text = (f"Mutation scores at `{commit}`, {datetime.date.today()} (mutmut 3, "
-            f"{args.workers} workers, load average {load:.1f} at the end):\n\n"
+    workers = f"{args.workers} worker" + ("s" if args.workers > 1 else "")
+    text = (f"Mutation scores at `{commit}`, {datetime.date.today()} (mutmut 3, {workers}, "
+            f"load average {load:.1f} at the end):\n\n"
             + "\n".join(rows) + "\n")
     print(text)
     if args.report:
