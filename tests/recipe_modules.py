@@ -27,14 +27,13 @@ def load_recipe(path: str) -> ModuleType:
     return sys.modules[name]
 
 
-def train_killed_in_critic_fit(call: int, cfg, monkeypatch) -> None:
-    """``recipes/trpo_vase.py``'s ``train(cfg)`` interrupted (``KeyboardInterrupt``) in its
-    ``call``-th critic fit, as a kill between two checkpoints: one call per iteration."""
+def train_killed(call: int, cfg, monkeypatch, owner, name: str) -> None:
+    """``recipes/trpo_vase.py``'s ``train(cfg)`` interrupted (``KeyboardInterrupt``) in the
+    ``call``-th call of ``owner.name`` (a module's function or a class's method), as a kill
+    between two checkpoints."""
     import pytest
 
-    from torchrl_vase.objectives import critic_fit as algorithm
-
-    calls, original = [], algorithm.fit_critic
+    calls, original = [], getattr(owner, name)
 
     def crash(*args, **kwargs):
         calls.append(1)
@@ -42,7 +41,14 @@ def train_killed_in_critic_fit(call: int, cfg, monkeypatch) -> None:
             raise KeyboardInterrupt("killed")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(algorithm, "fit_critic", crash)
+    monkeypatch.setattr(owner, name, crash)
     with pytest.raises(KeyboardInterrupt):
         load_recipe("trpo_vase").train(cfg)
-    monkeypatch.setattr(algorithm, "fit_critic", original)
+    monkeypatch.setattr(owner, name, original)
+
+
+def train_killed_in_critic_fit(call: int, cfg, monkeypatch) -> None:
+    """``train(cfg)`` killed in its ``call``-th critic fit: one call per iteration."""
+    from torchrl_vase.objectives import critic_fit as algorithm
+
+    train_killed(call, cfg, monkeypatch, algorithm, "fit_critic")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
-from recipe_modules import train_killed_in_critic_fit
+from recipe_modules import train_killed, train_killed_in_critic_fit
 from tensordict import TensorDict
 from test_sac import _config as sac_config
 from test_sac import _history as sac_history
@@ -179,18 +179,7 @@ def test_sac_updates_killed_and_resumed_log_the_uninterrupted_history(store, mon
     overrides = (f"surprise={surprise}", "seed=43", "iterations=3", "checkpoint.every=1")
     uninterrupted = recipe.train(sac_config(store, *overrides,
                                             f"mlflow.experiment=sac-whole-{surprise}"))
-    calls, original = [], SACUpdate.__call__
-
-    def killed_in_second_update(self, frames):
-        calls.append(frames)
-        if len(calls) == 2:
-            raise KeyboardInterrupt("killed")
-        return original(self, frames)
-
-    monkeypatch.setattr(SACUpdate, "__call__", killed_in_second_update)
-    with pytest.raises(KeyboardInterrupt):
-        recipe.train(sac_config(store, *overrides))
-    monkeypatch.setattr(SACUpdate, "__call__", original)
+    train_killed(2, sac_config(store, *overrides), monkeypatch, SACUpdate, "__call__")
     result = recipe.train(sac_config(store, *overrides, "resume=true"))
     assert MlflowClient(tracking_uri=store[0]).get_run(result["run_id"]).info.status == "FINISHED"
     resumed = sac_history(store[0], result["run_id"])

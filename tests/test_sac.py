@@ -10,7 +10,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
-from recipe_modules import load_recipe
+from recipe_modules import load_recipe, train_killed
 from tensordict import TensorDict
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.envs import GymEnv
@@ -302,21 +302,10 @@ def test_a_sac_vase_run_killed_and_resumed_logs_the_uninterrupted_history(store,
     overrides = ("surprise=vase", "seed=31", "iterations=5", "checkpoint.every=2",
                  "sac.buffer_size=150", "eval.every=2")
     uninterrupted = recipe.train(_config(store, *overrides, "mlflow.experiment=sac_reference"))
-    calls, original = [], SACUpdate.__call__
-
-    def killed_in_third_update(self, frames):
-        calls.append(frames)
-        # iteration 0 collects the warm-up's 64 frames and updates (torchrl's rule: from the
-        # batch that brings the frames to init_random_frames); killed in iteration 2, after the
-        # checkpoint of iterations 0-1
-        if len(calls) == 3:
-            raise KeyboardInterrupt("killed")
-        return original(self, frames)
-
-    monkeypatch.setattr(SACUpdate, "__call__", killed_in_third_update)
-    with pytest.raises(KeyboardInterrupt):
-        recipe.train(_config(store, *overrides))
-    monkeypatch.setattr(SACUpdate, "__call__", original)
+    # iteration 0 collects the warm-up's 64 frames and updates (torchrl's rule: from the batch
+    # that brings the frames to init_random_frames); killed in iteration 2's update, after the
+    # checkpoint of iterations 0-1
+    train_killed(3, _config(store, *overrides), monkeypatch, SACUpdate, "__call__")
     client = MlflowClient(tracking_uri=store[0])
     [killed] = client.search_runs([client.get_experiment_by_name("mountain_car").experiment_id],
                                   filter_string="tags.seed = '31'")

@@ -16,6 +16,7 @@ from torchrl_vase.modules.networks import activate, mlp_layers
 
 __all__ = ["FusedSACLoss"]
 
+
 def _layers(module: nn.Module, prefix: str) -> list[tuple[tuple[str, ...], nn.Module | None]]:
     """The one ``MLP`` of ``module``: each Linear's parameter path, the activation after it."""
     mlps = [(name, m) for name, m in module.named_modules() if isinstance(m, MLP)]

@@ -127,37 +127,33 @@ class BNNSurprise:
 
 
 @dataclass
-class RNDSurprise:
+class TrainedSurprise:
+    """What the bonuses whose model trains by ``surprise.predictor`` share."""
+
     name: str
     eta: float = at_least(0)
     num_cells: list[int] = field(metadata=WIDTHS)
+    predictor: ModelTraining
+    reward_normalization: str | None
+
+
+@dataclass
+class RNDSurprise(TrainedSurprise):
     embedding_dim: int = at_least(1)
     update_fraction: float = above(0, high=1)
-    predictor: ModelTraining
-    reward_normalization: str | None
 
 
 @dataclass
-class DisagreementSurprise:
-    name: str
-    eta: float = at_least(0)
+class DisagreementSurprise(TrainedSurprise):
     members: int = at_least(2)
-    num_cells: list[int] = field(metadata=WIDTHS)
     standardize: bool
-    predictor: ModelTraining
-    reward_normalization: str | None
 
 
 @dataclass
-class ICMSurprise:
-    name: str
-    eta: float = at_least(0)
+class ICMSurprise(TrainedSurprise):
     feature_dim: int = at_least(1)
-    num_cells: list[int] = field(metadata=WIDTHS)
     beta: float = at_least(0, high=1)
     standardize: bool
-    predictor: ModelTraining
-    reward_normalization: str | None
 
 
 @dataclass

@@ -10,7 +10,12 @@ from typing import Any
 from torch import Tensor, nn
 
 from torchrl_vase.modules.dynamics import DynamicsModel
-from torchrl_vase.modules.forward_models import EnsembleMLP, ICMNetwork
+from torchrl_vase.modules.forward_models import (
+    EnsembleMLP,
+    ICMNetwork,
+    check_feature_dim,
+    check_members,
+)
 from torchrl_vase.objectives.forward_losses import EnsembleLoss, ICMLoss
 from torchrl_vase.transforms.surprise_reward import ModelBonusTransform
 
@@ -49,11 +54,8 @@ class DisagreementRewardTransform(ModelBonusTransform):
     def __init__(self, model: DynamicsModel | None = None, *, members: int = 5,
                  num_cells: Sequence[int] = (64, 64), standardize: bool = True,
                  **kwargs: Any) -> None:
-        if members < 2:
-            raise ValueError(f"an ensemble needs at least 2 members to disagree, got "
-                             f"members={members}.")
         super().__init__(model, **kwargs)
-        self._build = {"members": members, "num_cells": list(num_cells),
+        self._build = {"members": check_members(members), "num_cells": list(num_cells),
                        "standardize": standardize}
 
     def _build_model(self, obs_dim: int, action_dim: int, classes: int | None) -> DynamicsModel:
@@ -96,11 +98,8 @@ class ICMRewardTransform(ModelBonusTransform):
     def __init__(self, model: DynamicsModel | None = None, *, feature_dim: int = 64,
                  num_cells: Sequence[int] = (64,), standardize: bool = True,
                  **kwargs: Any) -> None:
-        if feature_dim < 1:
-            raise ValueError(f"ICM's feature size must be positive, got feature_dim="
-                             f"{feature_dim}.")
         super().__init__(model, **kwargs)
-        self._build = {"feature_dim": feature_dim, "num_cells": list(num_cells),
+        self._build = {"feature_dim": check_feature_dim(feature_dim), "num_cells": list(num_cells),
                        "standardize": standardize}
 
     def _build_model(self, obs_dim: int, action_dim: int, classes: int | None) -> DynamicsModel:
