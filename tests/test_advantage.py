@@ -1,5 +1,7 @@
 """ExplorationGAE's three advantage structures against a direct computation, and fit_critic."""
 
+import re
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -313,6 +315,7 @@ def test_generalized_advantage_is_torchrl_s_loop_bit_for_bit(dtype, shape, time_
 def test_exploration_gae_gives_torchrl_s_loop_numbers_and_its_vectorised_form_on_request(
         structure):
     batch = _batch().apply(lambda x: x.float() if x.dtype == torch.float64 else x)
+    original = batch.clone()
     critic = _linear_critic([0.3, -0.2, 0.5], 0.1).float()
     loop = GAE(gamma=GAMMA, lmbda=LMBDA, value_network=critic, vectorized=False)
     gae = ExplorationGAE(structure, gamma=GAMMA, lmbda=LMBDA, value_network=critic,
@@ -328,7 +331,186 @@ def test_exploration_gae_gives_torchrl_s_loop_numbers_and_its_vectorised_form_on
     assert torch.equal(out["value_target"], target)
     if structure == "combined":
         assert torch.equal(out["advantage"], expected["advantage"])
+    # asked for, torchrl's vectorised form: its numbers, bit for bit (they round otherwise)
     vectorised = ExplorationGAE(structure, gamma=GAMMA, lmbda=LMBDA, value_network=critic,
-                                value_target="td_lambda", vectorized=True)(batch.clone())
-    torch.testing.assert_close(vectorised["value_target"], target)  # torchrl's other rounding
+                                value_target="td_lambda", vectorized=True)(original)
+    torchs = GAE(gamma=GAMMA, lmbda=LMBDA, value_network=critic, vectorized=True)
+    torchs.set_keys(reward=reward)
+    assert torch.equal(vectorised["value_target"], torchs(batch.clone())["value_target"])
 
+
+
+# -- What mutation testing found unasserted (issue 100)
+
+def _extrinsic(**kwargs):
+    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
+    return ExplorationGAE("extrinsic", gamma=GAMMA, lmbda=LMBDA, value_network=critic, **kwargs)
+
+
+def test_generalized_advantage_of_a_value_that_carries_a_gradient_is_torchrl_s_and_differentiable():
+    gen = torch.Generator().manual_seed(1)
+    value, next_value, reward = torch.randn(3, 2, 30, 1, generator=gen).unbind(0)
+    done = torch.rand(2, 30, 1, generator=gen) < 0.1
+    terminated = done & (torch.rand(2, 30, 1, generator=gen) < 0.5)
+    gamma, lmbda = torch.tensor(0.99), torch.tensor(0.9)
+    expected = generalized_advantage_estimate(gamma, lmbda, value, next_value, reward, done,
+                                              terminated)
+    value.requires_grad_(True)
+    advantage, target = generalized_advantage(gamma, lmbda, value, next_value, reward, done,
+                                              terminated)
+    assert advantage.requires_grad
+    assert torch.equal(advantage.detach(), expected[0]) and torch.equal(target.detach(),
+                                                                        expected[1])
+    moved = generalized_advantage(gamma, lmbda, *(t.transpose(0, 1) for t in (
+        value, next_value, reward, done, terminated)), time_dim=0)
+    assert torch.equal(moved[0].detach().transpose(0, 1), expected[0])
+
+
+def test_each_structure_s_default_value_target():
+    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
+    assert ExplorationGAE("extrinsic", gamma=GAMMA, lmbda=LMBDA,
+                          value_network=critic).value_target == "monte_carlo"
+    assert ExplorationGAE("combined", gamma=GAMMA, lmbda=LMBDA,
+                          value_network=critic).value_target == "td_lambda"
+
+
+def test_gamma_and_lambda_may_be_one():
+    gae = ExplorationGAE("extrinsic", gamma=1.0, lmbda=1.0,
+                         value_network=_linear_critic([0.3, -0.2, 0.5], 0.1))
+    assert (gae.gamma, gae.lmbda) == (1.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"value_network": None}, "value_network (the critic) is required."),
+        ({"gamma": 1.5}, "gamma must be in [0, 1], got 1.5."),
+        ({"lmbda": 1.5}, "lmbda must be in [0, 1], got 1.5."),
+        ({"lmbda": -0.5}, "lmbda must be a finite number >= 0, got -0.5."),
+    ],
+)
+def test_bad_construction_is_refused_with_the_whole_message(kwargs, message):
+    arguments = {"gamma": GAMMA, "lmbda": LMBDA,
+                 "value_network": _linear_critic([0.3, -0.2, 0.5], 0.1)} | kwargs
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ExplorationGAE("extrinsic", **arguments)
+
+
+def test_bad_batches_are_refused_with_the_whole_message():
+    gae = _extrinsic()
+    batch = _batch()
+    batch["next", "info", "height"] = torch.zeros(ENVS, STEPS, 1)  # nested keys are listed whole
+    cases = [
+        (batch.exclude("next"), KeyError,
+         "ExplorationGAE needs transitions with a 'next' entry (as collectors write them); got "
+         "keys ['observation']."),
+        (batch.exclude(("next", "extrinsic_reward")), KeyError,
+         "the 'extrinsic' advantage needs the extrinsic reward at ('next', 'extrinsic_reward'). "
+         "A bonus transform (SurpriseRewardTransform, RNDRewardTransform) writes it. Keys "
+         "present under 'next': ['observation', 'reward', 'intrinsic_reward', 'done', "
+         "'terminated', ('info', 'height')]."),
+        (batch.exclude(("next", "done")), KeyError,
+         "the 'extrinsic' advantage needs the done flag at ('next', 'done'). Keys present under "
+         "'next': ['observation', 'reward', 'extrinsic_reward', 'intrinsic_reward', "
+         "'terminated', ('info', 'height')]."),
+        (batch.exclude(("next", "reward")), KeyError,
+         "the 'extrinsic' advantage needs the reward at ('next', 'reward'). Keys present under "
+         "'next': ['observation', 'extrinsic_reward', 'intrinsic_reward', 'done', "
+         "'terminated', ('info', 'height')]."),
+        (batch[0, 0], RuntimeError,
+         "ExplorationGAE needs a batch with a time dimension, [*B, T]."),
+    ]
+    for bad, error, message in cases:
+        # a KeyError's text is its message quoted: the whole of it between the quotes
+        whole = re.escape(message) if error is RuntimeError else f'"{re.escape(message)}"'
+        whole = f"^{whole}$"
+        with pytest.raises(error, match=whole):
+            gae(bad.clone())
+    with pytest.raises(ValueError, match=re.escape(
+            "time_dim 2 is out of range for batch torch.Size([2, 7]).")):
+        gae(batch.clone(), time_dim=2)
+
+
+@pytest.mark.parametrize("value_target", ["monte_carlo", "td_lambda"])
+@pytest.mark.parametrize("how", ["time_dim=0", "time_dim=-2", "named"])
+def test_the_time_dim_may_be_any_dim_of_the_batch(value_target, how):
+    gae = _extrinsic(value_target=value_target)
+    expected = gae(_batch())
+    moved = _batch().transpose(0, 1)  # [T, B]
+    kwargs = {}
+    if how == "named":
+        moved.names = ["time", None]
+    else:
+        kwargs["time_dim"] = int(how.split("=")[1])
+    out = gae(moved, **kwargs)
+    for key in ("advantage", "value_target", "bonus_advantage"):
+        torch.testing.assert_close(out[key].transpose(0, 1), expected[key])
+
+
+def test_an_explicit_last_time_dim_and_a_single_path_are_the_default():
+    gae = _extrinsic()
+    expected = gae(_batch())
+    torch.testing.assert_close(gae(_batch(), time_dim=-1)["advantage"], expected["advantage"])
+    single = gae(_batch()[1])  # one path, [T]
+    torch.testing.assert_close(single["advantage"], gae(_batch()[1:])["advantage"][0])
+
+
+def test_a_batch_without_terminated_takes_done_for_it():
+    batch = _batch()
+    batch["next", "terminated"] = batch["next", "done"].clone()
+    for value_target in ("monte_carlo", "td_lambda"):
+        gae = _extrinsic(value_target=value_target)
+        expected = gae(batch.clone())
+        out = gae(batch.exclude(("next", "terminated")))
+        for key in ("advantage", "value_target"):
+            torch.testing.assert_close(out[key], expected[key])
+
+
+def test_combined_gae_on_a_reward_without_a_bonus_is_plain_gae():
+    batch = _batch().exclude(("next", "extrinsic_reward"), ("next", "intrinsic_reward"))
+    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
+    out = ExplorationGAE("combined", gamma=GAMMA, lmbda=LMBDA, value_network=critic)(batch.clone())
+    value, next_value = _values(critic, batch)
+    nxt = batch["next"]
+    torch.testing.assert_close(out["advantage"], _reference_gae(
+        nxt["reward"], value, next_value, nxt["done"], nxt["terminated"], GAMMA, LMBDA))
+    assert float(out["bonus_advantage"].abs().max()) == 0.0
+
+
+def test_custom_advantage_and_value_target_keys_are_accepted_and_written():
+    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
+    gae = ExplorationGAE("combined", gamma=GAMMA, lmbda=LMBDA, value_network=critic)
+    gae.set_keys(advantage="adv", value_target="target")
+    out = gae(_batch())
+    default = ExplorationGAE("combined", gamma=GAMMA, lmbda=LMBDA,
+                             value_network=_linear_critic([0.3, -0.2, 0.5], 0.1))(_batch())
+    torch.testing.assert_close(out["target"], default["value_target"])
+    torch.testing.assert_close(out["adv"], default["advantage"])
+
+
+def test_the_critic_parameters_given_are_the_ones_used():
+    # torchrl's functional call: V(s) with params, V(s') with target_params
+    critic = _linear_critic([0.3, -0.2, 0.5], 0.1)
+    params = TensorDict.from_module(critic).clone()
+    params["module", "weight"].mul_(2.0)
+    target_params = TensorDict.from_module(critic).clone().zero_()
+    batch = _batch()
+    value, _ = _values(_linear_critic([0.6, -0.4, 1.0], 0.1), batch)
+    _, next_value = _values(_linear_critic([0.0, 0.0, 0.0], 0.0), batch)
+    nxt = batch["next"]
+    bonus = nxt["reward"] - nxt["extrinsic_reward"]
+    for structure in ("extrinsic", "combined"):
+        gae = ExplorationGAE(structure, gamma=GAMMA, lmbda=LMBDA, value_network=critic,
+                             value_target="td_lambda")
+        out = gae(batch.clone(), params=params, target_params=target_params)
+        expected = _reference_gae(nxt["extrinsic_reward"] + (bonus - bonus.mean()), value,
+                                  next_value, nxt["done"], nxt["terminated"], GAMMA, LMBDA)
+        torch.testing.assert_close(out["advantage"], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_value_estimate_is_the_value_target_and_leaves_the_batch_alone():
+    gae = _extrinsic()
+    batch = _batch()
+    estimate = gae.value_estimate(batch)
+    torch.testing.assert_close(estimate, gae(_batch())["value_target"])
+    assert not {"advantage", "value_target"} & set(batch.keys())

@@ -1,4 +1,5 @@
 import math
+import re
 
 import numpy as np
 import pytest
@@ -341,3 +342,99 @@ def test_the_gradients_follow_a_change_of_settings():
     data_before = before - 0.2 * network.mu.detach() / network.prior_std**2
     data_after = after - 0.5 * network.mu.detach() / network.prior_std**2
     torch.testing.assert_close(data_after, data_before / 4, rtol=1e-4, atol=1e-6)
+
+
+# -- What mutation testing found unasserted (issue 100)
+
+def test_the_monte_carlo_kl_is_the_mean_log_density_ratio_of_the_same_draws():
+    model = _model(torch.float64)
+    network = model.network
+    loss_fn = VariationalELBOLoss(model, kl_estimator="monte_carlo", num_samples=3)
+    noise = loss_fn.step_noise(4, generator=torch.Generator().manual_seed(1))
+    x, y = torch.randn(4, OBS + ACT, dtype=torch.float64), torch.randn(4, OBS, dtype=torch.float64)
+    _, kl, _ = loss_fn.terms_from_noise(x, y, noise)
+    sigma = torch.nn.functional.softplus(network.rho.detach())
+    theta = network.mu.detach() + sigma * noise
+    expected = (Normal(network.mu.detach(), sigma).log_prob(theta).sum(-1)
+                - Normal(0.0, network.prior_std).log_prob(theta).sum(-1)).mean()
+    torch.testing.assert_close(kl.detach(), expected)
+    assert not torch.isclose(kl.detach(), network.kl_divergence().detach())  # 3 draws: not exact
+
+
+@pytest.mark.parametrize(("sampling", "rows_drawn"), [("local", 5), ("local_shared", 1)])
+def test_a_local_step_draws_one_pre_activation_per_unit_and_row_or_per_unit(sampling, rows_drawn):
+    model = DynamicsModel.build(OBS, ACT, [16, 8], sampling=sampling, standardize=False)
+    loss_fn = VariationalELBOLoss(model, num_samples=3)
+    assert loss_fn.step_noise_shape(5) == (3, rows_drawn, 16 + 8 + OBS)
+    assert loss_fn.step_noise(5, steps=2).shape == (2, 3, rows_drawn, 16 + 8 + OBS)
+
+
+def test_step_noise_comes_from_the_generator_given():
+    loss_fn = VariationalELBOLoss(_model(), num_samples=3)
+    draws = [loss_fn.step_noise(4, steps=2, generator=torch.Generator().manual_seed(9))
+             for _ in range(2)]
+    assert torch.equal(draws[0], draws[1])
+    with pytest.raises(ValueError, match=re.escape("steps must be an int >= 1, got 0.")):
+        loss_fn.step_noise(4, steps=0)
+
+
+@pytest.mark.parametrize("sampling", ["weights", "local"])
+def test_a_batch_of_paths_has_the_loss_of_its_flattened_transitions(sampling):
+    model = DynamicsModel.build(OBS, ACT, [16], sampling=sampling, standardize=False)
+    loss_fn = VariationalELBOLoss(model, num_samples=3)
+    flat = _transitions(batch=12)
+    torch.manual_seed(3)
+    expected = loss_fn(flat)
+    torch.manual_seed(3)
+    got = loss_fn(flat.reshape(3, 4))
+    for key in ("loss_nll", "loss_kl"):
+        torch.testing.assert_close(got[key], expected[key])
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"kl_weight": -0.1}, "kl_weight must be a finite number >= 0, got -0.1."),
+        ({"kl_estimator": "mc"},
+         "kl_estimator must be one of ('analytic', 'monte_carlo'), got 'mc'."),
+        ({"reduction": "none"}, "reduction must be one of ('sum', 'mean'), got 'none'."),
+    ],
+)
+def test_bad_construction_is_refused_with_the_whole_message(kwargs, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        VariationalELBOLoss(_model(), **kwargs)
+
+
+def test_the_refusals_of_a_model_say_the_whole_reason():
+    for model, message in (
+        (nn.Linear(5, 3), "model must be a DynamicsModel, got Linear: wrap the network once, "
+         "DynamicsModel(network, ...), and give that one object to the loss and to the bonus "
+         "transform, so both see the same standardised data."),
+        (DynamicsModel(EnsembleMLP(5, 3, [8])),
+         "VariationalELBOLoss trains a BayesianMLP; this model holds a EnsembleMLP."),
+    ):
+        with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+            VariationalELBOLoss(model)
+    local = DynamicsModel.build(OBS, ACT, [8], sampling="local")
+    message = ("kl_estimator='monte_carlo' needs the sampled weights: a model with a local "
+               "sampling draws pre-activations instead; use the analytic KL.")
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        VariationalELBOLoss(local, kl_estimator="monte_carlo")
+
+
+@pytest.mark.parametrize("missing", ["observation", "action", "next_observation"])
+def test_a_missing_key_is_named_with_the_keys_present(missing):
+    key = ("next", "observation") if missing == "next_observation" else missing
+    td = _transitions().exclude(key)
+    present = [k for k in (["observation", "action", ("next", "observation")]) if k != key]
+    message = (f"{missing} key {key!r} not found in the tensordict; set it with "
+               f"loss.set_keys({missing}=...). Keys present: {present}.")
+    with pytest.raises(KeyError, match=re.escape(message)):
+        VariationalELBOLoss(_model())(td)
+
+
+def test_the_defaults_are_the_papers():
+    # N = 10 samples of q (paper), the ELBO's own weight of 1 on the KL, its closed form, summed
+    loss_fn = VariationalELBOLoss(_model())
+    assert (loss_fn.num_samples, loss_fn.kl_weight, loss_fn.kl_estimator, loss_fn.reduction) == (
+        10, 1.0, "analytic", "sum")

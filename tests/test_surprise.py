@@ -1,4 +1,5 @@
 import math
+import re
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from torchrl_vase import (
     vime_information_gain,
 )
 from torchrl_vase._validation import check_positive_int
-from torchrl_vase.gaussian import squared_error_nll
+from torchrl_vase.gaussian import gaussian_nll, squared_error_nll
 from torchrl_vase.surprise import (
     _flat_transitions,
     _inverse_rho_hessian,
@@ -211,6 +212,14 @@ def test_prediction_nll_with_its_normaliser_is_the_gaussian_s_log_density():
         SIGMA_C * math.sqrt(2 * math.pi))))
 
 
+def test_gaussian_nll_is_the_log_density_summed_over_the_last_dim_of_any_batch_shape():
+    # [samples, rows, features] with rows != features: the normaliser counts the features only
+    generator = torch.Generator().manual_seed(3)
+    prediction, target = torch.randn(2, 5, 3, generator=generator), torch.randn(2, 5, 3)
+    expected = -Normal(prediction, SIGMA_C).log_prob(target).sum(-1)
+    torch.testing.assert_close(gaussian_nll(prediction, target, SIGMA_C), expected)
+
+
 def test_nll_surprise_matches_an_independent_mixture_density():
     model = _model()
     obs, action, next_obs = _transitions()
@@ -244,15 +253,24 @@ def _inverse_hessians_from_the_spec(model):
 
 
 @pytest.mark.parametrize(
-    ("num_cells", "summed_over_pairs"),
-    [((8, 8), [False, False, False]), ((24, 24), [False, True, False])],
+    ("num_cells", "wide_input", "summed_over_pairs"),
+    [((8, 8), False, [False, False, False]), ((24, 24), False, [False, True, False]),
+     ((24, 24), True, [True, True, True])],
 )
-def test_vime_matches_per_transition_autograd_gradients(num_cells, summed_over_pairs):
-    model = _model(num_cells=num_cells)
-    # (24, 24) takes both of vime_information_gain's forms: sample pairs for the 24 × 24 layer
+def test_vime_matches_per_transition_autograd_gradients(num_cells, wide_input, summed_over_pairs):
+    # (24, 24) takes both of vime_information_gain's forms: sample pairs for the 24 × 24 layer;
+    # with 12 more observation features, also for the first layer (its input shared by samples)
+    extra = 12 if wide_input else 0
+    torch.manual_seed(0)
+    model = BayesianMLP(OBS + extra + ACT, OBS + extra, list(num_cells), nn.Tanh,
+                        dtype=torch.float64)
+    with torch.no_grad():
+        model.rho.add_(torch.randn_like(model.rho) * 0.5 - 1.0)
     layer_shapes = [w.shape[-2:] for w, _ in model.unflatten(model.mu)]
     assert [_sums_over_sample_pairs(*shape, N) for shape in layer_shapes] == summed_over_pairs
-    obs, action, next_obs = _transitions((9,))
+    gen = torch.Generator().manual_seed(1)
+    obs, action, next_obs = (torch.randn(9, dim, generator=gen, dtype=torch.float64)
+                             for dim in (OBS + extra, ACT, OBS + extra))
     step = 0.01
     got = vime_information_gain(
         model, obs, action, next_obs, num_samples=N, sigma_c=SIGMA_C, step_size=step,
@@ -272,6 +290,40 @@ def test_vime_matches_per_transition_autograd_gradients(num_cells, summed_over_p
         g_mu, g_rho = torch.autograd.grad(nll.mean(), (mu, rho))
         expected.append(step**2 * ((g_mu**2 * inv_h_mu).sum() + (g_rho**2 * inv_h_rho).sum()))
     torch.testing.assert_close(got, torch.stack(expected))
+
+
+def test_vime_of_a_frozen_model_is_the_trainable_model_s():
+    # the per-transition gradients flow from the first pre-activation, not from the parameters
+    model, transitions = _model(), _transitions((6,))
+    trainable = vime_information_gain(model, *transitions, num_samples=N, generator=_gen())
+    model.requires_grad_(False)
+    frozen = vime_information_gain(model, *transitions, num_samples=N, generator=_gen())
+    torch.testing.assert_close(frozen, trainable, rtol=0, atol=0)
+
+
+def test_the_defaults_are_the_papers():
+    # N = 10 weight samples (paper and VIME), VIME's step size 0.01 and its clip at 1,000
+    model, transitions = _model(), _transitions((5,))
+    assert prediction_nll(model, *transitions).shape == (10, 5)
+    torch.testing.assert_close(
+        vime_information_gain(model, *transitions, generator=_gen()),
+        vime_information_gain(model, *transitions, num_samples=10, step_size=0.01,
+                              generator=_gen()), rtol=0, atol=0)
+    obs, action, next_obs = transitions
+    huge = vime_information_gain(model, obs, action, 1e4 * next_obs, sigma_c=1e-3,
+                                 generator=_gen())
+    assert huge.max() == 1000.0
+
+
+def test_measures_of_a_batch_with_several_dims_are_those_of_its_flattened_rows():
+    model = _model()
+    batch = _transitions((2, 4))
+    flat = tuple(part.reshape(8, -1) for part in batch)
+    for measure, kwargs in ((vime_information_gain, {}), (prediction_nll, {"normalised": True}),
+                            (vase_surprise, {})):
+        got = measure(model, *batch, generator=_gen(), **kwargs)
+        expected = measure(model, *flat, generator=_gen(), **kwargs)
+        torch.testing.assert_close(got, expected.reshape(got.shape))
 
 
 def test_vime_second_order_value_is_twice_the_exact_kl_for_a_small_step():
@@ -367,6 +419,52 @@ def test_bad_transitions_raise(mutate, error, match):
     for measure in (vase_surprise, nll_surprise, vime_information_gain):
         with pytest.raises(error, match=match):
             measure(model, *mutate(*_transitions()))
+
+
+@pytest.mark.parametrize(
+    "mutate,error,message",
+    [
+        (lambda o, a, n: (o[0, 0, 0], a, n), ValueError,
+         "obs must be a tensor of shape [*batch, features]."),
+        (lambda o, a, n: (o.tolist(), a, n), ValueError,
+         "obs must be a tensor of shape [*batch, features]."),
+        (lambda o, a, n: (o, a[0, 0, 0], n), ValueError,
+         "action must be a tensor of shape [*batch, features]."),
+        (lambda o, a, n: (o, a, n[0, 0, 0]), ValueError,
+         "next_obs must be a tensor of shape [*batch, features]."),
+        (lambda o, a, n: (o, a[:, :1], n[:, :1]), ValueError,
+         "obs, action and next_obs must share their batch dims; got (2, 4, 3), (2, 1, 2) and "
+         "(2, 1, 3)."),
+        (lambda o, a, n: (o, a, n[..., :2]), ValueError,
+         "next_obs has 2 features; the model has out_features=3."),
+        (lambda o, a, n: (o, a, n * float("nan")), ValueError,
+         "next_obs contains non-finite values (nan or inf)."),
+    ],
+)
+def test_bad_transitions_are_refused_with_the_whole_message(mutate, error, message):
+    model = _model()
+    for measure in (vase_surprise, nll_surprise, vime_information_gain):
+        with pytest.raises(error, match=f"^{re.escape(message)}$"):
+            measure(model, *mutate(*_transitions((2, 4))))
+
+
+def test_bad_arguments_are_refused_with_the_whole_message():
+    transitions = _transitions()
+    for call, message in (
+        (lambda: vase_surprise(nn.Linear(5, 3), *transitions),
+         "model must be a BayesianMLP, got Linear."),
+        (lambda: vime_information_gain(_model(), *transitions, step_size=-1.0),
+         "step_size must be a finite number > 0, got -1.0."),
+        (lambda: vime_information_gain(_model(), *transitions, clip=0),
+         "clip must be a finite number > 0, got 0.0."),
+        (lambda: vime_information_gain(
+            BayesianMLP(OBS + ACT, OBS, [4], sampling="local", dtype=torch.float64),
+            *transitions),
+         "VIME's information gain is a gradient with respect to the weights: it needs weight "
+         "sampling (a model with sampling='weights')."),
+    ):
+        with pytest.raises((TypeError, ValueError), match=f"^{re.escape(message)}$"):
+            call()
 
 
 def test_bad_arguments_raise():

@@ -1,5 +1,6 @@
 import copy
 import math
+import re
 
 import pytest
 import torch
@@ -464,3 +465,255 @@ def test_the_trpo_update_logs_the_policys_entropy_after_its_step():
                    if isinstance(m, AddStateIndependentNormalScale)).state_independent_scale
     assert metrics["trpo/entropy"] == pytest.approx(
         float((0.5 + 0.5 * math.log(2 * math.pi) + log_std.detach()).sum()), rel=1e-5)
+
+
+# -- What mutation testing found unasserted (issue 100): each test below fails on the mutant of
+# torchrl_vase/objectives/trpo.py named in its comment
+
+STEP_KEYS = {"step_accepted", "kl", "surrogate_before", "surrogate_after", "expected_improvement",
+             "backtracks", "step_fraction", "cg_residual", "step_norm", "entropy"}
+
+
+def _step(loss, td):
+    before = parameters_to_vector(loss._policy_parameters()).detach().clone()
+    info = loss.natural_gradient_step(td)
+    return info, parameters_to_vector(loss._policy_parameters()).detach() - before
+
+
+def test_the_defaults_are_the_papers_and_rllabs():
+    # max_kl 0.01 (the paper's classic tasks), 10 CG iterations, damping 0.1, 10 backtracks by
+    # 0.8 (rllab's), advantages standardised (rllab's), 16 samples for a Monte-Carlo KL
+    loss = TRPOLoss(_gaussian_actor(), _critic())
+    assert (loss.max_kl, loss.cg_iters, loss.cg_damping, loss.line_search_backtracks,
+            loss.line_search_shrink, loss.standardize_advantage, loss.samples_mc_kl) == (
+        0.01, 10, 0.1, 10, 0.8, True, 16)
+    gen = torch.Generator().manual_seed(0)
+    m = torch.randn(16, 16, generator=gen, dtype=torch.float64)
+    a, b = m @ m.T + 0.1 * torch.eye(16, dtype=torch.float64), torch.ones(16, dtype=torch.float64)
+    x_default, _ = conjugate_gradient(lambda v: a @ v, b)  # not converged in 10: 11 would differ
+    x_ten, _ = conjugate_gradient(lambda v: a @ v, b, iters=10)
+    x_eleven, _ = conjugate_gradient(lambda v: a @ v, b, iters=11)
+    assert torch.equal(x_default, x_ten) and not torch.equal(x_ten, x_eleven)
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,message",
+    [
+        ({"max_kl": 0.0}, ValueError, "max_kl must be a finite number > 0, got 0.0."),
+        ({"cg_iters": 0}, ValueError, "cg_iters must be an int >= 1, got 0."),
+        ({"line_search_backtracks": 0}, ValueError,
+         "line_search_backtracks must be an int >= 1, got 0."),
+        ({"samples_mc_kl": 0}, ValueError, "samples_mc_kl must be an int >= 1, got 0."),
+        ({"cg_damping": -1.0}, ValueError, "cg_damping must be a finite number >= 0, got -1.0."),
+        ({"line_search_shrink": 0.0}, ValueError, "line_search_shrink must be in (0, 1), got 0.0."),
+        ({"line_search_shrink": 1.0}, ValueError, "line_search_shrink must be in (0, 1), got 1.0."),
+    ],
+)
+def test_bad_construction_is_refused_with_the_whole_message(kwargs, error, message):
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        TRPOLoss(_gaussian_actor(), _critic(), **kwargs)
+
+
+def test_an_actor_without_a_distribution_is_refused_with_the_whole_message():
+    message = ("actor_network (TensorDictModule) has no get_dist: TRPO needs a probabilistic "
+               "actor (torchrl.modules.ProbabilisticActor) to compute log-probs and KL "
+               "divergences.")
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        TRPOLoss(TensorDictModule(nn.Linear(OBS, ACT), ["observation"], ["action"]), _critic())
+
+
+def test_bad_batches_are_refused_with_the_whole_message():
+    actor = _gaussian_actor()
+    loss = TRPOLoss(actor, _critic())
+    td = _batch(actor)
+    bad = td.exclude("action_log_prob")
+    message = ("the log-prob key 'action_log_prob' is missing: collect with "
+               "ProbabilisticActor(..., return_log_prob=True).")
+    with pytest.raises(KeyError, match=re.escape(message)):
+        loss.natural_gradient_step(bad)
+    bad = td.clone()
+    bad["action_log_prob"][0] = -float("inf")
+    message = ("log-probs (key 'action_log_prob') contain non-finite values. A Gaussian policy "
+               "whose log-std passed ~43 overflows torch's Normal.log_prob in float32: "
+               "torchrl_vase.FiniteLogProbNormal (gaussian_policy's distribution) computes it "
+               "in rllab's standardised form.")
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        loss.natural_gradient_step(bad)
+
+
+def _independent_surrogate(actor, td, standardize):
+    """``mean(π_θ(a|s) / π_old(a|s) · Â)`` with the actor's parameters now, computed apart."""
+    advantage = td["advantage"].squeeze(-1)
+    if standardize and advantage.numel() > 1:
+        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    with torch.no_grad():
+        log_prob = actor.get_dist(td.clone()).log_prob(td["action"])
+    return ((log_prob - td["action_log_prob"]).exp() * advantage).mean()
+
+
+@pytest.mark.parametrize("rows", [1, 2, 64])
+@pytest.mark.parametrize("standardize", [True, False])
+def test_the_surrogate_is_the_mean_ratio_times_the_advantage_standardised_as_asked(rows,
+                                                                                   standardize):
+    # the advantage standardised (mean removed, over its std + 1e-8) only when asked and when the
+    # batch has more than one row: mutants of the `and`, the `> 1`, the `- mean`, the `+ 1e-8`
+    actor = _gaussian_actor()
+    loss = TRPOLoss(actor, _critic(), normalize_advantage=standardize)
+    td = _batch(actor, n=rows, seed=3)
+    td["advantage"] = td["advantage"] + 2.0  # not centred: centring shows
+    info = loss.natural_gradient_step(td.clone())
+    assert torch.isfinite(info["surrogate_after"])
+    torch.testing.assert_close(info["surrogate_after"],
+                               _independent_surrogate(actor, td, standardize))
+
+
+def test_a_constant_added_to_every_advantage_does_not_change_the_step():
+    steps = []
+    for shift in (0.0, 5.0):
+        actor = _gaussian_actor()
+        torch.manual_seed(1)
+        actor.load_state_dict(_gaussian_actor().state_dict())
+        td = _batch(actor)
+        td["advantage"] = td["advantage"] + shift
+        steps.append(_step(TRPOLoss(actor, _critic()), td)[1])
+    torch.testing.assert_close(steps[0], steps[1], rtol=1e-4, atol=1e-6)
+
+
+def test_a_batch_of_paths_takes_the_step_of_its_flattened_transitions():
+    # [paths, steps] and [paths · steps] batches: the advantage's trailing 1 squeezed, no other dim
+    steps = []
+    for shape in ((4, 16), (64,)):
+        torch.manual_seed(2)
+        actor = _gaussian_actor()
+        td = _batch(actor, n=64).reshape(*shape)
+        steps.append(_step(TRPOLoss(actor, _critic()), td)[1])
+    torch.testing.assert_close(steps[0], steps[1], rtol=1e-4, atol=1e-6)
+
+
+def test_without_an_advantage_the_value_estimator_computes_it():
+    def rollout(actor, critic):
+        torch.manual_seed(4)
+        td = _batch(actor, n=32)
+        del td["advantage"]
+        td["next"] = TensorDict({"observation": torch.randn(32, OBS), "reward": torch.randn(32, 1),
+                                 "done": torch.zeros(32, 1, dtype=torch.bool),
+                                 "terminated": torch.zeros(32, 1, dtype=torch.bool)}, [32])
+        td["next", "done"][-1] = True
+        return td
+
+    steps = []
+    for precompute in (True, False):
+        torch.manual_seed(5)
+        actor, critic = _gaussian_actor(), _critic()
+        loss = TRPOLoss(actor, critic)
+        loss.make_value_estimator(ValueEstimators.GAE, gamma=0.99, lmbda=0.95)
+        td = rollout(actor, critic)
+        if precompute:
+            with torch.no_grad():
+                loss.value_estimator(td)
+        steps.append(_step(loss, td)[1])
+    torch.testing.assert_close(steps[0], steps[1], rtol=0, atol=0)
+
+
+def test_without_the_distribution_s_parameters_the_data_s_policy_is_the_current_one():
+    steps = []
+    for keep in (True, False):
+        torch.manual_seed(6)
+        actor = _gaussian_actor()
+        td = _batch(actor)
+        td = td if keep else td.exclude("loc", "scale")
+        steps.append(_step(TRPOLoss(actor, _critic()), td)[1])
+    torch.testing.assert_close(steps[0], steps[1], rtol=1e-5, atol=1e-7)
+
+
+class _StudentT(torch.distributions.Independent):
+    """A policy distribution with no closed-form KL in torch: TRPO's Monte-Carlo fallback."""
+
+    def __init__(self, loc, scale):
+        super().__init__(torch.distributions.StudentT(3.0, loc, scale), 1)
+
+
+def test_without_a_closed_form_the_kl_is_a_monte_carlo_estimate_of_it():
+    torch.manual_seed(7)
+    net = nn.Sequential(MLP(OBS, 2 * ACT, num_cells=[8]), NormalParamExtractor())
+    actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
+                               in_keys=["loc", "scale"], distribution_class=_StudentT,
+                               return_log_prob=True)
+    before = copy.deepcopy(actor)
+    loss = TRPOLoss(actor, _critic(), max_kl=0.05, samples_mc_kl=2000)
+    td = _batch(actor, n=64)
+    info = loss.natural_gradient_step(td.clone())
+    assert bool(info["step_accepted"])
+    with torch.no_grad():  # the KL of the policy now in the actor, by 100,000 draws of its own
+        old, new = before.get_dist(td.clone()), actor.get_dist(td.clone())
+        draws = old.sample((100_000,))
+        kl = (old.log_prob(draws) - new.log_prob(draws)).mean()
+    torch.testing.assert_close(info["kl"], kl, rtol=0.15, atol=2e-3)
+    assert kl <= 0.05 * 1.2
+
+
+def test_cg_iters_reaches_the_solver():
+    steps = []
+    for iters in (1, 10):
+        torch.manual_seed(8)
+        actor = _gaussian_actor()
+        steps.append(_step(TRPOLoss(actor, _critic(), cg_iters=iters), _batch(actor))[1])
+    assert not torch.allclose(steps[0], steps[1])
+
+
+def test_the_step_s_report_says_what_was_done():
+    actor = _gaussian_actor()
+    loss = TRPOLoss(actor, _critic())
+    info, moved = _step(loss, _batch(actor))
+    assert set(info.keys()) == STEP_KEYS
+    assert bool(info["step_accepted"])
+    torch.testing.assert_close(info["step_norm"], moved.norm(), rtol=1e-4, atol=1e-7)
+    assert float(info["step_fraction"]) == 0.8 ** int(info["backtracks"])
+    # rejected: the fraction taken is 0, and so is the step
+    actor = _gaussian_actor()
+    loss = TRPOLoss(actor, _critic(), line_search_backtracks=2)
+    real_surrogate = loss._surrogate
+    calls = []
+
+    def worse_after_the_first_call(*args):
+        calls.append(1)
+        return real_surrogate(*args) - (0.0 if len(calls) == 1 else 1e6)
+
+    loss._surrogate = worse_after_the_first_call
+    info, moved = _step(loss, _batch(actor))
+    assert not bool(info["step_accepted"])
+    assert float(info["step_fraction"]) == 0.0 and float(info["step_norm"]) == 0.0
+    assert float(moved.abs().max()) == 0.0
+
+
+def test_a_batch_with_no_gradient_leaves_the_policy_as_it_was():
+    # equal advantages: once centred, nothing to climb; no step, nothing non-finite
+    actor = _gaussian_actor()
+    loss = TRPOLoss(actor, _critic())
+    td = _batch(actor)
+    td["advantage"] = torch.ones_like(td["advantage"])
+    info, moved = _step(loss, td)
+    assert not bool(info["step_accepted"]) and float(moved.abs().max()) == 0.0
+    for key in STEP_KEYS - {"entropy"}:
+        assert bool(torch.isfinite(info[key].float()).all()), key
+    assert float(info["expected_improvement"]) == 0.0
+
+
+def test_forward_s_explained_variance_is_one_minus_the_residual_s_share():
+    actor, critic = _gaussian_actor(), _critic()
+    loss = TRPOLoss(actor, critic)
+    td = _batch(actor)
+    out = loss(td.clone())
+    with torch.no_grad():
+        value = critic(td.clone())["state_value"]
+    target = td["value_target"]
+    expected = 1 - (target - value).var(correction=0) / target.var(correction=0)
+    torch.testing.assert_close(out["explained_variance"], expected, rtol=1e-4, atol=1e-6)
+
+
+def test_extra_keyword_arguments_reach_torchrl_s_ppo_loss():
+    actor, critic = _gaussian_actor(), _critic()
+    td = _batch(actor)
+    mean = TRPOLoss(actor, critic)(td.clone())["loss_critic"]
+    summed = TRPOLoss(actor, critic, reduction="sum")(td.clone())["loss_critic"]
+    torch.testing.assert_close(summed, mean * td.numel())

@@ -225,7 +225,8 @@ class Verdict:
     margin: float = math.nan
     seeds: dict[str, int] = field(default_factory=dict)
     #: the primary verdict's comparison nearest its threshold (its p, Monte-Carlo error and
-    #: threshold), the bootstrap's resamples, and whether it stayed within 3 errors of it
+    #: threshold; a question's, among the tests its answer rests on), the bootstrap's resamples,
+    #: and whether any deciding comparison stayed within 3 errors of its threshold
     step: Step | None = None
     resamples: int = RESAMPLES
     borderline: bool = False
@@ -305,19 +306,24 @@ def _judge_question(study: Study, question: Question, runs: dict[str, list[Run]]
                        seeds=seeds)
     for resamples in RESAMPLINGS:
         answers, read = [], {name: [None, None] for name in question.tests}
-        steps = []
+        steps: dict[str, Step] = {}
         for index, window in enumerate((PRIMARY, SENSITIVITY)):
             held = {}
             for name, spec in question.tests.items():
                 held[name], read[name][index], step = _test(study, question, spec, runs, margin,
                                                             window, resamples, seed)
                 if index == 0 and step is not None:
-                    steps.append(step)
+                    steps[name] = step
             answers.append(next(answer for answer, conditions in question.answers
                                 if all(held[t] == want for t, want in conditions.items())))
-        step = min(steps, key=lambda s: s.near, default=None)
+        # the page shows the p of a test the answer rests on; any test near its threshold
+        # makes the verdict borderline, for a flip of any test could change the answer
+        deciding = dict(question.answers)[answers[0]]
+        shown = [steps[name] for name in deciding if name in steps] or list(steps.values())
+        step = min(shown, key=lambda s: s.near, default=None)
+        nearest = min(steps.values(), key=lambda s: s.near, default=None)
         verdict = Verdict(question, *answers, {k: tuple(v) for k, v in read.items()}, margin,
-                          seeds, step, resamples, borderline(step))
+                          seeds, step, resamples, borderline(nearest))
         if not verdict.borderline:
             break
     return verdict

@@ -211,8 +211,12 @@ def _verdict_cell(verdict: Verdict, anchor: str) -> str:
         return f"**{verdict.verdict}**"
     cell = f"**[{verdict.verdict}](#{anchor})**" + (" *borderline*" if verdict.borderline else "")
     step = verdict.step
-    return cell if step is None else (
-        f"{cell}<br>p {step.p:.3g} ± {step.error:.1g} (vs {step.threshold:.3g})")
+    if step is None:
+        return cell
+    # a bootstrap p of 0: no resample crossed, so below one over their number
+    p = (f"p < {1 / verdict.resamples:.1g}" if step.p == 0
+         else f"p {step.p:.3g} ± {step.error:.1g}")
+    return f"{cell}<br>{p} (vs {step.threshold:.3g})"
 
 
 def _effects(study: Study, verdict: Verdict) -> str:
