@@ -27,6 +27,7 @@ scratch MLflow store; with ``--code DIR`` (repeatable) the same runs of another 
   issue 97's bar is plain TRPO at most 2.5x the loop on HalfCheetah and Ant, VASE within 3x.
 
     python recipes/benchmarks/benchmark_vase_cost.py [--tasks mountain_car half_cheetah ant]
+        [--bonuses nll vime rnd disagreement icm]
         [--rounds 2] [--iterations 8] [--code ../before --label-code 731077c]
 """
 
@@ -80,6 +81,8 @@ def paper_iterations(task: str) -> int:
 #: the configurations compared: plain TRPO, VASE, and VASE's work on plain TRPO's kind of paths
 SETTINGS = {"none": ["surprise=none"], "vase": ["surprise=vase"],
             "vase_eta0": ["surprise=vase", "surprise.eta=0"]}
+#: the other bonuses (``--bonuses``), each at its config's settings: the anchors table's cost
+BONUSES = ("nll", "vime", "rnd", "disagreement", "icm")
 
 
 def run(code: Path, task: str, setting: str, iterations: int, store: Path) -> str:
@@ -88,7 +91,8 @@ def run(code: Path, task: str, setting: str, iterations: int, store: Path) -> st
     # run as a module from the checkout: Python puts it first on the path, so the run trains
     # that checkout's library (not the one installed in the venv)
     command = [sys.executable, "-m", "recipes.trpo_vase", f"env={task}",
-               *SETTINGS[setting], f"iterations={iterations}", "threads=1",
+               *SETTINGS.get(setting, [f"surprise={setting}"]), f"iterations={iterations}",
+               "threads=1",
                "eval.every=0", "checkpoint.every=0", "progress_bar=false",
                f"mlflow.tracking_uri={uri}", f"checkpoint.dir={store / 'checkpoints'}",
                f"hydra.run.dir={store / 'hydra'}"]
@@ -127,6 +131,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=8)
     parser.add_argument("--code", type=Path, action="append", default=[],
                         help="another checkout to run the same way, interleaved")
+    parser.add_argument("--bonuses", nargs="*", default=[], choices=BONUSES,
+                        help="also these bonuses (this checkout), in the same rounds")
     parser.add_argument("--label-code", action="append", default=[],
                         help="its label in the tables (default: its directory's name)")
     args = parser.parse_args()
@@ -142,27 +148,29 @@ def main() -> None:
         for round_ in range(args.rounds):
             for task in args.tasks:
                 floors.setdefault(task, []).append(env_floor(task))
-                for label, code in codes.items():
-                    for surprise in SETTINGS:
-                        store = Path(scratch) / f"{label}-{task}-{surprise}-{round_}"
-                        store.mkdir()
-                        clocks = histories(store, run(code, task, surprise, args.iterations,
-                                                      store))
-                        steps = sorted(clocks["train/wall_time"])
-                        wall = [clocks["train/wall_time"][step] for step in steps]
-                        times = iteration_times(wall)[skip:]
-                        seconds.setdefault((task, label, surprise), []).append(
-                            statistics.median(times))
-                        frames = iteration_times([clocks["train/frames"][s] for s in steps])
-                        per_frame.setdefault((task, label, surprise), []).append(
-                            statistics.median(t / f for t, f in zip(
-                                times, frames[skip:], strict=True)))
-                        if label == "this":
-                            cell = phases.setdefault((task, surprise), {})
-                            for name, values in clocks.items():
-                                if name not in ("train/wall_time", "train/frames"):  # 0: not run
-                                    cell.setdefault(name, []).append(statistics.median(
-                                        values.get(step, 0.0) for step in steps[skip:]))
+                runs = [(label, code, surprise) for label, code in codes.items()
+                        for surprise in SETTINGS]
+                runs += [("this", ROOT, bonus) for bonus in args.bonuses]
+                for label, code, surprise in runs:
+                    store = Path(scratch) / f"{label}-{task}-{surprise}-{round_}"
+                    store.mkdir()
+                    clocks = histories(store, run(code, task, surprise, args.iterations,
+                                                  store))
+                    steps = sorted(clocks["train/wall_time"])
+                    wall = [clocks["train/wall_time"][step] for step in steps]
+                    times = iteration_times(wall)[skip:]
+                    seconds.setdefault((task, label, surprise), []).append(
+                        statistics.median(times))
+                    frames = iteration_times([clocks["train/frames"][s] for s in steps])
+                    per_frame.setdefault((task, label, surprise), []).append(
+                        statistics.median(t / f for t, f in zip(
+                            times, frames[skip:], strict=True)))
+                    if label == "this":
+                        cell = phases.setdefault((task, surprise), {})
+                        for name, values in clocks.items():
+                            if name not in ("train/wall_time", "train/frames"):  # 0: not run
+                                cell.setdefault(name, []).append(statistics.median(
+                                    values.get(step, 0.0) for step in steps[skip:]))
                 print(f"round {round_ + 1}/{args.rounds}: {task} done", flush=True)
 
     print(f"\nMedian iteration time (iterations {skip + 1}-{args.iterations}, median over "
@@ -189,6 +197,16 @@ def main() -> None:
     print("\nFigure 3 at these speeds (20 seeds x plain TRPO, VASE, NLL and VIME at VASE's "
           "iteration time, the tasks above only): "
           + ", ".join(f"{label} {hours:,.0f} core-hours" for label, hours in grid.items()))
+
+    if args.bonuses:
+        print("\nEach bonus's iteration over plain TRPO's (this checkout; median over rounds; "
+              "the bonus steers the policy, so its paths differ from plain TRPO's)")
+        print(f"{'task':<14} " + "".join(f"{b:>14}" for b in ("vase", *args.bonuses)))
+        for task in args.tasks:
+            plain = statistics.median(seconds[task, "this", "none"])
+            print(f"{task:<14} " + "".join(
+                f"{statistics.median(seconds[task, 'this', b]) / plain:>13.2f}x"
+                for b in ("vase", *args.bonuses)))
 
     print("\nPer frame against a bare env.step loop (median over rounds; bars: plain, VASE)")
     print(f"{'task':<14} {'code':<10} {'env us':>7} {'plain us':>9} {'x env':>6} {'VASE us':>8} "

@@ -8,6 +8,7 @@ retired after the advantage-structure study: docs/results_history.md.)"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,6 +148,12 @@ class ExplorationGAE(ValueEstimatorBase):
         intrinsic_reward: NestedKey = "intrinsic_reward"
         bonus_advantage: NestedKey = "bonus_advantage"
 
+    # torchrl's set_keys looks a key up in the class's own __dict__, not its bases': the keys
+    # inherited are set on it too (torchrl's defaults), or set_keys(advantage=...) is refused
+    for _key in dataclasses.fields(ValueEstimatorBase._AcceptedKeys):
+        setattr(_AcceptedKeys, _key.name, _key.default)
+    del _key
+
     default_keys = _AcceptedKeys
 
     def __init__(self, structure: str, *, gamma: float, lmbda: float,
@@ -175,7 +182,8 @@ class ExplorationGAE(ValueEstimatorBase):
         self.critic_gae = GAE(gamma=gamma, lmbda=lmbda, value_network=value_network, **kwargs)
         # torchrl's loop over time gives the advantage (its vectorised form rounds otherwise),
         # compiled on a CPU (``generalized_advantage``) unless torchrl's own form was asked for
-        self._compiled = not (kwargs.get("vectorized") or kwargs.get("differentiable"))
+        self._vectorized = bool(kwargs.get("vectorized"))
+        self._compiled = not (self._vectorized or kwargs.get("differentiable"))
         self.set_keys()
 
     def set_keys(self, **kwargs) -> None:
@@ -269,7 +277,8 @@ class ExplorationGAE(ValueEstimatorBase):
         gae = self.critic_gae
         next_td = tensordict.get("next")
         compiled = self._compiled and next_td.get(gae.tensor_keys.reward).device.type == "cpu"
-        gae.vectorized = compiled  # its fast form when its advantage is replaced below
+        # its fast form when its advantage is replaced below, or when asked for
+        gae.vectorized = compiled or self._vectorized
         gae(tensordict, **critic_kwargs)
         if not compiled:
             return

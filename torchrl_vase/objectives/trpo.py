@@ -57,9 +57,10 @@ class TRPOLoss(PPOLoss):
     ``natural_gradient_step(batch)`` maximises the surrogate ``E[π_θ(a|s) / π_old(a|s) · A]``
     subject to ``E_s[KL(π_old ‖ π_θ)] ≤ max_kl``: the surrogate's flat gradient g; Fisher-vector
     products by double back-propagation through the analytic KL (a Monte-Carlo KL where no closed
-    form exists, e.g. ``TanhNormal``); conjugate gradient for ``F x = g``; the step
-    ``√(2 max_kl / xᵀFx) · x``; a backtracking line search that accepts a step only if its KL is
-    at most ``max_kl`` and the surrogate improved, and restores the parameters otherwise.
+    form exists, e.g. a Student-t; a ``TanhNormal``'s is its Gaussian's); conjugate gradient for
+    ``F x = g``; the step ``√(2 max_kl / xᵀFx) · x``; a backtracking line search that accepts a
+    step only if its KL is at most ``max_kl`` and the surrogate improved, and restores the
+    parameters otherwise.
     ``forward`` returns ``loss_critic`` (differentiable; ``fit_critic``) and, detached,
     ``surrogate``, ``kl``, ``entropy`` and ``explained_variance``. Keys, value estimators and
     ``set_keys`` work as in ``PPOLoss``; π_old is rebuilt from the batch's distribution parameters
@@ -269,7 +270,9 @@ class TRPOLoss(PPOLoss):
                 "backtracks": torch.tensor(backtracks),
                 "step_fraction": torch.tensor(fraction),
                 "cg_residual": residual.detach(),
-                "step_norm": (fraction * direction.norm()).detach()
+                # the parameters' move: the fraction taken of the full step (not of the CG
+                # direction, which the step rescales to the trust region's radius)
+                "step_norm": (fraction * full_step.norm()).detach()
                 if accepted
                 else direction.new_zeros(()),
                 "entropy": self._analytic_entropy(tensordict),
