@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 
 import numba
 import numpy as np
@@ -266,3 +267,86 @@ def test_every_helper_that_reassociates_is_inlined_into_the_entry_points():
                    if dispatchers[name].targetoptions.get("inline") != "always"}
     assert not_inlined == {"local_steps", "weight_steps", "local_hidden_layer",
                            "local_output_errors"}
+
+
+# -- What mutation testing found unasserted (issue 100)
+
+def _sample(rows: int, seed: int = 2):
+    from tensordict import TensorDict
+
+    generator = torch.Generator().manual_seed(seed)
+    return TensorDict({"observation": torch.randn(rows, 3, generator=generator),
+                       "action": torch.randn(rows, 2, generator=generator),
+                       ("next", "observation"): torch.randn(rows, 3, generator=generator)},
+                      [rows])
+
+
+def test_the_trainer_s_defaults_are_the_authors():
+    # 10 transitions a minibatch and Adam at 1e-3 (the authors' script); the kernel where it runs
+    trainer = ModelTrainer(_loss("weights", nn.ReLU, [8], torch.float32))
+    assert (trainer.batch_size, trainer.optimizer.param_groups[0]["lr"], trainer.backend) == (
+        10, 1e-3, "numba")
+
+
+@pytest.mark.parametrize("backend", ["numba", "autograd"])
+def test_each_backend_runs_its_own_steps(backend, monkeypatch):
+    trainer = ModelTrainer(_loss("weights", nn.ReLU, [8], torch.float32), backend=backend)
+    other = "_autograd_steps" if backend == "numba" else "_kernel_steps"
+
+    def refuse(*args):
+        raise AssertionError(f"backend={backend} ran {other}")
+
+    monkeypatch.setattr(trainer, other, refuse)
+    assert math.isfinite(trainer(_sample(20))["elbo"])
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_a_sample_of_one_minibatch_or_more_trains_and_none_is_refused(sampling):
+    trainer = ModelTrainer(_loss(sampling, nn.Tanh, [8], torch.float32), batch_size=10)
+    for rows in (10, 30):
+        assert math.isfinite(trainer(_sample(rows))["elbo"])
+    for rows in (0, 15):
+        message = (f"the sample holds {rows} transitions, not a positive multiple of "
+                   "batch_size (10).")
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            trainer(_sample(rows))
+
+
+def test_the_trainer_s_refusals_say_the_whole_reason():
+    loss = _loss("weights", nn.ReLU, [8], torch.float32)
+    network = loss.model.network
+    mixed = _loss("weights", nn.ReLU, [8, 8], torch.float32)
+    mixed.model.network.activations[0] = nn.Tanh()
+    cases = [
+        (lambda: ModelTrainer(loss, batch_size=0), ValueError,
+         "batch_size must be an int >= 1, got 0."),
+        (lambda: ModelTrainer(VariationalELBOLoss(copy.deepcopy(loss.model).requires_grad_(
+            False))), ValueError, "the loss has no trainable parameters."),
+        (lambda: ModelTrainer(loss, optimizer="adam"), TypeError,
+         "optimizer must be a torch.optim.Optimizer over the loss's parameters, e.g. "
+         "torch.optim.Adam(loss.parameters(), lr=1e-3), got 'adam'; or leave it out for Adam "
+         "with lr."),
+        (lambda: ModelTrainer(loss, torch.optim.Adam([network.mu])), ValueError,
+         "optimizer does not step 1 of the loss's 2 trainable parameters, so the bonus's model "
+         "would not (fully) train: build it over loss.parameters()."),
+        (lambda: ModelTrainer(mixed, backend="numba"), ValueError,
+         "backend='numba' cannot train this model: its layers share one activation. Use "
+         "backend='auto' (autograd where the kernel cannot run)."),
+        (lambda: ModelTrainer(VariationalELBOLoss(loss.model, kl_estimator="monte_carlo"),
+                              backend="numba"), ValueError,
+         "backend='numba' cannot train this model: it computes the analytic KL "
+         "(kl_estimator='analytic'). Use backend='auto' (autograd where the kernel cannot "
+         "run)."),
+        (lambda: ModelTrainer(loss, torch.optim.SGD(network.parameters(), lr=0.1),
+                              backend="numba"), ValueError,
+         "backend='numba' cannot train this model: it implements plain torch.optim.Adam (one "
+         "parameter group, no weight decay, AMSGrad or maximisation). Use backend='auto' "
+         "(autograd where the kernel cannot run)."),
+    ]
+    for make, error, message in cases:
+        with pytest.raises(error, match=f"^{re.escape(message)}$"):
+            make()
+    sigmoid = VariationalELBOLoss(DynamicsModel.build(3, 2, [8], nn.Sigmoid))
+    assert kernel_unavailable(sigmoid, torch.optim.Adam(sigmoid.parameters())) == (
+        "its layers are ReLU or tanh")
+    assert ModelTrainer(mixed).backend == "autograd"

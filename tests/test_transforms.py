@@ -1,4 +1,5 @@
 import functools
+import re
 
 import pytest
 import torch
@@ -544,3 +545,64 @@ def test_a_vime_bonus_refuses_a_local_sampling_it_is_asked_to_build():
         VIMERewardTransform(sampling="local_shared")
     with pytest.raises(ValueError, match="sampling must be one of"):
         VASERewardTransform(sampling="shared")
+
+
+# -- What mutation testing found unasserted (issue 100)
+
+def test_recent_medians_below_one_scale_the_bonus_up():
+    # VIME's scale: the mean of the recent batch medians, however small (only 0 is floored)
+    normalizer = RecentMedianNormalizer(window=3)
+    # torch's median of an even count is the lower middle: 0.05 for [0.05, 0.07]
+    for values in ([0.01, 0.02, 0.09], [0.03], [0.05, 0.07], [0.2]):  # the 4th evicts the 1st
+        normalizer.update(torch.tensor(values))
+    torch.testing.assert_close(normalizer.normalize(torch.tensor([1.0])),
+                               torch.tensor([1.0 / ((0.03 + 0.05 + 0.2) / 3)]))
+    with pytest.raises(ValueError, match=re.escape("window must be an int >= 1, got 0.")):
+        RecentMedianNormalizer(window=0)
+
+
+def test_no_bonus_yet_writes_a_zero_bonus_and_leaves_the_reward():
+    transform = VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)), eta=0.5)
+    batch = _transitions(reward=2.0)
+    transform.write_no_bonus(batch)
+    assert float(batch["next", "intrinsic_reward"].abs().max()) == 0.0
+    assert torch.equal(batch["next", "extrinsic_reward"], torch.full((6, 1), 2.0))
+    assert torch.equal(batch["next", "reward"], torch.full((6, 1), 2.0))
+
+
+def test_the_transform_s_refusals_of_a_batch_say_the_whole_reason():
+    transform = VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)))
+    batch = _transitions()
+    batch["next", "info", "height"] = torch.zeros(6, 1)
+    missing = batch.exclude(("next", "reward"))
+    with pytest.raises(KeyError, match=re.escape(
+            "reward key 'reward' not found; keys present: ['observation', ('info', 'height')].")):
+        transform.write_no_bonus(missing)
+    with pytest.raises(KeyError, match=re.escape(
+            "a batch of transitions needs a 'next' entry (as collectors and replay buffers store "
+            "them); got keys ['observation', 'action'].")):
+        transform(batch.exclude("next"))
+    with pytest.raises(ValueError, match=re.escape(
+            "reward key 'reward' has shape (3, 1), which does not match the transitions' batch "
+            "(6,).")):
+        transform.write_bonus(TensorDict({"reward": torch.zeros(3, 1)}, []), torch.zeros(6))
+    with pytest.raises(ValueError, match=re.escape("eta must be a finite number >= 0, got -1.0.")):
+        VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)), eta=-1.0)
+
+
+def test_a_non_finite_bonus_is_named_by_its_first_bad_value():
+    transform = VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)), eta=1.0)
+    bonus = torch.tensor([0.0, float("inf"), 1.0, float("nan"), 2.0, 3.0])
+    message = ("the bonus is not finite for 2 of 6 transitions (e.g. inf), with measure='vase', "
+               "sigma_c=0.5, eta=1.0, delta=0.0: a setting that makes it overflow (a tiny "
+               "sigma_c, a huge eta) or non-finite inputs.")
+    with pytest.raises(FloatingPointError, match=f"^{re.escape(message)}$"):
+        transform._check_finite(bonus, "the bonus")
+
+
+def test_mixing_declares_and_writes_three_rewards_and_not_mixing_one():
+    for mix, written in ((True, {"intrinsic_reward", "extrinsic_reward", "reward"}),
+                         (False, {"intrinsic_reward"})):
+        transform = VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)), mix_reward=mix)
+        assert set(transform.out_keys) == written
+        assert set(transform.in_keys) == {"observation", "action", "reward"}
