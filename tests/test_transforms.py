@@ -606,3 +606,80 @@ def test_mixing_declares_and_writes_three_rewards_and_not_mixing_one():
         transform = VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)), mix_reward=mix)
         assert set(transform.out_keys) == written
         assert set(transform.in_keys) == {"observation", "action", "reward"}
+
+
+def test_the_confidence_term_is_vase_s_delta_times_the_entropy_and_only_its():
+    model = DynamicsModel(BayesianMLP(3, 2))
+    entropy = model.network.entropy().item()
+    assert VASERewardTransform(model, delta=0.01).confidence_term() == pytest.approx(
+        0.01 * entropy, rel=1e-6)
+    for transform in (VASERewardTransform(model, delta=0.0),
+                      NLLRewardTransform(model),
+                      VASERewardTransform(model, delta=0.01, reward_normalization="median")):
+        assert transform.confidence_term() is None
+
+
+def test_vime_s_step_size_and_clip_reach_its_gain():
+    model = DynamicsModel(BayesianMLP(3, 2, [8]), standardize=False)
+    batch = _transitions()
+    for kwargs, expected in (({}, {"step_size": 0.01, "clip": 1000.0}),
+                             ({"vime_step_size": 0.3, "vime_clip": 0.05},
+                              {"step_size": 0.3, "clip": 0.05})):
+        transform = VIMERewardTransform(model, eta=1.0, seed=4, **kwargs)
+        got = transform(batch.clone())["next", "intrinsic_reward"].squeeze(-1)
+        # the transform's seed: its own generator, as this one
+        want = vime_information_gain(model.network, batch["observation"], batch["action"],
+                                     batch["next", "observation"], sigma_c=model.sigma_c,
+                                     generator=torch.Generator().manual_seed(4), **expected)
+        torch.testing.assert_close(got, want)
+
+
+def test_the_named_transforms_keep_the_model_given():
+    model = DynamicsModel(BayesianMLP(3, 2))
+    for cls in (VASERewardTransform, NLLRewardTransform, VIMERewardTransform):
+        assert cls(model).model is model
+
+
+def test_a_built_model_has_the_activation_asked_for():
+    env = TransformedEnv(GymEnv(MOUNTAIN_CAR), VASERewardTransform(activation_class=nn.Tanh))
+    kinds = {type(a) for a in env.transform.model.network.activations}
+    assert kinds == {nn.Tanh}
+
+
+def test_make_loss_passes_its_settings_and_the_transform_s_keys():
+    transform = VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)), observation_key="obs")
+    loss = transform.make_loss(num_samples=3, kl_weight=0.5)
+    assert (loss.num_samples, loss.kl_weight) == (3, 0.5)
+    assert (loss.tensor_keys.observation, loss.tensor_keys.action,
+            loss.tensor_keys.next_observation) == ("obs", "action", ("next", "obs"))
+
+
+def test_the_model_refusals_say_the_whole_reason():
+    cases = [
+        (lambda: VASERewardTransform(BayesianMLP(3, 2)), TypeError,
+         "model must be a DynamicsModel or None, got BayesianMLP: wrap the BayesianMLP once, "
+         "DynamicsModel(network, ...), and give that one object to the transform and to its "
+         "loss."),
+        (lambda: VIMERewardTransform(DynamicsModel(BayesianMLP(3, 2, sampling="local"))),
+         ValueError, "measure='vime' needs weight sampling: VIME's information gain is a "
+         "gradient with respect to the weights (build the model with sampling='weights')."),
+        (lambda: VIMERewardTransform(sampling="local"), ValueError,
+         "measure='vime' needs weight sampling: VIME's information gain is a gradient with "
+         "respect to the weights (sampling='weights', its default)."),
+        (lambda: VASERewardTransform(prior_std=0.0), ValueError,
+         "prior_std must be a finite number > 0, got 0.0."),
+        (lambda: VIMERewardTransform(vime_step_size=0.0), ValueError,
+         "vime_step_size must be a finite number > 0, got 0.0."),
+        (lambda: VIMERewardTransform(vime_clip=0.0), ValueError,
+         "vime_clip must be a finite number > 0, got 0.0."),
+        (lambda: VASERewardTransform()._require_model(), RuntimeError,
+         "this transform has no model yet: pass model=... or append the transform to an env "
+         "(TransformedEnv) so it can build one from the specs."),
+    ]
+    for make, error, message in cases:
+        with pytest.raises(error, match=f"^{re.escape(message)}$"):
+            make()
+    with pytest.raises(ValueError, match=re.escape(
+            "num_cells, sigma_c describe the model a transform builds for itself; with a given "
+            "model they are the model's own (set them on the DynamicsModel).")):
+        VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)), sigma_c=0.5, num_cells=[8])
