@@ -195,3 +195,69 @@ def test_redaction_hides_the_password_of_a_uri_in_any_text(scheme, user, passwor
 @given(text=st.text(st.characters(exclude_characters=":"), max_size=40))
 def test_text_without_a_uri_is_left_as_it_is(text):
     assert redact(text) == text
+
+
+def _changes(node):
+    """Every state one edit away from ``node``: a key renamed, a value, a list's element, a
+    tensor's or an array's byte, a type changed (an int for a float of the same value)."""
+    import numpy as np
+
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield {**{k: v for k, v in node.items() if k != key}, key + "'": value}
+            for changed in _changes(value):
+                yield {**node, key: changed}
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            for changed in _changes(value):
+                yield [*node[:i], changed, *node[i + 1:]]
+    elif isinstance(node, torch.Tensor):
+        if node.numel():
+            flat = node.clone().reshape(-1)
+            flat.view(torch.uint8)[0] ^= 1
+            yield flat.reshape(node.shape)
+        yield node.to(torch.float64 if node.dtype != torch.float64 else torch.float32)
+    elif isinstance(node, np.ndarray):
+        changed = node.copy()
+        changed.reshape(-1).view(np.uint8)[0] ^= 1
+        yield changed
+    elif isinstance(node, bool) or node is None:
+        yield "changed"
+    elif isinstance(node, int):
+        yield node + 1
+        yield float(node)
+    elif isinstance(node, float):
+        yield math.nextafter(node, math.inf) if node != math.inf else -math.inf
+        yield str(node)
+    else:
+        yield str(node) + "'"
+
+
+@PROPERTY
+@given(state=states, array=st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=4))
+def test_the_digest_of_a_checkpoint_changes_with_any_edit_of_its_content(state, array):
+    import numpy as np
+
+    state = {**state, "array": np.array(array)}
+    digest = content_digest(state)
+    for changed in _changes(state):
+        assert content_digest(changed) != digest, changed
+
+
+@PROPERTY
+@given(config=st.recursive(plain, lambda children: st.lists(children, max_size=3)
+                           | st.dictionaries(st.text(min_size=1, max_size=4), children,
+                                             max_size=3), max_leaves=8),
+       data=st.data())
+def test_a_config_s_identity_follows_its_values_not_its_keys_order(config, data):
+    from torchrl_vase.checkpointing import config_identity
+
+    config = {"root": config, "seed": 0}
+    reordered = dict(reversed(list(config.items())))
+    assert config_identity(reordered) == config_identity(config)
+    assert config_identity({**config, "seed": 1}) != config_identity(config)
+    assert config_identity({**config, "seed": 1}, ignore=["seed"]) == config_identity(
+        config, ignore=["seed"])
+    listed = {**config, "layers": [{"width": 8}, {"width": 16}]}
+    assert config_identity(listed) != config_identity(
+        {**config, "layers": [{"width": 8}, {"width": 32}]})
