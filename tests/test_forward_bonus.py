@@ -4,6 +4,9 @@ the recipe (TRPO and SAC) killed and resumed exactly."""
 
 from __future__ import annotations
 
+import math
+import re
+
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
@@ -207,3 +210,50 @@ def test_icm_s_loss_refuses_what_it_cannot_compute(kwargs, model_kwargs, message
     model = DynamicsModel(ICMNetwork(5, 3, feature_dim=4), standardize=False, **model_kwargs)
     with pytest.raises(ValueError, match=message):
         ICMLoss(model, **kwargs)
+
+
+# -- What mutation testing found unasserted (issue 100)
+
+def test_an_ensemble_starts_as_torch_s_linear_layers_would_each_member_its_own():
+    # kaiming-uniform weights and uniform biases within ±1/√fan_in (nn.Linear's), per member
+    ensemble = EnsembleMLP(20, 3, [400], members=5, dtype=torch.float64)
+    assert ensemble.members == 5 and EnsembleMLP(4, 3).members == 5  # the paper's ensemble
+    for weight, bias in zip(ensemble.weights, ensemble.biases, strict=True):
+        assert weight.dtype == bias.dtype == torch.float64
+        bound = 1 / math.sqrt(weight.shape[-1])
+        for values in (weight, bias):
+            assert float(values.abs().max()) <= bound
+            if values.numel() >= 1000:  # enough draws to come near the bound on both sides
+                assert float(values.max()) > 0.95 * bound and float(values.min()) < -0.95 * bound
+        assert not torch.equal(weight[0], weight[1])
+
+
+def test_icm_s_networks_take_the_activation_and_dtype_asked_for():
+    network = ICMNetwork(5, 3, feature_dim=4, num_cells=[8], activation_class=nn.Tanh,
+                         dtype=torch.float64)
+    for part in (network.encoder, network.inverse, network.forward_model):
+        assert {type(m) for m in part.modules() if isinstance(m, (nn.ReLU, nn.Tanh))} == {nn.Tanh}
+        assert {p.dtype for p in part.parameters()} == {torch.float64}
+    sizes = [(m.in_features, m.out_features) for m in network.modules()
+             if isinstance(m, nn.Linear)]
+    assert sizes == [(3, 8), (8, 4), (8, 8), (8, 2), (6, 8), (8, 4)]
+
+
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda: EnsembleMLP(4, 3, members=1),
+         "an ensemble needs at least 2 members to disagree: members must be an int >= 2, got 1."),
+        (lambda: EnsembleMLP(0, 3), "in_features must be an int >= 1, got 0."),
+        (lambda: EnsembleMLP(4, 0), "out_features must be an int >= 1, got 0."),
+        (lambda: ICMNetwork(5, 3, feature_dim=0),
+         "ICM's feature size must be positive: feature_dim must be an int >= 1, got 0."),
+        (lambda: ICMNetwork(0, 3), "in_features must be an int >= 1, got 0."),
+        (lambda: ICMNetwork(5, 0), "out_features must be an int >= 1, got 0."),
+        (lambda: ICMNetwork(3, 3), "in_features (3) must exceed out_features (3): the input is "
+         "cat(observation, action)."),
+    ],
+)
+def test_bad_forward_models_are_refused_with_the_whole_message(make, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        make()

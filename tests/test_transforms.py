@@ -683,3 +683,53 @@ def test_the_model_refusals_say_the_whole_reason():
             "num_cells, sigma_c describe the model a transform builds for itself; with a given "
             "model they are the model's own (set them on the DynamicsModel).")):
         VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)), sigma_c=0.5, num_cells=[8])
+
+
+def test_the_bonus_takes_the_reward_s_dtype_shape_and_spec():
+    from torchrl.data import Composite, Unbounded
+
+    transform = VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)), eta=0.5)
+    written = transform.write_bonus(TensorDict({"reward": torch.zeros(6, 1, dtype=torch.float64)},
+                                               [6]), torch.ones(6))
+    assert written["intrinsic_reward"].dtype == torch.float64
+    assert written["intrinsic_reward"].shape == (6, 1)
+    spec = transform.transform_reward_spec(
+        Composite(reward=Unbounded(shape=(1,), dtype=torch.float64)))
+    for key in ("intrinsic_reward", "reward"):
+        assert (spec[key].dtype, spec[key].shape) == (torch.float64, torch.Size([1])), key
+    # a reward of the bonus's size but another shape is refused, not silently reshaped
+    with pytest.raises(ValueError, match=re.escape(
+            "reward key 'reward' has shape (2, 3), which does not match the transitions' batch "
+            "(6,).")):
+        transform.write_bonus(TensorDict({"reward": torch.zeros(2, 3)}, []), torch.zeros(6))
+
+
+def test_observations_the_bonus_cannot_read_are_refused_with_the_whole_reason():
+    from types import SimpleNamespace
+
+    from torchrl.data import Composite, Unbounded
+
+    def env(observation, reward=True):
+        rewards = Composite(reward=Unbounded(shape=(1,))) if reward else Composite(
+            info=Composite(cost=Unbounded(shape=(1,))))
+        return SimpleNamespace(batch_size=torch.Size([]), full_reward_spec=rewards,
+                               full_observation_spec=Composite(observation=observation))
+
+    transform = VASERewardTransform()
+    cases = [
+        (env(Unbounded(shape=(3, 4))), ValueError,
+         "observation key 'observation' has feature shape (3, 4) (spec shape (3, 4)); the "
+         "bonus needs a vector observation [*batch, obs_dim]. Flatten it or add a feature "
+         "extractor before this transform."),
+        (env(Unbounded(shape=(3,), dtype=torch.int64)), TypeError,
+         "observation key 'observation' has dtype torch.int64; the bonus needs real-valued "
+         "observations."),
+        (env(Unbounded(shape=(3,)), reward=False), KeyError,
+         "reward key 'reward' is not in the env's specs (keys: [('info', 'cost')]); pass "
+         "reward_key=..."),
+    ]
+    for fake, error, message in cases:
+        whole = (f"^{re.escape(message)}$" if error is not KeyError
+                 else f"^{re.escape(repr(message))}$")
+        with pytest.raises(error, match=whole):
+            transform._observation_features(fake)
