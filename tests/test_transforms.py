@@ -733,3 +733,54 @@ def test_observations_the_bonus_cannot_read_are_refused_with_the_whole_reason():
                  else f"^{re.escape(repr(message))}$")
         with pytest.raises(error, match=whole):
             transform._observation_features(fake)
+
+
+def test_a_loss_the_transform_cannot_share_its_model_with_is_refused_with_the_whole_reason():
+    from torchrl.data import Bounded, Unbounded
+
+    from torchrl_vase import EnsembleLoss
+
+    model = DynamicsModel(BayesianMLP(3, 2))
+    transform = VASERewardTransform(model)
+    other_keys = transform.make_loss()
+    other_keys.set_keys(observation="obs")
+    cases = [
+        (EnsembleLoss.__new__(EnsembleLoss), TypeError,
+         "VASERewardTransform's model is trained by a VariationalELBOLoss, got EnsembleLoss."),
+        (VariationalELBOLoss(DynamicsModel(BayesianMLP(3, 2))), ValueError,
+         "the loss and the transform hold different DynamicsModel objects, so the loss would "
+         "train one model (and its standardisation statistics) and the bonus evaluate "
+         "another; build the loss with transform.make_loss()."),
+        (other_keys, ValueError,
+         "the loss reads 'obs', 'action', ('next', 'observation') but the transform "
+         "('observation', 'action', ('next', 'observation')); use transform.make_loss() or "
+         "loss.set_keys(...)."),
+    ]
+    for loss, error, message in cases:
+        with pytest.raises(error, match=f"^{re.escape(message)}$"):
+            transform.check_loss(loss)
+    for spec, shown in ((Unbounded(shape=(2, 2)), "UnboundedContinuous with feature shape "
+                         "(2, 2) and dtype torch.float32"),
+                        (Bounded(0, 3, shape=(1,), dtype=torch.int64),
+                         "BoundedDiscrete with feature shape (1,) and dtype torch.int64")):
+        message = (f"action key 'action' has spec {shown}; supported: continuous vector "
+                   "actions, Categorical and OneHot.")
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            transform._action_features(spec, 0)
+
+
+def test_a_batch_the_model_refuses_names_the_transform_s_keys():
+    transform = VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)), observation_key="obs")
+    batch = TensorDict({"obs": torch.randn(6, 2), "action": torch.randn(6, 3),
+                        ("next", "obs"): torch.randn(6, 2),
+                        ("next", "reward"): torch.zeros(6, 1)}, [6])
+    with pytest.raises(ValueError, match=r" \(keys: observation 'obs', action 'action'\)$"):
+        transform(batch)
+
+
+def test_vime_s_gain_is_clipped_at_1000_by_default():
+    batch = _transitions()
+    batch["next", "observation"] = batch["next", "observation"] * 1e4
+    transform = VIMERewardTransform(DynamicsModel(BayesianMLP(3, 2, [8]), standardize=False,
+                                                  sigma_c=0.01), eta=1.0)
+    assert float(transform(batch)["next", "intrinsic_reward"].max()) == 1000.0
