@@ -219,6 +219,7 @@ def test_an_ensemble_starts_as_torch_s_linear_layers_would_each_member_its_own()
     ensemble = EnsembleMLP(20, 3, [400], members=5, dtype=torch.float64)
     assert ensemble.members == 5 and EnsembleMLP(4, 3).members == 5  # the paper's ensemble
     for weight, bias in zip(ensemble.weights, ensemble.biases, strict=True):
+        weight, bias = weight.detach(), bias.detach()
         assert weight.dtype == bias.dtype == torch.float64
         bound = 1 / math.sqrt(weight.shape[-1])
         for values in (weight, bias):
