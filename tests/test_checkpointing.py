@@ -244,3 +244,77 @@ def test_a_full_disk_is_named_with_its_path_and_the_previous_checkpoint_kept(tmp
     monkeypatch.setattr(torch, "save", real_save)
     assert int(checkpointer.load()["step"]) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+
+
+# -- What mutation testing found unasserted (issue 100): each refusal read whole
+
+AFRESH = "Start the run afresh (resume=false) or point resume at another checkpoint."
+
+
+def test_each_refusal_to_load_says_the_whole_reason(tmp_path):
+    import re
+
+    weight = torch.arange(1000, dtype=torch.float32)
+    path = tmp_path / "last.pt"
+    what = f"the checkpoint {str(path)!r}"
+    Checkpointer(tmp_path).save({"actor": {"weight": weight}})
+    _flip(path, weight)
+    changed = (f"{what} does not match the digest it was saved with: its content changed since "
+               "(a disk error, a copy cut short, an edit). Loading it would continue from "
+               "values the run never had; start the run afresh (resume=false), or point resume "
+               "at a copy that matches.")
+    with pytest.raises(ValueError, match=f"^{re.escape(changed)}$"):
+        load_checkpoint(path)
+    torch.save({"actor": {"weight": weight}}, path)
+    unsigned = (f"{what} carries no digest of its content, nor a .sha256 beside it: it was "
+                "written by hand, by another program, or by this library before 2026-12-07 and "
+                "copied without its .sha256, so a damaged copy cannot be told from a sound one. "
+                "If you trust it, load it with checkpoint.trust_unsigned=true (evaluate.py: "
+                "--trust-unsigned).")
+    with pytest.raises(ValueError, match=f"^{re.escape(unsigned)}$"):
+        load_checkpoint(path)
+    (tmp_path / "last.pt.sha256").write_text(file_digest(path) + "\n")
+    _flip(path, weight)
+    sidecar = (f"{what} does not match the checksum written with it (last.pt.sha256): its "
+               "bytes changed since it was saved (a disk error, a copy cut short, an edit). "
+               "Loading it would continue from values the run never had; start the run afresh "
+               "(resume=false), or point resume at a copy whose checksum matches.")
+    with pytest.raises(ValueError, match=f"^{re.escape(sidecar)}$"):
+        load_checkpoint(path)
+    (tmp_path / "last.pt.sha256").unlink()
+    path.write_bytes(b"")
+    empty = (f"cannot load {what}: the file is empty (0 bytes): its writer was killed before "
+             f"writing it. {AFRESH}")
+    with pytest.raises(RuntimeError, match=f"^{re.escape(empty)}$"):
+        load_checkpoint(path)
+    torch.save({"object": Checkpointer}, path)
+    pickled = (f"^{re.escape(f'cannot load {what}: it holds objects other than tensors and ')}"
+               r"plain values \(Unsupported global: GLOBAL torchrl_vase\.checkpointing\."
+               r"Checkpointer[^)]*\); it was not written by this library, or by an older "
+               r"version of it, and loading it otherwise could run code it names\. "
+               f"{re.escape(AFRESH)}$")
+    with pytest.raises(RuntimeError, match=pickled):
+        load_checkpoint(path)
+    torch.save({"step": torch.tensor(1)}, path)
+    path.write_bytes(path.read_bytes()[:50])
+    damaged = (f"^{re.escape(f'cannot load {what}: ')}[A-Za-z]+Error: [^\n]+; it is damaged "
+               r"\(cut off or overwritten\) or not a checkpoint\. "
+               f"{re.escape(AFRESH)}$")
+    with pytest.raises(RuntimeError, match=damaged):
+        load_checkpoint(path)
+    with pytest.raises(RuntimeError, match=re.escape("cannot load the saved run: the file is "
+                                                     "empty")):
+        path.write_bytes(b"")
+        load_checkpoint(path, what="the saved run")
+
+
+def test_an_unwritable_directory_is_named_whole(tmp_path):
+    import re
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    target = blocker / "run"
+    message = (f"checkpoint.dir: cannot write to {str(target)!r} (Not a directory). Choose a "
+               "writable directory.")
+    with pytest.raises(OSError, match=f"^{re.escape(message)}$"):
+        check_writable(target, "checkpoint.dir")
