@@ -40,8 +40,11 @@ MODULES = {
     "advantage": ("torchrl_vase/objectives/advantage.py", ["tests/test_advantage.py"]),
     "forward_losses": ("torchrl_vase/objectives/forward_losses.py",
                        ["tests/test_forward_bonus.py"]),
+    # the network's tests, and those of what drives it: the measures, the ELBO and its kernel
     "bayesian_mlp": ("torchrl_vase/modules/bayesian_mlp.py",
-                     ["tests/test_bayesian_mlp.py", "tests/test_local_reparameterization.py"]),
+                     ["tests/test_bayesian_mlp.py", "tests/test_local_reparameterization.py",
+                      "tests/test_surprise.py", "tests/test_elbo_loss.py",
+                      "tests/test_elbo_kernel.py", "tests/test_properties.py"]),
     "forward_models": ("torchrl_vase/modules/forward_models.py", ["tests/test_forward_bonus.py"]),
     # a transform's tests, and those of the loop that drives it (Exploration)
     "intrinsic": ("torchrl_vase/transforms/intrinsic.py",
