@@ -3,6 +3,7 @@
 import errno
 import os
 import random
+import re
 import shutil
 import signal
 from pathlib import Path
@@ -252,41 +253,40 @@ AFRESH = "Start the run afresh (resume=false) or point resume at another checkpo
 
 
 def test_each_refusal_to_load_says_the_whole_reason(tmp_path):
-    import re
-
     weight = torch.arange(1000, dtype=torch.float32)
     path = tmp_path / "last.pt"
     what = f"the checkpoint {str(path)!r}"
+
+    def refused(error, message):
+        with pytest.raises(error, match=f"^{re.escape(message)}$"):
+            load_checkpoint(path)
+
     Checkpointer(tmp_path).save({"actor": {"weight": weight}})
     _flip(path, weight)
     changed = (f"{what} does not match the digest it was saved with: its content changed since "
                "(a disk error, a copy cut short, an edit). Loading it would continue from "
                "values the run never had; start the run afresh (resume=false), or point resume "
                "at a copy that matches.")
-    with pytest.raises(ValueError, match=f"^{re.escape(changed)}$"):
-        load_checkpoint(path)
+    refused(ValueError, changed)
     torch.save({"actor": {"weight": weight}}, path)
     unsigned = (f"{what} carries no digest of its content, nor a .sha256 beside it: it was "
                 "written by hand, by another program, or by this library before 2026-12-07 and "
                 "copied without its .sha256, so a damaged copy cannot be told from a sound one. "
                 "If you trust it, load it with checkpoint.trust_unsigned=true (evaluate.py: "
                 "--trust-unsigned).")
-    with pytest.raises(ValueError, match=f"^{re.escape(unsigned)}$"):
-        load_checkpoint(path)
+    refused(ValueError, unsigned)
     (tmp_path / "last.pt.sha256").write_text(file_digest(path) + "\n")
     _flip(path, weight)
     sidecar = (f"{what} does not match the checksum written with it (last.pt.sha256): its "
                "bytes changed since it was saved (a disk error, a copy cut short, an edit). "
                "Loading it would continue from values the run never had; start the run afresh "
                "(resume=false), or point resume at a copy whose checksum matches.")
-    with pytest.raises(ValueError, match=f"^{re.escape(sidecar)}$"):
-        load_checkpoint(path)
+    refused(ValueError, sidecar)
     (tmp_path / "last.pt.sha256").unlink()
     path.write_bytes(b"")
     empty = (f"cannot load {what}: the file is empty (0 bytes): its writer was killed before "
              f"writing it. {AFRESH}")
-    with pytest.raises(RuntimeError, match=f"^{re.escape(empty)}$"):
-        load_checkpoint(path)
+    refused(RuntimeError, empty)
     torch.save({"object": Checkpointer}, path)
     pickled = (f"^{re.escape(f'cannot load {what}: it holds objects other than tensors and ')}"
                r"plain values \(Unsupported global: GLOBAL torchrl_vase\.checkpointing\."
@@ -309,8 +309,6 @@ def test_each_refusal_to_load_says_the_whole_reason(tmp_path):
 
 
 def test_an_unwritable_directory_is_named_whole(tmp_path):
-    import re
-
     blocker = tmp_path / "file"
     blocker.write_text("")
     target = blocker / "run"

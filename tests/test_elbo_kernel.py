@@ -12,6 +12,7 @@ import numba
 import numpy as np
 import pytest
 import torch
+from tensordict import TensorDict
 from torch import nn
 
 from torchrl_vase import DynamicsModel, Exploration, VariationalELBOLoss, VASERewardTransform
@@ -272,8 +273,6 @@ def test_every_helper_that_reassociates_is_inlined_into_the_entry_points():
 # -- What mutation testing found unasserted (issue 100)
 
 def _sample(rows: int, seed: int = 2):
-    from tensordict import TensorDict
-
     generator = torch.Generator().manual_seed(seed)
     return TensorDict({"observation": torch.randn(rows, 3, generator=generator),
                        "action": torch.randn(rows, 2, generator=generator),

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from torchrl_vase import BayesianMLP, nll_surprise, vase_surprise
-from torchrl_vase.checkpointing import Checkpointer, content_digest
+from torchrl_vase.checkpointing import Checkpointer, config_identity, content_digest
 from torchrl_vase.tracking import redact
 
 PROPERTY = settings(max_examples=25, deadline=None, derandomize=True,
@@ -54,10 +55,16 @@ seeds = st.integers(0, 2**16)
 scales = st.sampled_from([1e-3, 1.0, 30.0])
 
 
-@pytest.mark.parametrize("sampling", SHARED)
-@pytest.mark.parametrize("measure", list(MEASURES))
-@PROPERTY
-@given(rows=rows, seed=seeds, scale=scales, num_samples=st.integers(1, 12))
+def each_bonus(**strategies):
+    """A property of VASE's and NLL's bonus, for each sampling a batch shares, on drawn inputs."""
+    def wrap(test):
+        test = PROPERTY(given(**strategies)(test))
+        return pytest.mark.parametrize("sampling", SHARED)(
+            pytest.mark.parametrize("measure", list(MEASURES))(test))
+    return wrap
+
+
+@each_bonus(rows=rows, seed=seeds, scale=scales, num_samples=st.integers(1, 12))
 def test_the_bonus_without_its_confidence_term_is_never_negative(measure, sampling, rows, seed,
                                                                  scale, num_samples):
     bonus = MEASURES[measure](_model(sampling, seed), *_batch(rows, seed, scale),
@@ -77,10 +84,7 @@ def test_vase_times_sigma_c_squared_does_not_depend_on_sigma_c(sampling, rows, s
     torch.testing.assert_close(at[sigma_c], at[other], rtol=1e-10, atol=0)
 
 
-@pytest.mark.parametrize("sampling", SHARED)
-@pytest.mark.parametrize("measure", list(MEASURES))
-@PROPERTY
-@given(data=st.data(), rows=rows, seed=seeds)
+@each_bonus(data=st.data(), rows=rows, seed=seeds)
 def test_a_permuted_batch_gets_its_bonus_permuted(measure, sampling, data, rows, seed):
     model, batch = _model(sampling, seed), _batch(rows, seed, 1.0)
     order = torch.tensor(data.draw(st.permutations(range(rows))))
@@ -90,10 +94,7 @@ def test_a_permuted_batch_gets_its_bonus_permuted(measure, sampling, data, rows,
     torch.testing.assert_close(permuted, bonus[order], rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("sampling", SHARED)
-@pytest.mark.parametrize("measure", list(MEASURES))
-@PROPERTY
-@given(data=st.data(), rows=rows, seed=seeds)
+@each_bonus(data=st.data(), rows=rows, seed=seeds)
 def test_a_batch_s_bonus_is_its_halves_bonuses_concatenated(measure, sampling, data, rows, seed):
     model, batch = _model(sampling, seed), _batch(rows, seed, 1.0)
     cut = data.draw(st.integers(1, rows - 1))
@@ -200,8 +201,6 @@ def test_text_without_a_uri_is_left_as_it_is(text):
 def _changes(node):
     """Every state one edit away from ``node``: a key renamed, a value, a list's element, a
     tensor's or an array's byte, a type changed (an int for a float of the same value)."""
-    import numpy as np
-
     if isinstance(node, dict):
         for key, value in node.items():
             yield {**{k: v for k, v in node.items() if k != key}, key + "'": value}
@@ -236,8 +235,6 @@ def _changes(node):
 @PROPERTY
 @given(state=states, array=st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=4))
 def test_the_digest_of_a_checkpoint_changes_with_any_edit_of_its_content(state, array):
-    import numpy as np
-
     state = {**state, "array": np.array(array)}
     digest = content_digest(state)
     for changed in _changes(state):
@@ -250,8 +247,6 @@ def test_the_digest_of_a_checkpoint_changes_with_any_edit_of_its_content(state, 
                                              max_size=3), max_leaves=8),
        data=st.data())
 def test_a_config_s_identity_follows_its_values_not_its_keys_order(config, data):
-    from torchrl_vase.checkpointing import config_identity
-
     config = {"root": config, "seed": 0}
     reordered = dict(reversed(list(config.items())))
     assert config_identity(reordered) == config_identity(config)

@@ -1,12 +1,13 @@
 import functools
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
 from tensordict import TensorDict
 from torch import nn
 from torchrl.collectors import Collector
-from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.data import Bounded, Composite, LazyTensorStorage, ReplayBuffer, Unbounded
 from torchrl.envs import (
     Compose,
     DoubleToFloat,
@@ -25,6 +26,7 @@ from torchrl.envs.utils import check_env_specs
 from torchrl_vase import (
     BayesianMLP,
     DynamicsModel,
+    EnsembleLoss,
     NLLRewardTransform,
     RecentMedianNormalizer,
     SurpriseRewardTransform,
@@ -686,8 +688,6 @@ def test_the_model_refusals_say_the_whole_reason():
 
 
 def test_the_bonus_takes_the_reward_s_dtype_shape_and_spec():
-    from torchrl.data import Composite, Unbounded
-
     transform = VASERewardTransform(DynamicsModel(BayesianMLP(3, 2)), eta=0.5)
     written = transform.write_bonus(TensorDict({"reward": torch.zeros(6, 1, dtype=torch.float64)},
                                                [6]), torch.ones(6))
@@ -705,10 +705,6 @@ def test_the_bonus_takes_the_reward_s_dtype_shape_and_spec():
 
 
 def test_observations_the_bonus_cannot_read_are_refused_with_the_whole_reason():
-    from types import SimpleNamespace
-
-    from torchrl.data import Composite, Unbounded
-
     def env(observation, reward=True):
         rewards = Composite(reward=Unbounded(shape=(1,))) if reward else Composite(
             info=Composite(cost=Unbounded(shape=(1,))))
@@ -736,10 +732,6 @@ def test_observations_the_bonus_cannot_read_are_refused_with_the_whole_reason():
 
 
 def test_a_loss_the_transform_cannot_share_its_model_with_is_refused_with_the_whole_reason():
-    from torchrl.data import Bounded, Unbounded
-
-    from torchrl_vase import EnsembleLoss
-
     model = DynamicsModel(BayesianMLP(3, 2))
     transform = VASERewardTransform(model)
     other_keys = transform.make_loss()

@@ -74,17 +74,15 @@ def scratch_copy(into: Path) -> None:
             shutil.copy2(source, target)
 
 
-def mutate(name: str, scratch: Path, workers: int, timeout_multiplier: float) -> dict[str, int]:
-    """mutmut's counts for one module (``MODULES[name]``); a mutant's CPU time is limited to
-    ``timeout_multiplier`` times its tests' (mutmut's default, 15, makes a timeout of every mutant
-    that costs a numba kernel its cache: a minute's compilation against a second of tests)."""
+def mutate(name: str, scratch: Path, workers: int) -> dict[str, int]:
+    """mutmut's counts for one module (``MODULES[name]``)."""
     path, tests = MODULES[name]
     folder = scratch / name
     shutil.rmtree(folder, ignore_errors=True)
     scratch_copy(folder)
     (folder / "setup.cfg").write_text(
         "[mutmut]\nsource_paths = torchrl_vase\n"
-        f"only_mutate = {path}\ntimeout_multiplier = {timeout_multiplier:g}\n"
+        f"only_mutate = {path}\n"
         "pytest_add_cli_args_test_selection =\n" + "".join(f"    {t}\n" for t in tests)
         + "also_copy =\n    conftest.py\n    conf\n    recipes\n    data\n")
     # mutmut forks each mutant's test run from a process that has run the tests: a fork taken
@@ -111,7 +109,6 @@ def main() -> None:
     parser.add_argument("--modules", nargs="*", default=list(MODULES), choices=list(MODULES))
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/torchrl_vase_mutation"))
     parser.add_argument("--workers", type=int, default=max(1, len(os.sched_getaffinity(0))))
-    parser.add_argument("--timeout-multiplier", type=float, default=100.0)
     parser.add_argument("--report", type=Path, help="write the table there (markdown)")
     args = parser.parse_args()
     if not MUTMUT.exists():
@@ -121,7 +118,7 @@ def main() -> None:
     rows = ["| module | mutants | killed | survived | timed out | suspicious | no test | score |",
             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name in args.modules:
-        counts = mutate(name, args.scratch, args.workers, args.timeout_multiplier)
+        counts = mutate(name, args.scratch, args.workers)
         rows.append(f"| `{MODULES[name][0]}` | {sum(counts.values())} | "
                     + " | ".join(str(counts[key]) for key in COUNTS)
                     + f" | {score(counts):.0%} |")
