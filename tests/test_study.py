@@ -234,7 +234,7 @@ def test_a_config_naming_an_unknown_thing_is_refused_with_the_choices(tmp_path, 
         claims.load_study(path)
     assert "the choices:" in str(refused.value)
     with pytest.raises(ValueError, match="unknown study 'figure4'; the choices: figure3, "
-                                         "point_robot_placebo, sac"):
+                                         "point_robot_placebo, rivals_eta, sac"):
         claims.load_study("figure4")
 
 
@@ -244,6 +244,60 @@ def test_an_equivalence_test_without_a_margin_inside_half_is_refused(tmp_path, t
     config.questions[0].tests["as_soon"] = test
     OmegaConf.save(config, tmp_path / "broken.yaml")
     with pytest.raises(ValueError, match=r"as_soon takes \[as_soon, A, B, margin\]"):
+        claims.load_study(tmp_path / "broken.yaml")
+
+
+def _choice_run(task: str, measure: str, seed: int, returns=(0.0, 0.0),
+                first: float = math.nan) -> object:
+    return dataset.Run(task, measure, seed, {
+        "frames": np.array([5000.0, 10000.0]), "Return/mean": np.array(returns, dtype=float),
+        "train/first_reward_step": np.array([first, first])})
+
+
+def test_a_choice_ranks_each_candidate_on_each_task_and_a_tie_goes_to_the_first_listed():
+    study = claims.load_study("rivals_eta")
+    choice = next(c for c in study.choices if c.id == "eta-icm")
+    assert choice.tasks == {"mountain_car": "return", "point_robot": "first_reward"}
+    first, second, third, fourth, fifth = choice.candidates
+    # MountainCar's mean whole-run return; the point robot's mean steps, never found = budget
+    returns = {first: 0.1, second: 0.4, third: 0.4, fourth: 0.0, fifth: 0.3}
+    steps = {first: [1e5] * 5, second: [math.nan] * 5, third: [2e5] * 4 + [math.nan],
+             fourth: [3e4] * 5, fifth: [5e4] * 5}
+    data = {"mountain_car": {m: [_choice_run("mountain_car", m, s, (0.0, 2 * r))
+                                 for s in range(100, 105)] for m, r in returns.items()},
+            "point_robot": {m: [_choice_run("point_robot", m, s, first=x)
+                                for s, x in zip(range(100, 105), xs, strict=True)]
+                            for m, xs in steps.items()}}
+    verdict = claims.choose(study, choice, data)
+    whole = {m: w for m, (w, _) in verdict.comparisons.items()}
+    assert whole[third]["point_robot"] == pytest.approx((4 * 2e5 + 2.5e6) / 5)
+    assert whole[second]["point_robot"] == 2.5e6 and whole[first]["mountain_car"] == 0.1
+    # MountainCar ranks: second and third share 1.5, fifth 3, first 4, fourth 5; the point
+    # robot: fourth 1, fifth 2, first 3, third 4, second 5
+    expected = {first: 3.5, second: 3.25, third: 2.75, fourth: 3.0, fifth: 2.5}
+    assert {m: w["mean rank"] for m, w in whole.items()} == expected
+    assert verdict.verdict == study.label(fifth) == verdict.sensitivity
+    # a tie: fifth given third's runs, both share the lowest mean rank (2.75)
+    for task in data:
+        data[task][fifth] = data[task][third]
+    tied = claims.choose(study, choice, data)
+    assert tied.comparisons[third][0]["mean rank"] == tied.comparisons[fifth][0]["mean rank"]
+    assert tied.verdict == study.label(third)  # listed before fifth
+    data["point_robot"][first] = data["point_robot"][first][:4]
+    assert claims.choose(study, choice, data).verdict == "not measured yet"
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda c: c.choices[0].tasks.__setitem__("mountain_car", "area"), "unknown score 'area'"),
+    (lambda c: c.choices[0].candidates.append("vase"), "unknown measure 'vase'"),
+    (lambda c: c.choices[0].pop("budget"), "a first_reward score needs the budget"),
+])
+def test_a_choice_naming_an_unknown_score_or_candidate_or_no_budget_is_refused(tmp_path, change,
+                                                                              message):
+    config = OmegaConf.load(ROOT / "conf" / "study" / "rivals_eta.yaml")
+    change(config)
+    OmegaConf.save(config, tmp_path / "broken.yaml")
+    with pytest.raises(ValueError, match=message):
         claims.load_study(tmp_path / "broken.yaml")
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from dataset import Run, cells, read
 from omegaconf import OmegaConf
+from scipy.stats import rankdata
 from study_statistics import (
     RESAMPLES,
     WINDOWS,
@@ -81,6 +82,24 @@ class Question:
 
 
 @dataclass(frozen=True)
+class Choice:
+    """A setting chosen among ``candidates`` (measures) by a rule written before their runs:
+    each candidate ranked on each task by the task's score (``first_reward``: its seeds' mean
+    steps to the first reward, a run that never found it counted at the ``budget``, fewer
+    first; ``return``: its seeds' mean return over the window, higher first; ties share their
+    mean rank), the lowest mean rank over the tasks chosen, a tie to the candidate listed
+    first."""
+
+    id: str
+    asks: str
+    written: str
+    tasks: dict[str, str]  # task -> its score: return or first_reward
+    candidates: tuple[str, ...]
+    min_seeds: int
+    budget: float = math.nan
+
+
+@dataclass(frozen=True)
 class Study:
     name: str
     dataset: Path
@@ -98,6 +117,7 @@ class Study:
     questions: tuple[Question, ...]
     #: commits shown to train alike: ``{commits, measures, evidence}`` records
     commits_alike: tuple[dict, ...] = ()
+    choices: tuple[Choice, ...] = ()
 
     def label(self, measure: str) -> str:
         return self.measures[measure]["label"]
@@ -178,13 +198,28 @@ def load_study(name: str | Path) -> Study:
             {k: tuple(v) for k, v in spec["tests"].items()},
             tuple((answer, dict(conditions)) for answer, conditions in spec["answers"]),
             int(spec.get("min_seeds", raw["min_seeds"])), float(spec.get("budget", math.nan))))
-    if len({c.id for c in claims} | {q.id for q in questions}) < len(claims) + len(questions):
+    choices = []
+    for spec in raw.get("choices") or []:
+        for task, score in spec["tasks"].items():
+            _check("task", task, raw["tasks"], f"choice {spec['id']}")
+            _check("score", score, ("return", "first_reward"), f"choice {spec['id']}")
+        if "first_reward" in spec["tasks"].values() and "budget" not in spec:
+            raise ValueError(f"choice {spec['id']}: a first_reward score needs the budget of "
+                             "steps a run may take (budget: ...).")
+        for measure in spec["candidates"]:
+            _check("measure", measure, measures, f"choice {spec['id']}")
+        choices.append(Choice(spec["id"], spec["asks"], str(spec["written"]),
+                              dict(spec["tasks"]), tuple(spec["candidates"]),
+                              int(spec.get("min_seeds", raw["min_seeds"])),
+                              float(spec.get("budget", math.nan))))
+    ids = [r.id for r in (*claims, *questions, *choices)]
+    if len(set(ids)) < len(ids):
         raise ValueError(f"{path.name}: two records share an id.")
     return Study(raw["name"], ROOT / raw["dataset"], str(raw["commit"]), raw["algorithm"],
                  tuple(raw["tasks"]), measures, seeds, raw.get("task_overrides") or {},
                  tuple(raw["figure"]), float(raw["margin"]["fraction"]),
                  tuple(raw["margin"]["measures"]), int(raw["min_seeds"]), tuple(claims),
-                 tuple(questions), tuple(raw.get("commits_alike") or ()))
+                 tuple(questions), tuple(raw.get("commits_alike") or ()), tuple(choices))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -218,7 +253,7 @@ class Verdict:
     """A record's verdict: in the primary and the sensitivity window, each pair's (or test's)
     comparison in both, the margin and the seeds it read."""
 
-    record: Claim | Question
+    record: Claim | Question | Choice
     verdict: str
     sensitivity: str
     comparisons: dict[str, tuple] = field(default_factory=dict)  # name -> (primary, sensitivity)
@@ -347,10 +382,40 @@ def judge(study: Study, record: Claim | Question,
     return _judge_question(study, record, runs, margin, seeds, seed)
 
 
+def choose(study: Study, choice: Choice, data: dict[str, dict[str, list[Run]]]) -> Verdict:
+    """``choice``'s candidate (its label) by its rule in the whole run and in its last 10 %;
+    ``comparisons`` holds each candidate's score on each task and its mean rank, both windows."""
+    seeds = {m: min(len(data.get(t, {}).get(m, [])) for t in choice.tasks)
+             for m in choice.candidates}
+    if min(seeds.values()) < choice.min_seeds:
+        return Verdict(choice, "not measured yet", "not measured yet", seeds=seeds)
+    chosen, read = [], {m: [None, None] for m in choice.candidates}
+    for index, window in enumerate((PRIMARY, SENSITIVITY)):
+        ranks = []
+        for task, score in choice.tasks.items():
+            runs = [data[task][m] for m in choice.candidates]
+            if score == "first_reward":
+                values = np.array([np.minimum(first_reward_steps(r), choice.budget).mean()
+                                   for r in runs])
+                ranks.append(rankdata(values))  # fewer steps first
+            else:
+                values = np.array([windows(r, window).mean() for r in runs])
+                ranks.append(rankdata(-values))  # higher return first
+            for measure, value in zip(choice.candidates, values, strict=True):
+                read[measure][index] = {**(read[measure][index] or {}), task: float(value)}
+        mean_rank = np.mean(ranks, axis=0)
+        for measure, rank in zip(choice.candidates, mean_rank, strict=True):
+            read[measure][index]["mean rank"] = float(rank)
+        chosen.append(study.label(choice.candidates[int(np.argmin(mean_rank))]))  # a tie: first
+    return Verdict(choice, *chosen, {m: tuple(v) for m, v in read.items()}, seeds=seeds)
+
+
 def judge_all(study: Study, data: dict | None = None, seed: int = 0) -> list[Verdict]:
-    """Every claim and question of ``study``, each judged once (``seed``: the bootstraps')."""
+    """Every claim and question of ``study``, each judged once (``seed``: the bootstraps'),
+    then its choices."""
     data = study.runs() if data is None else data
-    return [judge(study, record, data, seed) for record in (*study.claims, *study.questions)]
+    return [*(judge(study, record, data, seed) for record in (*study.claims, *study.questions)),
+            *(choose(study, choice, data) for choice in study.choices)]
 
 
 def eta(run: Run) -> float:
@@ -365,4 +430,4 @@ def first_bonus(run: Run, eta: float) -> float:
     return float(eta * bonus[0]) if bonus.size else math.nan
 
 
-__all__ = ["MedianComparison", "Sooner", "judge", "judge_all", "load_study"]
+__all__ = ["Choice", "MedianComparison", "Sooner", "choose", "judge", "judge_all", "load_study"]

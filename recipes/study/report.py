@@ -26,7 +26,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from claims import (
     TITLES,
+    Choice,
     Claim,
+    Question,
     Study,
     Verdict,
     first_reward_steps,
@@ -272,9 +274,27 @@ def questions_table(studies: list[tuple[Study, Verdict]]) -> list[str]:
     return lines
 
 
+def _choice_numbers(study: Study, v: Verdict) -> list[str]:
+    """A choice's candidates: each task's score (whole run) and the mean rank in both windows."""
+    choice = v.record
+    scores = {"first_reward": "mean steps to the first reward", "return": "mean return"}
+    tasks = [f"{TITLES[t]}: {scores[score]}" for t, score in choice.tasks.items()]
+    lines = [f"**{choice.asks}**: **{v.verdict}**\n{{: #{choice.id} }}\n",
+             f"| candidate | {' | '.join(tasks)} | mean rank | last 10 %: mean rank |",
+             "|---|" + "---:|" * (len(tasks) + 2)]
+    for measure, (whole, last) in v.comparisons.items():
+        scores = " | ".join(f"{whole[t]:,.4g}" for t in choice.tasks)
+        lines.append(f"| {study.label(measure)} | {scores} | {whole['mean rank']:g} | "
+                     f"{last['mean rank']:g} |")
+    return [*lines, ""]
+
+
 def _numbers(study: Study, v: Verdict) -> list[str]:
     """A record's numbers, each comparison in both windows."""
     record = v.record
+    if isinstance(record, Choice):
+        return [f"**{record.asks}**: **{v.verdict}**\n{{: #{record.id} }}\n"] if (
+            v.verdict == "not measured yet") else _choice_numbers(study, v)
     if isinstance(record, Claim):
         head = (f"**{TITLES[record.task]}**, “{record.says}”: **{v.verdict}**\n"
                 f"{{: #claim-{record.id} }}\n")
@@ -425,6 +445,30 @@ def write_readme(readme: Path, lines: list[str]) -> None:
                       + rest.split(end, 1)[1])
 
 
+def write_choices_page(study: Study, page: Path) -> None:
+    """Write ``page`` for a study of choices (its settings chosen on seeds it does not report)."""
+    everything = [run for by_measure in study.runs().values() for runs in by_measure.values()
+                  for run in runs]
+    verdicts = [v for v in judge_all(study) if isinstance(v.record, Choice)]
+    lines = [f"# The study {study.name}: settings chosen before the runs that report them\n",
+             f"Each choice by [its rule](../results_rule.md), written before its runs; "
+             f"{len(everything)} runs so far (commits "
+             f"{', '.join(sorted({r.commit[:7] for r in everything})) or 'none yet'}); ⚑: the "
+             "last 10 % of a return task's run would choose otherwise (the choice stands).\n",
+             "| choice (rule written before its runs) | chosen: whole run | last 10 % | seeds |",
+             "|---|---|---|---|"]
+    for v in verdicts:
+        seeds = ", ".join(str(n) for n in dict.fromkeys(v.seeds.values()))
+        lines.append(f"| {v.record.asks} ({v.record.written}) | {_verdict_cell(v, v.record.id)} "
+                     f"| {'⚑ ' if v.flagged else ''}{v.sensitivity} | {seeds} |")
+    lines += ["", "## Each choice's numbers\n"]
+    for v in verdicts:
+        lines += _numbers(study, v)
+    lines += ["## The runs\n", *provenance(study, everything)]
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text("\n".join(lines))
+
+
 def write_page(study: Study, page: Path, figures: Path, others: tuple[Study, ...] = (),
                readme: Path | None = None) -> None:
     """Write ``page`` and its figures (under ``figures``) for ``study`` and the questions of
@@ -439,7 +483,7 @@ def write_page(study: Study, page: Path, figures: Path, others: tuple[Study, ...
     claims = [v for v in verdicts if isinstance(v.record, Claim)]
     asked = [(study, v) for v in verdicts if not isinstance(v.record, Claim)]
     asked += [(other, v) for other in others for v in judge_all(other)
-              if not isinstance(v.record, Claim)]
+              if isinstance(v.record, Question)]  # a choice is on its study's own page
     styles = {m: (spec["label"], spec["colour"]) for m, spec in study.measures.items()}
     curve_tasks = [t for t in study.tasks if t != "point_robot"]
     seeds = max(len(data.get(t, {}).get(m, [])) for t in curve_tasks for m in study.figure)
