@@ -282,3 +282,192 @@ def test_a_batchs_squared_errors_equal_each_draw_evaluated_alone(sampling, activ
     torch.testing.assert_close(differentiable.double(), reference, rtol=2e-5, atol=1e-4)
     differentiable.mean().backward()
     assert model.rho.grad is not None and model.rho.grad.abs().sum() > 0
+
+
+# ------------------------------------------------------------------------------------------------
+# What mutation testing found untested (docs/mutation.md): each refusal's whole sentence, the
+# initial means' laws, the draws' dtype and generator, several batch dims, several cache blocks
+# of every sampling with and without gradients, and which evaluations the compiled passes serve
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"in_features": 0}, ValueError, "in_features must be an int >= 1, got 0."),
+    ({"out_features": 2.5}, TypeError, "out_features must be an int >= 1, got 2.5."),
+    ({"prior_std": 0.0}, ValueError, "prior_std must be a finite number > 0, got 0.0."),
+    ({"init_posterior_std": -1.0}, ValueError,
+     "init_posterior_std must be a finite number > 0, got -1.0."),
+    ({"init_mean": "glorot"}, ValueError,
+     "init_mean must be one of ('uniform', 'normal'), got 'glorot'."),
+])
+def test_a_refused_construction_says_which_argument_and_what_it_got(kwargs, error, message):
+    with pytest.raises(error) as refused:
+        BayesianMLP(**{"in_features": 3, "out_features": 2, **kwargs})
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("num_cells", [[1], [32, 1], [1, 1]])
+def test_a_hidden_layer_of_one_unit_is_a_network(num_cells):
+    model = BayesianMLP(3, 2, num_cells)
+    assert model(torch.randn(4, 3), num_samples=2).shape == (2, 4, 2)
+
+
+@pytest.mark.parametrize(("inputs", "error", "message"), [
+    ((), TypeError, "BayesianMLP.forward needs at least one input tensor."),
+    ((torch.randn(4, 2), [[0.0]] * 4), TypeError, "input 1 must be a torch.Tensor, got list."),
+    ((torch.ones(4, 3, dtype=torch.int64),), TypeError,
+     "input 0 has dtype torch.int64; BayesianMLP takes floating point inputs (one-hot encode "
+     "discrete actions first)."),
+    ((torch.randn(2, 4, 2), torch.randn(2, 4, 2)), ValueError,
+     "inputs of shape (2, 4, 2), (2, 4, 2) give 4 features along the last dim; the model has "
+     "in_features=3."),
+    ((torch.tensor([[0.0, math.inf, 1.0]]),), ValueError,
+     "inputs contain non-finite values (nan or inf)."),
+])
+def test_a_refused_input_says_which_and_why(inputs, error, message):
+    with pytest.raises(error) as refused:
+        BayesianMLP(3, 2, [8])(*inputs)
+    assert str(refused.value) == message
+
+
+def test_refused_weights_and_calls_say_so_in_full():
+    model = BayesianMLP(3, 2, [8])
+    x = torch.randn(4, 3)
+    with pytest.raises(ValueError) as refused:
+        model(x, num_samples=2, use_mean=True)
+    assert str(refused.value) == "Pass at most one of num_samples, weights and use_mean."
+    (w0, b0), (w1, b1) = model.sample_weights(2)
+    cases = {  # each breaks one of the checks alone, in the last layer
+        "leads differ": [(w0, b0), (w1, b1[:1].expand(3, 2))],
+        "a bias of the wrong width": [(w0, b0), (w1, b1[:, :1])],
+        "two leading dims": [(w.expand(2, *w.shape), b.expand(2, *b.shape))
+                             for w, b in ((w0, b0), (w1, b1))],
+    }
+    for name, weights in cases.items():
+        with pytest.raises(ValueError) as refused:
+            model(x, weights=weights)
+        index = 0 if name == "two leading dims" else 1
+        (n_out, n_in) = model.layer_sizes[index][::-1]
+        assert str(refused.value) == (
+            f"weights[{index}] has shapes {tuple(weights[index][0].shape)} and "
+            f"{tuple(weights[index][1].shape)}; expected ([N,] {(n_out, n_in)}) and ([N,] "
+            f"{(n_out,)}) with the same N for every layer."), name
+    size = model.num_parameters
+    for theta in (torch.zeros(2, 2, size), torch.zeros(size + 1)):
+        with pytest.raises(ValueError) as refused:
+            model.log_density_ratio(theta)
+        assert str(refused.value) == (f"flat parameters must have shape [{size}] or [N, {size}], "
+                                      f"got {tuple(theta.shape)}.")
+    # one flat sample is a scalar ratio, N of them N ratios
+    assert model.log_density_ratio(model.sample_parameters().detach()).shape == ()
+    assert model.log_density_ratio(model.sample_parameters(5).detach()).shape == (5,)
+
+
+def test_initial_means_follow_their_laws():
+    # uniform: torch.nn.Linear's U(±1/√fan_in) per layer, weights and biases
+    torch.manual_seed(0)
+    model = BayesianMLP(4, 3, [400, 100])
+    for (weight, bias), (n_in, _) in zip(model.mean_weights(), model.layer_sizes, strict=True):
+        bound = 1 / math.sqrt(n_in)
+        for values in (weight, bias):
+            assert values.abs().max() <= bound
+            if values.numel() >= 100:  # both ends reached
+                assert values.min() < -0.9 * bound and values.max() > 0.9 * bound
+        assert weight.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.05)
+    # normal: N(0, 1) for every mean (the authors' code), whatever the layer's width
+    torch.manual_seed(0)
+    normal = BayesianMLP(4, 3, [400, 100], init_mean="normal")
+    assert normal.init_mean == "normal"
+    assert normal.mu.std().item() == pytest.approx(1.0, abs=0.02)
+    assert normal.mu.mean().item() == pytest.approx(0.0, abs=0.02)
+    normal.reset_parameters()  # again by the same law
+    assert normal.mu.std().item() == pytest.approx(1.0, abs=0.02)
+
+
+def test_draws_take_the_models_dtype_and_only_the_generators_numbers():
+    model = BayesianMLP(3, 2, [8], dtype=torch.float64, sampling="local")
+    assert model.sample_noise(2).dtype == torch.float64
+    assert model.sample_output_noise(2, 5).dtype == torch.float64
+    x = torch.randn(2, 5, 3, dtype=torch.float64)  # two batch dims
+
+    def seeded():
+        return torch.Generator().manual_seed(7)
+
+    torch.manual_seed(0)
+    first = model.sample_outputs(x, 4, generator=seeded())
+    torch.manual_seed(1)  # the global stream changes nothing the generator draws
+    again = model.sample_outputs(x, 4, generator=seeded())
+    assert first.shape == (4, 2, 5, 2) and torch.equal(first, again)
+    flat = model.sample_outputs(x.reshape(10, 3), 4, generator=seeded())
+    torch.testing.assert_close(first, flat.reshape(4, 2, 5, 2))
+
+
+@pytest.mark.parametrize("sampling", ["weights", "local", "local_shared"])
+@pytest.mark.parametrize("gradients", [True, False])
+def test_outputs_of_many_cache_blocks_equal_each_draw_evaluated_alone(sampling, gradients):
+    torch.manual_seed(0)
+    model = BayesianMLP(7, 3, [40, 24], nn.Tanh, sampling=sampling, init_mean="normal")
+    _random_posterior(model)
+    x, y = torch.randn(2000, 7), torch.zeros(2000, 3)
+    assert len(model._blocks(x, model.sample_output_noise(10, 2000))) > 1
+
+    def seeded():
+        return torch.Generator().manual_seed(4)
+
+    with torch.set_grad_enabled(gradients):
+        outputs = model.sample_outputs(x, 10, generator=seeded())
+        noise = model.sample_output_noise(10, 2000, generator=seeded())
+        from_noise = model.outputs_from_noise(x, noise) if sampling != "weights" else None
+    draws = (model.sample_weights(10, generator=seeded()) if sampling == "weights" else noise)
+    # y = 0: the reference's squared errors are the outputs' squared norms
+    reference = _per_draw_squared_errors(model, x, y, draws, sampling)
+    assert outputs.shape == (10, 2000, 3)
+    torch.testing.assert_close(outputs.double().square().sum(-1), reference, rtol=2e-5,
+                               atol=1e-4)
+    if from_noise is not None:
+        torch.testing.assert_close(from_noise, outputs)
+
+
+def test_the_compiled_passes_serve_a_local_sampling_without_gradients_on_the_cpu(monkeypatch):
+    served = []
+    compiled = BayesianMLP._compiled_squared_errors
+    monkeypatch.setattr(BayesianMLP, "_compiled_squared_errors",
+                        lambda self, *args: served.append(1) or compiled(self, *args))
+
+    def errors(model, grad=False, dtype=torch.float32):
+        x, y = torch.randn(50, 3, dtype=dtype), torch.randn(50, 2, dtype=dtype)
+        before = len(served)
+        with torch.set_grad_enabled(grad):
+            model.sample_squared_errors(x, y, 4)
+        return len(served) > before
+
+    for activation in (nn.ReLU, nn.Tanh):
+        for dtype in (torch.float32, torch.float64):
+            assert errors(BayesianMLP(3, 2, [8], activation, sampling="local", dtype=dtype),
+                          dtype=dtype)
+    assert errors(BayesianMLP(3, 2, [], sampling="local_shared"))  # no hidden layer
+    assert not errors(BayesianMLP(3, 2, [8], sampling="local"), grad=True)
+    assert not errors(BayesianMLP(3, 2, [8], nn.ELU, sampling="local"))
+    assert not errors(BayesianMLP(3, 2, [8], sampling="weights"))
+    assert not errors(BayesianMLP(3, 2, [8], sampling="local", dtype=torch.bfloat16),
+                      dtype=torch.bfloat16)
+
+
+def test_a_linear_model_through_the_compiled_pass_is_its_closed_form():
+    torch.manual_seed(0)
+    model = BayesianMLP(3, 2, [], sampling="local", dtype=torch.float64)
+    _random_posterior(model)
+    x, y = torch.randn(30, 3, dtype=torch.float64), torch.randn(30, 2, dtype=torch.float64)
+    noise = model.sample_output_noise(5, 30, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        errors = model.sample_squared_errors(x, y, 5, generator=torch.Generator().manual_seed(1))
+    (mean_w, mean_b), = model.unflatten(model.mu.detach())
+    (var_w, var_b), = model.unflatten(model.posterior_std().detach().square())
+    out = x @ mean_w.T + mean_b + (x.square() @ var_w.T + var_b).sqrt() * noise
+    torch.testing.assert_close(errors, (y - out).square().sum(-1))
+
+
+def test_the_repr_names_the_sizes_and_a_local_sampling():
+    assert repr(BayesianMLP(3, 2, [8])) == (
+        "BayesianMLP(\n  in_features=3, out_features=2, num_cells=[8], prior_std=0.5\n"
+        "  (activations): ModuleList(\n    (0): ReLU()\n  )\n)")
+    assert "num_cells=[8], prior_std=0.5, sampling='local_shared'\n" in repr(
+        BayesianMLP(3, 2, [8], sampling="local_shared"))

@@ -2,6 +2,7 @@
 
 import errno
 import os
+import pickle
 import random
 import re
 import shutil
@@ -13,9 +14,12 @@ import pytest
 import torch
 
 from torchrl_vase.checkpointing import (
+    _NEARLY_FULL,
     Checkpointer,
+    _refused,
     check_writable,
     config_identity,
+    content_digest,
     file_digest,
     load_checkpoint,
     rng_state,
@@ -316,3 +320,131 @@ def test_an_unwritable_directory_is_named_whole(tmp_path):
                "writable directory.")
     with pytest.raises(OSError, match=f"^{re.escape(message)}$"):
         check_writable(target, "checkpoint.dir")
+
+
+def test_a_full_disk_is_told_from_torchs_wordings_and_its_message_is_whole(tmp_path,
+                                                                         monkeypatch):
+    checkpointer = Checkpointer(tmp_path)
+    checkpointer.save({"step": torch.tensor(1)})
+    asked, free = [], {"bytes": 5 * 2**20}
+    usage = shutil.disk_usage(tmp_path)
+
+    def disk_usage(path):
+        asked.append(Path(path))
+        return usage._replace(free=free["bytes"])
+
+    def failing(error):
+        def save(state, file):
+            raise error
+        return save
+
+    monkeypatch.setattr(shutil, "disk_usage", disk_usage)
+    whole = (f"no space left on the disk of {tmp_path} to write the checkpoint last.pt (5 MiB "
+             "free once the partial file is removed); the previous checkpoint is intact. Free "
+             "space there (or move checkpoint.dir), then continue with resume=true")
+    for wording in ("[enforce fail at inline_container.cc:672] . unexpected pos 154304 vs 1541",
+                    "[enforce fail at inline_container.cc:603] . PytorchStreamWriter failed "
+                    "writing file data/0: file write failed"):
+        monkeypatch.setattr(torch, "save", failing(RuntimeError(wording)))
+        with pytest.raises(OSError) as error:
+            checkpointer.save({"step": torch.tensor(2)})
+        assert error.value.errno == errno.ENOSPC and error.value.strerror == whole
+    assert asked and set(asked) == {tmp_path}  # the checkpoint's own disk
+    free["bytes"] = _NEARLY_FULL  # as much room as "nearly full" means: not the disk
+    with pytest.raises(RuntimeError, match="failed writing"):
+        checkpointer.save({"step": torch.tensor(3)})
+    free["bytes"] = 0
+    for other in (ValueError("unexpected pos 1 vs 2"), TypeError("cannot pickle 'generator'")):
+        monkeypatch.setattr(torch, "save", failing(other))
+        with pytest.raises(type(other), match=re.escape(str(other))):
+            checkpointer.save({"step": torch.tensor(4)})
+
+
+def test_a_partial_write_sits_beside_the_checkpoint_under_the_name_the_next_save_sweeps(
+        tmp_path, monkeypatch):
+    checkpointer = Checkpointer(tmp_path / "run")
+    seen = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: seen.append(
+        sorted(p.name for p in (tmp_path / "run").iterdir())) or real_fsync(fd))
+    checkpointer.save({"step": torch.tensor(1)})
+    (partial,) = seen[0]
+    assert re.fullmatch(r"\.last\.pt\.[^/]+\.tmp", partial)
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*"))
+
+
+def test_a_signal_just_after_the_rename_is_raised_as_itself(tmp_path, monkeypatch):
+    checkpointer = Checkpointer(tmp_path)
+    real_replace = os.replace
+
+    def replaced_then_interrupted(source, target):
+        real_replace(source, target)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", replaced_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):  # not the missing temporary file's error
+        checkpointer.save({"step": torch.tensor(5)})
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert int(checkpointer.load()["step"]) == 5
+
+
+def test_the_write_check_creates_nested_folders_and_writes_inside_the_folder_it_checks(
+        tmp_path):
+    nested = tmp_path / "a" / "b" / "c"
+    assert check_writable(nested, "checkpoint.dir") == nested and nested.is_dir()
+    assert list(nested.iterdir()) == []  # the check's file is gone
+    # /proc exists and takes no new file, even from root: the check must write in it
+    with pytest.raises(PermissionError) as refused:
+        Checkpointer("/proc")
+    assert str(refused.value) == ("checkpoint directory: cannot write to '/proc' (No such file "
+                                  "or directory). Choose a writable directory.")
+
+
+def test_identity_reads_nested_ignores_lists_and_any_value_and_is_twelve_hex_digits():
+    config = {"a": {"b": 1, "c": 2}, "runs": [{"seed": 0, "tag": "x"}], "where": Path("/x")}
+    identity = config_identity(config, ["a.b", "runs.tag"])
+    assert re.fullmatch(r"[0-9a-f]{12}", identity)
+    assert identity == config_identity(
+        {"a": {"b": 9, "c": 2}, "runs": [{"seed": 0, "tag": "y"}], "where": Path("/x")},
+        ["a.b", "runs.tag"])
+    for changed in ({"a": {"b": 1, "c": 3}}, {"runs": [{"seed": 1, "tag": "x"}]},
+                    {"where": Path("/y")}):
+        assert config_identity({**config, **changed}, ["a.b", "runs.tag"]) != identity
+    assert len(config_identity(config, length=20)) == 20
+
+
+def test_the_digest_tells_a_list_from_a_tuple():
+    assert content_digest({"opt": [1, 2]}) != content_digest({"opt": (1, 2)})
+
+
+def test_a_load_that_fails_says_why_in_the_loaders_own_first_line(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    what = f"the checkpoint {str(path)!r}"
+    with pytest.raises(RuntimeError) as missing:
+        load_checkpoint(path)
+    assert str(missing.value) == f"cannot load {what}: there is no file there. {AFRESH}"
+    path.write_bytes(b"something")
+    damaged = "; it is damaged (cut off or overwritten) or not a checkpoint. " + AFRESH
+    for error, said in ((RuntimeError(), "RuntimeError"),
+                        (RuntimeError("x" * 400 + "\nsecond line"), "RuntimeError: " + "x" * 300),
+                        (pickle.UnpicklingError("invalid load key, 'x'."),
+                         "UnpicklingError: invalid load key, 'x'.")):
+        def load(*args, error=error, **kwargs):
+            raise error
+
+        monkeypatch.setattr(torch, "load", load)
+        with pytest.raises(RuntimeError) as refused:
+            load_checkpoint(path)
+        assert str(refused.value) == f"cannot load {what}: {said}{damaged}"
+
+
+@pytest.mark.parametrize(("message", "quoted"), [
+    ("Weights only load failed. ...\nWeightsUnpickler error: Unsupported operand 149.\n\nCheck",
+     "Unsupported operand 149"),
+    ("Weights only load failed.\n  Unsupported global: GLOBAL a.B was not an allowed global. "
+     "Please", "Unsupported global: GLOBAL a.B was not an allowed global"),
+    ("Weights only load failed.\nWeightsUnpickler error: bad opcode.", "bad opcode"),
+    ("Weights only load failed. Something else entirely.", "a pickled object"),
+])
+def test_what_the_unpickler_refused_is_quoted_from_its_message(message, quoted):
+    assert _refused(pickle.UnpicklingError(message)) == quoted

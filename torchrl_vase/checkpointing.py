@@ -307,7 +307,9 @@ def load_checkpoint(path: str | os.PathLike, *, what: str | None = None,
         state = torch.load(path, weights_only=True, map_location="cpu", mmap=True)
     except Exception as error:
         size = Path(path).stat().st_size if Path(path).exists() else None
-        if size == 0:
+        if size is None:
+            cause = "there is no file there"
+        elif size == 0:
             cause = "the file is empty (0 bytes): its writer was killed before writing it"
         elif isinstance(error, pickle.UnpicklingError) and str(error).startswith(
                 "Weights only load failed"):

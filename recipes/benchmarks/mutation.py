@@ -19,6 +19,7 @@ import argparse
 import datetime
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -55,11 +56,15 @@ MODULES = {
                          "tests/test_forward_bonus.py"]),
     "checkpointing": ("torchrl_vase/checkpointing.py",
                       ["tests/test_checkpointing.py", "tests/test_properties.py"]),
-    # mutmut leaves decorated functions alone, so of kernels.py only the Python around the numba
-    # kernels (their constants, the warm-up) is mutated; the kernels' arithmetic is checked
-    # against autograd by tests/test_elbo_kernel.py and by hand-made mutants (docs/mutation.md)
-    "kernels": ("torchrl_vase/kernels.py", ["tests/test_elbo_kernel.py"]),
+    # mutmut leaves decorated functions alone and every kernel is a numba.njit: the scratch copy
+    # drops the decorators and runs numba's kernels as Python (NUMBA_DISABLE_JIT), UNCOMPILED
+    "kernels": ("torchrl_vase/kernels.py",
+                ["tests/test_elbo_kernel.py", "tests/test_bayesian_mlp.py",
+                 "tests/test_advantage.py"]),
+    # the loop's resume: its state, the steps it logs again after a resume, its signals
+    "loop": ("torchrl_vase/loop.py", ["tests/test_loop.py", "tests/test_checkpointing.py"]),
 }
+UNCOMPILED = {"kernels"}
 COUNTS = ("killed", "survived", "timeout", "suspicious", "no_tests")
 
 
@@ -74,12 +79,22 @@ def scratch_copy(into: Path) -> None:
             shutil.copy2(source, target)
 
 
-def mutate(name: str, scratch: Path, workers: int) -> dict[str, int]:
-    """mutmut's counts for one module (``MODULES[name]``)."""
+def without_numba_decorators(path: Path) -> None:
+    """``path`` without its ``@numba.njit(...)`` lines (run as Python, its functions mutate)."""
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(line for line in lines if not line.lstrip().startswith("@numba.")))
+
+
+def mutate(name: str, scratch: Path, workers: int, sample: int = 0,
+           seed: int = 0) -> dict[str, int]:
+    """mutmut's counts for one module (``MODULES[name]``); ``sample``: of that many of its
+    mutants, drawn at random (``seed``), alone."""
     path, tests = MODULES[name]
     folder = scratch / name
     shutil.rmtree(folder, ignore_errors=True)
     scratch_copy(folder)
+    if name in UNCOMPILED:
+        without_numba_decorators(folder / path)
     (folder / "setup.cfg").write_text(
         "[mutmut]\nsource_paths = torchrl_vase\n"
         f"only_mutate = {path}\n"
@@ -88,12 +103,31 @@ def mutate(name: str, scratch: Path, workers: int) -> dict[str, int]:
     # mutmut forks each mutant's test run from a process that has run the tests: a fork taken
     # after torch's OpenMP pool has worked waits forever on that pool's lock in the child's first
     # parallel matmul (22 of gaussian.py's 44 mutants "timed out" so), so one thread throughout
-    single = {key: "1" for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                   "NUMBA_NUM_THREADS")}
-    subprocess.run([str(MUTMUT), "run", "--max-children", str(workers)], cwd=folder,
-                   check=False, stdout=subprocess.DEVNULL, env=os.environ | single)
+    env = os.environ | {key: "1" for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                             "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    if name in UNCOMPILED:
+        env["NUMBA_DISABLE_JIT"] = "1"
+    chosen = []
+    if sample:  # a filter no mutant matches makes mutmut write them all and stop
+        subprocess.run([str(MUTMUT), "run", "no-such-mutant"], cwd=folder, check=False,
+                       capture_output=True, env=env)
+        listed = subprocess.run([str(MUTMUT), "results", "--all", "true"], cwd=folder,
+                                check=True, capture_output=True, text=True, env=env).stdout
+        names = sorted(line.split(":")[0].strip() for line in listed.splitlines() if ":" in line)
+        chosen = random.Random(seed).sample(names, min(sample, len(names)))
+        print(f"{name}: {len(chosen)} of its {len(names)} mutants, drawn with seed {seed}",
+              flush=True)
+    subprocess.run([str(MUTMUT), "run", "--max-children", str(workers), *chosen], cwd=folder,
+                   check=False, stdout=subprocess.DEVNULL, env=env)
     subprocess.run([str(MUTMUT), "export-cicd-stats"], cwd=folder, check=True,
                    stdout=subprocess.DEVNULL)
+    if chosen:  # the drawn mutants' statuses, as mutmut words them
+        listed = subprocess.run([str(MUTMUT), "results", "--all", "true"], cwd=folder,
+                                check=True, capture_output=True, text=True, env=env).stdout
+        status = dict(line.strip().split(": ", 1) for line in listed.splitlines() if ": " in line)
+        words = {"killed": "killed", "survived": "survived", "timeout": "timeout",
+                 "suspicious": "suspicious", "no tests": "no_tests"}
+        return {key: sum(words.get(status.get(m, "")) == key for m in chosen) for key in COUNTS}
     stats = json.loads((folder / "mutants" / "mutmut-cicd-stats.json").read_text())
     return {key: int(stats.get(key, 0)) for key in COUNTS}
 
@@ -110,6 +144,9 @@ def main() -> None:
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/torchrl_vase_mutation"))
     parser.add_argument("--workers", type=int, default=max(1, len(os.sched_getaffinity(0))))
     parser.add_argument("--report", type=Path, help="write the table there (markdown)")
+    parser.add_argument("--sample", type=int, default=0, metavar="N",
+                        help="run N of a module's mutants drawn at random (0: all)")
+    parser.add_argument("--seed", type=int, default=0, help="the draw's seed (--sample)")
     args = parser.parse_args()
     if not MUTMUT.exists():
         raise SystemExit(f"no mutmut beside {sys.executable}: pip install 'mutmut>=3.8'.")
@@ -118,7 +155,7 @@ def main() -> None:
     rows = ["| module | mutants | killed | survived | timed out | suspicious | no test | score |",
             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name in args.modules:
-        counts = mutate(name, args.scratch, args.workers)
+        counts = mutate(name, args.scratch, args.workers, args.sample, args.seed)
         rows.append(f"| `{MODULES[name][0]}` | {sum(counts.values())} | "
                     + " | ".join(str(counts[key]) for key in COUNTS)
                     + f" | {score(counts):.0%} |")
