@@ -316,8 +316,8 @@ def test_a_hidden_layer_of_one_unit_is_a_network(num_cells):
     ((torch.ones(4, 3, dtype=torch.int64),), TypeError,
      "input 0 has dtype torch.int64; BayesianMLP takes floating point inputs (one-hot encode "
      "discrete actions first)."),
-    ((torch.randn(2, 4, 2), torch.randn(2, 4, 2)), ValueError,
-     "inputs of shape (2, 4, 2), (2, 4, 2) give 4 features along the last dim; the model has "
+    ((torch.randn(2, 5, 2), torch.randn(2, 5, 2)), ValueError,  # every dim its own size
+     "inputs of shape (2, 5, 2), (2, 5, 2) give 4 features along the last dim; the model has "
      "in_features=3."),
     ((torch.tensor([[0.0, math.inf, 1.0]]),), ValueError,
      "inputs contain non-finite values (nan or inf)."),

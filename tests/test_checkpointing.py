@@ -444,7 +444,29 @@ def test_a_load_that_fails_says_why_in_the_loaders_own_first_line(tmp_path, monk
     ("Weights only load failed.\n  Unsupported global: GLOBAL a.B was not an allowed global. "
      "Please", "Unsupported global: GLOBAL a.B was not an allowed global"),
     ("Weights only load failed.\nWeightsUnpickler error: bad opcode.", "bad opcode"),
+    ("Weights only load failed.\n\nUnsupported operand 149\nCheck the documentation",
+     "Unsupported operand 149"),
+    ("WeightsUnpickler error: Unsupported global: GLOBAL mylib.BOX", "Unsupported global: "
+     "GLOBAL mylib.BOX"),
     ("Weights only load failed. Something else entirely.", "a pickled object"),
 ])
 def test_what_the_unpickler_refused_is_quoted_from_its_message(message, quoted):
     assert _refused(pickle.UnpicklingError(message)) == quoted
+
+
+def test_a_stale_partial_file_removed_by_another_hand_meanwhile_is_no_error(tmp_path,
+                                                                            monkeypatch):
+    checkpointer = Checkpointer(tmp_path)
+    stale = tmp_path / ".last.pt.dead.tmp"
+    stale.write_bytes(b"half a checkpoint")
+    real_unlink = Path.unlink
+
+    def raced(path, *args, **kwargs):  # gone between the sweep's listing and its unlink
+        if path.name == stale.name:
+            real_unlink(path)
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
+        return real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "unlink", raced)
+    assert checkpointer.save({"step": torch.tensor(1)}) == tmp_path / "last.pt"
+    assert not stale.exists() and int(checkpointer.load()["step"]) == 1

@@ -258,3 +258,14 @@ def test_icm_s_networks_take_the_activation_and_dtype_asked_for():
 def test_bad_forward_models_are_refused_with_the_whole_message(make, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         make()
+
+
+@pytest.mark.parametrize("build", [lambda cells: EnsembleMLP(5, 3, cells),
+                                   lambda cells: ICMNetwork(5, 3, feature_dim=4, num_cells=cells)])
+def test_a_hidden_width_that_is_not_a_positive_int_is_named_with_the_widths(build):
+    for cells in ([8, 0], [8, True], [2.5]):
+        with pytest.raises(ValueError) as refused:
+            build(cells)
+        assert str(refused.value) == (f"num_cells must be a list of positive layer widths, got "
+                                      f"{cells}.")
+    assert build([1, 1]) is not None  # a width of one is a width

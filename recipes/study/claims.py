@@ -118,6 +118,9 @@ class Study:
     #: commits shown to train alike: ``{commits, measures, evidence}`` records
     commits_alike: tuple[dict, ...] = ()
     choices: tuple[Choice, ...] = ()
+    #: a page of its own (a study without claims): its title and a paragraph under it
+    title: str = ""
+    about: str = ""
 
     def label(self, measure: str) -> str:
         return self.measures[measure]["label"]
@@ -219,7 +222,8 @@ def load_study(name: str | Path) -> Study:
                  tuple(raw["tasks"]), measures, seeds, raw.get("task_overrides") or {},
                  tuple(raw["figure"]), float(raw["margin"]["fraction"]),
                  tuple(raw["margin"]["measures"]), int(raw["min_seeds"]), tuple(claims),
-                 tuple(questions), tuple(raw.get("commits_alike") or ()), tuple(choices))
+                 tuple(questions), tuple(raw.get("commits_alike") or ()), tuple(choices),
+                 str(raw.get("title") or f"The study {raw['name']}"), str(raw.get("about") or ""))
 
 
 # ------------------------------------------------------------------------------------------------

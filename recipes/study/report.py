@@ -445,28 +445,53 @@ def write_readme(readme: Path, lines: list[str]) -> None:
                       + rest.split(end, 1)[1])
 
 
-def write_choices_page(study: Study, page: Path) -> None:
-    """Write ``page`` for a study of choices (its settings chosen on seeds it does not report)."""
-    everything = [run for by_measure in study.runs().values() for runs in by_measure.values()
+def write_study_page(study: Study, page: Path, figures: Path) -> None:
+    """Write ``page`` for a study without claims: its choices (settings chosen on seeds it does
+    not report), the curves of its figure's measures and rliable's aggregate across its tasks,
+    once each has runs, and its runs' provenance."""
+    data = study.runs()
+    everything = [run for by_measure in data.values() for runs in by_measure.values()
                   for run in runs]
-    verdicts = [v for v in judge_all(study) if isinstance(v.record, Choice)]
-    lines = [f"# The study {study.name}: settings chosen before the runs that report them\n",
-             f"Each choice by [its rule](../results_rule.md), written before its runs; "
-             f"{len(everything)} runs so far (commits "
-             f"{', '.join(sorted({r.commit[:7] for r in everything})) or 'none yet'}); ⚑: the "
-             "last 10 % of a return task's run would choose otherwise (the choice stands).\n",
-             "| choice (rule written before its runs) | chosen: whole run | last 10 % | seeds |",
-             "|---|---|---|---|"]
-    for v in verdicts:
-        seeds = ", ".join(str(n) for n in dict.fromkeys(v.seeds.values()))
-        lines.append(f"| {v.record.asks} ({v.record.written}) | {_verdict_cell(v, v.record.id)} "
-                     f"| {'⚑ ' if v.flagged else ''}{v.sensitivity} | {seeds} |")
-    lines += ["", "## Each choice's numbers\n"]
-    for v in verdicts:
-        lines += _numbers(study, v)
+    commits = sorted({r.commit[:7] for r in everything})
+    link = Path(os.path.relpath(figures, page.parent)).as_posix()
+    lines = [f"# {study.title}\n", f"{study.about}\n" if study.about else "",
+             f"{len(everything)} runs so far (commits {', '.join(commits) or 'none yet'}); the "
+             f"config: `conf/study/{study.name}.yaml`, this page: `python recipes/study/study.py "
+             f"report {study.name}`.\n"]
+    verdicts = [v for v in judge_all(study, data) if isinstance(v.record, Choice)]
+    if verdicts:
+        lines += ["## Choices\n", "Each by [its rule](../results_rule.md), written before its "
+                  "runs; ⚑: the last 10 % of a return task's run would choose otherwise (the "
+                  "choice stands).\n",
+                  "| choice (rule written before its runs) | chosen: whole run | last 10 % | "
+                  "seeds |", "|---|---|---|---|"]
+        for v in verdicts:
+            low, high = min(v.seeds.values()), max(v.seeds.values())
+            seeds = f"{low}" if low == high else f"{low} to {high} a candidate"
+            lines.append(f"| {v.record.asks} ({v.record.written}) | "
+                         f"{_verdict_cell(v, v.record.id)} | {'⚑ ' if v.flagged else ''}"
+                         f"{v.sensitivity} | {seeds} |")
+        lines.append("")
+        for v in verdicts:
+            lines += _numbers(study, v)
+    curve_tasks = [t for t in study.tasks if t != "point_robot"
+                   and any(data.get(t, {}).get(m) for m in study.figure)]
+    if curve_tasks:
+        figures.mkdir(parents=True, exist_ok=True)
+        styles = {m: (spec["label"], spec["colour"]) for m, spec in study.measures.items()}
+        plot_curves({t: {m: data[t][m] for m in study.figure if data[t].get(m)}
+                     for t in curve_tasks}, styles, figures / f"{study.name}_curves.png",
+                    f"{study.title}: median extrinsic return over the seeds so far, "
+                    f"interquartile range shaded (runs at {', '.join(commits)})")
+        lines += ["## Curves\n", f"[![The curves]({link}/{study.name}_curves.png)]"
+                  f"({link}/{study.name}_curves.png)\n"]
+        if any(all(len(data.get(t, {}).get(m, [])) >= study.min_seeds for m in study.figure)
+               for t in study.tasks):
+            lines += ["## Across tasks\n", *across_tasks(study, data, figures, link, commits),
+                      ""]
     lines += ["## The runs\n", *provenance(study, everything)]
     page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text("\n".join(lines))
+    page.write_text("\n".join(line for line in lines if line is not None))
 
 
 def write_page(study: Study, page: Path, figures: Path, others: tuple[Study, ...] = (),

@@ -33,7 +33,7 @@ import dataset
 import numpy as np
 from claims import ROOT, Study, judge_all, load_study
 from mlflow.tracking import MlflowClient
-from report import write_choices_page, write_page
+from report import write_page, write_study_page
 
 # the launcher's log is read by people: no download progress bars in it
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -275,9 +275,9 @@ def main(argv: list[str] | None = None) -> None:
                        + (", BORDERLINE" if verdict.borderline else ""))
             print(f"{verdict.record.id}: {verdict.verdict} (last 10 %: {verdict.sensitivity})"
                   + decided)
-    elif not study.claims and study.choices:
+    elif not study.claims and (study.choices or not study.questions):
         page = ROOT / "docs" / "results" / f"{study.name}.md"
-        write_choices_page(study, page)
+        write_study_page(study, page, ROOT / "docs" / "results" / study.name)
         print(f"wrote {page}")
     else:
         others = tuple(load_study(p) for p in sorted((ROOT / "conf" / "study").glob("*.yaml"))
