@@ -261,11 +261,16 @@ def _per_draw_squared_errors(model: BayesianMLP, x, y, draws, sampling) -> torch
 
 @pytest.mark.parametrize("sampling", ["weights", "local", "local_shared"])
 @pytest.mark.parametrize("activation", [nn.Tanh, nn.ReLU])
-def test_a_batchs_squared_errors_equal_each_draw_evaluated_alone(sampling, activation):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_batchs_squared_errors_equal_each_draw_evaluated_alone(sampling, activation, dtype):
     torch.manual_seed(0)
-    model = BayesianMLP(7, 3, [40, 24], activation, sampling=sampling, init_mean="normal")
+    model = BayesianMLP(7, 3, [40, 24], activation, sampling=sampling, init_mean="normal",
+                        dtype=dtype)
     _random_posterior(model)
-    x, y = torch.randn(2000, 7), torch.randn(2000, 3)  # several cache blocks
+    x, y = torch.randn(2000, 7, dtype=dtype), torch.randn(2000, 3, dtype=dtype)  # several blocks
+    # float64: each tanh is libm's (float32's is the kernels' polynomial, to a few ulp)
+    tolerance = ({"rtol": 2e-5, "atol": 1e-4} if dtype == torch.float32
+                 else {"rtol": 1e-10, "atol": 1e-9})
     assert len(model._blocks(x, model.sample_output_noise(10, 2000))) > 1
 
     def generator():
@@ -276,10 +281,10 @@ def test_a_batchs_squared_errors_equal_each_draw_evaluated_alone(sampling, activ
     draws = (model.sample_weights(10, generator=generator()) if sampling == "weights"
              else model.sample_output_noise(10, 2000, generator=generator()))
     reference = _per_draw_squared_errors(model, x, y, draws, sampling)
-    torch.testing.assert_close(errors.double(), reference, rtol=2e-5, atol=1e-4)
+    torch.testing.assert_close(errors.double(), reference, **tolerance)
     # with gradients: torch's calls, the same values, and a gradient
     differentiable = model.sample_squared_errors(x, y, 10, generator=generator())
-    torch.testing.assert_close(differentiable.double(), reference, rtol=2e-5, atol=1e-4)
+    torch.testing.assert_close(differentiable.double(), reference, **tolerance)
     differentiable.mean().backward()
     assert model.rho.grad is not None and model.rho.grad.abs().sum() > 0
 

@@ -27,7 +27,8 @@ UNCOMPILED = pytest.mark.skipif(numba.config.DISABLE_JIT, reason="numba's kernel
 
 
 def _loss(sampling: str, activation: type[nn.Module], cells: list[int], dtype: torch.dtype,
-          *, seed: int = 0, kl_weight: float = 0.2) -> VariationalELBOLoss:
+          *, seed: int = 0, kl_weight: float = 0.2, rho_shift: float = 0.0
+          ) -> VariationalELBOLoss:
     torch.manual_seed(seed)
     model = DynamicsModel.build(3, 2, cells, activation, sigma_c=0.5, sampling=sampling,
                                 standardize=False).to(dtype)
@@ -35,7 +36,7 @@ def _loss(sampling: str, activation: type[nn.Module], cells: list[int], dtype: t
         # σ off the prior's: at σ = σ_m the KL's ∂/∂σ is 0 up to rounding, and Adam would turn
         # two roundings of 0 into steps of ±lr
         model.network.rho.add_(torch.linspace(-0.6, -0.2, model.network.rho.numel(),
-                                              dtype=dtype))
+                                              dtype=dtype) + rho_shift)
     return VariationalELBOLoss(model, num_samples=4, kl_weight=kl_weight)
 
 
@@ -357,3 +358,43 @@ def test_the_trainer_s_refusals_say_the_whole_reason():
     assert kernel_unavailable(sigmoid, torch.optim.Adam(sigmoid.parameters())) == (
         "its layers are ReLU or tanh")
     assert ModelTrainer(mixed).backend == "autograd"
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_a_step_where_every_sigma_exceeds_log_2_is_the_autograd_step(sampling):
+    """ρ > 0 (σ = softplus(ρ) > log 2): the other branch of the stable softplus."""
+    loss = _loss(sampling, nn.Tanh, [8, 6], torch.float64, rho_shift=1.5)
+    assert (loss.model.network.rho > 0).all()
+    x, y = _data(1, torch.float64)
+    (terms, network, _), (ref_terms, ref_network, _) = _both(
+        loss, 1, x, y, loss.step_noise(6, steps=1))
+    torch.testing.assert_close(terms, ref_terms, rtol=1e-10, atol=1e-12)
+    for ours, theirs in ((network.mu, ref_network.mu), (network.rho, ref_network.rho)):
+        torch.testing.assert_close(ours, theirs, rtol=1e-10, atol=1e-12)
+
+
+def test_the_warm_up_reaches_every_kernel_with_each_dtype_and_kind_of_call(monkeypatch):
+    """What ``make venv`` compiles ahead (``warm_up``): each kernel a run calls, in float32 and
+    float64, both activations, noise shared by the rows and per row."""
+    calls = []
+
+    def recorded(name, kernel):
+        def call(*args):
+            arrays = [a for a in args if isinstance(a, np.ndarray)]
+            relu = next((a for a in args if isinstance(a, bool)), None)
+            calls.append((name, arrays[0].dtype, relu))
+            return kernel(*args)
+        return call
+
+    names = ("local_steps", "weight_steps", "local_hidden_layer", "local_output_errors",
+             "gae_recursion")
+    for name in names:
+        monkeypatch.setattr(elbo_kernel, name, recorded(name, getattr(elbo_kernel, name)))
+    elbo_kernel.warm_up()
+    for dtype in (np.dtype(np.float32), np.dtype(np.float64)):
+        for name in names:
+            assert (name, dtype) in {(n, d) for n, d, _ in calls}, (name, dtype)
+        assert {relu for n, d, relu in calls if n == "local_hidden_layer" and d == dtype} == {
+            True, False}
+    hidden = [c for c in calls if c[0] == "local_hidden_layer"]
+    assert len(hidden) == 8  # 2 dtypes x noise shared or per row x 2 activations

@@ -269,3 +269,11 @@ def test_a_hidden_width_that_is_not_a_positive_int_is_named_with_the_widths(buil
         assert str(refused.value) == (f"num_cells must be a list of positive layer widths, got "
                                       f"{cells}.")
     assert build([1, 1]) is not None  # a width of one is a width
+
+
+def test_icm_defaults_to_the_papers_sizes():
+    net = ICMNetwork(5, 3)  # φ of 64 features, one hidden layer of 64 in each MLP
+    phi, next_phi, action = net(torch.randn(4, 3), torch.randn(4, 2), torch.randn(4, 3))
+    assert net.feature_dim == 64 and phi.shape == next_phi.shape == (4, 64)
+    assert action.shape == (4, 2)
+    assert [m.out_features for m in net.encoder.modules() if isinstance(m, nn.Linear)] == [64, 64]

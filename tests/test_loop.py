@@ -4,6 +4,7 @@ resume after a crash at any point, SIGTERM, the evaluation and checkpoint schedu
 import itertools
 import math
 import os
+import re
 import signal
 import threading
 import time
@@ -13,9 +14,17 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
+import torchrl_vase.loop as loop_module
 from torchrl_vase import TrainingLoop
 from torchrl_vase.checkpointing import Checkpointer
-from torchrl_vase.loop import StopNow, is_clock, stop_due
+from torchrl_vase.loop import (
+    StopAtOnce,
+    StopNow,
+    StopSignals,
+    is_clock,
+    stop_due,
+    stop_requested,
+)
 from torchrl_vase.timing import phase
 
 NUM_ENVS, STEPS = 2, 4
@@ -390,3 +399,236 @@ def test_a_signal_in_an_ordinary_collection_keeps_the_iteration_and_checkpoints_
     assert result.iterations_done == 3 and saved == [3]
     with pytest.raises(ValueError, match="stop_grace"):
         TrainingLoop(SignalledOnce(), lambda batch: {}, iterations=1, seed=0, stop_grace=0)
+
+
+# ------------------------------------------------------------------------------------------------
+# What mutation testing found unasserted (docs/mutation.md): the defaults, the resumed clock and
+# display, each phase's time, the watchers' arguments, the threads, the signals' words and timer
+# ------------------------------------------------------------------------------------------------
+SLOW = 0.06  # seconds a batch of SlowCollector takes
+
+
+class SlowCollector(ToyCollector):
+    """Each batch takes ``SLOW`` seconds to collect: every iteration's slowest phase."""
+
+    def __iter__(self):
+        for batch in super().__iter__():
+            time.sleep(SLOW)
+            yield batch
+
+
+def test_the_defaults_and_a_seed_that_is_not_an_int():
+    loop = TrainingLoop(ToyCollector(), ToyStep(), iterations=2, seed=0)
+    assert (loop.checkpoint_every, loop.eval_every, loop.progress, loop.name, loop.stop_grace) \
+        == (10, 0, True, "training", 10.0)
+    assert (loop.iteration, loop.frames, loop.wall_time, loop.pending) == (0, 0, 0.0, [])
+    assert loop.stop_when() is False
+    assert StopSignals().grace == 10.0
+    for seed in (1.5, True):
+        with pytest.raises(TypeError) as refused:
+            TrainingLoop(ToyCollector(), ToyStep(), iterations=2, seed=seed)
+        assert str(refused.value) == f"seed must be an int, got {seed!r}."
+
+
+def test_a_resumed_run_continues_the_earlier_processes_clock(tmp_path):
+    checkpointer = Checkpointer(tmp_path / "run")
+    loop, step, _ = _loop(ListLogger(), checkpointer, iterations=4, every=1,
+                          stop_when=lambda: step.calls >= 2)
+    loop.run()
+    state = checkpointer.load()
+    state["wall_time"] = 1000.0  # seconds the earlier processes spent
+    logger = ListLogger()
+    loop, _, _ = _loop(logger, checkpointer, iterations=4, every=1)
+    loop.load_state_dict(state)
+    loop.run()
+    # the checkpointed iteration 2 logged again (this logger never had it), then 3 and 4
+    walls = [metrics["train/wall_time"] for _, metrics in logger.steps]
+    assert len(walls) == 3 and walls[0] < 60 and 1000.0 < walls[1] < walls[2] < 1000.0 + 60
+
+
+def test_a_finished_run_resumed_does_nothing_and_says_it_is_done(tmp_path):
+    checkpointer, logger = Checkpointer(tmp_path / "run"), ListLogger()
+    loop, _, _ = _loop(logger, checkpointer, iterations=2)
+    loop.run()
+    logged = list(logger.steps)
+    loop, step, collector = _loop(logger, checkpointer, iterations=2)
+    loop.load_state_dict(checkpointer.load())
+    result = loop.run()
+    assert (result.iterations_done, result.stopped_by, step.calls) == (2, None, 0)
+    assert logger.steps == logged
+    assert collector.closed
+
+
+def test_a_logger_that_cannot_say_what_it_holds_gets_every_unlogged_step(tmp_path):
+    class Plain:  # no last_logged_step
+        def __init__(self):
+            self.steps = []
+
+        def log(self, steps):
+            self.steps.extend(step for step, _ in steps)
+
+    checkpointer = Checkpointer(tmp_path / "run")
+    loop, step, _ = _loop(Plain(), checkpointer, iterations=4, every=2)
+    step.crash_at = 4  # after the checkpoint of iteration 2 the logger holds frames 8 and 16
+    with pytest.raises(KeyboardInterrupt):
+        loop.run()
+    state = checkpointer.load()
+    state["pending_metrics"] = [(8, {"loss": 1.0}), (16, {"loss": 2.0})]  # as if not logged
+    logger = Plain()
+    loop, _, _ = _loop(logger, checkpointer, iterations=4, every=2)
+    loop.load_state_dict(state)
+    loop.run()
+    assert logger.steps == [8, 16, 24, 32]
+
+
+def test_a_checkpoint_of_another_writer_is_refused_whole():
+    loop, _, _ = _loop(ListLogger())
+    message = ("the checkpoint was not written by TrainingLoop.state_dict (a checkpoint of "
+               "recipes/trpo_vase.py from before its loop became torchrl_vase.TrainingLoop?); "
+               "start the run afresh (resume=false).")
+    for state in ({"parts": {}}, {"iterations_done": 3}):
+        with pytest.raises(ValueError) as refused:
+            loop.load_state_dict(state)
+        assert str(refused.value) == message
+    with pytest.raises(KeyError) as refused:
+        loop.load_state_dict({"parts": {"step": None}, "iterations_done": 1})
+    assert refused.value.args[0] == ("the checkpoint holds no state for ['step', 'optimizer', "
+                                     "'collector']: it is of another kind of run.")
+
+
+def test_the_progress_display_starts_where_the_run_resumed_and_shows_each_iteration(
+        tmp_path, monkeypatch):
+    shown = []
+
+    class Recorder:
+        def __init__(self, total, name, *, initial=0, enabled=True):
+            shown.append(("open", total, name, initial, enabled))
+
+        def update(self, iteration, values):
+            shown.append(("update", iteration, dict(values)))
+
+        def close(self):
+            shown.append(("close",))
+
+    monkeypatch.setattr(loop_module, "Progress", Recorder)
+    checkpointer = Checkpointer(tmp_path / "run")
+    loop, step, _ = _loop(ListLogger(), checkpointer, iterations=3, every=1,
+                          stop_when=lambda: step.calls >= 1)
+    loop.run()
+    collector = SlowCollector()
+    step = ToyStep()
+    loop = TrainingLoop(collector, step, iterations=3, seed=3, name="mc seed 3",
+                        state={"step": step, "optimizer": step.optimizer, "collector": collector},
+                        progress_keys={"loss": "loss", "absent": "no/such"})
+    shown.clear()
+    loop.load_state_dict(checkpointer.load())
+    loop.run()
+    assert shown[0] == ("open", 3, "mc seed 3", 1, True) and shown[-1] == ("close",)
+    updates = [entry for entry in shown if entry[0] == "update"]
+    assert [iteration for _, iteration, _ in updates] == [1, 2]
+    for _, _, values in updates:
+        assert set(values) == {"loss", "absent", "slowest"} and math.isfinite(values["loss"])
+        assert math.isnan(values["absent"])
+        assert re.fullmatch(r"collection \d\.?\d*(e-0\d)?s", values["slowest"])
+
+
+def test_each_phase_is_timed_under_its_name_and_the_frame_rate_is_frames_over_seconds(
+        tmp_path):
+    logger = ListLogger()
+    loop, _, _ = _loop(logger, Checkpointer(tmp_path / "run"), iterations=3, every=1,
+                       evaluate=lambda i: {"eval/x": 1.0}, eval_every=1,
+                       watchers=[lambda batch, before: {"watch/frames_before": float(before)}])
+    loop.collector = SlowCollector()
+    loop.run()
+    for index, (_, metrics) in enumerate(logger.steps):
+        assert {"time/collection", "time/watchers", "time/evaluation"} <= set(metrics)
+        if index:  # the previous iteration's checkpoint and logging fall in this lap
+            assert {"time/checkpoint", "time/logging"} <= set(metrics)
+        assert 8 / 2.0 < metrics["train/fps"] < 8 / SLOW  # 8 frames in more than SLOW s
+    assert [m["watch/frames_before"] for _, m in logger.steps] == [0.0, 8.0, 16.0]
+
+
+def test_a_watcher_reads_the_batch_and_the_frames_before_it():
+    seen = []
+    loop = TrainingLoop(ToyCollector(), ToyStep(), iterations=2, seed=0, progress=False,
+                        watchers=[lambda batch, before: seen.append((batch.numel(), before))
+                                  or {}])
+    loop.run()
+    assert seen == [(8, 0), (8, 8)]
+
+
+def test_each_iteration_and_the_end_set_the_threads_asked(monkeypatch):
+    before = torch.get_num_threads()
+    seen = []
+
+    def step(batch):  # an env's close or a library may change them between iterations
+        seen.append(torch.get_num_threads())
+        torch.set_num_threads(2)
+        return {}
+
+    try:
+        TrainingLoop(ToyCollector(), step, iterations=3, seed=0, threads=1,
+                     progress=False).run()
+        assert seen == [1, 1, 1] and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_non_finite_reward_is_named_whole():
+    class NaNCollector(ToyCollector):
+        def __iter__(self):
+            for batch in super().__iter__():
+                batch["next", "reward"][0, 1] = math.inf
+                yield batch
+
+    with pytest.raises(FloatingPointError) as refused:
+        TrainingLoop(NaNCollector(), ToyStep(), iterations=1, seed=0, progress=False).run()
+    assert str(refused.value) == ("the env's reward ('next', 'reward') is not finite in 1 of 8 "
+                                  "transitions of iteration 0 (e.g. inf).")
+
+
+def test_the_first_signal_is_announced_and_arms_the_timer_only_where_work_may_be_dropped(
+        capfd):
+    for interrupt, dropped in ((None, ""),
+                               (lambda: False, "an iteration still running in 5 s is dropped; ")):
+        with StopSignals(interrupt=interrupt, grace=5.0) as signals:
+            assert stop_requested() is None
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert signals.received == "SIGTERM" and stop_requested() == "SIGTERM"
+            assert 4.0 < signals.deadline - time.monotonic() <= 5.0
+            assert stop_due() is None  # its grace is not over
+            armed = signal.getitimer(signal.ITIMER_REAL)[0]
+            assert (armed > 4.0) if interrupt else armed == 0.0
+        assert signal.getitimer(signal.ITIMER_REAL)[0] == 0.0  # disarmed at the exit
+        assert capfd.readouterr().err == (f"SIGTERM: stopping after this iteration ({dropped}a "
+                                          "second signal stops at once)\n")
+    assert stop_requested() is None
+    with StopSignals(grace=0.01):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.02)
+        assert stop_due() == "SIGINT"
+    capfd.readouterr()
+
+
+def test_the_stops_name_their_signal():
+    assert str(StopNow("SIGTERM")) == "SIGTERM: stopping now"
+    at_once = StopAtOnce("SIGINT")
+    assert at_once.signal_name == "SIGINT" and str(at_once) == (
+        "second SIGINT: stopped at once; the last checkpoint holds the run (resume=true "
+        "continues it)")
+
+
+def test_outside_the_main_thread_the_signals_are_left_alone():
+    errors = []
+
+    def enter():
+        try:
+            with StopSignals(interrupt=lambda: True) as signals:
+                errors.append(signals.received)
+        except Exception as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join()
+    assert errors == [None]
