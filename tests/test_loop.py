@@ -511,6 +511,8 @@ def test_the_progress_display_starts_where_the_run_resumed_and_shows_each_iterat
             shown.append(("close",))
 
     monkeypatch.setattr(loop_module, "Progress", Recorder)
+    TrainingLoop(ToyCollector(), ToyStep(), iterations=1, seed=0, progress=False).run()
+    assert shown[0] == ("open", 1, "training", 0, False)
     checkpointer = Checkpointer(tmp_path / "run")
     loop, step, _ = _loop(ListLogger(), checkpointer, iterations=3, every=1,
                           stop_when=lambda: step.calls >= 1)
@@ -540,12 +542,22 @@ def test_each_phase_is_timed_under_its_name_and_the_frame_rate_is_frames_over_se
                        watchers=[lambda batch, before: {"watch/frames_before": float(before)}])
     loop.collector = SlowCollector()
     loop.run()
+    loop_phases = {"collection", "watchers", "evaluation", "checkpoint", "logging", "other"}
     for index, (_, metrics) in enumerate(logger.steps):
-        assert {"time/collection", "time/watchers", "time/evaluation"} <= set(metrics)
-        if index:  # the previous iteration's checkpoint and logging fall in this lap
-            assert {"time/checkpoint", "time/logging"} <= set(metrics)
+        # the previous iteration's checkpoint and logging fall in this lap, none in the first
+        expected = loop_phases - ({"checkpoint", "logging"} if index == 0 else set())
+        assert {k for k in metrics if k.startswith("time/")} == {
+            f"time/{name}" for name in expected} | {"time/iteration"}
         assert 8 / 2.0 < metrics["train/fps"] < 8 / SLOW  # 8 frames in more than SLOW s
     assert [m["watch/frames_before"] for _, m in logger.steps] == [0.0, 8.0, 16.0]
+
+
+def test_a_part_the_run_lacks_is_kept_as_none(tmp_path):
+    step = ToyStep()
+    loop = TrainingLoop(ToyCollector(), step, iterations=1, seed=0, progress=False,
+                        state={"step": step, "bonus": None})
+    parts = loop.state_dict()["parts"]
+    assert parts["bonus"] is None and set(parts["step"]) == set(step.state_dict())
 
 
 def test_a_watcher_reads_the_batch_and_the_frames_before_it():

@@ -152,3 +152,19 @@ def test_benchmark_sb3_prints_the_ratio_table():
                "--rounds", "1", "--num-envs", "4")
     rows = re.findall(r"^(\S+-v\d)\s+[\d,]+\s+[\d,]+\s+\d+\.\d+x", out, flags=re.MULTILINE)
     assert rows == ["HalfCheetah-v5", "MountainCarContinuous-v0"]
+
+
+def test_the_mutation_report_replaces_its_block_and_keeps_the_page_around_it(tmp_path):
+    from recipe_modules import load_recipe
+
+    mutation = load_recipe("benchmarks/mutation")
+    start, end = mutation.REPORT_BLOCK
+    page = tmp_path / "mutation.md"
+    page.write_text(f"# Title\n\nabove\n{start}\nold table\n{end}\nthe survivors, read\n")
+    mutation.write_report(page, "new table\n")
+    assert page.read_text() == (f"# Title\n\nabove\n{start}\nnew table\n{end}\nthe survivors, "
+                                "read\n")
+    mutation.write_report(tmp_path / "bare.md", "a table\n")
+    assert (tmp_path / "bare.md").read_text() == "a table\n"
+    assert mutation.score({"killed": 9, "survived": 1, "timeout": 0, "suspicious": 0,
+                           "no_tests": 0}) == 0.9

@@ -132,6 +132,19 @@ def mutate(name: str, scratch: Path, workers: int, sample: int = 0,
     return {key: int(stats.get(key, 0)) for key in COUNTS}
 
 
+REPORT_BLOCK = ("<!-- mutation.py's last report -->", "<!-- end of mutation.py's report -->")
+
+
+def write_report(page: Path, text: str) -> None:
+    """``text`` between the page's report markers (the rest of the page, the survivors read one
+    by one, kept); a page without them gets the table alone."""
+    start, end = REPORT_BLOCK
+    old = page.read_text() if page.exists() else ""
+    if start in old and end in old:
+        text = old.split(start, 1)[0] + f"{start}\n{text}{end}" + old.split(end, 1)[1]
+    page.write_text(text)
+
+
 def score(counts: dict[str, int]) -> float:
     """killed / every mutant that is not known equivalent (a mutant no test reaches counts)."""
     total = sum(counts.values())
@@ -167,7 +180,7 @@ def main() -> None:
             + "\n".join(rows) + "\n")
     print(text)
     if args.report:
-        args.report.write_text(text)
+        write_report(args.report, text)
 
 
 if __name__ == "__main__":
