@@ -438,3 +438,34 @@ def test_a_study_job_trains_with_the_library_of_its_code_checkout(tmp_path):
                                   [0], "sqlite:///unused.db", Path("scratch"), 1, "joblib", [],
                                   code)
     assert f"checkpoint.dir={Path('scratch').resolve() / 'checkpoints'}" in relative
+
+
+def test_a_study_without_claims_gets_a_page_of_its_curves_aggregate_and_runs(tmp_path):
+    config = tmp_path / "rivals.yaml"
+    config.write_text(TINY.format(dataset=tmp_path / "rivals.parquet").replace(
+        "  vase: {overrides: [surprise=vase], label: VASE, colour: \"#D55E00\"}",
+        "  vase: {overrides: [surprise=vase], label: VASE, colour: \"#D55E00\"}\n"
+        "  rnd: {overrides: [surprise=rnd], label: RND, colour: \"#CC79A7\"}").replace(
+        "measures: [vase], seeds: 0-1", "measures: [vase, rnd], seeds: 0-1").replace(
+        "figure: [vase]", "figure: [vase, rnd]").replace("name: tiny", "name: tiny\n"
+                                                        "title: Two bonuses\nabout: A test."))
+    study = claims.load_study(config)
+    assert (study.title, study.about) == ("Two bonuses", "A test.")
+    # VASE's runs end at 1 and 2, RND's at 0 and 0.5: VASE ahead in every pair of seeds
+    dataset.upsert(study.dataset, [_row(s, m, v) for s, m, v in
+                                   ((0, "vase", 1.0), (1, "vase", 2.0), (0, "rnd", 0.0),
+                                    (1, "rnd", 0.5))])
+    page, figures = tmp_path / "page.md", tmp_path / "figures"
+    report.write_study_page(study, page, figures)
+    text = page.read_text()
+    assert text.startswith("# Two bonuses\n\nA test.\n")
+    assert "4 runs so far (commits abc)" in text
+    for section in ("## Curves", "## Across tasks", "## The runs"):
+        assert section in text
+    assert "## Choices" not in text  # it has none
+    across = text.split("## Across tasks")[1].split("## The runs")[0]
+    rows = {line.split(" | ")[0]: line for line in across.splitlines()
+            if line.startswith(("| VASE |", "| RND |"))}
+    assert rows["| VASE"].endswith("| – |")  # P(VASE > VASE) is not asked
+    assert "1.00 [1.00, 1.00] |" in rows["| RND"]  # P(VASE > RND): every pair
+    assert {p.name for p in figures.iterdir()} == {"tiny_curves.png", "tiny_aggregate.png"}
