@@ -469,3 +469,9 @@ def test_a_study_without_claims_gets_a_page_of_its_curves_aggregate_and_runs(tmp
     assert rows["| VASE"].endswith("| – |")  # P(VASE > VASE) is not asked
     assert "1.00 [1.00, 1.00] |" in rows["| RND"]  # P(VASE > RND): every pair
     assert {p.name for p in figures.iterdir()} == {"tiny_curves.png", "tiny_aggregate.png"}
+
+
+def test_the_study_code_stays_within_its_budget():
+    """Issue 94's bar: the study's code, wherever it lives, at most 2,500 Python lines."""
+    lines = sum(len(p.read_text().splitlines()) for p in (ROOT / "recipes" / "study").glob("*.py"))
+    assert lines <= 2500, f"recipes/study/ is {lines} lines: the study tool's budget is 2,500"

@@ -83,12 +83,9 @@ class Question:
 
 @dataclass(frozen=True)
 class Choice:
-    """A setting chosen among ``candidates`` (measures) by a rule written before their runs:
-    each candidate ranked on each task by the task's score (``first_reward``: its seeds' mean
-    steps to the first reward, a run that never found it counted at the ``budget``, fewer
-    first; ``return``: its seeds' mean return over the window, higher first; ties share their
-    mean rank), the lowest mean rank over the tasks chosen, a tie to the candidate listed
-    first."""
+    """A setting chosen among ``candidates`` (measures) by a rule written before their runs: each
+    task ranks them (``first_reward``: mean steps to it, a miss at ``budget``; ``return``: mean
+    return over the window; ties share a rank); the lowest mean rank wins, a tie the first."""
 
     id: str
     asks: str
@@ -118,8 +115,7 @@ class Study:
     #: commits shown to train alike: ``{commits, measures, evidence}`` records
     commits_alike: tuple[dict, ...] = ()
     choices: tuple[Choice, ...] = ()
-    #: a page of its own (a study without claims): its title and a paragraph under it
-    title: str = ""
+    title: str = ""  # a study without claims: its page's title and first paragraph
     about: str = ""
 
     def label(self, measure: str) -> str:
@@ -203,17 +199,17 @@ def load_study(name: str | Path) -> Study:
             int(spec.get("min_seeds", raw["min_seeds"])), float(spec.get("budget", math.nan))))
     choices = []
     for spec in raw.get("choices") or []:
+        where = f"choice {spec['id']}"
         for task, score in spec["tasks"].items():
-            _check("task", task, raw["tasks"], f"choice {spec['id']}")
-            _check("score", score, ("return", "first_reward"), f"choice {spec['id']}")
-        if "first_reward" in spec["tasks"].values() and "budget" not in spec:
-            raise ValueError(f"choice {spec['id']}: a first_reward score needs the budget of "
-                             "steps a run may take (budget: ...).")
+            _check("task", task, raw["tasks"], where)
+            _check("score", score, ("return", "first_reward"), where)
         for measure in spec["candidates"]:
-            _check("measure", measure, measures, f"choice {spec['id']}")
-        choices.append(Choice(spec["id"], spec["asks"], str(spec["written"]),
-                              dict(spec["tasks"]), tuple(spec["candidates"]),
-                              int(spec.get("min_seeds", raw["min_seeds"])),
+            _check("measure", measure, measures, where)
+        if "first_reward" in spec["tasks"].values() and "budget" not in spec:
+            raise ValueError(f"{where}: a first_reward score needs the budget of steps a run may "
+                             "take (budget: ...).")
+        choices.append(Choice(spec["id"], spec["asks"], str(spec["written"]), dict(spec["tasks"]),
+                              tuple(spec["candidates"]), spec.get("min_seeds", raw["min_seeds"]),
                               float(spec.get("budget", math.nan))))
     ids = [r.id for r in (*claims, *questions, *choices)]
     if len(set(ids)) < len(ids):
@@ -387,31 +383,24 @@ def judge(study: Study, record: Claim | Question,
 
 
 def choose(study: Study, choice: Choice, data: dict[str, dict[str, list[Run]]]) -> Verdict:
-    """``choice``'s candidate (its label) by its rule in the whole run and in its last 10 %;
-    ``comparisons`` holds each candidate's score on each task and its mean rank, both windows."""
+    """``choice``'s candidate (label) in the whole run and its last 10 %; ``comparisons``: each
+    candidate's score a task and mean rank, both windows."""
     seeds = {m: min(len(data.get(t, {}).get(m, [])) for t in choice.tasks)
              for m in choice.candidates}
     if min(seeds.values()) < choice.min_seeds:
         return Verdict(choice, "not measured yet", "not measured yet", seeds=seeds)
-    chosen, read = [], {m: [None, None] for m in choice.candidates}
+    chosen, read = [], {m: ({}, {}) for m in choice.candidates}
     for index, window in enumerate((PRIMARY, SENSITIVITY)):
-        ranks = []
-        for task, score in choice.tasks.items():
-            runs = [data[task][m] for m in choice.candidates]
-            if score == "first_reward":
-                values = np.array([np.minimum(first_reward_steps(r), choice.budget).mean()
-                                   for r in runs])
-                ranks.append(rankdata(values))  # fewer steps first
-            else:
-                values = np.array([windows(r, window).mean() for r in runs])
-                ranks.append(rankdata(-values))  # higher return first
-            for measure, value in zip(choice.candidates, values, strict=True):
-                read[measure][index] = {**(read[measure][index] or {}), task: float(value)}
-        mean_rank = np.mean(ranks, axis=0)
-        for measure, rank in zip(choice.candidates, mean_rank, strict=True):
-            read[measure][index]["mean rank"] = float(rank)
+        scores = {task: np.array([  # steps (fewer first) or returns (more first, negated)
+            np.minimum(first_reward_steps(data[task][m]), choice.budget).mean()
+            if score == "first_reward" else -windows(data[task][m], window).mean()
+            for m in choice.candidates]) for task, score in choice.tasks.items()}
+        mean_rank = np.mean([rankdata(values) for values in scores.values()], axis=0)
+        for i, m in enumerate(choice.candidates):  # returns shown as they are
+            read[m][index].update({t: float(v[i]) * (1 - 2 * (choice.tasks[t] == "return"))
+                                   for t, v in scores.items()}, **{"mean rank": mean_rank[i]})
         chosen.append(study.label(choice.candidates[int(np.argmin(mean_rank))]))  # a tie: first
-    return Verdict(choice, *chosen, {m: tuple(v) for m, v in read.items()}, seeds=seeds)
+    return Verdict(choice, *chosen, read, seeds=seeds)
 
 
 def judge_all(study: Study, data: dict | None = None, seed: int = 0) -> list[Verdict]:

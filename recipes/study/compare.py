@@ -309,14 +309,6 @@ def return_curves(runs: list[Run]) -> np.ndarray:
     return np.stack([r.metrics["return_mean"][:length] for r in runs])
 
 
-def summary(runs: list[Run], last: int) -> dict[str, float]:
-    """The table's numbers for one measure (``last``: iterations averaged for 'final'); NaN where
-    no run has the metric yet (e.g. no episode has finished)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN medians are reported as NaN
-        return _summary(runs, last)
-
-
 def iqm_interval(values: np.ndarray, confidence: float = 0.95,
                  resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """rliable's IQM of ``values`` (one per seed) and its percentile-bootstrap interval (one
@@ -335,29 +327,30 @@ def iqm_interval(values: np.ndarray, confidence: float = 0.95,
     return point, float(interval["runs"][0, 0]), float(interval["runs"][1, 0])
 
 
-def _summary(runs: list[Run], last: int) -> dict[str, float]:
-    finals = np.array([r.final("return_mean", last) for r in runs])
-    point, low, high = iqm_interval(finals)
-    first = [r.metrics["first_reward_step"] for r in runs]
-    first_steps = [f[0] for f in first if f.size]
-    return {
-        "final_median": float(np.nanmedian(finals)),
-        "iqr": float(np.nanpercentile(finals, 75) - np.nanpercentile(finals, 25)),
-        "iqm": point,
-        "iqm_low": low,
-        "iqm_high": high,
-        "success": float(np.nanmean([r.final("success_rate", last) for r in runs])),
-        "first_reward_median": float(np.median(first_steps)) if first_steps else math.nan,
-        "reached": len(first_steps),
-        "fps": float(np.nanmedian([np.nanmedian(r.metrics["fps"]) for r in runs])),
-        # the median iteration, robust to a slow first one (imports, allocation) and to pauses
-        "seconds_per_iteration": float(np.nanmedian([
-            np.median(np.diff(r.metrics["wall_time"], prepend=0.0)) if r.metrics["wall_time"].size
-            else math.nan
-            for r in runs
-        ])),
-        "seeds": len(runs),
-    }
+def summary(runs: list[Run], last: int) -> dict[str, float]:
+    """The table's numbers for one measure (``last``: iterations averaged for 'final'); NaN where
+    no run has the metric yet (e.g. no episode has finished)."""
+    with warnings.catch_warnings(action="ignore", category=RuntimeWarning):  # all-NaN: NaN
+        finals = np.array([r.final("return_mean", last) for r in runs])
+        point, low, high = iqm_interval(finals)
+        first = [r.metrics["first_reward_step"] for r in runs]
+        first_steps = [f[0] for f in first if f.size]
+        return {
+            "final_median": float(np.nanmedian(finals)),
+            "iqr": float(np.nanpercentile(finals, 75) - np.nanpercentile(finals, 25)),
+            "iqm": point,
+            "iqm_low": low,
+            "iqm_high": high,
+            "success": float(np.nanmean([r.final("success_rate", last) for r in runs])),
+            "first_reward_median": float(np.median(first_steps)) if first_steps else math.nan,
+            "reached": len(first_steps),
+            "fps": float(np.nanmedian([np.nanmedian(r.metrics["fps"]) for r in runs])),
+            # the median iteration, robust to a slow first one (imports, allocation) and to pauses
+            "seconds_per_iteration": float(np.nanmedian([
+                np.median(np.diff(r.metrics["wall_time"], prepend=0.0))
+                if r.metrics["wall_time"].size else math.nan for r in runs])),
+            "seeds": len(runs),
+        }
 
 
 def seeds(count: int) -> str:

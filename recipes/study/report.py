@@ -276,32 +276,25 @@ def questions_table(studies: list[tuple[Study, Verdict]]) -> list[str]:
 
 def _choice_numbers(study: Study, v: Verdict) -> list[str]:
     """A choice's candidates: each task's score (whole run) and the mean rank in both windows."""
-    choice = v.record
     scores = {"first_reward": "mean steps to the first reward", "return": "mean return"}
-    tasks = [f"{TITLES[t]}: {scores[score]}" for t, score in choice.tasks.items()]
-    lines = [f"**{choice.asks}**: **{v.verdict}**\n{{: #{choice.id} }}\n",
-             f"| candidate | {' | '.join(tasks)} | mean rank | last 10 %: mean rank |",
-             "|---|" + "---:|" * (len(tasks) + 2)]
-    for measure, (whole, last) in v.comparisons.items():
-        scores = " | ".join(f"{whole[t]:,.4g}" for t in choice.tasks)
-        lines.append(f"| {study.label(measure)} | {scores} | {whole['mean rank']:g} | "
-                     f"{last['mean rank']:g} |")
-    return [*lines, ""]
+    tasks = [f"{TITLES[t]}: {scores[score]}" for t, score in v.record.tasks.items()]
+    return [f"| candidate | {' | '.join(tasks)} | mean rank | last 10 %: mean rank |",
+            "|---|" + "---:|" * (len(tasks) + 2),
+            *(f"| {study.label(m)} | {' | '.join(f'{whole[t]:,.4g}' for t in v.record.tasks)} | "
+              f"{whole['mean rank']:g} | {last['mean rank']:g} |"
+              for m, (whole, last) in v.comparisons.items()), ""]
 
 
 def _numbers(study: Study, v: Verdict) -> list[str]:
     """A record's numbers, each comparison in both windows."""
     record = v.record
-    if isinstance(record, Choice):
-        return [f"**{record.asks}**: **{v.verdict}**\n{{: #{record.id} }}\n"] if (
-            v.verdict == "not measured yet") else _choice_numbers(study, v)
     if isinstance(record, Claim):
         head = (f"**{TITLES[record.task]}**, “{record.says}”: **{v.verdict}**\n"
                 f"{{: #claim-{record.id} }}\n")
     else:
         head = f"**{record.asks}**: **{v.verdict}**\n{{: #{record.id} }}\n"
-    if v.verdict == "not measured yet":
-        return [head]
+    if v.verdict == "not measured yet" or isinstance(record, Choice):
+        return [head, *(_choice_numbers(study, v) if v.comparisons else [])]
     margin = (f"The task's smallest effect of interest m = ±{v.margin:.3g}.\n"
               if np.isfinite(v.margin) else "")
     lines = [head, margin, "| A − B | whole run: median [5 %, 95 %] | mean | P(A > B) | "
@@ -382,14 +375,13 @@ def provenance(study: Study, runs: list[Run]) -> list[str]:
     return [*lines, "", *(["Commits shown to train alike:", "", *alike, ""] if alike else [])]
 
 
-def across_tasks(study: Study, data: dict, figures: Path, link: str,
-                 commits: list[str]) -> list[str]:
-    """rliable's aggregate of the figure's measures over the tasks each ran ≥ min_seeds on,
-    each seed's mean return over the whole run, min–max normalised per task."""
+def normalised_scores(study: Study, data: dict) -> tuple[list[str], int, dict[str, np.ndarray]]:
+    """The tasks where every figure measure has ``min_seeds``, the seeds read (the fewest), and
+    ``measure -> [seeds, tasks]``: each seed's whole-run mean return, min–max normalised a task."""
     measures = study.figure
     tasks = [t for t in study.tasks if all(len(data.get(t, {}).get(m, [])) >= study.min_seeds
                                            for m in measures)]
-    count = min(len(data[t][m]) for t in tasks for m in measures)
+    count = min((len(data[t][m]) for t in tasks for m in measures), default=0)
     raw = {t: {m: windows(data[t][m][:count], "whole") for m in measures} for t in tasks}
     scores = {}
     for t in tasks:
@@ -397,7 +389,15 @@ def across_tasks(study: Study, data: dict, figures: Path, link: str,
         low, high = np.nanmin(values), np.nanmax(values)
         for m in measures:
             scores.setdefault(m, []).append((raw[t][m] - low) / (high - low or 1.0))
-    scores = {m: np.stack(v, axis=1) for m, v in scores.items()}
+    return tasks, count, {m: np.stack(v, axis=1) for m, v in scores.items()}
+
+
+def across_tasks(study: Study, data: dict, figures: Path, link: str,
+                 commits: list[str]) -> list[str]:
+    """rliable's aggregate of the figure's measures over the tasks each ran ≥ min_seeds on,
+    each seed's mean return over the whole run, min–max normalised per task."""
+    measures = study.figure
+    tasks, count, scores = normalised_scores(study, data)
     taus = np.linspace(0, 1, 51)
     result = aggregate(scores, taus, measures[0])
     styles = {m: (study.label(m), study.measures[m]["colour"]) for m in measures}
@@ -446,52 +446,32 @@ def write_readme(readme: Path, lines: list[str]) -> None:
 
 
 def write_study_page(study: Study, page: Path, figures: Path) -> None:
-    """Write ``page`` for a study without claims: its choices (settings chosen on seeds it does
-    not report), the curves of its figure's measures and rliable's aggregate across its tasks,
-    once each has runs, and its runs' provenance."""
+    """``page`` for a study without claims: its choices, curves, rliable's aggregate, runs."""
     data = study.runs()
-    everything = [run for by_measure in data.values() for runs in by_measure.values()
-                  for run in runs]
-    commits = sorted({r.commit[:7] for r in everything})
+    runs = [run for by_measure in data.values() for cell in by_measure.values() for run in cell]
+    commits = sorted({r.commit[:7] for r in runs})
     link = Path(os.path.relpath(figures, page.parent)).as_posix()
-    lines = [f"# {study.title}\n", f"{study.about}\n" if study.about else "",
-             f"{len(everything)} runs so far (commits {', '.join(commits) or 'none yet'}); the "
-             f"config: `conf/study/{study.name}.yaml`, this page: `python recipes/study/study.py "
+    lines = [f"# {study.title}\n\n{study.about}\n\n{len(runs)} runs so far (commits "
+             f"{', '.join(commits) or 'none yet'}); this page: `python recipes/study/study.py "
              f"report {study.name}`.\n"]
-    verdicts = [v for v in judge_all(study, data) if isinstance(v.record, Choice)]
-    if verdicts:
-        lines += ["## Choices\n", "Each by [its rule](../results_rule.md), written before its "
+    if choices := [(study, v) for v in judge_all(study, data) if isinstance(v.record, Choice)]:
+        lines += ["## Choices\n", "By [their rule](../results_rule.md), written before their "
                   "runs; ⚑: the last 10 % of a return task's run would choose otherwise (the "
-                  "choice stands).\n",
-                  "| choice (rule written before its runs) | chosen: whole run | last 10 % | "
-                  "seeds |", "|---|---|---|---|"]
-        for v in verdicts:
-            low, high = min(v.seeds.values()), max(v.seeds.values())
-            seeds = f"{low}" if low == high else f"{low} to {high} a candidate"
-            lines.append(f"| {v.record.asks} ({v.record.written}) | "
-                         f"{_verdict_cell(v, v.record.id)} | {'⚑ ' if v.flagged else ''}"
-                         f"{v.sensitivity} | {seeds} |")
-        lines.append("")
-        for v in verdicts:
-            lines += _numbers(study, v)
-    curve_tasks = [t for t in study.tasks if t != "point_robot"
-                   and any(data.get(t, {}).get(m) for m in study.figure)]
-    if curve_tasks:
+                  "choice stands).\n", *questions_table(choices), "",
+                  *(line for _, v in choices for line in _numbers(study, v))]
+    if tasks := [t for t in study.tasks if t != "point_robot"
+                 and any(data.get(t, {}).get(m) for m in study.figure)]:
         figures.mkdir(parents=True, exist_ok=True)
-        styles = {m: (spec["label"], spec["colour"]) for m, spec in study.measures.items()}
-        plot_curves({t: {m: data[t][m] for m in study.figure if data[t].get(m)}
-                     for t in curve_tasks}, styles, figures / f"{study.name}_curves.png",
-                    f"{study.title}: median extrinsic return over the seeds so far, "
-                    f"interquartile range shaded (runs at {', '.join(commits)})")
-        lines += ["## Curves\n", f"[![The curves]({link}/{study.name}_curves.png)]"
-                  f"({link}/{study.name}_curves.png)\n"]
-        if any(all(len(data.get(t, {}).get(m, [])) >= study.min_seeds for m in study.figure)
-               for t in study.tasks):
+        plot_curves({t: {m: data[t][m] for m in study.figure if data[t].get(m)} for t in tasks},
+                    {m: (spec["label"], spec["colour"]) for m, spec in study.measures.items()},
+                    figures / f"{study.name}_curves.png", f"{study.title}: median extrinsic "
+                    f"return, interquartile range shaded (runs at {', '.join(commits)})")
+        lines += ["## Curves\n", f"![The curves]({link}/{study.name}_curves.png)\n"]
+        if normalised_scores(study, data)[0]:
             lines += ["## Across tasks\n", *across_tasks(study, data, figures, link, commits),
                       ""]
-    lines += ["## The runs\n", *provenance(study, everything)]
     page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text("\n".join(line for line in lines if line is not None))
+    page.write_text("\n".join([*lines, "## The runs\n", *provenance(study, runs)]))
 
 
 def write_page(study: Study, page: Path, figures: Path, others: tuple[Study, ...] = (),

@@ -276,8 +276,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{verdict.record.id}: {verdict.verdict} (last 10 %: {verdict.sensitivity})"
                   + decided)
     elif not study.claims and (study.choices or not study.questions):
-        page = ROOT / "docs" / "results" / f"{study.name}.md"
-        write_study_page(study, page, ROOT / "docs" / "results" / study.name)
+        write_study_page(study, page := ROOT / "docs" / "results" / f"{study.name}.md",
+                         page.with_suffix(""))
         print(f"wrote {page}")
     else:
         others = tuple(load_study(p) for p in sorted((ROOT / "conf" / "study").glob("*.yaml"))
