@@ -280,7 +280,7 @@ def _choice_numbers(study: Study, v: Verdict) -> list[str]:
     tasks = [f"{TITLES[t]}: {scores[score]}" for t, score in v.record.tasks.items()]
     return [f"| candidate | {' | '.join(tasks)} | mean rank | last 10 %: mean rank |",
             "|---|" + "---:|" * (len(tasks) + 2),
-            *(f"| {study.label(m)} | {' | '.join(f'{whole[t]:,.4g}' for t in v.record.tasks)} | "
+            *(f"| {study.label(m)} | {' | '.join(f'{whole[t]:,.7g}' for t in v.record.tasks)} | "
               f"{whole['mean rank']:g} | {last['mean rank']:g} |"
               for m, (whole, last) in v.comparisons.items()), ""]
 
