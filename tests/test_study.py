@@ -234,7 +234,7 @@ def test_a_config_naming_an_unknown_thing_is_refused_with_the_choices(tmp_path, 
         claims.load_study(path)
     assert "the choices:" in str(refused.value)
     with pytest.raises(ValueError, match="unknown study 'figure4'; the choices: figure3, "
-                                         "point_robot_placebo, rivals_eta, sac"):
+                                         "point_robot_placebo, rivals, rivals_eta, sac"):
         claims.load_study("figure4")
 
 
