@@ -85,6 +85,14 @@ def without_numba_decorators(path: Path) -> None:
     path.write_text("".join(line for line in lines if not line.lstrip().startswith("@numba.")))
 
 
+def statuses(folder: Path, env: dict) -> dict[str, str]:
+    """Every mutant of ``folder``'s run and its status as mutmut words it (``killed``, ``no
+    tests``, ``not checked``, ...)."""
+    listed = subprocess.run([str(MUTMUT), "results", "--all", "true"], cwd=folder, check=True,
+                            capture_output=True, text=True, env=env).stdout
+    return dict(line.strip().split(": ", 1) for line in listed.splitlines() if ": " in line)
+
+
 def mutate(name: str, scratch: Path, workers: int, sample: int = 0,
            seed: int = 0) -> dict[str, int]:
     """mutmut's counts for one module (``MODULES[name]``); ``sample``: of that many of its
@@ -111,9 +119,7 @@ def mutate(name: str, scratch: Path, workers: int, sample: int = 0,
     if sample:  # a filter no mutant matches makes mutmut write them all and stop
         subprocess.run([str(MUTMUT), "run", "no-such-mutant"], cwd=folder, check=False,
                        capture_output=True, env=env)
-        listed = subprocess.run([str(MUTMUT), "results", "--all", "true"], cwd=folder,
-                                check=True, capture_output=True, text=True, env=env).stdout
-        names = sorted(line.split(":")[0].strip() for line in listed.splitlines() if ":" in line)
+        names = sorted(statuses(folder, env))
         chosen = random.Random(seed).sample(names, min(sample, len(names)))
         print(f"{name}: {len(chosen)} of its {len(names)} mutants, drawn with seed {seed}",
               flush=True)
@@ -121,13 +127,9 @@ def mutate(name: str, scratch: Path, workers: int, sample: int = 0,
                    check=False, stdout=subprocess.DEVNULL, env=env)
     subprocess.run([str(MUTMUT), "export-cicd-stats"], cwd=folder, check=True,
                    stdout=subprocess.DEVNULL)
-    if chosen:  # the drawn mutants' statuses, as mutmut words them
-        listed = subprocess.run([str(MUTMUT), "results", "--all", "true"], cwd=folder,
-                                check=True, capture_output=True, text=True, env=env).stdout
-        status = dict(line.strip().split(": ", 1) for line in listed.splitlines() if ": " in line)
-        words = {"killed": "killed", "survived": "survived", "timeout": "timeout",
-                 "suspicious": "suspicious", "no tests": "no_tests"}
-        return {key: sum(words.get(status.get(m, "")) == key for m in chosen) for key in COUNTS}
+    if chosen:  # the drawn mutants' statuses ("not checked" for the others)
+        drawn = [statuses(folder, env)[m].replace(" ", "_") for m in chosen]
+        return {key: drawn.count(key) for key in COUNTS}
     stats = json.loads((folder / "mutants" / "mutmut-cicd-stats.json").read_text())
     return {key: int(stats.get(key, 0)) for key in COUNTS}
 

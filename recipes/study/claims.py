@@ -383,22 +383,22 @@ def judge(study: Study, record: Claim | Question,
 
 
 def choose(study: Study, choice: Choice, data: dict[str, dict[str, list[Run]]]) -> Verdict:
-    """``choice``'s candidate (label) in the whole run and its last 10 %; ``comparisons``: each
-    candidate's score a task and mean rank, both windows."""
+    """``choice``'s pick (its label), whole run and last 10 %, each candidate's scores beside."""
     seeds = {m: min(len(data.get(t, {}).get(m, [])) for t in choice.tasks)
              for m in choice.candidates}
     if min(seeds.values()) < choice.min_seeds:
         return Verdict(choice, "not measured yet", "not measured yet", seeds=seeds)
     chosen, read = [], {m: ({}, {}) for m in choice.candidates}
     for index, window in enumerate((PRIMARY, SENSITIVITY)):
-        scores = {task: np.array([  # steps (fewer first) or returns (more first, negated)
+        scores = {task: np.array([  # mean steps to the first reward, or mean return
             np.minimum(first_reward_steps(data[task][m]), choice.budget).mean()
-            if score == "first_reward" else -windows(data[task][m], window).mean()
+            if score == "first_reward" else windows(data[task][m], window).mean()
             for m in choice.candidates]) for task, score in choice.tasks.items()}
-        mean_rank = np.mean([rankdata(values) for values in scores.values()], axis=0)
-        for i, m in enumerate(choice.candidates):  # returns shown as they are
-            read[m][index].update({t: float(v[i]) * (1 - 2 * (choice.tasks[t] == "return"))
-                                   for t, v in scores.items()}, **{"mean rank": mean_rank[i]})
+        mean_rank = np.mean([rankdata(v if choice.tasks[t] == "first_reward" else -v)
+                             for t, v in scores.items()], axis=0)  # fewer steps, more return
+        for i, m in enumerate(choice.candidates):
+            read[m][index].update({t: float(v[i]) for t, v in scores.items()},
+                                  **{"mean rank": float(mean_rank[i])})
         chosen.append(study.label(choice.candidates[int(np.argmin(mean_rank))]))  # a tie: first
     return Verdict(choice, *chosen, read, seeds=seeds)
 
