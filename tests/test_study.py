@@ -370,6 +370,7 @@ def test_a_killed_study_resumes_without_running_a_finished_run_twice(tmp_path, c
     runs = dataset.read(study.dataset)
     assert [(r.seed, r.frames.size) for r in runs] == [(0, 2), (1, 2)]
     assert all(r.provenance["config"] and r.provenance["git_commit"] for r in runs)
+    assert all(np.isfinite(report._load(r)) for r in runs)  # the load at their launch, noted
     # killed after seed 1 finished and before it was exported: the store has it, the dataset not
     dataset.write(study.dataset, [row for row in dataset.read_rows(study.dataset)
                                   if row["seed"] == 0])
@@ -447,7 +448,9 @@ def test_a_study_without_claims_gets_a_page_of_its_curves_aggregate_and_runs(tmp
         "  vase: {overrides: [surprise=vase], label: VASE, colour: \"#D55E00\"}\n"
         "  rnd: {overrides: [surprise=rnd], label: RND, colour: \"#CC79A7\"}").replace(
         "measures: [vase], seeds: 0-1", "measures: [vase, rnd], seeds: 0-1").replace(
-        "figure: [vase]", "figure: [vase, rnd]").replace("name: tiny", "name: tiny\n"
+        "figure: [vase]", "figure: [vase, rnd]").replace(
+        "tasks: [mountain_car]\n", "tasks: [mountain_car, point_robot]\n").replace(
+        "name: tiny", "name: tiny\n"
                                                         "title: Two bonuses\nabout: A test."))
     study = claims.load_study(config)
     assert (study.title, study.about) == ("Two bonuses", "A test.")
@@ -455,12 +458,19 @@ def test_a_study_without_claims_gets_a_page_of_its_curves_aggregate_and_runs(tmp
     dataset.upsert(study.dataset, [_row(s, m, v) for s, m, v in
                                    ((0, "vase", 1.0), (1, "vase", 2.0), (0, "rnd", 0.0),
                                     (1, "rnd", 0.5))])
+    # the point robot's runs stop at their first reward: its own figure, not in the aggregate
+    # (where VASE's returns, far below RND's, would turn every P(VASE > RND) below 1)
+    robot = [_row(s, m, v) | {"task": "point_robot"} for s, m, v in
+             ((0, "vase", -9.0), (1, "vase", -9.0), (0, "rnd", 9.0), (1, "rnd", 9.0))]
+    robot[0]["metrics"]["train/first_reward_step"] = [np.nan, 10000.0]
+    dataset.upsert(study.dataset, robot)
     page, figures = tmp_path / "page.md", tmp_path / "figures"
     report.write_study_page(study, page, figures)
     text = page.read_text()
     assert text.startswith("# Two bonuses\n\nA test.\n")
-    assert "4 runs so far (commits abc)" in text
-    for section in ("## Curves", "## Across tasks", "## The runs"):
+    assert "8 runs so far (commits abc)" in text
+    for section in ("## Curves", "## Across tasks", "## The point robot's first reward",
+                    "## The runs"):
         assert section in text
     assert "## Choices" not in text  # it has none
     across = text.split("## Across tasks")[1].split("## The runs")[0]
@@ -468,7 +478,8 @@ def test_a_study_without_claims_gets_a_page_of_its_curves_aggregate_and_runs(tmp
             if line.startswith(("| VASE |", "| RND |"))}
     assert rows["| VASE"].endswith("| – |")  # P(VASE > VASE) is not asked
     assert "1.00 [1.00, 1.00] |" in rows["| RND"]  # P(VASE > RND): every pair
-    assert {p.name for p in figures.iterdir()} == {"tiny_curves.png", "tiny_aggregate.png"}
+    assert {p.name for p in figures.iterdir()} == {"tiny_curves.png", "tiny_aggregate.png",
+                                                   "tiny_first_reward.png"}
 
 
 def test_the_study_code_stays_within_its_budget():

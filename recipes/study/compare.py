@@ -54,9 +54,7 @@ from claims import load_study  # beside this script, as are the others
 from dataset import read
 from mlflow.tracking import MlflowClient
 from report import compact_steps, plot_curves
-from rliable import library as rly
-from rliable import metrics as rliable_metrics
-from study_statistics import seeded_rliable
+from study_statistics import aggregate
 
 STEERING_CORR = 0.8  # issue 12's bar for the advantage/bonus correlation
 MEASURE_ORDER = ["none", "vase", "nll", "vime", "rnd"]
@@ -303,28 +301,16 @@ def by_measure(runs: list[Run]) -> dict[str, list[Run]]:
     return groups
 
 
-def return_curves(runs: list[Run]) -> np.ndarray:
-    """``[seeds, iterations]`` of extrinsic returns, truncated to the shortest run."""
-    length = min(len(r.metrics["return_mean"]) for r in runs)
-    return np.stack([r.metrics["return_mean"][:length] for r in runs])
-
-
-def iqm_interval(values: np.ndarray, confidence: float = 0.95,
-                 resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """rliable's IQM of ``values`` (one per seed) and its percentile-bootstrap interval (one
-    experiment is one task: rliable's stratified bootstrap over seeds). NaN bounds with fewer
+def iqm_interval(values: np.ndarray, resamples: int = 2000, seed: int = 0
+                 ) -> tuple[float, float, float]:
+    """rliable's IQM of ``values`` (one per seed) and its 95 % bootstrap interval
+    (``aggregate``'s, one task: its stratified bootstrap is over seeds); NaN bounds with fewer
     than 2 values (nothing to resample)."""
     values = values[np.isfinite(values)]
-    if values.size == 0:
-        return math.nan, math.nan, math.nan
-    point = float(rliable_metrics.aggregate_iqm(values[:, None]))
     if values.size < 2:
-        return point, math.nan, math.nan
-    with seeded_rliable(seed) as generator:
-        _, interval = rly.get_interval_estimates(
-            {"runs": values[:, None]}, lambda x: np.array([rliable_metrics.aggregate_iqm(x)]),
-            reps=resamples, confidence_interval_size=confidence, random_state=generator)
-    return point, float(interval["runs"][0, 0]), float(interval["runs"][1, 0])
+        return (float(values[0]) if values.size else math.nan), math.nan, math.nan
+    return aggregate({"runs": values[:, None]}, np.zeros(1), "runs", reps=resamples,
+                     seed=seed)["iqm"]["runs"]
 
 
 def summary(runs: list[Run], last: int) -> dict[str, float]:

@@ -379,8 +379,8 @@ def normalised_scores(study: Study, data: dict) -> tuple[list[str], int, dict[st
     """The tasks where every figure measure has ``min_seeds``, the seeds read (the fewest), and
     ``measure -> [seeds, tasks]``: each seed's whole-run mean return, min–max normalised a task."""
     measures = study.figure
-    tasks = [t for t in study.tasks if all(len(data.get(t, {}).get(m, [])) >= study.min_seeds
-                                           for m in measures)]
+    tasks = [t for t in study.tasks if t != "point_robot"  # its runs stop at the first reward
+             and all(len(data.get(t, {}).get(m, [])) >= study.min_seeds for m in measures)]
     count = min((len(data[t][m]) for t in tasks for m in measures), default=0)
     raw = {t: {m: windows(data[t][m][:count], "whole") for m in measures} for t in tasks}
     scores = {}
@@ -402,9 +402,9 @@ def across_tasks(study: Study, data: dict, figures: Path, link: str,
     result = aggregate(scores, taus, measures[0])
     styles = {m: (study.label(m), study.measures[m]["colour"]) for m in measures}
     plot_aggregate(result, styles, measures[0], taus, figures / f"{study.name}_aggregate.png",
-                   f"Across {len(tasks)} tasks, {count} seeds each (rliable): each seed's mean "
-                   "return over the whole run, min–max normalised per task (runs at "
-                   f"{', '.join(commits)})")
+                   f"Across {len(tasks)} task{'s' * (len(tasks) != 1)}, {count} seeds each "
+                   "(rliable): each seed's mean return over the whole run, min–max normalised "
+                   f"per task (runs at {', '.join(commits)})")
     lines = [f"[![rliable's aggregate]({link}/{study.name}_aggregate.png)]"
              f"({link}/{study.name}_aggregate.png)\n",
              f"| measure | IQM [95 %] | P({study.label(measures[0])} > it) [95 %] |",
@@ -470,6 +470,15 @@ def write_study_page(study: Study, page: Path, figures: Path) -> None:
         if normalised_scores(study, data)[0]:
             lines += ["## Across tasks\n", *across_tasks(study, data, figures, link, commits),
                       ""]
+    if robot := {m: data["point_robot"][m] for m in study.figure
+                 if data.get("point_robot", {}).get(m)}:
+        figures.mkdir(parents=True, exist_ok=True)
+        plot_first_reward(robot, {m: (study.label(m), study.measures[m]["colour"]) for m in robot},
+                          max(r.frames[-1] for runs in robot.values() for r in runs),
+                          figures / f"{study.name}_first_reward.png", "The point robot: runs "
+                          f"still searching for the first reward (runs at {', '.join(commits)})")
+        lines += ["## The point robot's first reward\n",
+                  f"![Runs still searching]({link}/{study.name}_first_reward.png)\n"]
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text("\n".join([*lines, "## The runs\n", *provenance(study, runs)]))
 
@@ -526,7 +535,8 @@ def write_page(study: Study, page: Path, figures: Path, others: tuple[Study, ...
         "## Follow-ups and placebos\n", *questions_table(asked), "",
         "The study's notes (how it was run, Ant's scale, the bonus's reach, rechecks): "
         "[notes](results_study_notes.md); earlier rules and studies: "
-        "[history](results_history.md).\n",
+        "[history](results_history.md); VASE among today's bonuses (RND, ICM, Disagreement; "
+        "exploratory): [its page](results/rivals.md).\n",
         "## Each record's numbers\n",
         "A − B is the difference of the two measures' medians over their seeds (each seed's "
         "mean return over the window), in brackets its bootstrap's 5th and 95th percentiles "

@@ -45,10 +45,10 @@ def experiment(study: Study, task: str, measure: str) -> str:
 
 
 def export(study: Study, store: str, task: str, measure: str, into: Path | None = None,
-           suffix: str = "") -> int:
+           suffix: str = "", note: str | None = None) -> int:
     """Move the finished and failed runs of ``experiment(study, task, measure) + suffix`` in
     ``store`` into the dataset ``into`` (default: the study's) unless already there (a rerun of
-    a seed replaces it); how many."""
+    a seed replaces it), with the launcher's ``note`` (its load at their launch); how many."""
     into = into or study.dataset
     client = MlflowClient(tracking_uri=store)
     found = client.get_experiment_by_name(experiment(study, task, measure) + suffix)
@@ -82,7 +82,7 @@ def export(study: Study, store: str, task: str, measure: str, into: Path | None 
                          "processor": tags.get("machine", ""), "start": start, "end": end,
                          "minutes": f"{(end - start) / 60_000:.1f}" if start and end else None,
                          "iteration": run.data.metrics.get("train/iteration"),
-                         "error": tags.get("error"), "config": config,
+                         "error": tags.get("error"), "config": config, "note": note,
                          "environment": "; ".join(f"{k}={v}" for k, v in sorted(tags.items())
                                                   if k.startswith(("machine", "software")))}})
     dataset.upsert(into, rows)
@@ -164,8 +164,10 @@ def launch(study: Study, todo: dict, scratch: Path, workers: int, launcher: str,
             print(" ".join(line[1:]), flush=True)
             if dry_run:
                 continue
+            load = os.getloadavg()[0]
             returned = subprocess.run(line, cwd=code, check=False).returncode
-            exported = export(study, store, task, measure, into, suffix)
+            exported = export(study, store, task, measure, into, suffix,
+                              f"load average {load:.2f} at its multirun's launch")
             print(f"{task} {measure}: {exported} runs exported", flush=True)
             if commit and exported and into is None:
                 commit_dataset(study, f"{study.name}: {task} {measure} seeds "
