@@ -4,6 +4,7 @@ the recipe (TRPO and SAC) killed and resumed exactly."""
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 
@@ -138,6 +139,40 @@ def test_each_bonus_trains_through_the_exploration_seam_and_its_loss_falls(make)
     metrics = exploration.reward(batch := _batch(200, seed=2))
     assert metrics["bonus/mean"] > 0
     torch.testing.assert_close(batch["next", "reward"], 1e-4 * batch["next", "intrinsic_reward"])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: DisagreementRewardTransform(DynamicsModel(EnsembleMLP(5, 3, [8]))),
+    lambda: ICMRewardTransform(DynamicsModel(ICMNetwork(5, 3, feature_dim=8),
+                                             target="next_observation")),
+])
+def test_the_trainer_s_steps_are_the_loss_modules_own_bit_for_bit(make):
+    """``ModelTrainer`` prepares the whole sample once and steps on its slices: the same
+    parameters and means, bit for bit, as the loss module's forward on each minibatch, autograd
+    and torch's own ``Adam.step``, with the model standardising by its pool's statistics."""
+    torch.manual_seed(0)
+    exploration = Exploration(make(), pool_min=40, updates_per_iteration=20, batch_size=8)
+    exploration.fit(_batch(200, seed=1))  # the pool's statistics: standardisation is on
+    assert exploration.loss.model.observation_scale.ne(1).all()
+    sample = _batch(160, seed=3)
+    loss, trainer = exploration.loss, exploration.trainer
+    reference_loss = copy.deepcopy(loss)
+    reference = torch.optim.Adam(reference_loss.parameters(), lr=trainer.optimizer.defaults["lr"],
+                                 fused=True)
+    # a copy: load_state_dict keeps the very tensors it is given, which the trainer updates
+    reference.load_state_dict(copy.deepcopy(trainer.optimizer.state_dict()))
+    got = trainer(sample)
+    totals: dict[str, torch.Tensor] = {}
+    for minibatch in sample.split(8):
+        out = reference_loss(minibatch)
+        reference.zero_grad()
+        sum(value for key, value in out.items() if key.startswith("loss_")).backward()
+        reference.step()
+        for key, value in out.items():
+            totals[key] = totals.get(key, 0.0) + value.detach()
+    assert got == {key: (total / 20).item() for key, total in totals.items()}
+    for ours, theirs in zip(loss.parameters(), reference_loss.parameters(), strict=True):
+        assert torch.equal(ours, theirs)
 
 
 @pytest.mark.parametrize(("build", "message"), [

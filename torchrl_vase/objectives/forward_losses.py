@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from tensordict import TensorDict, TensorDictBase
+from torch import Tensor
 
 from torchrl_vase.modules.dynamics import DynamicsModel
 from torchrl_vase.modules.forward_models import EnsembleMLP, ICMNetwork
@@ -33,7 +34,11 @@ class EnsembleLoss(TransitionLoss):
     out_keys: ClassVar[list[str]] = ["loss_forward"]
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
-        obs, action, target = self.prepared(tensordict)
+        return self.loss_of(*self.prepared(tensordict))
+
+    def loss_of(self, obs: Tensor, action: Tensor, target: Tensor) -> TensorDict:
+        """The loss of a transition the model has prepared (``prepared``): a trainer prepares
+        its whole sample once and steps on slices of it."""
         error = (self.model.network(obs, action) - target).square().mean()
         return TensorDict({"loss_forward": error}, batch_size=[])
 
@@ -66,7 +71,10 @@ class ICMLoss(TransitionLoss):
         self.beta = float(beta)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
-        obs, action, next_obs = self.prepared(tensordict)
+        return self.loss_of(*self.prepared(tensordict))
+
+    def loss_of(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> TensorDict:
+        """The loss of a transition the model has prepared (``prepared``)."""
         predicted, features, inverse = self.model.network(obs, action, next_obs)
         forward_error = 0.5 * (predicted - features).square().sum(-1).mean()
         inverse_error = (inverse - action).square().mean()

@@ -151,18 +151,32 @@ class ModelTrainer:
 
     def _loss_steps(self, sample: TensorDictBase) -> dict[str, float]:
         """Optimiser steps on the sum of the loss's ``loss_*`` outputs, by autograd."""
-        totals: dict[str, Tensor] = {}
-        minibatches = sample.split(self.batch_size)
+        step = (functools.partial(adam_step, self.optimizer)
+                if supports_adam_steps(self.optimizer) else self.optimizer.step)
+        parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
+        keys, totals = None, None
+        if callable(getattr(self.loss, "loss_of", None)):
+            # a loss of the prepared transition: the model's checks and standardisation once
+            # for the sample (elementwise: the same values as a minibatch at a time)
+            minibatches = list(zip(*(part.split(self.batch_size)
+                                     for part in self.loss.prepared(sample)), strict=True))
+        else:
+            minibatches = sample.split(self.batch_size)
         for minibatch in minibatches:
-            out = self.loss(minibatch)
+            out = (self.loss.loss_of(*minibatch) if isinstance(minibatch, tuple)
+                   else self.loss(minibatch))
+            if keys is None:  # the scalars it reports: the same keys every step
+                keys = [key for key, value in out.items() if value.numel() == 1]
             objective = sum(value for key, value in out.items() if key.startswith("loss_"))
-            self.optimizer.zero_grad()
+            for parameter in parameters:  # zero_grad's work without its per-call wrapping
+                parameter.grad = None
             objective.backward()
-            self.optimizer.step()
-            for key, value in out.items():
-                if value.numel() == 1:
-                    totals[key] = totals.get(key, 0.0) + value.detach()
-        return {key: (total / len(minibatches)).item() for key, total in totals.items()}
+            step()
+            # one sum of every scalar a step: each key's running total, added in the same order
+            values = torch.stack([out[key].detach().reshape(()) for key in keys])
+            totals = values if totals is None else totals + values
+        means = (totals / len(minibatches)).tolist()
+        return dict(zip(keys, means, strict=True))
 
     def steps(self, x: Tensor, y: Tensor, noise: Callable[[int], Tensor]) -> Tensor:
         """The steps on prepared minibatches ``x`` ``[steps, B, in]``, ``y`` ``[steps, B, out]``,
