@@ -463,6 +463,8 @@ def test_a_study_without_claims_gets_a_page_of_its_curves_aggregate_and_runs(tmp
     robot = [_row(s, m, v) | {"task": "point_robot"} for s, m, v in
              ((0, "vase", -9.0), (1, "vase", -9.0), (0, "rnd", 9.0), (1, "rnd", 9.0))]
     robot[0]["metrics"]["train/first_reward_step"] = [np.nan, 10000.0]
+    for row in robot:  # the budget the figure's axis ends at
+        row["provenance"]["config"] = "iterations: 2\nenv: {frames_per_batch: 5000}\n"
     dataset.upsert(study.dataset, robot)
     page, figures = tmp_path / "page.md", tmp_path / "figures"
     report.write_study_page(study, page, figures)

@@ -68,8 +68,6 @@ NAMESPACED = {
     "coverage": "train/coverage", "advantage_bonus_corr": "bonus/advantage_corr",
     "advantage_bonus_share": "bonus/advantage_share",
 }
-
-
 OLDER_NAMES = {"return_mean": ("train/return_mean",), "success_rate": ("train/success_rate",)}
 
 

@@ -24,6 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+import yaml
 from claims import (
     TITLES,
     Choice,
@@ -473,10 +474,13 @@ def write_study_page(study: Study, page: Path, figures: Path) -> None:
     if robot := {m: data["point_robot"][m] for m in study.figure
                  if data.get("point_robot", {}).get(m)}:
         figures.mkdir(parents=True, exist_ok=True)
+        ran = [r for runs in robot.values() for r in runs]
+        config = yaml.safe_load(ran[0].provenance["config"])  # the budget: every run's alike
         plot_first_reward(robot, {m: (study.label(m), study.measures[m]["colour"]) for m in robot},
-                          max(r.frames[-1] for runs in robot.values() for r in runs),
+                          config["iterations"] * config["env"]["frames_per_batch"],
                           figures / f"{study.name}_first_reward.png", "The point robot: runs "
-                          f"still searching for the first reward (runs at {', '.join(commits)})")
+                          "still searching for the first reward (runs at "
+                          f"{', '.join(sorted({r.commit[:7] for r in ran}))})")
         lines += ["## The point robot's first reward\n",
                   f"![Runs still searching]({link}/{study.name}_first_reward.png)\n"]
     page.parent.mkdir(parents=True, exist_ok=True)
