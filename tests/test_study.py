@@ -234,7 +234,8 @@ def test_a_config_naming_an_unknown_thing_is_refused_with_the_choices(tmp_path, 
         claims.load_study(path)
     assert "the choices:" in str(refused.value)
     with pytest.raises(ValueError, match="unknown study 'figure4'; the choices: figure3, "
-                                         "point_robot_placebo, rivals, rivals_eta, sac"):
+                                         "point_robot_placebo, rivals, rivals_eta, sac, "
+                                         "sac_placebo"):
         claims.load_study("figure4")
 
 
@@ -285,6 +286,32 @@ def test_a_choice_ranks_each_candidate_on_each_task_and_a_tie_goes_to_the_first_
     assert tied.verdict == study.label(third)  # listed before fifth
     data["point_robot"][first] = data["point_robot"][first][:4]
     assert claims.choose(study, choice, data).verdict == "not measured yet"
+
+
+NEVER = [math.nan] * 20  # 20 runs that never find the reward within the budget
+
+
+@pytest.mark.parametrize(("steps", "answer"), [
+    # VASE finds it in every seed, neither placebo in any
+    ({"vase": [5e4] * 20, "vase_eta0": NEVER, "vase_shuffled": NEVER}, "the content"),
+    # the shuffled bonus finds it exactly as VASE does, η = 0 never
+    ({"vase": [5e4] * 20, "vase_eta0": NEVER, "vase_shuffled": [5e4] * 20},
+     "its size and spread"),
+    # nobody finds it: every pair tied at the budget
+    ({"vase": NEVER, "vase_eta0": NEVER, "vase_shuffled": NEVER}, "no sooner than without it"),
+    # VASE finds it in 10 seeds, η = 0 in 7: neither shown sooner nor within 0.5 ± 0.2
+    ({"vase": [1e5] * 10 + NEVER[:10], "vase_eta0": [1e5] * 7 + NEVER[:13],
+      "vase_shuffled": NEVER}, "undecided"),
+])
+def test_the_sac_placebo_rule_reaches_each_of_its_answers(steps, answer):
+    """Issue 98's SAC placebos, 20 seeds: every answer of the rule written before their runs
+    is reachable, each from first-reward steps that say it plainly."""
+    study = claims.load_study("sac_placebo")
+    [question] = study.questions
+    assert question.budget == 300_000 and question.min_seeds == 20
+    data = {"mountain_car": {m: [_choice_run("mountain_car", m, seed, first=x)
+                                 for seed, x in enumerate(xs)] for m, xs in steps.items()}}
+    assert claims.judge(study, question, data).verdict == answer
 
 
 @pytest.mark.parametrize(("change", "message"), [

@@ -143,19 +143,13 @@ def load_runs(client: MlflowClient, experiment: str) -> tuple[list[Run], list[st
             history = _history(client, run.info.run_id, name)
             metrics[name] = np.array([m.value for m in history], dtype=float)
             steps[name] = np.array([m.step for m in history], dtype=float)
-        runs.append(
-            Run(
-                run_id=run.info.run_id,
-                surprise=run.data.tags.get("surprise", "?"),
-                seed=int(run.data.tags.get("seed", -1)),
-                metrics=metrics,
-                # runs from before `algorithm` existed are TRPO runs
-                settings={"algorithm": "trpo"} | {k: v for k, v in run.data.params.items()
-                                                  if not k.startswith(NOT_SETTINGS)},
-                steps=steps,
-                start_time=run.info.start_time or 0,
-            )
-        )
+        runs.append(Run(
+            run_id=run.info.run_id, surprise=run.data.tags.get("surprise", "?"),
+            seed=int(run.data.tags.get("seed", -1)), metrics=metrics,
+            # runs from before `algorithm` existed are TRPO runs
+            settings={"algorithm": "trpo"} | {k: v for k, v in run.data.params.items()
+                                              if not k.startswith(NOT_SETTINGS)},
+            steps=steps, start_time=run.info.start_time or 0))
     if not runs:
         raise SystemExit(f"experiment {experiment!r} has no finished runs "
                          f"({len(notes)} unfinished).")

@@ -322,10 +322,12 @@ def sooner(steps_a: np.ndarray, steps_b: np.ndarray, budget: float, *,
         return scipy.stats.CensoredData(uncensored=values[found],
                                         right=np.full((~found).sum(), budget))
 
-    # scipy's "greater": the first group's event rate (finding the reward) above the other's
-    sooner_p, later_p = (float(scipy.stats.logrank(censored(steps_a), censored(steps_b),
-                                                   alternative=side).pvalue)
-                         for side in ("greater", "less"))
+    # scipy's "greater": the first group's event rate (finding the reward) above the other's;
+    # no variance (no run found it, or all at one step): no evidence either way, p = 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sooner_p, later_p = (float(np.nan_to_num(scipy.stats.logrank(
+            censored(steps_a), censored(steps_b), alternative=side).pvalue, nan=1.0))
+            for side in ("greater", "less"))
     reading = ("sooner" if low > 0.5 and sooner_p < ALPHA else
                "later" if high < 0.5 and later_p < ALPHA else "not shown")
     # the bootstrap's side of each reading: its share of draws at or beyond 0.5 against α/2 (its
