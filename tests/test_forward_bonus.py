@@ -141,27 +141,36 @@ def test_each_bonus_trains_through_the_exploration_seam_and_its_loss_falls(make)
     torch.testing.assert_close(batch["next", "reward"], 1e-4 * batch["next", "intrinsic_reward"])
 
 
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
 @pytest.mark.parametrize("make", [
     lambda: DisagreementRewardTransform(DynamicsModel(EnsembleMLP(5, 3, [8]))),
     lambda: ICMRewardTransform(DynamicsModel(ICMNetwork(5, 3, feature_dim=8),
                                              target="next_observation")),
 ])
-def test_the_trainer_s_steps_are_the_loss_modules_own_bit_for_bit(make):
+def test_the_trainer_s_steps_are_the_loss_modules_own_bit_for_bit(make, weight_decay,
+                                                                 monkeypatch):
     """``ModelTrainer`` prepares the whole sample once and steps on its slices: the same
     parameters and means, bit for bit, as the loss module's forward on each minibatch, autograd
-    and torch's own ``Adam.step``, with the model standardising by its pool's statistics."""
+    and torch's own ``Adam.step``, with the model standardising by its pool's statistics; a
+    plain Adam steps without ``Optimizer.step``, any other (weight decay) through it."""
     torch.manual_seed(0)
     exploration = Exploration(make(), pool_min=40, updates_per_iteration=20, batch_size=8)
     exploration.fit(_batch(200, seed=1))  # the pool's statistics: standardisation is on
     assert exploration.loss.model.observation_scale.ne(1).all()
     sample = _batch(160, seed=3)
     loss, trainer = exploration.loss, exploration.trainer
+    if weight_decay:
+        trainer.optimizer.param_groups[0]["weight_decay"] = weight_decay
     reference_loss = copy.deepcopy(loss)
-    reference = torch.optim.Adam(reference_loss.parameters(), lr=trainer.optimizer.defaults["lr"],
-                                 fused=True)
+    reference = torch.optim.Adam(reference_loss.parameters(), fused=True)
     # a copy: load_state_dict keeps the very tensors it is given, which the trainer updates
     reference.load_state_dict(copy.deepcopy(trainer.optimizer.state_dict()))
+    prepared, prepare = [], loss.model.prepare
+    monkeypatch.setattr(loss.model, "prepare", lambda *args: prepared.append(1) or prepare(*args))
+    if not weight_decay:
+        monkeypatch.setattr(trainer.optimizer, "step", lambda: pytest.fail("Optimizer.step"))
     got = trainer(sample)
+    assert len(prepared) == 1  # the sample at once, not a minibatch at a time
     totals: dict[str, torch.Tensor] = {}
     for minibatch in sample.split(8):
         out = reference_loss(minibatch)

@@ -80,7 +80,9 @@ class ModelTrainer:
     ``sample`` holds ``steps × batch_size`` transitions drawn from the pool by its owner; each
     ``batch_size`` rows are one optimiser step. The ELBO's step minimises ``loss_nll + kl_weight ·
     KL`` (means of ``loss_nll``, ``loss_kl``, ``elbo``, ``kl``, ``entropy``, each before its
-    update); any other loss's, the sum of its ``loss_*`` outputs by autograd.
+    update); any other loss's, the sum of its ``loss_*`` outputs by autograd (a loss with
+    ``loss_of(obs, action, target)``, as Disagreement's and ICM's, has the whole sample
+    prepared by its model once and steps on slices of it).
 
     Args:
         loss: the loss module of the model to train.
