@@ -11,6 +11,7 @@ from recipe_modules import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 compare = load_recipe("study/compare")
+report = load_recipe("study/report")
 
 RETURNS = {  # (surprise, seed, delta): returns per iteration
     ("none", 0, None): [0, 0, 0, 0, 0, 0],
@@ -279,6 +280,22 @@ def test_the_returns_figure_names_a_curve_hidden_under_another_and_keeps_the_leg
     axes_box = ax.get_window_extent(figure.canvas.get_renderer())
     assert box.y1 < axes_box.y0  # below the axes, never over the curves
     assert [t.get_text() for t in ax.get_xticklabels() if t.get_text()][-1].endswith("k")
+
+
+def test_a_group_with_other_run_counts_in_other_panels_names_the_range(tmp_path,
+                                                                         monkeypatch):
+    """A study in progress: VASE has 3 runs on one task and 1 on the other, RND 2 on both."""
+    def runs(surprise, count):
+        return [compare.Run(str(i), surprise, i, {"return_mean": np.array([0.0, float(i)])},
+                            steps={"return_mean": np.array([5e4, 1e5])}) for i in range(count)]
+
+    figures = []
+    monkeypatch.setattr(report.plt, "close", figures.append)
+    report.plot_curves({"a": {"vase": runs("vase", 3), "rnd": runs("rnd", 2)},
+                        "b": {"vase": runs("vase", 1), "rnd": runs("rnd", 2)}},
+                       {"vase": ("VASE", None), "rnd": ("RND", None)}, tmp_path / "c.png", "t")
+    [legend] = figures[0].legends
+    assert [t.get_text() for t in legend.get_texts()] == ["VASE (1–3 runs)", "RND (2 runs)"]
 
 
 def test_timings_from_runs_started_apart_are_flagged_and_seed_counts_are_plural_right():

@@ -89,6 +89,7 @@ def plot_curves(panels: dict[str, dict[str, list]], styles: dict[str, tuple[str,
                                     layout="constrained", squeeze=False)
         figure.suptitle(textwrap.fill(title, 110))
         drawn: dict[str, tuple] = {}
+        counts: dict[str, set] = {}  # group -> its runs in each panel (a study in progress)
         twins: dict[str, set] = {}  # group -> the earlier group whose median it hides under
         for (name, groups), panel in zip(panels.items(), axes.ravel(), strict=False):
             panel.set_title(TITLES.get(name, name))
@@ -110,17 +111,20 @@ def plot_curves(panels: dict[str, dict[str, list]], styles: dict[str, tuple[str,
                     (other for other, curve in medians if curve.shape == median.shape
                      and np.allclose(curve, median, equal_nan=True)), None))
                 medians.append((group, median))
-                drawn.setdefault(group, (line, f"{label} ({len(runs)} run"
-                                               f"{'s' if len(runs) > 1 else ''})"))
+                drawn.setdefault(group, (line, label))
+                counts.setdefault(group, set()).add(len(runs))
             panel.set_xlabel("frames")
             panel.set_ylabel("extrinsic return")
             compact_steps(panel)
         for panel in axes.ravel()[len(panels):]:
             panel.set_visible(False)
-        # named only where it hides in every panel: one legend serves them all
-        texts = [text + (f", same median as {styles[twin][0]}"
-                         if len(twins[group]) == 1 and (twin := next(iter(twins[group]))) else "")
-                 for group, (_, text) in drawn.items()]
+        texts = []  # a twin named only where it hides in every panel: one legend for them all
+        for group, (_, label) in drawn.items():
+            low, high = min(counts[group]), max(counts[group])  # a study in progress: per panel
+            twin = next(iter(twins[group])) if len(twins[group]) == 1 else None
+            texts.append(f"{label} ({low}{f'–{high}' if high > low else ''} run"
+                         f"{'s' if high > 1 else ''})"
+                         + (f", same median as {styles[twin][0]}" if twin else ""))
         figure.legend([line for line, _ in drawn.values()], texts,
                       loc="outside lower center", ncols=min(3, len(drawn)) or 1, frameon=False)
         figure.savefig(path, dpi=DPI)
