@@ -153,20 +153,19 @@ class ModelTrainer:
 
     def _loss_steps(self, sample: TensorDictBase) -> dict[str, float]:
         """Optimiser steps on the sum of the loss's ``loss_*`` outputs, by autograd."""
-        step = (functools.partial(adam_step, self.optimizer)
-                if supports_adam_steps(self.optimizer) else self.optimizer.step)
+        step = self._adam_step()
         parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
         keys, totals = None, None
-        if callable(getattr(self.loss, "loss_of", None)):
+        compute = getattr(self.loss, "loss_of", None)
+        if callable(compute):
             # a loss of the prepared transition: the model's checks and standardisation once
             # for the sample (elementwise: the same values as a minibatch at a time)
             minibatches = list(zip(*(part.split(self.batch_size)
                                      for part in self.loss.prepared(sample)), strict=True))
         else:
-            minibatches = sample.split(self.batch_size)
+            compute, minibatches = self.loss, [(m,) for m in sample.split(self.batch_size)]
         for minibatch in minibatches:
-            out = (self.loss.loss_of(*minibatch) if isinstance(minibatch, tuple)
-                   else self.loss(minibatch))
+            out = compute(*minibatch)
             if keys is None:  # the scalars it reports: the same keys every step
                 keys = [key for key, value in out.items() if value.numel() == 1]
             objective = sum(value for key, value in out.items() if key.startswith("loss_"))
@@ -180,6 +179,11 @@ class ModelTrainer:
         means = (totals / len(minibatches)).tolist()
         return dict(zip(keys, means, strict=True))
 
+    def _adam_step(self) -> Callable[[], None]:
+        """torch's Adam without ``Optimizer.step``'s per-call bookkeeping, where it is plain."""
+        return (functools.partial(adam_step, self.optimizer)
+                if supports_adam_steps(self.optimizer) else self.optimizer.step)
+
     def steps(self, x: Tensor, y: Tensor, noise: Callable[[int], Tensor]) -> Tensor:
         """The steps on prepared minibatches ``x`` ``[steps, B, in]``, ``y`` ``[steps, B, out]``,
         ``noise(n)`` drawing the next ``n`` steps' noise; updates in place, returns ``[steps, 3]``
@@ -192,9 +196,7 @@ class ModelTrainer:
         steps, rows = x.shape[:2]
         terms = x.new_empty(steps, 3)
         block = steps_per_draw(self.loss, rows, steps)
-        # torch's Adam without ``Optimizer.step``'s per-call bookkeeping, where it is plain Adam
-        step = (functools.partial(adam_step, self.optimizer)
-                if supports_adam_steps(self.optimizer) else self.optimizer.step)
+        step = self._adam_step()
         for start in range(0, steps, block):
             draws = noise(min(block, steps - start))
             for i, draw in enumerate(draws, start):
