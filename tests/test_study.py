@@ -503,6 +503,7 @@ def test_a_study_without_claims_gets_a_page_of_its_curves_aggregate_and_runs(tmp
         assert section in text
     assert "## Choices" not in text  # it has none
     across = text.split("## Across tasks")[1].split("## The runs")[0]
+    assert across.startswith("\n\nOver MountainCar, 2 seeds each.")  # which tasks it holds
     rows = {line.split(" | ")[0]: line for line in across.splitlines()
             if line.startswith(("| VASE |", "| RND |"))}
     assert rows["| VASE"].endswith("| – |")  # P(VASE > VASE) is not asked

@@ -399,18 +399,18 @@ def normalised_scores(study: Study, data: dict) -> tuple[list[str], int, dict[st
 
 def across_tasks(study: Study, data: dict, figures: Path, link: str,
                  commits: list[str]) -> list[str]:
-    """rliable's aggregate of the figure's measures over the tasks each ran ≥ min_seeds on,
-    each seed's mean return over the whole run, min–max normalised per task."""
+    """rliable's aggregate of the figure's measures over ``normalised_scores``'s tasks, named."""
     measures = study.figure
     tasks, count, scores = normalised_scores(study, data)
     taus = np.linspace(0, 1, 51)
     result = aggregate(scores, taus, measures[0])
-    styles = {m: (study.label(m), study.measures[m]["colour"]) for m in measures}
-    plot_aggregate(result, styles, measures[0], taus, figures / f"{study.name}_aggregate.png",
+    plot_aggregate(result, {m: (study.label(m), study.measures[m]["colour"]) for m in measures},
+                   measures[0], taus, figures / f"{study.name}_aggregate.png",
                    f"Across {len(tasks)} task{'s' * (len(tasks) != 1)}, {count} seeds each "
                    "(rliable): each seed's mean return over the whole run, min–max normalised "
                    f"per task (runs at {', '.join(commits)})")
-    lines = [f"[![rliable's aggregate]({link}/{study.name}_aggregate.png)]"
+    lines = [f"Over {', '.join(TITLES[t] for t in tasks)}, {count} seeds each.\n",
+             f"[![rliable's aggregate]({link}/{study.name}_aggregate.png)]"
              f"({link}/{study.name}_aggregate.png)\n",
              f"| measure | IQM [95 %] | P({study.label(measures[0])} > it) [95 %] |",
              "|---|---:|---:|"]
