@@ -471,10 +471,10 @@ def write_study_page(study: Study, page: Path, figures: Path) -> None:
                     {m: (spec["label"], spec["colour"]) for m, spec in study.measures.items()},
                     figures / f"{study.name}_curves.png", f"{study.title}: median extrinsic "
                     f"return, interquartile range shaded (runs at {', '.join(commits)})")
-        lines += ["## Curves\n", f"![The curves]({link}/{study.name}_curves.png)\n"]
-        if normalised_scores(study, data)[0]:
+        if normalised_scores(study, data)[0]:  # the answer first, then each task's curves
             lines += ["## Across tasks\n", *across_tasks(study, data, figures, link, commits),
                       ""]
+        lines += ["## Curves\n", f"![The curves]({link}/{study.name}_curves.png)\n"]
     if robot := {m: data["point_robot"][m] for m in study.figure
                  if data.get("point_robot", {}).get(m)}:
         figures.mkdir(parents=True, exist_ok=True)
