@@ -474,7 +474,8 @@ def test_a_study_without_claims_gets_a_page_of_its_curves_aggregate_and_runs(tmp
         "  vase: {overrides: [surprise=vase], label: VASE, colour: \"#D55E00\"}",
         "  vase: {overrides: [surprise=vase], label: VASE, colour: \"#D55E00\"}\n"
         "  rnd: {overrides: [surprise=rnd], label: RND, colour: \"#CC79A7\"}").replace(
-        "measures: [vase], seeds: 0-1", "measures: [vase, rnd], seeds: 0-1").replace(
+        "tasks: [mountain_car], measures: [vase], seeds: 0-1",
+        "tasks: [mountain_car, point_robot], measures: [vase, rnd], seeds: 0-1").replace(
         "figure: [vase]", "figure: [vase, rnd]").replace(
         "tasks: [mountain_car]\n", "tasks: [mountain_car, point_robot]\n").replace(
         "name: tiny", "name: tiny\n"
@@ -497,7 +498,7 @@ def test_a_study_without_claims_gets_a_page_of_its_curves_aggregate_and_runs(tmp
     report.write_study_page(study, page, figures)
     text = page.read_text()
     assert text.startswith("# Two bonuses\n\nA test.\n")
-    assert "8 runs so far (commits abc)" in text
+    assert "8 of 8 runs (commits abc)" in text  # of the cells' seeds
     sections = [line for line in text.splitlines() if line.startswith("## ")]
     assert sections == ["## Across tasks", "## Curves", "## The point robot's first reward",
                         "## The runs"]  # the answer first

@@ -446,8 +446,7 @@ def write_readme(readme: Path, lines: list[str]) -> None:
     if begin not in text or end not in text:
         raise ValueError(f"{readme} has no block {begin} ... {end} to write the claims in.")
     head, rest = text.split(begin, 1)
-    readme.write_text(head + begin + "\n" + "\n".join(lines) + "\n" + end
-                      + rest.split(end, 1)[1])
+    readme.write_text(f"{head}{begin}\n" + "\n".join(lines) + f"\n{end}{rest.split(end, 1)[1]}")
 
 
 def write_study_page(study: Study, page: Path, figures: Path) -> None:
@@ -456,7 +455,8 @@ def write_study_page(study: Study, page: Path, figures: Path) -> None:
     runs = [run for by_measure in data.values() for cell in by_measure.values() for run in cell]
     commits = sorted({r.commit[:7] for r in runs})
     link = Path(os.path.relpath(figures, page.parent)).as_posix()
-    lines = [f"# {study.title}\n\n{study.about}\n\n{len(runs)} runs so far (commits "
+    planned = sum(map(len, study.seeds.values()))
+    lines = [f"# {study.title}\n\n{study.about}\n\n{len(runs)} of {planned} runs (commits "
              f"{', '.join(commits) or 'none yet'}); this page: `python recipes/study/study.py "
              f"report {study.name}`.\n"]
     if choices := [(study, v) for v in judge_all(study, data) if isinstance(v.record, Choice)]:
