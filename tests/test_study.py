@@ -504,7 +504,7 @@ def test_a_study_without_claims_gets_a_page_of_its_curves_aggregate_and_runs(tmp
                         "## The runs"]  # the answer first
     assert "## Choices" not in text  # it has none
     across = text.split("## Across tasks")[1].split("## Curves")[0]
-    assert across.startswith("\n\nOver MountainCar, 2 seeds each.")  # which tasks it holds
+    assert across.startswith("\n\nOver MountainCar, 2 seeds each: [![")  # which tasks
     rows = {line.split(" | ")[0]: line for line in across.splitlines()
             if line.startswith(("| VASE |", "| RND |"))}
     assert rows["| VASE"].endswith("| – |")  # P(VASE > VASE) is not asked
@@ -517,3 +517,15 @@ def test_the_study_code_stays_within_its_budget():
     """Issue 94's bar: the study's code, wherever it lives, at most 2,500 Python lines."""
     lines = sum(len(p.read_text().splitlines()) for p in (ROOT / "recipes" / "study").glob("*.py"))
     assert lines <= 2500, f"recipes/study/ is {lines} lines: the study tool's budget is 2,500"
+
+
+def test_reporting_a_study_of_questions_alone_writes_the_page_that_answers_them(monkeypatch,
+                                                                               tmp_path):
+    written = {}
+    monkeypatch.setattr(study_tool, "write_page", lambda study, page, figures, others, readme:
+                        written.update(study=study.name, others={o.name for o in others},
+                                       page=page))
+    study_tool.main(["report", "sac", "--page", str(tmp_path / "results.md")])
+    # sac's questions are answered beside the claims of the study that has them: its page
+    assert written["study"] == "figure3" and "sac" in written["others"]
+    assert written["page"] == tmp_path / "results.md"

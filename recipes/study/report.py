@@ -409,7 +409,7 @@ def across_tasks(study: Study, data: dict, figures: Path, link: str,
                    f"Across {len(tasks)} task{'s' * (len(tasks) != 1)}, {count} seeds each "
                    "(rliable): each seed's mean return over the whole run, min–max normalised "
                    f"per task (runs at {', '.join(commits)})")
-    lines = [f"Over {', '.join(TITLES[t] for t in tasks)}, {count} seeds each.\n",
+    lines = [f"Over {', '.join(TITLES[t] for t in tasks)}, {count} seeds each: "
              f"[![rliable's aggregate]({link}/{study.name}_aggregate.png)]"
              f"({link}/{study.name}_aggregate.png)\n",
              f"| measure | IQM [95 %] | P({study.label(measures[0])} > it) [95 %] |",

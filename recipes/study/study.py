@@ -239,11 +239,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=max(1, len(os.sched_getaffinity(0))))
     parser.add_argument("--launcher", default="joblib", help="hydra/launcher: joblib, "
                         "submitit_local, submitit_slurm")
-    parser.add_argument("--scratch", type=Path, default=None,
-                        help="checkpoints, the MLflow store (default: studies/<study>)")
+    parser.add_argument("--scratch", type=Path, help="checkpoints, MLflow (studies/<study>)")
     parser.add_argument("--overrides", nargs="*", default=[], help="added to every job")
-    parser.add_argument("--code", type=Path, default=ROOT,
-                        help="a checkout at the study's commit whose recipe runs the jobs")
+    parser.add_argument("--code", type=Path, default=ROOT, help="a checkout at the study's commit")
     parser.add_argument("--any-commit", action="store_true",
                         help="launch from a checkout at another commit (says so)")
     parser.add_argument("--recheck", type=int, default=0, metavar="N",
@@ -282,8 +280,10 @@ def main(argv: list[str] | None = None) -> None:
                          page.with_suffix(""))
         print(f"wrote {page}")
     else:
-        others = tuple(load_study(p) for p in sorted((ROOT / "conf" / "study").glob("*.yaml"))
-                       if p.stem != study.name)
+        studies = [load_study(p) for p in sorted((ROOT / "conf" / "study").glob("*.yaml"))]
+        if not study.claims:  # its questions are answered on the page of the study with claims
+            study = next(s for s in studies if s.claims)
+        others = tuple(s for s in studies if s.name != study.name)
         write_page(study, args.page, ROOT / "docs" / "results" / study.name, others,
                    ROOT / "README.md" if args.page == ROOT / "docs" / "results.md" else None)
         print(f"wrote {args.page}")
