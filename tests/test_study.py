@@ -82,6 +82,10 @@ def test_the_committed_page_shows_the_judged_table_on_its_first_screen(figure3):
     start = first.index(table[0])
     assert page[start:start + len(table)] == table  # the page is the judge's, row for row
     assert len(page) <= 250
+    for claim in study.claims:  # each record's head names its task's smallest effect
+        margin = verdicts[claim.id].margin
+        head = page[page.index(f"{{: #claim-{claim.id} }}") - 1]
+        assert head.endswith(f"m = ±{margin:.3g})") or not np.isfinite(margin)
     readme = (ROOT / "README.md").read_text()
     begin, end = report.README_BLOCK
     block = readme.split(begin, 1)[1].split(end, 1)[0].strip().splitlines()

@@ -300,10 +300,10 @@ def _numbers(study: Study, v: Verdict) -> list[str]:
         head = f"**{record.asks}**: **{v.verdict}**\n{{: #{record.id} }}\n"
     if v.verdict == "not measured yet" or isinstance(record, Choice):
         return [head, *(_choice_numbers(study, v) if v.comparisons else [])]
-    margin = (f"The task's smallest effect of interest m = ±{v.margin:.3g}.\n"
+    margin = (f" (the task's smallest effect of interest m = ±{v.margin:.3g})"
               if np.isfinite(v.margin) else "")
-    lines = [head, margin, "| A − B | whole run: median [5 %, 95 %] | mean | P(A > B) | "
-             "last 10 %: median [5 %, 95 %] |", "|---|---:|---:|---:|---:|"]
+    lines = [head.replace("\n", f"{margin}\n", 1), "| A − B | whole run: median [5 %, 95 %] "
+             "| mean | P(A > B) | last 10 %: median [5 %, 95 %] |", "|---|---:|---:|---:|---:|"]
     for name, (primary, sensitivity) in v.comparisons.items():
         label = name if " − " not in name else _names(study, name)
         if isinstance(record, Claim) and record.kind != "sooner":
